@@ -1,0 +1,242 @@
+"""Records that cross the harness boundary (worker pipe, cache files, CLI JSON, server).
+
+Lines and columns are 1-based, as compilers print them; the server converts to LSP's 0-based.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+Severity = Literal["error", "warning", "info", "hint"]
+
+# Why a harness step could not produce a result. Each kind comes with a message and a fix.
+ErrorKind = Literal[
+    "nvcc_missing",
+    "ncu_missing",
+    "no_gpu",
+    "no_driver",
+    "wrong_arch",
+    "counter_permission",
+    "ncu_replay_failed",
+    "build_failed",
+    "no_reference",
+    "bad_reference",
+    "bad_target",
+    "entry_missing",
+    "shape_mismatch",
+    "timeout",
+    "illegal_memory_access",
+    "crash",
+    "torch_missing",
+    "golden_missing",
+    "cancelled",
+]
+
+
+class HarnessError(msgspec.Struct, kw_only=True):
+    kind: ErrorKind
+    message: str
+    fix: str = ""
+    kernel: str | None = None  # the kernel involved, when known (e.g. an illegal address)
+    log: str = ""  # tail of the tool's output, for the curious
+
+
+class SourceDiagnostic(msgspec.Struct, kw_only=True):
+    """A compiler (or other tool) message pinned to a source position."""
+
+    file: str
+    line: int
+    column: int = 0  # 0: the tool gave no column
+    severity: Severity
+    message: str
+    code: str | None = None  # e.g. nvcc's "20039-D", or a finding id
+
+
+class KernelResources(msgspec.Struct, kw_only=True):
+    """What ptxas reports for one kernel, plus theoretical occupancy derived from it."""
+
+    name: str  # mangled, as ptxas prints it
+    demangled: str
+    arch: str  # e.g. "sm_90"
+    registers: int
+    spill_store_bytes: int = 0
+    spill_load_bytes: int = 0
+    stack_bytes: int = 0
+    shared_bytes: int = 0  # static shared memory per block
+    constant_bytes: int = 0
+    max_threads_per_block: int | None = None  # from __launch_bounds__, when ptxas says so
+    # Theoretical occupancy at `occupancy_block_size` threads per block (resident warps per SM
+    # over the SM's maximum), and the resource that limits it.
+    occupancy_block_size: int = 256
+    theoretical_occupancy: float | None = None
+    occupancy_limiter: Literal["registers", "shared_memory", "block_size", "warps"] | None = None
+
+
+class BuildResult(msgspec.Struct, kw_only=True):
+    ok: bool
+    source: str
+    artifact: str | None = None  # the built shared library or executable
+    arch: str
+    command: list[str] = []
+    diagnostics: list[SourceDiagnostic] = []
+    resources: list[KernelResources] = []
+    cached: bool = False
+    seconds: float = 0.0
+    key: str = ""  # content hash of every input
+    error: HarnessError | None = None
+
+
+class Mismatch(msgspec.Struct, kw_only=True):
+    output: int  # which output tensor
+    trial: int
+    seed: int
+    max_abs_error: float
+    max_rel_error: float
+    first_bad_index: list[int]
+    expected: float
+    actual: float
+    bad_elements: int
+    total_elements: int
+    nonfinite: int  # NaN/Inf in the candidate's output (unwritten elements show up as NaN)
+
+
+HackKind = Literal[
+    "calls_library",  # torch ops / cuBLAS / cuDNN / Thrust instead of its own kernels
+    "no_kernel_launched",
+    "output_cached",  # same output for new inputs, or outputs not recomputed
+    "side_stream",  # work on another stream, escaping the timed region
+    "swallowed_exception",  # try/except that hides a failed kernel
+    "reads_reference",  # reads the reference's outputs or calls the reference model
+    "memcheck",  # compute-sanitizer memcheck: out-of-bounds or misaligned access
+    "racecheck",  # compute-sanitizer racecheck: shared-memory data race
+]
+
+
+class HackFinding(msgspec.Struct, kw_only=True):
+    kind: HackKind
+    message: str
+    line: int | None = None  # in the candidate's source, when known
+
+
+class VerifyResult(msgspec.Struct, kw_only=True):
+    ok: bool
+    trials: int
+    seeds: list[int] = []
+    atol: float
+    rtol: float
+    mismatches: list[Mismatch] = []
+    hacks: list[HackFinding] = []
+    message: str = ""  # one line a person can act on
+
+
+class Timing(msgspec.Struct, kw_only=True):
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    p20_ms: float
+    p80_ms: float
+    repetitions: int
+
+
+class CheckResult(msgspec.Struct, kw_only=True):
+    """build + verify + time for one target on one GPU."""
+
+    source: str
+    target_kind: str
+    gpu: str | None = None  # device name, e.g. "NVIDIA H100 80GB HBM3"
+    arch: str | None = None
+    build: BuildResult | None = None
+    verify: VerifyResult | None = None
+    timing: Timing | None = None
+    eager: Timing | None = None
+    compiled: Timing | None = None  # torch.compile of the reference
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    phase_seconds: dict[str, float] = {}
+    error: HarnessError | None = None
+
+
+# --- profiling ---------------------------------------------------------------------------
+
+
+class RuleResult(msgspec.Struct, kw_only=True):
+    """One result of an ncu rule (its message stripped of ncu's markup)."""
+
+    id: str  # e.g. "UncoalescedGlobalAccess"
+    section: str
+    type: Literal["ok", "info", "warning", "error", "optimization"]
+    title: str
+    message: str
+    estimated_speedup: float | None = None  # percent, as ncu states it
+    speedup_kind: Literal["global", "local"] | None = None
+
+
+class SourceMarker(msgspec.Struct, kw_only=True):
+    """An ncu source-level finding attached to a line of the user's source."""
+
+    file: str
+    line: int
+    rule: str
+    kind: Literal["info", "warning", "optimization"]
+    message: str
+
+
+class LaunchConfig(msgspec.Struct, kw_only=True):
+    grid: list[int]  # x, y, z
+    block: list[int]
+    registers_per_thread: int
+    shared_static_bytes: int = 0
+    shared_dynamic_bytes: int = 0
+    waves_per_sm: float | None = None
+
+
+class KernelProfile(msgspec.Struct, kw_only=True):
+    name: str  # function name, e.g. "softmax_rowthread"
+    demangled: str  # full signature
+    duration_ns: float | None = None
+    launch: LaunchConfig
+    metrics: dict[str, float] = {}
+    rules: list[RuleResult] = []
+    markers: list[SourceMarker] = []
+
+
+class ProfileReport(msgspec.Struct, kw_only=True):
+    device: str
+    arch: str  # e.g. "sm_90"
+    depth: Literal["quick", "full"]
+    report_path: str | None = None
+    kernels: list[KernelProfile] = []
+    seconds: float = 0.0
+
+
+# --- worker protocol -----------------------------------------------------------------------
+# The worker (`python -m kernelblaster.harness.worker`) reads one WorkerRequest as JSON on stdin
+# and writes JSON lines on stdout: any number of WorkerProgress, then exactly one WorkerResponse.
+# The caller may kill it at any time (cancellation, timeout); a missing WorkerResponse means
+# the worker died, which the caller reports as a crash.
+
+
+class WorkerRequest(msgspec.Struct, kw_only=True):
+    task: Literal["build", "check", "profile"]
+    source: str  # absolute path of the .cu file
+    settings: dict = {}  # kernelblaster.settings.Settings as builtins
+    depth: Literal["quick", "full"] = "quick"  # profile depth
+    kernels: list[str] = []  # profile only these kernel names (all of the file's when empty)
+
+
+class WorkerProgress(msgspec.Struct, kw_only=True, tag="progress"):
+    phase: Literal["build", "verify", "time", "sanitize", "profile"]
+    message: str
+    percent: int | None = None
+
+
+class WorkerResponse(msgspec.Struct, kw_only=True, tag="result"):
+    build: BuildResult | None = None
+    check: CheckResult | None = None
+    profile: ProfileReport | None = None
+    error: HarnessError | None = None
+
+
+WorkerMessage = WorkerProgress | WorkerResponse

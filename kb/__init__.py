@@ -1,0 +1,1 @@
+"""Persistent per-user knowledge base: the learned policy (state -> technique -> gain)."""

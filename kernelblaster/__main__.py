@@ -1,0 +1,5 @@
+import sys
+
+from kernelblaster.cli import main
+
+sys.exit(main())

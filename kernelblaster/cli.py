@@ -1,0 +1,38 @@
+"""The `kernelblaster` command. Each feature registers its own subcommands; this only wires them.
+
+Every command module exposes `register(subparsers)`, which adds its parsers and sets
+`func(args) -> int` on each. Command modules must stay light to import (no torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from kernelblaster import __version__
+
+COMMAND_MODULES = [
+    "kernelblaster.harness.cli",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kernelblaster",
+        description="Profile, explain and optimize CUDA kernels.",
+    )
+    parser.add_argument("--version", action="version", version=f"kernelblaster {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""User and workspace settings, as one typed record.
+
+Precedence, lowest first: defaults, `[tool.kernelblaster]` in the workspace's `pyproject.toml`,
+`kernelblaster.toml`, `KERNELBLASTER_*` environment variables, and finally whatever the editor
+sends over LSP (applied by the server with `Settings.merged`). API keys are never a field here:
+only the *name* of the environment variable that holds one, so a key can't end up in a file,
+a log or the knowledge base by way of this record.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+CONFIG_FILE = "kernelblaster.toml"
+ENV_PREFIX = "KERNELBLASTER_"
+
+
+class SettingsError(ValueError):
+    """A configuration file or value that can't be used; the message says where and why."""
+
+
+class TargetConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One explicitly configured kernel target (`[[targets]]` in kernelblaster.toml)."""
+
+    source: str
+    reference: str | None = None
+    entry: str | None = None
+    kind: Literal["auto", "extension", "plain", "kernelbench", "standalone"] = "auto"
+    golden: str | None = None
+    args: list[str] = []
+    nvcc_flags: list[str] = []
+    atol: float | None = None
+    rtol: float | None = None
+    allow_library_calls: bool = False
+
+
+class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    # build
+    nvcc: str = "nvcc"
+    nvcc_flags: list[str] = []
+    arch: str | None = None  # e.g. "sm_90"; detected from the GPU when unset
+    # profiling
+    ncu_path: str = "ncu"
+    ncu_depth: Literal["quick", "full"] = "quick"
+    compute_sanitizer_path: str = "compute-sanitizer"
+    # timeouts, seconds
+    build_timeout_s: float = 300.0
+    run_timeout_s: float = 60.0
+    profile_timeout_s: float = 180.0
+    # verification
+    trials: int = 3
+    atol: float | None = None
+    rtol: float | None = None
+    allow_library_calls: bool = False
+    # GPU
+    gpu_index: int = 0
+    parallel_gpu_jobs: int = 1
+    # LLM (OpenAI-compatible endpoint)
+    llm_base_url: str | None = None
+    llm_model: str = "gpt-4o"
+    llm_api_key_env: str = "OPENAI_API_KEY"
+    llm_timeout_s: float = 120.0
+    llm_max_retries: int = 3
+    # optimization loop
+    rollouts: int = 4
+    depth: int = 3
+    top_k: int = 3
+    # storage
+    kb_path: str | None = None
+    cache_dir: str | None = None
+    targets: list[TargetConfig] = []
+
+    def merged(self, overrides: dict[str, Any]) -> Settings:
+        """A copy with `overrides` applied (unknown keys are an error, None keeps the value)."""
+        current = msgspec.to_builtins(self)
+        current.update({k: v for k, v in overrides.items() if v is not None})
+        return _convert(current, "settings")
+
+    def llm_api_key(self) -> str | None:
+        """The API key, read from the environment at the moment it is needed."""
+        return os.environ.get(self.llm_api_key_env) or None
+
+
+def _convert(data: dict[str, Any], origin: str) -> Settings:
+    try:
+        return msgspec.convert(data, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise SettingsError(f"{origin}: {exc}") from exc
+
+
+def find_config_dir(start: Path) -> Path | None:
+    """The nearest directory at or above `start` holding kernelblaster.toml or a pyproject.toml
+    with a [tool.kernelblaster] table."""
+    start = start if start.is_dir() else start.parent
+    for directory in (start, *start.parents):
+        if (directory / CONFIG_FILE).is_file():
+            return directory
+        pyproject = directory / "pyproject.toml"
+        if pyproject.is_file() and "tool" in _read_toml(pyproject) and "kernelblaster" in _read_toml(
+            pyproject
+        )["tool"]:
+            return directory
+    return None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"{path}: {exc}") from exc
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
+    """KERNELBLASTER_<FIELD> for scalar fields; KERNELBLASTER_KB is the documented alias of
+    KERNELBLASTER_KB_PATH."""
+    scalar_fields = {
+        name
+        for name, value in msgspec.to_builtins(Settings()).items()
+        if not isinstance(value, list)
+    }
+    found: dict[str, Any] = {}
+    for name in scalar_fields:
+        value = environ.get(ENV_PREFIX + name.upper())
+        if value is not None:
+            found[name] = value
+    if "KERNELBLASTER_KB" in environ and "kb_path" not in found:
+        found["kb_path"] = environ["KERNELBLASTER_KB"]
+    return found
+
+
+def load_settings(start: Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Settings for the workspace containing `start` (a file or directory; default: cwd).
+
+    Relative paths in target entries are resolved against the config file's directory."""
+    environ = dict(os.environ) if environ is None else environ
+    data: dict[str, Any] = {}
+    config_dir = find_config_dir((start or Path.cwd()).resolve())
+    if config_dir is not None:
+        pyproject = config_dir / "pyproject.toml"
+        if pyproject.is_file():
+            data.update(_read_toml(pyproject).get("tool", {}).get("kernelblaster", {}))
+        config = config_dir / CONFIG_FILE
+        if config.is_file():
+            data.update(_read_toml(config))
+        for target in data.get("targets", []):
+            for key in ("source", "reference", "golden"):
+                if isinstance(target.get(key), str):
+                    target[key] = str((config_dir / target[key]).resolve())
+    data.update(_env_overrides(environ))
+    return _convert(data, str(config_dir or "environment"))

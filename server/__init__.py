@@ -1,0 +1,1 @@
+"""The pygls language server: documents, jobs, diagnostics, hover, code actions."""
