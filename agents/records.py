@@ -37,3 +37,44 @@ class PerfState(msgspec.Struct, kw_only=True):
     near_limit: bool = False
     metrics: dict[str, float] = {}  # the key metrics shown in hover
     version: int = STATE_VERSION
+
+
+# --- optimize worker protocol --------------------------------------------------------------
+# `python -m kernelblaster.agents.optimize_worker` reads one OptimizeRequest as JSON on stdin and
+# writes JSON lines: any number of OptimizeProgress, then exactly one OptimizeResponse. The
+# caller may kill it at any time; the KB keeps every attempt recorded up to then.
+
+
+class OptimizeRequest(msgspec.Struct, kw_only=True):
+    source: str  # absolute path of the .cu file
+    source_text: str  # the document's text the optimization starts from
+    kernel: str
+    technique: str | None = None  # force this technique for the first step; KB-sampled if None
+    rollouts: int = 4
+    depth: int = 3
+    top_k: int = 3
+    seed: int | None = None
+    settings: dict = {}  # kernelblaster.settings.Settings as builtins
+
+
+class OptimizeProgress(msgspec.Struct, kw_only=True, tag="progress"):
+    step: int  # 1-based, out of `total`
+    total: int
+    message: str  # e.g. "rollout 2 step 1: shared_memory_tiling predicted 2.1x, measured 1.7x"
+    best_speedup: float | None = None
+
+
+class OptimizeResponse(msgspec.Struct, kw_only=True, tag="result"):
+    kernel: str
+    improved: bool  # a verified candidate faster than the original exists
+    best_source: str | None = None  # full text of the best verified candidate
+    speedup: float | None = None  # vs the original kernel
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    techniques: list[str] = []  # applied along the best trajectory
+    attempts: int = 0
+    message: str = ""  # one line for the user
+    error: str | None = None  # why the run could not complete (LLM unreachable, no GPU, ...)
+
+
+OptimizeMessage = OptimizeProgress | OptimizeResponse
