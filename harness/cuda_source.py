@@ -1,0 +1,155 @@
+"""CUDA source structure from the tree-sitter-cuda grammar: `__global__` kernels and the
+`extern "C"` launchers of plain targets. Parsing tolerates broken code (tree-sitter recovers),
+so the editor can still locate kernels in a file that doesn't compile."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import msgspec
+import tree_sitter
+import tree_sitter_cuda
+
+
+class CParam(msgspec.Struct, kw_only=True):
+    name: str
+    type: str  # as written, without the name, e.g. "const float* __restrict__"
+    base_type: str  # e.g. "float", "__half", "int64_t", "unsigned int", "cudaStream_t"
+    pointer: bool
+    const: bool
+
+
+class CFunction(msgspec.Struct, kw_only=True):
+    name: str
+    return_type: str
+    params: list[CParam]
+    line: int  # 1-based line of the declaration
+
+
+class KernelDecl(msgspec.Struct, kw_only=True):
+    """A `__global__` function: where its name is and where its definition spans (0-based, as
+    LSP counts; columns in UTF-8 bytes, which equal characters for ASCII source)."""
+
+    name: str
+    name_line: int
+    name_start_column: int
+    name_end_column: int
+    start_line: int
+    end_line: int
+
+
+@cache
+def _parser() -> tree_sitter.Parser:
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
+
+
+def parse(source: str) -> tree_sitter.Tree:
+    return _parser().parse(source.encode("utf-8"))
+
+
+def _walk(node: tree_sitter.Node):
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def _text(node: tree_sitter.Node | None) -> str:
+    return node.text.decode("utf-8") if node is not None and node.text is not None else ""
+
+
+def _declarator_name(declarator: tree_sitter.Node | None) -> tuple[str, int]:
+    """The identifier inside a (possibly pointer/reference) declarator, and its pointer depth."""
+    depth = 0
+    node = declarator
+    while node is not None and node.type in ("pointer_declarator", "reference_declarator"):
+        depth += 1
+        node = node.child_by_field_name("declarator") or next(
+            (c for c in node.children if c.type.endswith("declarator") or c.type == "identifier"),
+            None,
+        )
+    return _text(node), depth
+
+
+def _param(node: tree_sitter.Node) -> CParam | None:
+    type_node = node.child_by_field_name("type")
+    declarator = node.child_by_field_name("declarator")
+    if type_node is None:
+        return None
+    name, depth = _declarator_name(declarator)
+    qualifiers = [_text(c) for c in node.children if c.type == "type_qualifier"]
+    full = _text(node)
+    type_text = full[: len(full) - len(name)].rstrip() if name and full.endswith(name) else full
+    return CParam(
+        name=name,
+        type=type_text,
+        base_type=_text(type_node),
+        pointer=depth > 0,
+        const="const" in qualifiers,
+    )
+
+
+def _function(definition: tree_sitter.Node) -> CFunction | None:
+    declarator = definition.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        declarator = declarator.child_by_field_name("declarator")
+    if declarator is None:
+        return None
+    params_node = declarator.child_by_field_name("parameters")
+    params = [
+        p
+        for p in (
+            _param(c)
+            for c in (params_node.children if params_node else [])
+            if c.type == "parameter_declaration"
+        )
+        if p is not None
+    ]
+    return CFunction(
+        name=_text(declarator.child_by_field_name("declarator")),
+        return_type=_text(definition.child_by_field_name("type")),
+        params=params,
+        line=definition.start_point[0] + 1,
+    )
+
+
+def extern_c_functions(source: str) -> list[CFunction]:
+    """Functions defined with C linkage (`extern "C" ...` or inside `extern "C" { ... }`)."""
+    found: list[CFunction] = []
+    for node in _walk(parse(source).root_node):
+        if node.type != "linkage_specification" or '"C"' not in _text(node.child_by_field_name("value")):
+            continue
+        body = node.child_by_field_name("body")
+        definitions = (
+            [body]
+            if body is not None and body.type == "function_definition"
+            else [c for c in (body.children if body else []) if c.type == "function_definition"]
+        )
+        found.extend(f for f in map(_function, definitions) if f is not None)
+    return found
+
+
+def global_kernels(source: str) -> list[KernelDecl]:
+    """Every `__global__` function definition, in source order."""
+    kernels: list[KernelDecl] = []
+    for node in _walk(parse(source).root_node):
+        if node.type != "function_definition" or not any(
+            _text(c) == "__global__" for c in node.children
+        ):
+            continue
+        declarator = node.child_by_field_name("declarator")
+        while declarator is not None and declarator.type != "function_declarator":
+            declarator = declarator.child_by_field_name("declarator")
+        name_node = declarator.child_by_field_name("declarator") if declarator else None
+        if name_node is None:
+            continue
+        kernels.append(
+            KernelDecl(
+                name=_text(name_node).split("::")[-1],
+                name_line=name_node.start_point[0],
+                name_start_column=name_node.start_point[1],
+                name_end_column=name_node.end_point[1],
+                start_line=node.start_point[0],
+                end_line=node.end_point[0],
+            )
+        )
+    return kernels
