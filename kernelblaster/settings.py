@@ -73,6 +73,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # storage
     kb_path: str | None = None
     cache_dir: str | None = None
+    # how the server starts its workers (empty: this Python, `-m kernelblaster.harness.worker` /
+    # `-m kernelblaster.agents.optimize_worker`); e.g. to run them in a container or on a GPU host
+    worker_command: list[str] = []
+    optimize_worker_command: list[str] = []
     targets: list[TargetConfig] = []
 
     def merged(self, overrides: dict[str, Any]) -> Settings:
