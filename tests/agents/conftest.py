@@ -1,0 +1,41 @@
+"""Fixtures for the agent tests: a scripted OpenAI-compatible server and clients pointed at it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kernelblaster.agents.llm import LlmClient, LlmConfig
+from openai_server import FAKE_KEY, OpenAITestServer
+
+
+@pytest.fixture
+def openai_server() -> Iterator[OpenAITestServer]:
+    with OpenAITestServer() as server:
+        yield server
+
+
+@pytest.fixture
+def make_client(openai_server: OpenAITestServer) -> Callable[..., LlmClient]:
+    """A client for the test server with test-sized timeouts and backoff; override any field."""
+
+    def make(*, api_key: str | None = FAKE_KEY, **overrides: Any) -> LlmClient:
+        fields: dict[str, Any] = {
+            "base_url": openai_server.base_url,
+            "model": "test-model",
+            "api_key_env": "KERNELBLASTER_TEST_NO_SUCH_VAR",
+            "timeout_s": 1.0,
+            "max_retries": 2,
+            "backoff_base_s": 0.01,
+            "backoff_max_s": 0.05,
+        }
+        fields.update(overrides)
+        return LlmClient(LlmConfig(**fields), api_key=api_key)
+
+    return make
+
+
+@pytest.fixture
+def client(make_client: Callable[..., LlmClient]) -> LlmClient:
+    return make_client()
