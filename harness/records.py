@@ -224,6 +224,9 @@ class WorkerRequest(msgspec.Struct, kw_only=True):
     settings: dict = {}  # kernelblaster.settings.Settings as builtins
     depth: Literal["quick", "full"] = "quick"  # profile depth
     kernels: list[str] = []  # profile only these kernel names (all of the file's when empty)
+    reference: str | None = None  # overrides the reference found beside the source
+    sanitize: bool = False  # also run compute-sanitizer (memcheck; racecheck with shared memory)
+    source_text: str | None = None  # check this text instead of the file's (candidates)
 
 
 class WorkerProgress(msgspec.Struct, kw_only=True, tag="progress"):

@@ -1,0 +1,273 @@
+"""Calling the kernel under test, whatever its form, as `candidate(inputs) -> outputs`.
+Worker side: imports torch.
+
+Plain form calling convention (the launcher is the file's one `extern "C"` function):
+- pointer parameters receive, in order: the tensors of `get_inputs()`, then the reference
+  model's parameters and buffers in `state_dict()` order, then the outputs, which the harness
+  allocates with the reference's output shapes and dtypes (NaN-poisoned);
+- scalar parameters are filled by name: a numeric attribute of the reference model, else a
+  module-level constant of the reference file (`M`, `N`, `batch_size`, ...), else `n`/`numel`/
+  `size` mean the number of elements of the first input;
+- a `cudaStream_t` parameter receives PyTorch's current stream;
+- a `cudaError_t`/`int` return value other than 0 is reported as a launch failure.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from kernelblaster.harness.cuda_source import CFunction, extern_c_functions, global_kernels
+from kernelblaster.harness.records import HarnessError
+from kernelblaster.harness.reference import Reference, ReferenceError_, as_outputs, load_module
+from kernelblaster.harness.targets import Target
+
+POINTER_DTYPES: dict[str, torch.dtype | None] = {
+    "float": torch.float32,
+    "double": torch.float64,
+    "__half": torch.float16,
+    "half": torch.float16,
+    "__nv_bfloat16": torch.bfloat16,
+    "nv_bfloat16": torch.bfloat16,
+    "int": torch.int32,
+    "int32_t": torch.int32,
+    "unsigned int": torch.int32,
+    "long": torch.int64,
+    "long long": torch.int64,
+    "int64_t": torch.int64,
+    "int8_t": torch.int8,
+    "char": torch.int8,
+    "uint8_t": torch.uint8,
+    "unsigned char": torch.uint8,
+    "bool": torch.bool,
+    "void": None,  # any dtype
+}
+
+SCALAR_CTYPES = {
+    "int": ctypes.c_int,
+    "int32_t": ctypes.c_int32,
+    "unsigned int": ctypes.c_uint,
+    "unsigned": ctypes.c_uint,
+    "long": ctypes.c_long,
+    "long long": ctypes.c_longlong,
+    "int64_t": ctypes.c_int64,
+    "size_t": ctypes.c_size_t,
+    "float": ctypes.c_float,
+    "double": ctypes.c_double,
+    "bool": ctypes.c_bool,
+}
+
+
+def _fail(kind, message: str, fix: str = "") -> ReferenceError_:
+    return ReferenceError_(HarnessError(kind=kind, message=message, fix=fix))
+
+
+@dataclass
+class Candidate:
+    call: Callable[[list], list[torch.Tensor]]
+    own_kernels: set[str]  # base names of the kernels the candidate's source defines
+    output_templates: list[torch.Tensor] = field(default_factory=list)
+
+    def __call__(self, inputs: list) -> list[torch.Tensor]:
+        return self.call(inputs)
+
+
+def _plain(target: Target, library: Path, reference: Reference, device) -> Candidate:
+    text = Path(target.source).read_text(encoding="utf-8")
+    launcher: CFunction = next(f for f in extern_c_functions(text) if f.name == target.entry)
+    lib = ctypes.CDLL(str(library))
+    function = getattr(lib, launcher.name)
+    returns_status = launcher.return_type not in ("void", "")
+    function.restype = ctypes.c_int if returns_status else None
+    pointers = [p for p in launcher.params if p.pointer]
+    scalars = [p for p in launcher.params if not p.pointer]
+    for p in scalars:
+        if p.base_type != "cudaStream_t" and p.base_type not in SCALAR_CTYPES:
+            raise _fail(
+                "bad_target",
+                f"Launcher parameter `{p.type} {p.name}` has a type the harness can't fill.",
+                f"Use one of: {', '.join(SCALAR_CTYPES)}, pointers, or cudaStream_t.",
+            )
+    function.argtypes = [
+        ctypes.c_void_p
+        if p.pointer or p.base_type == "cudaStream_t"
+        else SCALAR_CTYPES[p.base_type]
+        for p in launcher.params
+    ]
+    probe_inputs = reference.inputs(0, device)
+    with torch.no_grad():
+        templates = as_outputs(reference.model(*probe_inputs))
+    tensor_inputs = [x for x in probe_inputs if isinstance(x, torch.Tensor)]
+    state = reference.tensors()
+    expected = len(tensor_inputs) + len(state) + len(templates)
+    if len(pointers) != expected:
+        raise _fail(
+            "shape_mismatch",
+            f"{launcher.name} takes {len(pointers)} pointers, but the reference has "
+            f"{len(tensor_inputs)} input tensor(s), {len(state)} parameter/buffer tensor(s) "
+            f"({', '.join(n for n, _ in state) or 'none'}) and {len(templates)} output(s) = "
+            f"{expected}.",
+            "Pointers come in this order: inputs, then parameters/buffers in state_dict order, "
+            "then outputs.",
+        )
+    roles = (
+        [f"input {i}" for i in range(len(tensor_inputs))]
+        + [f"parameter {n}" for n, _ in state]
+        + [f"output {i}" for i in range(len(templates))]
+    )
+    for p, role, tensor in zip(
+        pointers, roles, [*tensor_inputs, *(t for _, t in state), *templates], strict=True
+    ):
+        wanted = POINTER_DTYPES.get(p.base_type, "unknown")
+        if wanted == "unknown" or (wanted is not None and wanted != tensor.dtype):
+            raise _fail(
+                "shape_mismatch",
+                f"Launcher parameter `{p.type} {p.name}` receives {role}, which is "
+                f"{tensor.dtype} {tuple(tensor.shape)}.",
+                "Make the pointer type match the tensor's dtype.",
+            )
+        if role.startswith("output") and p.const:
+            raise _fail(
+                "shape_mismatch",
+                f"Launcher parameter `{p.type} {p.name}` receives {role} but is const.",
+                "Output pointers come last among the pointers and must not be const.",
+            )
+
+    def scalar_value(name: str, first_input: torch.Tensor | None):
+        value = reference.scalar(name)
+        if value is None and name in ("n", "numel", "size") and first_input is not None:
+            value = first_input.numel()
+        if value is None:
+            raise _fail(
+                "shape_mismatch",
+                f"Launcher parameter `{name}` matches no attribute of Model and no module "
+                f"constant in {reference.path.name}.",
+                "Name scalar parameters after the reference's constants (e.g. batch_size, dim, "
+                "M, N, K) or model attributes; `n`/`numel` mean the first input's element count.",
+            )
+        return value
+
+    def call(inputs: list) -> list[torch.Tensor]:
+        tensors = [x.contiguous() for x in inputs if isinstance(x, torch.Tensor)]
+        outputs = [
+            torch.full_like(t, float("nan"))
+            if t.is_floating_point()
+            else torch.full_like(t, torch.iinfo(t.dtype).max if t.dtype != torch.bool else 0)
+            for t in templates
+        ]
+        buffers = iter([*tensors, *(t for _, t in state), *outputs])
+        first = tensors[0] if tensors else None
+        args = []
+        for p in launcher.params:
+            if p.pointer:
+                args.append(next(buffers).data_ptr())
+            elif p.base_type == "cudaStream_t":
+                args.append(torch.cuda.current_stream(device).cuda_stream)
+            else:
+                args.append(scalar_value(p.name, first))
+        status = function(*args)
+        if returns_status and status:
+            raise RuntimeError(f"{launcher.name} returned error code {status}")
+        return outputs
+
+    kernels = {k.name for k in global_kernels(text)}
+    return Candidate(call=call, own_kernels=kernels, output_templates=templates)
+
+
+def _extension(target: Target, library: Path, reference: Reference, device) -> Candidate:
+    name = library.stem.split(".")[0]
+    spec = importlib.util.spec_from_file_location(name, library)
+    if spec is None or spec.loader is None:
+        raise _fail("bad_target", f"Cannot load the built extension {library}.")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    forward = getattr(module, target.entry, None)
+    if forward is None:
+        raise _fail(
+            "entry_missing",
+            f"The extension built from {Path(target.source).name} exports no `{target.entry}`.",
+            'Add PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }.',
+        )
+    state = [t for _, t in reference.tensors()]
+    text = Path(target.source).read_text(encoding="utf-8")
+    return Candidate(
+        call=lambda inputs: as_outputs(forward(*inputs, *state)),
+        own_kernels={k.name for k in global_kernels(text)},
+    )
+
+
+def _inline_cuda_kernels(python_source: str) -> set[str]:
+    """Kernels defined in the CUDA strings of a KernelBench solution (load_inline sources)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(python_source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if "__global__" in node.value:
+                names.update(k.name for k in global_kernels(node.value))
+    return names
+
+
+def _kernelbench(target: Target, reference: Reference, device) -> Candidate:
+    solution = Path(target.source)
+    module = load_module(solution, f"kernelblaster_solution_{abs(hash(str(solution)))}")
+    model_class = getattr(module, target.entry, None)
+    if model_class is None:
+        raise _fail("entry_missing", f"{solution.name} defines no class {target.entry}.")
+    torch.manual_seed(0)
+    model = model_class(*reference.module.get_init_inputs()).to(device).eval()
+    # Same weights as the reference, so outputs are comparable (KernelBench relies on seeding).
+    model.load_state_dict(reference.model.state_dict(), strict=False)
+    return Candidate(
+        call=lambda inputs: as_outputs(model(*inputs)),
+        own_kernels=_inline_cuda_kernels(solution.read_text(encoding="utf-8")),
+    )
+
+
+def load_candidate(
+    target: Target, artifact: Path | None, reference: Reference, device: torch.device
+) -> Candidate:
+    if target.kind == "plain":
+        assert artifact is not None
+        return _plain(target, artifact, reference, device)
+    if target.kind == "extension":
+        assert artifact is not None
+        return _extension(target, artifact, reference, device)
+    if target.kind == "kernelbench":
+        return _kernelbench(target, reference, device)
+    raise ValueError(f"{target.kind} targets are programs, not callables")
+
+
+def guard_reference(reference: Reference):
+    """Context manager: while the candidate runs, calling the reference model is an error
+    (a candidate that calls it would pass verification without doing the work)."""
+    return _ReferenceGuard(reference)
+
+
+class ReferenceCalled(RuntimeError):
+    pass
+
+
+class _ReferenceGuard:
+    def __init__(self, reference: Reference):
+        self.model_class = type(reference.model)
+
+    def __enter__(self):
+        self.original = self.model_class.forward
+
+        def refuse(*args, **kwargs):
+            raise ReferenceCalled("the candidate called the reference model's forward()")
+
+        self.model_class.forward = refuse
+        return self
+
+    def __exit__(self, *exc):
+        self.model_class.forward = self.original
+        return False
+
+
+__all__ = ["Candidate", "ReferenceCalled", "guard_reference", "load_candidate"]

@@ -1,0 +1,36 @@
+"""Turning exceptions raised while running a user's kernel into HarnessErrors."""
+
+from __future__ import annotations
+
+from kernelblaster.harness.records import HarnessError
+
+_DEVICE_FAULTS = (
+    "illegal memory access",
+    "misaligned address",
+    "unspecified launch failure",
+    "illegal instruction",
+    "out of bounds",
+)
+
+
+def error_from_exception(exc: BaseException, *, kernels: set[str]) -> HarnessError:
+    text = str(exc)
+    kernel = next(iter(kernels)) if len(kernels) == 1 else None
+    if any(fault in text for fault in _DEVICE_FAULTS):
+        where = f" in kernel {kernel}" if kernel else f" in one of {', '.join(sorted(kernels))}"
+        return HarnessError(
+            kind="illegal_memory_access",
+            message=f"The kernel faulted{where}: {text.splitlines()[0][:300]}",
+            fix=(
+                "An index went out of bounds or a pointer was misaligned. Check the bounds "
+                "guards; `kernelblaster check --sanitize` runs compute-sanitizer to find the line."
+            ),
+            kernel=kernel,
+        )
+    return HarnessError(
+        kind="crash",
+        message=f"Running the kernel failed: {type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}",
+        fix="See the message; the reference and the launcher must agree on shapes and dtypes.",
+        kernel=kernel,
+        log=text[-2000:],
+    )

@@ -1,0 +1,120 @@
+"""Loading a KernelBench-style reference (`Model`, `get_inputs`, `get_init_inputs`) and drawing
+fresh inputs from it. Worker side: imports torch."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from kernelblaster.harness.records import HarnessError
+
+
+class ReferenceError_(Exception):
+    """Raised with a HarnessError describing what is wrong with the reference file."""
+
+    def __init__(self, error: HarnessError):
+        super().__init__(error.message)
+        self.error = error
+
+
+def load_module(path: Path, module_name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ReferenceError_(
+            HarnessError(kind="bad_reference", message=f"Cannot import {path}.", fix="")
+        )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - any error in user code is reported, not raised
+        raise ReferenceError_(
+            HarnessError(
+                kind="bad_reference",
+                message=f"Importing {path.name} failed: {type(exc).__name__}: {exc}",
+                fix="Fix the reference so `python " + path.name + "` imports cleanly.",
+            )
+        ) from exc
+    return module
+
+
+@dataclass
+class Reference:
+    module: ModuleType
+    model: torch.nn.Module
+    path: Path
+
+    def inputs(self, seed: int, device: torch.device) -> list:
+        """A fresh input set: `get_inputs()` under `seed`, tensors moved to `device`."""
+        torch.manual_seed(seed)
+        try:
+            raw = list(self.module.get_inputs())
+        except Exception as exc:  # noqa: BLE001 - user code
+            raise ReferenceError_(
+                HarnessError(
+                    kind="bad_reference",
+                    message=f"get_inputs() in {self.path.name} failed: {exc}",
+                    fix="get_inputs() must return a list of tensors (and scalars).",
+                )
+            ) from exc
+        return [x.to(device) if isinstance(x, torch.Tensor) else x for x in raw]
+
+    def tensors(self) -> list[tuple[str, torch.Tensor]]:
+        """Parameters and buffers in `state_dict` order: the order plain launchers receive them
+        after the inputs."""
+        return list(self.model.state_dict().items())
+
+    def scalar(self, name: str) -> int | float | None:
+        """A named size for a plain launcher's scalar parameter: a numeric attribute of the model,
+        else a module-level constant of the reference (KernelBench files define e.g. `M`, `N`,
+        `batch_size`, `dim` there)."""
+        for holder in (self.model, self.module):
+            value = getattr(holder, name, None)
+            if isinstance(value, bool):
+                return int(value)
+            if isinstance(value, int | float):
+                return value
+        return None
+
+
+def as_outputs(result) -> list[torch.Tensor]:
+    """forward() may return a tensor or a tuple/list of tensors."""
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, list | tuple) and all(isinstance(r, torch.Tensor) for r in result):
+        return list(result)
+    raise TypeError(f"forward() returned {type(result).__name__}, expected tensor(s)")
+
+
+def load_reference(path: Path, device: torch.device) -> Reference:
+    module = load_module(path, f"kernelblaster_reference_{abs(hash(str(path)))}")
+    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, n)]
+    if missing:
+        raise ReferenceError_(
+            HarnessError(
+                kind="bad_reference",
+                message=f"{path.name} lacks {', '.join(missing)}.",
+                fix=(
+                    "A reference defines class Model(nn.Module) with forward(), get_inputs() "
+                    "returning the forward inputs, and get_init_inputs() returning Model's "
+                    "constructor arguments (KernelBench format)."
+                ),
+            )
+        )
+    torch.manual_seed(0)
+    try:
+        model = module.Model(*module.get_init_inputs()).to(device).eval()
+    except Exception as exc:  # noqa: BLE001 - user code
+        raise ReferenceError_(
+            HarnessError(
+                kind="bad_reference",
+                message=f"Model(*get_init_inputs()) in {path.name} failed: {exc}",
+                fix="Make get_init_inputs() return the arguments Model's constructor takes.",
+            )
+        ) from exc
+    return Reference(module=module, model=model, path=path)

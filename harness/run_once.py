@@ -1,0 +1,55 @@
+"""`python -m kernelblaster.harness.run_once SPEC.json`: run a target's candidate a few times on
+seeded inputs and exit. This is the program that ncu and compute-sanitizer watch, so it does
+nothing else: no verification, no timing."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import msgspec
+
+from kernelblaster.harness.targets import Target
+
+
+class RunOnceSpec(msgspec.Struct, kw_only=True):
+    target: Target
+    artifact: str | None
+    gpu_index: int = 0
+    seed: int = 1234
+    repeat: int = 1
+
+
+def write_spec(spec: RunOnceSpec, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "run_once.json"
+    path.write_bytes(msgspec.json.encode(spec))
+    return path
+
+
+def program(spec_path: Path) -> list[str]:
+    return [sys.executable, "-m", "kernelblaster.harness.run_once", str(spec_path)]
+
+
+def main(argv: list[str]) -> int:
+    import torch
+
+    from kernelblaster.harness.candidate import load_candidate
+    from kernelblaster.harness.reference import load_reference
+
+    spec = msgspec.json.decode(Path(argv[0]).read_bytes(), type=RunOnceSpec)
+    device = torch.device("cuda", spec.gpu_index)
+    torch.cuda.set_device(device)
+    reference = load_reference(Path(spec.target.reference or ""), device)
+    artifact = Path(spec.artifact) if spec.artifact else None
+    candidate = load_candidate(spec.target, artifact, reference, device)
+    inputs = reference.inputs(spec.seed, device)
+    with torch.no_grad():
+        for _ in range(spec.repeat):
+            candidate(inputs)
+    torch.cuda.synchronize(device)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,138 @@
+"""Source-level reward-hacking checks: patterns a verified-looking candidate must not contain.
+They complement the dynamic checks in the worker (foreign kernels seen by the profiler, the
+reference guard, outputs repeated across fresh inputs, work still running after the timed
+stream's end). Pure functions: no torch, no GPU."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from kernelblaster.harness.records import HackFinding
+
+_LIBRARY_CALLS = re.compile(
+    r"\b(cublas\w*|cublasLt\w*|cudnn\w*|cufft\w*|cusparse\w*)\s*\("
+    r"|\b(?:torch|at)::(matmul|mm|bmm|addmm|linear|conv\w*|softmax|log_softmax|layer_norm|"
+    r"batch_norm|relu|gelu|sigmoid|tanh|sum|mean|max|min|exp|add|mul|div|einsum|baddbmm)\s*\("
+    r"|\.(matmul|mm|bmm|softmax|sum|mean|relu|exp)\s*\("
+)
+_SIDE_STREAM = re.compile(
+    r"\b(cudaStreamCreate\w*|getStreamFromPool|cudaStreamNonBlocking|cudaLaunchHostFunc)\b"
+)
+_CATCH_ALL = re.compile(r"\bcatch\s*\(\s*(\.\.\.|const\s+std::exception\s*&\s*\w*|std::exception)")
+
+_PY_LIBRARY_CALLS = {
+    "matmul", "mm", "bmm", "addmm", "einsum", "softmax", "log_softmax", "conv1d", "conv2d",
+    "conv3d", "linear", "layer_norm", "batch_norm", "relu", "gelu", "sigmoid", "tanh",
+}  # fmt: skip
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def _strip_comments(code: str) -> str:
+    """Blank out // and /* */ comments, keeping offsets (so line numbers stay right)."""
+
+    def blank(match: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", match.group(0))
+
+    return re.sub(r"//[^\n]*|/\*.*?\*/", blank, code, flags=re.DOTALL)
+
+
+def check_cuda_source(text: str, *, allow_library_calls: bool = False) -> list[HackFinding]:
+    code = _strip_comments(text)
+    findings: list[HackFinding] = []
+    if not allow_library_calls:
+        for match in _LIBRARY_CALLS.finditer(code):
+            findings.append(
+                HackFinding(
+                    kind="calls_library",
+                    message=f"calls `{match.group(0).strip('( ')}` instead of its own kernel",
+                    line=_line_of(code, match.start()),
+                )
+            )
+    for match in _SIDE_STREAM.finditer(code):
+        findings.append(
+            HackFinding(
+                kind="side_stream",
+                message=f"`{match.group(0)}`: work on another stream escapes the timed region",
+                line=_line_of(code, match.start()),
+            )
+        )
+    for match in _CATCH_ALL.finditer(code):
+        findings.append(
+            HackFinding(
+                kind="swallowed_exception",
+                message="a catch-all handler can hide a failed kernel launch",
+                line=_line_of(code, match.start()),
+            )
+        )
+    return findings
+
+
+def _handler_swallows(handler: ast.ExceptHandler) -> bool:
+    broad = handler.type is None or (
+        isinstance(handler.type, ast.Name)
+        and handler.type.id in ("Exception", "BaseException", "RuntimeError")
+    )
+    reraises = any(isinstance(node, ast.Raise) for node in ast.walk(handler))
+    return broad and not reraises
+
+
+def check_python_solution(
+    text: str, *, reference_module: str | None = None, allow_library_calls: bool = False
+) -> list[HackFinding]:
+    """Checks on a KernelBench solution file (ModelNew)."""
+    findings: list[HackFinding] = []
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try):
+            for handler in node.handlers:
+                if _handler_swallows(handler):
+                    findings.append(
+                        HackFinding(
+                            kind="swallowed_exception",
+                            message="a broad `except` without re-raise can hide a failed kernel",
+                            line=handler.lineno,
+                        )
+                    )
+        elif isinstance(node, ast.Name) and node.id == "Model":
+            findings.append(
+                HackFinding(
+                    kind="reads_reference",
+                    message="uses the reference's `Model`",
+                    line=node.lineno,
+                )
+            )
+        elif isinstance(node, ast.Import | ast.ImportFrom) and reference_module:
+            names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+            if any(n.split(".")[-1] == reference_module for n in names):
+                findings.append(
+                    HackFinding(
+                        kind="reads_reference",
+                        message=f"imports the reference module {reference_module}",
+                        line=node.lineno,
+                    )
+                )
+        elif (
+            not allow_library_calls
+            and isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _PY_LIBRARY_CALLS
+        ):
+            findings.append(
+                HackFinding(
+                    kind="calls_library",
+                    message=f"calls `{ast.unparse(node.func)}` instead of its own kernel",
+                    line=node.lineno,
+                )
+            )
+    for string in (n for n in ast.walk(tree) if isinstance(n, ast.Constant)):
+        if isinstance(string.value, str) and "__global__" in string.value:
+            for finding in check_cuda_source(
+                string.value, allow_library_calls=allow_library_calls
+            ):
+                finding.line = string.lineno + (finding.line or 1) - 1
+                findings.append(finding)
+    return findings

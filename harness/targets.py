@@ -1,0 +1,176 @@
+"""Which kind of kernel target a file is, and what it is checked against.
+
+Four forms, tried in this order for a given path:
+
+1. an explicit `[[targets]]` entry in kernelblaster.toml whose `source` is the path;
+2. a zero-config pair `foo.cu` + `foo.py` (KernelBench-style reference: `class Model`,
+   `get_inputs()`, `get_init_inputs()`), where `foo.cu` is
+   - a PyTorch extension (`#include <torch/extension.h>`) exporting `forward`, or
+   - plain CUDA exporting one `extern "C"` launcher (the fast path: no torch headers);
+3. a KernelBench solution `.py` (defining `ModelNew`) with its problem file as reference
+   (explicit target or `--reference`);
+4. a standalone program (`int main`), compared with a golden output file `foo.golden`
+   (or `foo.golden.txt`) beside it.
+
+Resolution reads files only; nothing is built or imported here.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from kernelblaster.harness.cuda_source import CFunction, extern_c_functions
+from kernelblaster.harness.records import HarnessError
+from kernelblaster.settings import Settings, TargetConfig
+
+TargetKind = Literal["extension", "plain", "kernelbench", "standalone"]
+
+# Default tolerances per output dtype: |actual - expected| <= atol * scale + rtol * |expected|,
+# where scale = max(1, RMS of the expected output) so atol tracks the output's magnitude.
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1e-4, 1e-4),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (2e-2, 2e-2),
+}
+
+_MAIN = re.compile(r"^\s*int\s+main\s*\(", re.MULTILINE)
+_TORCH_INCLUDE = re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/)")
+
+
+class Target(msgspec.Struct, kw_only=True):
+    kind: TargetKind
+    source: str  # the file the user edits (.cu, or the solution .py for kernelbench)
+    reference: str | None = None  # KernelBench-style .py
+    entry: str  # launcher name (plain), "forward" (extension), "ModelNew" (kernelbench), "main"
+    golden: str | None = None
+    args: list[str] = []  # program arguments (standalone)
+    nvcc_flags: list[str] = []
+    atol: float | None = None
+    rtol: float | None = None
+    allow_library_calls: bool = False
+
+
+def _no_reference(source: Path) -> HarnessError:
+    return HarnessError(
+        kind="no_reference",
+        message=f"{source.name} has no reference to be checked against.",
+        fix=(
+            f"Put {source.stem}.py beside it (a KernelBench-style reference: class Model, "
+            "get_inputs(), get_init_inputs()), or add a [[targets]] entry with `reference` in "
+            f"kernelblaster.toml, or, for a program with main(), a golden output "
+            f"{source.stem}.golden. Until then only build diagnostics and resource usage are shown."
+        ),
+    )
+
+
+def _plain_launcher(source: Path, text: str, entry: str | None) -> CFunction | HarnessError:
+    launchers = extern_c_functions(text)
+    if entry is not None:
+        launchers = [f for f in launchers if f.name == entry]
+    if len(launchers) == 1:
+        return launchers[0]
+    names = ", ".join(f.name for f in extern_c_functions(text)) or "none"
+    if not launchers:
+        message = (
+            f"{source.name} defines no extern \"C\" launcher"
+            + (f" named {entry!r}" if entry else "")
+            + f" (found: {names})."
+        )
+    else:
+        message = f'{source.name} defines several extern "C" functions ({names}).'
+    return HarnessError(
+        kind="entry_missing",
+        message=message,
+        fix=(
+            'Export exactly one launcher, e.g. extern "C" void launch(const float* x, '
+            "float* out, int n), or name it with `entry` in kernelblaster.toml."
+        ),
+    )
+
+
+def _from_config(config: TargetConfig, source: Path, text: str) -> Target | HarnessError:
+    kind = config.kind if config.kind != "auto" else detect_kind(source, text)
+    reference = config.reference
+    entry = config.entry
+    if kind == "plain":
+        launcher = _plain_launcher(source, text, entry)
+        if isinstance(launcher, HarnessError):
+            return launcher
+        entry = launcher.name
+    if kind in ("plain", "extension", "kernelbench") and reference is None:
+        return _no_reference(source)
+    if reference is not None and not Path(reference).is_file():
+        return HarnessError(
+            kind="no_reference",
+            message=f"The reference {reference} configured for {source.name} does not exist.",
+            fix="Fix the `reference` path in kernelblaster.toml (relative to that file).",
+        )
+    golden = config.golden
+    if kind == "standalone" and golden is None:
+        golden = _golden_beside(source)
+    return Target(
+        kind=kind,
+        source=str(source),
+        reference=reference,
+        entry=entry or {"extension": "forward", "kernelbench": "ModelNew"}.get(kind, "main"),
+        golden=golden,
+        args=list(config.args),
+        nvcc_flags=list(config.nvcc_flags),
+        atol=config.atol,
+        rtol=config.rtol,
+        allow_library_calls=config.allow_library_calls,
+    )
+
+
+def detect_kind(source: Path, text: str) -> TargetKind:
+    if source.suffix == ".py":
+        return "kernelbench"
+    if _MAIN.search(text):
+        return "standalone"
+    if _TORCH_INCLUDE.search(text):
+        return "extension"
+    return "plain"
+
+
+def _golden_beside(source: Path) -> str | None:
+    for name in (f"{source.stem}.golden", f"{source.stem}.golden.txt"):
+        if (source.parent / name).is_file():
+            return str(source.parent / name)
+    return None
+
+
+def resolve_target(
+    source: Path, settings: Settings, *, reference: Path | None = None
+) -> Target | HarnessError:
+    """The target for `source`, or an error saying why it can't be checked and how to fix it."""
+    source = source.resolve()
+    try:
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return HarnessError(
+            kind="bad_target", message=f"Cannot read {source}: {exc}", fix="Check the path."
+        )
+    for config in settings.targets:
+        if Path(config.source).resolve() == source:
+            if reference is not None:
+                config = msgspec.structs.replace(config, reference=str(reference))
+            return _from_config(config, source, text)
+    beside = source.with_suffix(".py")
+    implicit = TargetConfig(
+        source=str(source),
+        reference=str(reference)
+        if reference
+        else (str(beside) if beside.is_file() and source.suffix != ".py" else None),
+        atol=settings.atol,
+        rtol=settings.rtol,
+        allow_library_calls=settings.allow_library_calls,
+    )
+    target = _from_config(implicit, source, text)
+    if isinstance(target, Target) and target.kind == "standalone" and target.golden is None:
+        return _no_reference(source)
+    return target

@@ -1,0 +1,129 @@
+"""The harness worker: `python -m kernelblaster.harness.worker` reads a WorkerRequest on stdin
+and writes WorkerProgress lines, then one WorkerResponse (see harness/records.py).
+
+Everything that can hang or crash — nvcc, the user's kernel, ncu — happens in this process or
+its children, so the caller can kill it on timeout or cancellation and carry on."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import tempfile
+from pathlib import Path
+
+import msgspec
+
+from kernelblaster.harness.build import build
+from kernelblaster.harness.records import (
+    BuildResult,
+    HarnessError,
+    WorkerProgress,
+    WorkerRequest,
+    WorkerResponse,
+)
+from kernelblaster.harness.target_build import build_spec
+from kernelblaster.harness.targets import Target, detect_kind, resolve_target
+from kernelblaster.settings import Settings
+
+_encoder = msgspec.json.Encoder()
+
+
+def emit(message: WorkerProgress | WorkerResponse) -> None:
+    sys.stdout.buffer.write(_encoder.encode(message) + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def progress(phase, message: str, percent: int | None = None) -> None:
+    emit(WorkerProgress(phase=phase, message=message, percent=percent))
+
+
+def _materialize(request: WorkerRequest, settings: Settings) -> Path:
+    """The file to build: the source itself, or `source_text` written beside the build cache
+    (same suffix) when checking a candidate that isn't saved anywhere yet."""
+    source = Path(request.source).resolve()
+    if request.source_text is None:
+        return source
+    root = Path(settings.cache_dir or tempfile.gettempdir()) / "candidates"
+    root.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(request.source_text.encode("utf-8")).hexdigest()[:12]
+    path = root / f"{source.stem}_{digest}{source.suffix}"
+    path.write_text(request.source_text, encoding="utf-8")
+    return path
+
+
+def _target_for(
+    request: WorkerRequest, settings: Settings
+) -> tuple[Target | None, HarnessError | None]:
+    """The target to run; or a build-only stand-in and the reason it can't be checked; or
+    nothing and the reason it can't even be built."""
+    source = Path(request.source).resolve()
+    reference = Path(request.reference) if request.reference else None
+    resolved = resolve_target(source, settings, reference=reference)
+    built_from = _materialize(request, settings)
+    if isinstance(resolved, Target):
+        return msgspec.structs.replace(resolved, source=str(built_from)), None
+    if resolved.kind == "bad_target":
+        return None, resolved
+    text = built_from.read_text(encoding="utf-8")
+    stand_in = Target(kind=detect_kind(source, text), source=str(built_from), entry="")
+    return stand_in, resolved
+
+
+def _build(target: Target, settings: Settings) -> BuildResult:
+    if target.kind == "kernelbench":
+        # load_inline builds the solution's CUDA when the module is imported (torch's cache).
+        return BuildResult(ok=True, source=target.source, arch=settings.arch or "")
+    return build(build_spec(target, settings), settings)
+
+
+def handle(request: WorkerRequest) -> WorkerResponse:
+    settings = msgspec.convert(request.settings, Settings)
+    target, target_error = _target_for(request, settings)
+    if target is None:
+        return WorkerResponse(error=target_error)
+    progress("build", f"building {Path(target.source).name}")
+    built = _build(target, settings)
+    if request.task == "build" or not built.ok:
+        return WorkerResponse(build=built, error=built.error or target_error)
+    if target_error is not None and not (target.kind == "standalone" and request.task == "profile"):
+        return WorkerResponse(build=built, error=target_error)
+
+    from kernelblaster.harness import check  # imports torch: only past the build
+
+    gpu_error = check.gpu_problem(settings)
+    if gpu_error is not None:
+        return WorkerResponse(build=built, error=gpu_error)
+    result = check.run_check(
+        target,
+        built,
+        settings,
+        progress=progress,
+        sanitize=request.sanitize,
+        verify=target_error is None,
+    )
+    if request.task == "check" or result.error is not None:
+        return WorkerResponse(build=built, check=result, error=result.error)
+    from kernelblaster.harness import profile
+
+    report, error = profile.profile_target(
+        target, built, settings, depth=request.depth, kernels=request.kernels, progress=progress
+    )
+    return WorkerResponse(build=built, check=result, profile=report, error=error)
+
+
+def main() -> int:
+    try:
+        request = msgspec.json.decode(sys.stdin.buffer.read(), type=WorkerRequest)
+    except msgspec.ValidationError as exc:
+        emit(
+            WorkerResponse(
+                error=HarnessError(kind="bad_target", message=f"Malformed worker request: {exc}")
+            )
+        )
+        return 2
+    emit(handle(request))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""Running the harness worker from synchronous code (the CLI, the optimize loop): start it,
+stream its progress, kill it on timeout. The language server has its own asyncio client."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+
+import msgspec
+
+from kernelblaster.harness.records import (
+    HarnessError,
+    WorkerMessage,
+    WorkerProgress,
+    WorkerRequest,
+    WorkerResponse,
+)
+from kernelblaster.settings import Settings
+
+_decoder = msgspec.json.Decoder(WorkerMessage)
+
+
+def worker_command(settings: Settings) -> list[str]:
+    return settings.worker_command or [sys.executable, "-m", "kernelblaster.harness.worker"]
+
+
+def task_timeout_s(request: WorkerRequest, settings: Settings) -> float:
+    """Build, then each run phase; profiling and sanitizing add their own budget."""
+    budget = settings.build_timeout_s
+    if request.task != "build":
+        budget += 3 * settings.run_timeout_s
+    if request.task == "profile" or request.sanitize:
+        budget += settings.profile_timeout_s
+    return budget
+
+
+def run_worker(
+    request: WorkerRequest,
+    settings: Settings,
+    *,
+    on_progress: Callable[[WorkerProgress], None] = lambda _: None,
+) -> WorkerResponse:
+    """The worker's response; a worker that dies or overruns becomes a response with an error."""
+    process = subprocess.Popen(
+        worker_command(settings),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdin and process.stdout and process.stderr
+    process.stdin.write(msgspec.json.encode(request))
+    process.stdin.close()
+    stderr_chunks: list[bytes] = []
+    drain = threading.Thread(target=lambda: stderr_chunks.append(process.stderr.read()))
+    drain.start()
+    timeout = task_timeout_s(request, settings)
+    killed = threading.Event()
+
+    def kill() -> None:
+        killed.set()
+        process.kill()
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    response: WorkerResponse | None = None
+    last_phase = "build"
+    try:
+        for line in process.stdout:
+            try:
+                message = _decoder.decode(line)
+            except msgspec.DecodeError:
+                continue  # user code printed to stdout; only our JSON lines count
+            if isinstance(message, WorkerProgress):
+                last_phase = message.phase
+                on_progress(message)
+            else:
+                response = message
+    finally:
+        timer.cancel()
+        process.wait()
+        drain.join()
+    if response is not None:
+        return response
+    stderr = b"".join(stderr_chunks).decode("utf-8", "replace")
+    if killed.is_set():
+        return WorkerResponse(
+            error=HarnessError(
+                kind="timeout",
+                message=f"The {last_phase} phase did not finish within {timeout:.0f} s; "
+                "the worker was killed.",
+                fix="A kernel that never ends (a loop whose condition never changes, a "
+                "deadlocked barrier) is the usual cause; otherwise raise the timeouts.",
+                log=stderr[-2000:],
+            )
+        )
+    return WorkerResponse(
+        error=HarnessError(
+            kind="crash",
+            message=f"The worker died during {last_phase} (exit {process.returncode}).",
+            fix="See the log; a segfault in a launcher often means a pointer/size mix-up.",
+            log=stderr[-2000:],
+        )
+    )
