@@ -14,6 +14,7 @@ from kernelblaster import __version__
 
 COMMAND_MODULES = [
     "kernelblaster.harness.cli",
+    "kernelblaster.kb.cli",
 ]
 
 

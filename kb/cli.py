@@ -1,0 +1,222 @@
+"""`kernelblaster kb ...`: inspect, export, import and merge the knowledge base."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from pathlib import Path
+
+import msgspec
+from kernelblaster.kb.schema import KBError
+from kernelblaster.kb.store import KnowledgeBase, default_path
+from kernelblaster.kb.transfer import export_kb, import_kb, merge_kb, read_export, write_export
+
+from kernelblaster.settings import SettingsError, load_settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    kb = subparsers.add_parser("kb", help="inspect, export, import and merge the knowledge base")
+    kb.add_argument(
+        "--kb", type=Path, help="KB file (default: $KERNELBLASTER_KB, then kb_path, then data dir)"
+    )
+    commands = kb.add_subparsers(dest="kb_command", required=True, metavar="KB_COMMAND")
+
+    commands.add_parser("path", help="print the KB file in use").set_defaults(func=_path)
+
+    stats = commands.add_parser("stats", help="totals: attempts, outcomes, architectures")
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(func=_stats)
+
+    show = commands.add_parser(
+        "show", help="entries with their record; with --state and --arch, the ranking"
+    )
+    show.add_argument("--state", help="state id, e.g. memory.dram")
+    show.add_argument("--arch", help="GPU architecture, e.g. sm_90")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=_show)
+
+    export = commands.add_parser("export", help="write everything learned to a JSON file")
+    export.add_argument("file", type=Path)
+    export.set_defaults(func=_export)
+
+    load = commands.add_parser("import", help="load a JSON export into a KB with no attempts")
+    load.add_argument("file", type=Path)
+    load.add_argument("--replace", action="store_true", help="discard what this KB learned first")
+    load.set_defaults(func=_import)
+
+    merge = commands.add_parser("merge", help="add a JSON export's attempts and notes")
+    merge.add_argument("file", type=Path)
+    merge.set_defaults(func=_merge)
+
+
+def _resolve(args: argparse.Namespace) -> Path:
+    if args.kb is not None:
+        return args.kb
+    return default_path(load_settings().kb_path)
+
+
+def _open(args: argparse.Namespace) -> KnowledgeBase:
+    return KnowledgeBase.open(_resolve(args))
+
+
+def _guarded(command):
+    """Report bad files and settings as one line on stderr and exit status 1."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except (KBError, SettingsError, ValueError) as exc:
+            print(f"kernelblaster kb: {exc}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+@_guarded
+def _path(args: argparse.Namespace) -> int:
+    print(_resolve(args))
+    return 0
+
+
+@_guarded
+def _stats(args: argparse.Namespace) -> int:
+    with _open(args) as kb:
+        summary = kb.summary()
+    if args.json:
+        print(msgspec.json.encode(summary).decode())
+        return 0
+    for key, value in msgspec.structs.asdict(summary).items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items()) or "none"
+        print(f"{key.replace('_', ' '):>22}: {value}")
+    return 0
+
+
+@_guarded
+def _show(args: argparse.Namespace) -> int:
+    with _open(args) as kb:
+        if args.state and args.arch:
+            ranked = kb.rank(args.arch, args.state)
+            if args.json:
+                print(msgspec.json.encode(ranked).decode())
+                return 0
+            print(f"ranking for {args.state} on {args.arch}")
+            _print_table(
+                ["technique", "predicted", "conf", "tries", "ok", "slower", "failed", "basis"],
+                [
+                    [
+                        r.technique,
+                        f"{r.predicted_speedup:.2f}x",
+                        f"{r.confidence:.2f}",
+                        r.attempts,
+                        r.successes,
+                        r.regressions,
+                        r.failures,
+                        r.basis,
+                    ]
+                    for r in ranked
+                ],
+            )
+            return 0
+        entries = [
+            e
+            for e in kb.entries(arch=args.arch, state=args.state)
+            if e.attempts or e.notes or e.prior_speedup is not None
+        ]
+    if args.json:
+        print(msgspec.json.encode(entries).decode())
+        return 0
+    if not entries:
+        print("no attempts, notes or priors recorded yet")
+        return 0
+    _print_table(
+        [
+            "arch",
+            "state",
+            "technique",
+            "tries",
+            "ok",
+            "slower",
+            "failed",
+            "geomean",
+            "predicted",
+            "conf",
+            "notes",
+        ],
+        [
+            [
+                e.arch,
+                e.state,
+                e.technique,
+                e.attempts,
+                e.successes,
+                e.regressions,
+                e.failures,
+                "-" if e.mean_log_speedup is None else f"{math.exp(e.mean_log_speedup):.2f}x",
+                f"{e.predicted_speedup:.2f}x",
+                f"{e.confidence:.2f}",
+                len(e.notes),
+            ]
+            for e in entries
+        ],
+    )
+    return 0
+
+
+@_guarded
+def _export(args: argparse.Namespace) -> int:
+    with _open(args) as kb:
+        data = export_kb(kb)
+    write_export(args.file, data)
+    print(
+        f"exported {len(data.attempts)} attempts, {len(data.notes)} notes, "
+        f"{len(data.priors)} priors to {args.file}"
+    )
+    return 0
+
+
+@_guarded
+def _import(args: argparse.Namespace) -> int:
+    data = read_export(args.file)
+    with _open(args) as kb:
+        report = import_kb(kb, data, replace=args.replace)
+    _print_report(report)
+    return 0
+
+
+@_guarded
+def _merge(args: argparse.Namespace) -> int:
+    data = read_export(args.file)
+    with _open(args) as kb:
+        report = merge_kb(kb, data)
+    _print_report(report)
+    return 0
+
+
+def _print_report(report: msgspec.Struct) -> None:
+    for key, value in msgspec.structs.asdict(report).items():
+        print(f"{key.replace('_', ' '):>26}: {value}")
+
+
+_NUMBER = re.compile(r"^-?[\d.]+x?$")
+
+
+def _print_table(headers: list[str], rows: list[list[object]]) -> None:
+    """A plain-text table; columns whose cells are all numbers are right-aligned."""
+    cells = [headers, *([str(c) for c in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    numeric = [
+        all(_NUMBER.match(row[i]) or row[i] == "-" for row in cells[1:])
+        for i in range(len(headers))
+    ]
+    for n, row in enumerate(cells):
+        print(
+            "  ".join(
+                c.rjust(w) if right else c.ljust(w)
+                for c, w, right in zip(row, widths, numeric, strict=True)
+            ).rstrip()
+        )
+        if n == 0:
+            print("  ".join("-" * w for w in widths))

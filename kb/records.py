@@ -1,0 +1,174 @@
+"""Typed records of the knowledge base: catalog entries, the replay buffer, statistics, ranking.
+
+The same structs are the rows the store reads and writes, the JSON of `kb export`, and what the
+agents and the server receive, so a field added here reaches all of them at once. The KB knows
+architectures, states, findings and techniques only as id strings. Nothing here holds a secret:
+there is deliberately no field for endpoints, API keys or user paths.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+import msgspec
+
+Outcome = Literal[
+    "success",  # verified and faster than the kernel it started from
+    "regression",  # verified but not faster
+    "compile_error",
+    "wrong_result",
+    "rejected",  # failed the static or soft (LLM) checks, e.g. a reward hack
+    "crash",
+    "timeout",
+    "error",  # anything else that stopped the attempt (LLM unreachable, harness failure)
+]
+VERIFIED_OUTCOMES: frozenset[str] = frozenset({"success", "regression"})
+FAILED_OUTCOMES: frozenset[str] = frozenset(
+    {"compile_error", "wrong_result", "rejected", "crash", "timeout", "error"}
+)
+
+Category = Literal[
+    "memory", "compute", "parallelism", "reduction", "structure", "launch", "learned"
+]
+Bottleneck = Literal["memory", "compute", "latency", "occupancy", "launch", "unknown"]
+Basis = Literal["prior", "ncu_estimate", "this_arch", "other_archs"]
+
+
+class FindingLike(Protocol):
+    """What ranking reads from a profiling finding (agents.records.Finding satisfies it)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def estimated_speedup(self) -> float | None: ...  # percent of runtime ncu says is saved
+
+
+class Technique(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    id: str  # e.g. "coalesce_global_access"
+    category: Category
+    title: str
+    description: str
+    how_to_apply: str
+    requires: list[str] = []  # preconditions, e.g. "sm_80+", "fp16 inputs allowed"
+    addresses_states: list[str] = []  # full state ids ("memory.dram") or bottlenecks ("memory")
+    addresses_findings: list[str] = []  # finding ids, e.g. "uncoalesced_global_access"
+    prior_speedup: float = 1.0  # expected speedup factor when the rewrite verifies
+    prior_source: str = ""  # where the prior comes from, e.g. "rule of thumb: ..."
+
+
+class State(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    id: str  # e.g. "memory.dram"
+    bottleneck: Bottleneck
+    description: str = ""
+    arch: str | None = None  # None: meaningful on every architecture
+
+
+class Attempt(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One optimization attempt: the replay buffer's row and the unit of learning."""
+
+    id: str  # uuid4 hex; the key merges deduplicate on
+    time: float  # epoch seconds
+    arch: str  # e.g. "sm_90"
+    kernel: str
+    source_hash: str  # hash of the source the attempt started from
+    candidate_hash: str  # hash of the candidate source ("" when none was produced)
+    before_state: str
+    after_state: str | None = None  # state of the candidate after re-profiling, when verified
+    technique: str
+    predicted_speedup: float  # what the ranking predicted when the technique was chosen
+    measured_speedup: float | None = None  # candidate vs starting kernel, when verified and timed
+    outcome: Outcome
+    correctness_detail: str = ""  # e.g. "max abs err 3e-6 over 3 seeds"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error_kind: str | None = None  # e.g. "nvcc", "llm_timeout", "static_check:library_call"
+
+
+class Note(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A natural-language note on an entry (the textual gradient); every note is kept in
+    history, the most recent few are what prompts see."""
+
+    id: str
+    arch: str
+    state: str
+    technique: str
+    time: float
+    text: str
+
+
+class EntryStats(msgspec.Struct, kw_only=True):
+    """Statistics of one (arch, state, technique) entry, recomputable from its attempts."""
+
+    arch: str
+    state: str
+    technique: str
+    attempts: int
+    successes: int
+    regressions: int
+    failures: int
+    mean_log_speedup: float | None  # over verified attempts with a measured speedup
+    var_log_speedup: float | None  # sample variance; None below two measurements
+    predicted_speedup: float  # expected speedup of trying it again (failures included)
+    confidence: float  # 0..1, grows with attempts
+    notes: list[str]  # the bounded recent notes, oldest first
+    updated: float
+    prior_speedup: float | None = None  # set by the policy update; overrides the catalog prior
+    prior_source: str | None = None
+
+
+class PriorOverride(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A prior set by the policy update for one entry (exported: not derivable from attempts)."""
+
+    arch: str
+    state: str
+    technique: str
+    prior_speedup: float
+    prior_source: str
+    time: float
+
+
+class RankedTechnique(msgspec.Struct, kw_only=True):
+    technique: str  # id
+    title: str
+    category: str
+    predicted_speedup: float  # expected value: P(verified) * gain + (1 - P(verified)) * 1
+    confidence: float  # 0..1
+    attempts: int
+    successes: int
+    regressions: int
+    failures: int
+    mean_speedup: float | None  # geometric mean of measured speedups behind the prediction
+    basis: Basis  # what dominates the prediction
+    notes: list[str]  # the entry's bounded recent notes (textual gradient), oldest first
+    gain_if_verified: float = 1.0  # predicted speedup given the candidate verifies
+    success_probability: float = 1.0  # predicted chance the candidate compiles and verifies
+    explanation: str = ""  # where the number comes from, for hover and prompts
+
+
+class KBSummary(msgspec.Struct, kw_only=True):
+    path: str
+    schema_version: int
+    attempts: int
+    outcomes: dict[str, int]
+    architectures: dict[str, int]  # attempts per arch
+    entries_with_attempts: int
+    notes: int
+    techniques: int
+    states: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class KBExport(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """`kb export` / `kb import` / `kb merge` JSON. Statistics are not stored: they are
+    recomputed from `attempts` on import, so a merge can never double count."""
+
+    format: Literal["kernelblaster-kb"] = "kernelblaster-kb"
+    version: int = 1
+    exported: float
+    techniques: list[Technique] = []
+    states: list[State] = []
+    priors: list[PriorOverride] = []
+    notes: list[Note] = []
+    attempts: list[Attempt] = []

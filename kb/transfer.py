@@ -1,0 +1,144 @@
+"""Export, import and merge a KB as JSON (records.KBExport), so a team can pool what it learned.
+
+Statistics never travel: they are refolded from the attempts after every import or merge, and
+attempts are keyed by id, so merging the same file twice (or two files sharing attempts) can't
+double count anything. Notes are keyed by id too; of two priors for one entry the newer wins.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+from kernelblaster.kb import rows
+from kernelblaster.kb.records import KBExport
+from kernelblaster.kb.stats import validate_attempt
+from kernelblaster.kb.store import KnowledgeBase
+
+
+class MergeReport(msgspec.Struct, kw_only=True):
+    attempts_added: int = 0
+    attempts_already_present: int = 0
+    notes_added: int = 0
+    priors_updated: int = 0
+    techniques_added: int = 0
+    states_added: int = 0
+    entries_recomputed: int = 0
+
+
+def export_kb(kb: KnowledgeBase) -> KBExport:
+    """Everything learned: techniques and states (catalog ones included, so a reader needs no
+    catalog), priors set by policy updates, every note, every attempt."""
+    return KBExport(
+        exported=time.time(),
+        techniques=kb.techniques(),
+        states=kb.states(),
+        priors=kb.priors(),
+        notes=kb.note_history(),
+        attempts=kb.attempts()[::-1],
+    )
+
+
+def write_export(path: Path, data: KBExport) -> None:
+    """Write the JSON atomically: a reader never sees half a file."""
+    path = Path(path)
+    handle, tmp = tempfile.mkstemp(dir=path.parent or Path.cwd(), prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(msgspec.json.format(msgspec.json.encode(data), indent=1))
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def read_export(path: Path) -> KBExport:
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"can't read KB export {path}: {exc.strerror}") from exc
+    try:
+        return msgspec.json.decode(raw, type=KBExport)
+    except msgspec.DecodeError as exc:
+        raise ValueError(
+            f"{path} is not a kernelblaster KB export ({exc}); create one with "
+            "`kernelblaster kb export FILE`"
+        ) from exc
+
+
+def merge_kb(kb: KnowledgeBase, data: KBExport) -> MergeReport:
+    """Add what `data` holds that the KB lacks, in one transaction, and recompute the statistics
+    of every entry that gained attempts."""
+    _validate(data)
+    with kb.write_transaction() as conn:
+        return _merge_in(conn, data)
+
+
+def import_kb(kb: KnowledgeBase, data: KBExport, *, replace: bool = False) -> MergeReport:
+    """Load an export into a KB that has learned nothing yet; with `replace`, discard what the
+    KB learned (attempts, notes, priors, statistics) and load the export, in one transaction."""
+    _validate(data)
+    with kb.write_transaction() as conn:
+        held = conn.execute("SELECT count(*) FROM attempts").fetchone()[0]
+        held += conn.execute("SELECT count(*) FROM notes").fetchone()[0]
+        if held and not replace:
+            raise ValueError(
+                f"the knowledge base at {kb.path} already holds {held} attempts and notes; use "
+                "`kernelblaster kb merge FILE` to combine them, or `kb import --replace FILE` "
+                "to discard them"
+            )
+        for table in ("attempts", "notes", "entries"):
+            conn.execute(f"DELETE FROM {table}")
+        return _merge_in(conn, data)
+
+
+def _validate(data: KBExport) -> None:
+    for attempt in data.attempts:
+        validate_attempt(attempt)
+
+
+def _merge_in(conn: sqlite3.Connection, data: KBExport) -> MergeReport:
+    report = MergeReport()
+    touched: set[tuple[str, str, str]] = set()
+    known = rows.load_techniques(conn)
+    for technique in data.techniques:
+        if technique.id not in known:
+            rows.put_technique(conn, technique, from_catalog=False)
+            report.techniques_added += 1
+    for state in data.states:
+        report.states_added += rows.ensure_state(conn, state.id, state.description)
+    for attempt in data.attempts:
+        if rows.insert_attempt(conn, attempt):
+            report.attempts_added += 1
+            touched.add((attempt.arch, attempt.before_state, attempt.technique))
+            if attempt.after_state:
+                rows.ensure_state(conn, attempt.after_state)
+        else:
+            report.attempts_already_present += 1
+    for note in data.notes:
+        report.notes_added += rows.insert_note(conn, note)
+    for prior in data.priors:
+        rows.ensure_entry(conn, prior.arch, prior.state, prior.technique)
+        cursor = conn.execute(
+            "UPDATE entries SET prior_speedup = ?, prior_source = ?, prior_time = ? "
+            "WHERE arch = ? AND state = ? AND technique = ? "
+            "AND (prior_time IS NULL OR prior_time < ?)",
+            (
+                prior.prior_speedup,
+                prior.prior_source,
+                prior.time,
+                prior.arch,
+                prior.state,
+                prior.technique,
+                prior.time,
+            ),
+        )
+        report.priors_updated += cursor.rowcount
+    for key in touched:
+        rows.refold_entry(conn, *key)
+    report.entries_recomputed = len(touched)
+    return report
