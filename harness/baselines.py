@@ -11,7 +11,6 @@ from pathlib import Path
 
 import msgspec
 import torch
-
 from kernelblaster.harness.records import Timing
 from kernelblaster.harness.reference import Reference
 from kernelblaster.harness.timing import time_callable

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-
 from kernelblaster.harness import sanitizer, standalone
 from kernelblaster.harness.baselines import measure_baselines
 from kernelblaster.harness.candidate import load_candidate
@@ -20,6 +19,7 @@ from kernelblaster.harness.static_checks import check_cuda_source, check_python_
 from kernelblaster.harness.targets import Target
 from kernelblaster.harness.timing import escaped_work_ms, time_callable
 from kernelblaster.harness.verify import verify
+
 from kernelblaster.settings import Settings
 
 Progress = Callable[..., None]
@@ -207,7 +207,7 @@ def _check_callable(target, built, settings, result, device, progress, phase_don
         result.timing = None
         return result
     phase_done("time")
-    progress("time", "timing PyTorch eager and torch.compile (cached per reference)")
+    progress("baseline", "timing PyTorch eager and torch.compile (cached per reference)")
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else _default_cache_dir()
     baselines = measure_baselines(reference, input_sets, device, cache_dir)
     result.eager = baselines.eager

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import msgspec
-
 from kernelblaster.harness.records import WorkerProgress, WorkerRequest, WorkerResponse
 from kernelblaster.harness.worker_process import run_worker
+
 from kernelblaster.settings import SettingsError, load_settings
 
 

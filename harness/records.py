@@ -230,7 +230,7 @@ class WorkerRequest(msgspec.Struct, kw_only=True):
 
 
 class WorkerProgress(msgspec.Struct, kw_only=True, tag="progress"):
-    phase: Literal["build", "verify", "time", "sanitize", "profile"]
+    phase: Literal["build", "verify", "time", "baseline", "sanitize", "profile"]
     message: str
     percent: int | None = None
 

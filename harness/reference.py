@@ -10,7 +10,6 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
-
 from kernelblaster.harness.records import HarnessError
 
 
@@ -32,7 +31,7 @@ def load_module(path: Path, module_name: str) -> ModuleType:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - any error in user code is reported, not raised
+    except Exception as exc:
         raise ReferenceError_(
             HarnessError(
                 kind="bad_reference",
@@ -54,7 +53,7 @@ class Reference:
         torch.manual_seed(seed)
         try:
             raw = list(self.module.get_inputs())
-        except Exception as exc:  # noqa: BLE001 - user code
+        except Exception as exc:
             raise ReferenceError_(
                 HarnessError(
                     kind="bad_reference",
@@ -109,7 +108,7 @@ def load_reference(path: Path, device: torch.device) -> Reference:
     torch.manual_seed(0)
     try:
         model = module.Model(*module.get_init_inputs()).to(device).eval()
-    except Exception as exc:  # noqa: BLE001 - user code
+    except Exception as exc:
         raise ReferenceError_(
             HarnessError(
                 kind="bad_reference",

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
-
 from kernelblaster.harness.cuda_source import CFunction, extern_c_functions
 from kernelblaster.harness.records import HarnessError
+
 from kernelblaster.settings import Settings, TargetConfig
 
 TargetKind = Literal["extension", "plain", "kernelbench", "standalone"]

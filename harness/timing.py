@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 
 import torch
-
 from kernelblaster.harness.records import Timing
 
 

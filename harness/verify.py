@@ -11,7 +11,6 @@ from __future__ import annotations
 import secrets
 
 import torch
-
 from kernelblaster.harness.candidate import Candidate, ReferenceCalled, guard_reference
 from kernelblaster.harness.compare import compare, describe, describe_layout_mismatch, tolerances
 from kernelblaster.harness.records import HackFinding, Mismatch, VerifyResult

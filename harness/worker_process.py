@@ -6,10 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 import msgspec
-
 from kernelblaster.harness.records import (
     HarnessError,
     WorkerMessage,
@@ -17,6 +17,7 @@ from kernelblaster.harness.records import (
     WorkerRequest,
     WorkerResponse,
 )
+
 from kernelblaster.settings import Settings
 
 _decoder = msgspec.json.Decoder(WorkerMessage)
@@ -26,14 +27,14 @@ def worker_command(settings: Settings) -> list[str]:
     return settings.worker_command or [sys.executable, "-m", "kernelblaster.harness.worker"]
 
 
-def task_timeout_s(request: WorkerRequest, settings: Settings) -> float:
-    """Build, then each run phase; profiling and sanitizing add their own budget."""
-    budget = settings.build_timeout_s
-    if request.task != "build":
-        budget += 3 * settings.run_timeout_s
-    if request.task == "profile" or request.sanitize:
-        budget += settings.profile_timeout_s
-    return budget
+def phase_timeout_s(phase: str, settings: Settings) -> float:
+    """How long a phase may run before the worker is presumed hung. torch.compile of the
+    reference (phase "baseline") is a compilation, so it gets the build budget."""
+    if phase in ("build", "baseline"):
+        return settings.build_timeout_s
+    if phase in ("profile", "sanitize"):
+        return settings.profile_timeout_s
+    return settings.run_timeout_s
 
 
 def run_worker(
@@ -55,17 +56,20 @@ def run_worker(
     stderr_chunks: list[bytes] = []
     drain = threading.Thread(target=lambda: stderr_chunks.append(process.stderr.read()))
     drain.start()
-    timeout = task_timeout_s(request, settings)
     killed = threading.Event()
-
-    def kill() -> None:
-        killed.set()
-        process.kill()
-
-    timer = threading.Timer(timeout, kill)
-    timer.start()
-    response: WorkerResponse | None = None
     last_phase = "build"
+    deadline = time.monotonic() + phase_timeout_s(last_phase, settings)
+    finished = threading.Event()
+
+    def watchdog() -> None:
+        while not finished.wait(0.1):
+            if time.monotonic() > deadline:
+                killed.set()
+                process.kill()
+                return
+
+    threading.Thread(target=watchdog, daemon=True).start()
+    response: WorkerResponse | None = None
     try:
         for line in process.stdout:
             try:
@@ -74,11 +78,12 @@ def run_worker(
                 continue  # user code printed to stdout; only our JSON lines count
             if isinstance(message, WorkerProgress):
                 last_phase = message.phase
+                deadline = time.monotonic() + phase_timeout_s(last_phase, settings)
                 on_progress(message)
             else:
                 response = message
     finally:
-        timer.cancel()
+        finished.set()
         process.wait()
         drain.join()
     if response is not None:
@@ -88,7 +93,8 @@ def run_worker(
         return WorkerResponse(
             error=HarnessError(
                 kind="timeout",
-                message=f"The {last_phase} phase did not finish within {timeout:.0f} s; "
+                message=f"The {last_phase} phase did not finish within "
+                f"{phase_timeout_s(last_phase, settings):.0f} s; "
                 "the worker was killed.",
                 fix="A kernel that never ends (a loop whose condition never changes, a "
                 "deadlocked barrier) is the usual cause; otherwise raise the timeouts.",

@@ -1,0 +1,93 @@
+"""Target resolution: which form a file is and what it is checked against (no GPU needed)."""
+
+from pathlib import Path
+
+import pytest
+
+from kernelblaster.harness.records import HarnessError
+from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.settings import Settings, load_settings
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+TARGETS = REPO / "tests" / "fixtures" / "targets"
+
+
+def test_plain_pair_finds_reference_and_launcher():
+    target = resolve_target(EXAMPLES / "softmax.cu", Settings())
+    assert isinstance(target, Target)
+    assert (target.kind, target.entry) == ("plain", "softmax")
+    assert target.reference == str(EXAMPLES / "softmax.py")
+
+
+def test_extension_pair_uses_forward():
+    target = resolve_target(EXAMPLES / "bias_gelu_scale.cu", Settings())
+    assert isinstance(target, Target)
+    assert (target.kind, target.entry) == ("extension", "forward")
+
+
+def test_standalone_program_uses_golden_file_beside_it():
+    target = resolve_target(EXAMPLES / "saxpy_program.cu", Settings())
+    assert isinstance(target, Target)
+    assert target.kind == "standalone"
+    assert target.golden == str(EXAMPLES / "saxpy_program.golden")
+
+
+def test_kernelbench_solution_with_explicit_reference():
+    solution = EXAMPLES / "kernelbench" / "19_ReLU_solution.py"
+    reference = EXAMPLES / "kernelbench" / "19_ReLU.py"
+    target = resolve_target(solution, Settings(), reference=reference)
+    assert isinstance(target, Target)
+    assert (target.kind, target.entry, target.reference) == (
+        "kernelbench",
+        "ModelNew",
+        str(reference),
+    )
+
+
+def test_missing_reference_says_how_to_pair():
+    error = resolve_target(TARGETS / "lonely.cu", Settings())
+    assert isinstance(error, HarnessError)
+    assert error.kind == "no_reference"
+    assert "lonely.py" in error.fix and "kernelblaster.toml" in error.fix
+
+
+def test_several_launchers_without_entry_is_an_error(tmp_path):
+    source = tmp_path / "two.cu"
+    source.write_text('extern "C" void a(float* x) {}\nextern "C" void b(float* x) {}\n')
+    (tmp_path / "two.py").write_text("")
+    error = resolve_target(source, Settings())
+    assert isinstance(error, HarnessError)
+    assert error.kind == "entry_missing"
+    assert "a, b" in error.message
+
+
+def test_explicit_target_from_kernelblaster_toml():
+    settings = load_settings(TARGETS / "library_call.cu", environ={})
+    target = resolve_target(TARGETS / "library_call.cu", settings)
+    assert isinstance(target, Target)
+    assert target.nvcc_flags == ["-lcublas"]
+    assert target.reference == str(TARGETS / "library_call.py")
+
+
+def test_explicit_kernelbench_target_in_toml():
+    settings = load_settings(TARGETS, environ={})
+    target = resolve_target(TARGETS / "calls_reference.py", settings)
+    assert isinstance(target, Target)
+    assert (target.kind, target.reference) == ("kernelbench", str(TARGETS / "relu_ref.py"))
+
+
+def test_explicit_reference_that_does_not_exist(tmp_path):
+    (tmp_path / "k.cu").write_text('extern "C" void k(float* y) {}\n')
+    (tmp_path / "kernelblaster.toml").write_text(
+        '[[targets]]\nsource = "k.cu"\nreference = "nope.py"\n'
+    )
+    error = resolve_target(tmp_path / "k.cu", load_settings(tmp_path, environ={}))
+    assert isinstance(error, HarnessError)
+    assert error.kind == "no_reference" and "nope.py" in error.message
+
+
+@pytest.mark.parametrize("name", ["relu", "row_sum", "softmax", "matmul"])
+def test_every_plain_example_resolves(name):
+    target = resolve_target(EXAMPLES / f"{name}.cu", Settings())
+    assert isinstance(target, Target) and target.kind == "plain" and target.entry == name
