@@ -1,0 +1,127 @@
+"""`kernelblaster analyze REPORT.ncu-rep`: classify every kernel of a saved Nsight Compute report.
+
+Works on any machine (no GPU, no ncu): the report is read with the `ncu_report` package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from kernelblaster.agents.records import PerfState
+from kernelblaster.agents.state import classify
+from kernelblaster.agents.state_findings import kernel_source_file
+from kernelblaster.harness.ncu_reader import ReportError, read_report, remap_sources
+from kernelblaster.harness.records import KernelProfile, ProfileReport
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    analyze = subparsers.add_parser(
+        "analyze",
+        help="classify the kernels of a saved Nsight Compute report (.ncu-rep); no GPU needed",
+    )
+    analyze.add_argument("report", help="the .ncu-rep file")
+    analyze.add_argument(
+        "--source",
+        help="the .cu file the kernels were built from, when it has moved since profiling "
+        "(matched to the report's recorded file by name)",
+    )
+    analyze.add_argument("--json", action="store_true", help="print the result as JSON")
+    analyze.set_defaults(func=cmd_analyze)
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    try:
+        report = read_report(Path(args.report))
+    except ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    source = Path(args.source).resolve() if args.source else None
+    if source is not None:
+        if not source.is_file():
+            print(f"error: --source {args.source} does not exist", file=sys.stderr)
+            return 2
+        report = _map_source(report, source)
+    states = [classify(kernel, arch=report.arch, device=report.device) for kernel in report.kernels]
+    if args.json:
+        document = _json_document(report, states)
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(document).decode(), indent=2))
+        sys.stdout.write("\n")
+    else:
+        print(_text(report, states, source))
+    return 0
+
+
+def _map_source(report: ProfileReport, source: Path) -> ProfileReport:
+    recorded = sorted({mk.file for kernel in report.kernels for mk in kernel.markers})
+    matching = {file: str(source) for file in recorded if Path(file).name == source.name}
+    if recorded and not matching:
+        names = ", ".join(sorted({Path(file).name for file in recorded}))
+        print(
+            f"warning: the report's source lines are in {names}, not {source.name}; "
+            "line numbers refer to those files",
+            file=sys.stderr,
+        )
+    return remap_sources(report, matching)
+
+
+def _kernel_json(kernel: KernelProfile, state: PerfState) -> dict[str, Any]:
+    body = msgspec.to_builtins(state)
+    return {
+        "name": body.pop("kernel"),
+        "demangled": kernel.demangled,
+        "file": kernel_source_file(kernel.markers),
+        **body,
+    }
+
+
+def _json_document(report: ProfileReport, states: list[PerfState]) -> dict[str, Any]:
+    return {
+        "report": report.report_path,
+        "device": report.device,
+        "arch": report.arch,
+        "depth": report.depth,
+        "kernels": [
+            _kernel_json(kernel, state)
+            for kernel, state in zip(report.kernels, states, strict=True)
+        ],
+    }
+
+
+def _source_lines(source: Path | None) -> list[str]:
+    if source is None:
+        return []
+    return source.read_text(encoding="utf-8", errors="replace").splitlines()
+
+
+def _text(report: ProfileReport, states: list[PerfState], source: Path | None) -> str:
+    text_lines = _source_lines(source)
+    out = [f"{report.report_path}: {report.device} ({report.arch}), {len(states)} kernel(s)"]
+    for kernel, state in zip(report.kernels, states, strict=True):
+        duration = f"  {kernel.duration_ns / 1e3:.1f} µs" if kernel.duration_ns else ""
+        out += ["", f"{kernel.name}  [{state.state}]{duration}", f"  {state.summary}"]
+        if state.headroom is not None:
+            limit = "  (near the limit)" if state.near_limit else ""
+            out.append(
+                f"  headroom: {state.headroom.achieved_fraction:.0%} of the "
+                f"{state.headroom.roof} roof{limit}"
+            )
+        file = kernel_source_file(kernel.markers)
+        for finding in state.findings:
+            estimate = (
+                f" (ncu est. {finding.estimated_speedup:.0f}%)"
+                if finding.estimated_speedup is not None
+                else ""
+            )
+            out.append(f"  - {finding.id}{estimate}: {finding.message}")
+            for line in finding.lines:
+                shown = (
+                    text_lines[line - 1].strip()
+                    if file == str(source) and 0 < line <= len(text_lines)
+                    else ""
+                )
+                out.append(f"      {Path(file or '?').name}:{line}  {shown}".rstrip())
+    return "\n".join(out)

@@ -1,0 +1,236 @@
+"""The deterministic performance-state classifier: ncu metrics → `PerfState`.
+
+It follows the order of Nsight Compute's own rule tree:
+
+1. Speed of light (ncu's SOLBottleneck): when the SM or the memory system runs at >= 60% of its
+   peak, the kernel is compute- or memory-bound. Memory: the busiest unit names the state
+   (`memory.dram`, `memory.l2`, `memory.l1`). Compute: the busiest pipe (`compute.fp32` for the
+   FMA and ALU pipes, `compute.tensor`, `compute.fp64`, `compute.xu`; `compute.lsu` when memory
+   instructions keep the SM busy; `compute.issue` without pipe metrics).
+2. Otherwise neither unit is busy and the cause is upstream, checked in this order:
+   launch (`launch.small_grid`: fewer blocks than one wave; `launch.overhead`: a kernel too short
+   to ramp up; `launch.tail_effect`: a partial last wave worth >= 1/3 of the runtime),
+   occupancy (`occupancy.<limiter>`: theoretical occupancy <= 50%; `occupancy.achieved`: achieved
+   below half the theoretical), then latency (`latency.<stall reason>` when one reason takes
+   > 30% of the cycles between issues, `latency.divergence`, else `latency.issue`).
+
+Findings (`state_findings`) add what is fixable, with evidence and ncu's estimated speedups.
+Headroom compares the kernel with its nearest roof: achieved DRAM bandwidth against peak, and
+achieved FLOP/s against the peak of the pipe doing its arithmetic (FP32, FP64, FP16/BF16 tensor
+cores); whichever roof the kernel is closer to binds it, as in a roofline. `STATE_VERSION` in
+agents/records.py changes whenever these rules do.
+"""
+
+from __future__ import annotations
+
+from kernelblaster.agents.records import Bottleneck, Finding, Headroom, PerfState
+from kernelblaster.agents.state_findings import (
+    find,
+    occupancy_limiters,
+    stall_shares,
+    symptom_rank,
+    tail_fraction,
+)
+from kernelblaster.harness import ncu_metrics as m
+from kernelblaster.harness.records import KernelProfile
+
+SOL_BUSY_PCT = 60.0  # ncu's SOLBottleneck: below 60% of peak on both sides is a latency issue
+NEAR_LIMIT = 0.9
+SHORT_KERNEL_NS = 5_000.0  # ours: under 5 µs, launch and ramp-up dominate
+OCCUPANCY_BOUND_PCT = 50.0
+ACHIEVED_BOUND_RATIO = 0.5
+TAIL_BOUND_FRACTION = 1.0 / 3.0
+DOMINANT_STALL_SHARE = 0.3
+SUMMARY_FINDINGS = 2
+
+_MEMORY_UNITS = (("dram", "DRAM", m.DRAM_PCT), ("l2", "L2", m.L2_PCT), ("l1", "L1", m.L1_PCT))
+_PIPE_STATE = {
+    "fma": "fp32",
+    "alu": "fp32",
+    "tensor": "tensor",
+    "fp64": "fp64",
+    "xu": "xu",
+    "lsu": "lsu",
+}
+_PIPE_WORDS = {
+    "fma": "FMA",
+    "alu": "ALU",
+    "tensor": "tensor",
+    "fp64": "FP64",
+    "xu": "XU",
+    "lsu": "LSU",
+}
+_ROOF_WORDS = {"dram_bandwidth": "DRAM", "fp32": "FP32", "fp64": "FP64", "fp16_tensor": "tensor"}
+_HOVER = (
+    ("sm_throughput_pct", m.SM_PCT),
+    ("memory_throughput_pct", m.MEMORY_PCT),
+    ("dram_throughput_pct", m.DRAM_PCT),
+    ("l1_throughput_pct", m.L1_PCT),
+    ("l2_throughput_pct", m.L2_PCT),
+    ("achieved_occupancy_pct", m.ACHIEVED_OCCUPANCY),
+    ("theoretical_occupancy_pct", m.THEORETICAL_OCCUPANCY),
+    ("registers_per_thread", m.REGISTERS),
+)
+
+
+def classify(kernel: KernelProfile, *, arch: str, device: str = "") -> PerfState:
+    """The performance state of one profiled kernel launch. `device` (the GPU's name) only
+    words the messages; the same profile always gives the same state."""
+    findings = find(kernel, device=device)
+    bottleneck, state, phrase = _bottleneck(kernel, findings)
+    headroom = _headroom(kernel)
+    near_limit = headroom is not None and headroom.achieved_fraction >= NEAR_LIMIT
+    parts = [phrase]
+    if near_limit and headroom is not None:
+        words = _ROOF_WORDS[headroom.roof]
+        parts.append(f"at {headroom.achieved_fraction:.0%} of the {words} roof")
+    parts += [finding.message for finding in _summary_findings(state, findings)]
+    return PerfState(
+        kernel=kernel.name,
+        arch=arch,
+        bottleneck=bottleneck,
+        state=state,
+        summary="; ".join(parts),
+        findings=findings,
+        headroom=headroom,
+        near_limit=near_limit,
+        metrics=_hover_metrics(kernel),
+    )
+
+
+def _summary_findings(state: str, findings: list[Finding]) -> list[Finding]:
+    """The findings worth a place in the one-line summary: fixable causes before stalls before
+    general symptoms, leaving out the one the state itself already names."""
+    named = {
+        "launch.small_grid": "small_grid",
+        "launch.tail_effect": "tail_effect",
+        "latency.divergence": "thread_divergence",
+        "occupancy.registers": "occupancy_limited_registers",
+        "occupancy.shared_memory": "occupancy_limited_shared_memory",
+        "occupancy.block_size": "occupancy_limited_block_size",
+        "occupancy.achieved": "low_achieved_occupancy",
+    }.get(state, "stall_" + state.removeprefix("latency."))
+    candidates = [finding for finding in findings if finding.id != named]
+    candidates.sort(key=lambda finding: symptom_rank(finding.id))  # stable: keeps speedup order
+    return candidates[:SUMMARY_FINDINGS]
+
+
+def _pct(kernel: KernelProfile, name: str) -> float | None:
+    return kernel.metrics.get(name)
+
+
+def _bottleneck(kernel: KernelProfile, findings: list[Finding]) -> tuple[Bottleneck, str, str]:
+    sm, memory = _pct(kernel, m.SM_PCT), _pct(kernel, m.MEMORY_PCT)
+    if sm is None and memory is None:
+        return "latency", "latency.issue", "no throughput metrics (profile with SpeedOfLight)"
+    sm, memory = sm or 0.0, memory or 0.0
+    if max(sm, memory) >= SOL_BUSY_PCT:
+        return _memory(kernel, memory) if memory >= sm else _compute(kernel, sm)
+    sol = f"SM {sm:.0f}%, memory {memory:.0f}% of peak"
+    return _upstream(kernel, findings, sol)
+
+
+def _memory(kernel: KernelProfile, memory: float) -> tuple[Bottleneck, str, str]:
+    units = [(key, name, value) for key, name, pct in _MEMORY_UNITS if (value := _pct(kernel, pct))]
+    if not units:
+        return "memory", "memory.dram", f"memory-bound ({memory:.0f}% of peak)"
+    key, name, value = max(units, key=lambda unit: unit[2])
+    detail = f"{name} {value:.0f}% of peak"
+    dram = _pct(kernel, m.DRAM_PCT)
+    if key != "dram" and dram is not None:
+        detail += f", DRAM {dram:.0f}%"
+    return "memory", f"memory.{key}", f"memory-bound ({detail})"
+
+
+def _compute(kernel: KernelProfile, sm: float) -> tuple[Bottleneck, str, str]:
+    pipes = [(pipe, value) for pipe, name in m.PIPES.items() if (value := _pct(kernel, name))]
+    if not pipes:
+        return "compute", "compute.issue", f"compute-bound (SM {sm:.0f}% of peak)"
+    pipe, value = max(pipes, key=lambda item: item[1])
+    phrase = f"compute-bound (SM {sm:.0f}% of peak; {_PIPE_WORDS[pipe]} pipe {value:.0f}%)"
+    return "compute", f"compute.{_PIPE_STATE[pipe]}", phrase
+
+
+def _upstream(
+    kernel: KernelProfile, findings: list[Finding], sol: str
+) -> tuple[Bottleneck, str, str]:
+    waves = _pct(kernel, m.WAVES)
+    grid, sms = _pct(kernel, m.GRID_SIZE), _pct(kernel, m.SM_COUNT)
+    if (waves is not None and waves < 1.0) or (grid is not None and sms and grid < sms):
+        shape = f"{grid:.0f} blocks, " if grid is not None else ""
+        fill = f"{waves:.2f} waves" if waves is not None else "less than one wave"
+        return "launch", "launch.small_grid", f"launch-bound ({shape}{fill}; {sol})"
+    duration = kernel.duration_ns
+    if duration is not None and duration < SHORT_KERNEL_NS:
+        return "launch", "launch.overhead", f"launch-bound ({duration / 1e3:.1f} µs; {sol})"
+    tail = tail_fraction(waves)
+    if tail >= TAIL_BOUND_FRACTION:
+        return (
+            "launch",
+            "launch.tail_effect",
+            f"launch-bound (partial last wave ~{tail:.0%}; {sol})",
+        )
+    theoretical = _pct(kernel, m.THEORETICAL_OCCUPANCY)
+    limiters = occupancy_limiters(kernel)
+    if theoretical is not None and theoretical <= OCCUPANCY_BOUND_PCT and limiters:
+        limiter = "block_size" if limiters[0] in ("warps", "blocks") else limiters[0]
+        words = limiter.replace("_", " ")
+        phrase = f"occupancy-bound (theoretical {theoretical:.0f}%, limited by {words}; {sol})"
+        return "occupancy", f"occupancy.{limiter}", phrase
+    achieved = _pct(kernel, m.ACHIEVED_OCCUPANCY)
+    if achieved is not None and theoretical and achieved < ACHIEVED_BOUND_RATIO * theoretical:
+        phrase = f"occupancy-bound (achieved {achieved:.0f}% of {theoretical:.0f}%; {sol})"
+        return "occupancy", "occupancy.achieved", phrase
+    shares = stall_shares(kernel)
+    top = next(iter(shares.items()), None)
+    if top is not None and top[1] > DOMINANT_STALL_SHARE:
+        reason, share = top
+        words = reason.replace("_", " ")
+        phrase = f"latency-bound ({sol}; {words} stalls {share:.0%} of warp cycles)"
+        return "latency", f"latency.{reason}", phrase
+    if any(finding.id == "thread_divergence" for finding in findings):
+        return "latency", "latency.divergence", f"latency-bound ({sol}; divergent warps)"
+    return "latency", "latency.issue", f"latency-bound ({sol})"
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return numerator / denominator
+
+
+def _flops_fraction(kernel: KernelProfile, ops: tuple[str, str, str], peak: str) -> float | None:
+    """Achieved over peak FLOPs per cycle; an FMA (the third op) counts twice."""
+    add, mul, fma = (_pct(kernel, name) for name in ops)
+    if add is None or mul is None or fma is None:
+        return None
+    return _ratio(add + mul + 2.0 * fma, _pct(kernel, peak))
+
+
+def _headroom(kernel: KernelProfile) -> Headroom | None:
+    per_second = _pct(kernel, m.DRAM_BYTES_PER_SECOND)
+    peak_per_cycle = _pct(kernel, m.DRAM_BYTES_PEAK_PER_CYCLE)
+    cycles = _pct(kernel, m.DRAM_CYCLES_PER_SECOND)
+    dram = _ratio(per_second, peak_per_cycle * cycles if peak_per_cycle and cycles else None)
+    if dram is None and (dram_pct := _pct(kernel, m.DRAM_PCT)) is not None:
+        dram = dram_pct / 100.0
+    tensor = [value / 100.0 for name in m.TENSOR_PCT if (value := _pct(kernel, name)) is not None]
+    compute = {
+        "fp16_tensor": max(tensor) if tensor else None,
+        "fp32": _flops_fraction(kernel, m.FP32_OPS_PER_CYCLE, m.FP32_PEAK_FLOPS_PER_CYCLE),
+        "fp64": _flops_fraction(kernel, m.FP64_OPS_PER_CYCLE, m.FP64_PEAK_FLOPS_PER_CYCLE),
+    }
+    roofs = {roof: value for roof, value in compute.items() if value}
+    if dram is not None:
+        roofs["dram_bandwidth"] = dram
+    if not roofs:
+        return None
+    roof = max(sorted(roofs), key=lambda name: roofs[name])
+    return Headroom(roof=roof, achieved_fraction=roofs[roof])
+
+
+def _hover_metrics(kernel: KernelProfile) -> dict[str, float]:
+    shown = {key: kernel.metrics[name] for key, name in _HOVER if name in kernel.metrics}
+    if kernel.duration_ns is not None:
+        shown = {"duration_us": kernel.duration_ns / 1e3, **shown}
+    return shown
