@@ -15,6 +15,7 @@ from kernelblaster import __version__
 COMMAND_MODULES = [
     "kernelblaster.harness.cli",
     "kernelblaster.kb.cli",
+    "kernelblaster.agents.cli",
 ]
 
 
