@@ -11,6 +11,7 @@ from pathlib import Path
 
 import msgspec
 import torch
+
 from kernelblaster.harness.records import Timing
 from kernelblaster.harness.reference import Reference
 from kernelblaster.harness.timing import time_callable

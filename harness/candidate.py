@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+
 from kernelblaster.harness.cuda_source import CFunction, extern_c_functions, global_kernels
 from kernelblaster.harness.records import HarnessError
 from kernelblaster.harness.reference import Reference, ReferenceError_, as_outputs, load_module
@@ -205,9 +206,12 @@ def _inline_cuda_kernels(python_source: str) -> set[str]:
     """Kernels defined in the CUDA strings of a KernelBench solution (load_inline sources)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(python_source)):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if "__global__" in node.value:
-                names.update(k.name for k in global_kernels(node.value))
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and "__global__" in node.value
+        ):
+            names.update(k.name for k in global_kernels(node.value))
     return names
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+
 from kernelblaster.harness import sanitizer, standalone
 from kernelblaster.harness.baselines import measure_baselines
 from kernelblaster.harness.candidate import load_candidate
@@ -19,7 +20,6 @@ from kernelblaster.harness.static_checks import check_cuda_source, check_python_
 from kernelblaster.harness.targets import Target
 from kernelblaster.harness.timing import escaped_work_ms, time_callable
 from kernelblaster.harness.verify import verify
-
 from kernelblaster.settings import Settings
 
 Progress = Callable[..., None]

@@ -20,13 +20,13 @@ def _timing_row(label: str, timing: Timing | None, speedup: float | None = None)
         return f"  {label:<16} -"
     spread = f"[p20 {timing.p20_ms:.4f} .. p80 {timing.p80_ms:.4f}]"
     ratio = f"  (kernel is {speedup:.2f}x faster)" if speedup is not None else ""
-    return (
-        f"  {label:<16} {timing.median_ms:10.4f} ms  {spread}  n={timing.repetitions}{ratio}"
-    )
+    return f"  {label:<16} {timing.median_ms:10.4f} ms  {spread}  n={timing.repetitions}{ratio}"
 
 
 def format_check_result(result: CheckResult) -> str:
-    lines = [f"{result.source} ({result.target_kind}) on {result.gpu or 'no GPU'} {result.arch or ''}"]
+    lines = [
+        f"{result.source} ({result.target_kind}) on {result.gpu or 'no GPU'} {result.arch or ''}"
+    ]
     if result.verify is not None:
         verdict = "PASS" if result.verify.ok else "FAIL"
         lines.append(f"verify: {verdict}: {result.verify.message}")

@@ -4,6 +4,7 @@ dtype-aware tolerances. Worker side: imports torch."""
 from __future__ import annotations
 
 import torch
+
 from kernelblaster.harness.records import Mismatch
 from kernelblaster.harness.targets import DEFAULT_TOLERANCES
 

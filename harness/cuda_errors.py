@@ -15,12 +15,13 @@ _DEVICE_FAULTS = (
 
 def error_from_exception(exc: BaseException, *, kernels: set[str]) -> HarnessError:
     text = str(exc)
+    first_line = text.splitlines()[0][:300] if text else ""
     kernel = next(iter(kernels)) if len(kernels) == 1 else None
     if any(fault in text for fault in _DEVICE_FAULTS):
         where = f" in kernel {kernel}" if kernel else f" in one of {', '.join(sorted(kernels))}"
         return HarnessError(
             kind="illegal_memory_access",
-            message=f"The kernel faulted{where}: {text.splitlines()[0][:300]}",
+            message=f"The kernel faulted{where}: {first_line}",
             fix=(
                 "An index went out of bounds or a pointer was misaligned. Check the bounds "
                 "guards; `kernelblaster check --sanitize` runs compute-sanitizer to find the line."
@@ -29,7 +30,7 @@ def error_from_exception(exc: BaseException, *, kernels: set[str]) -> HarnessErr
         )
     return HarnessError(
         kind="crash",
-        message=f"Running the kernel failed: {type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}",
+        message=f"Running the kernel failed: {type(exc).__name__}: {first_line}",
         fix="See the message; the reference and the launcher must agree on shapes and dtypes.",
         kernel=kernel,
         log=text[-2000:],

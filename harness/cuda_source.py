@@ -116,7 +116,9 @@ def extern_c_functions(source: str) -> list[CFunction]:
     """Functions defined with C linkage (`extern "C" ...` or inside `extern "C" { ... }`)."""
     found: list[CFunction] = []
     for node in _walk(parse(source).root_node):
-        if node.type != "linkage_specification" or '"C"' not in _text(node.child_by_field_name("value")):
+        if node.type != "linkage_specification" or '"C"' not in _text(
+            node.child_by_field_name("value")
+        ):
             continue
         body = node.child_by_field_name("body")
         definitions = (

@@ -13,7 +13,6 @@ from kernelblaster.harness.ncu_reader import read_report
 from kernelblaster.harness.records import BuildResult, HarnessError, ProfileReport
 from kernelblaster.harness.run_once import RunOnceSpec, program, write_spec
 from kernelblaster.harness.targets import Target
-
 from kernelblaster.settings import Settings
 
 

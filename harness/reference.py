@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
+
 from kernelblaster.harness.records import HarnessError
 
 

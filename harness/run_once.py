@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import msgspec
+
 from kernelblaster.harness.targets import Target
 
 
@@ -32,6 +33,7 @@ def program(spec_path: Path) -> list[str]:
 
 def main(argv: list[str]) -> int:
     import torch
+
     from kernelblaster.harness.candidate import load_candidate
     from kernelblaster.harness.reference import load_reference
 

@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 from kernelblaster.harness.records import HackFinding, HarnessError
-
 from kernelblaster.settings import Settings
 
 _ERROR_EXIT = 86

@@ -54,7 +54,9 @@ def compare_output(
             f"{first.first_bad_index[0]} expected {first.expected:.6g} got {first.actual:.6g}"
         )
     ok = not mismatches and message.startswith("output matches")
-    return VerifyResult(ok=ok, trials=1, atol=atol, rtol=rtol, mismatches=mismatches, message=message)
+    return VerifyResult(
+        ok=ok, trials=1, atol=atol, rtol=rtol, mismatches=mismatches, message=message
+    )
 
 
 def run_program(

@@ -130,9 +130,7 @@ def check_python_solution(
             )
     for string in (n for n in ast.walk(tree) if isinstance(n, ast.Constant)):
         if isinstance(string.value, str) and "__global__" in string.value:
-            for finding in check_cuda_source(
-                string.value, allow_library_calls=allow_library_calls
-            ):
+            for finding in check_cuda_source(string.value, allow_library_calls=allow_library_calls):
                 finding.line = string.lineno + (finding.line or 1) - 1
                 findings.append(finding)
     return findings

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from kernelblaster.harness.build import BuildSpec
 from kernelblaster.harness.targets import Target
-
 from kernelblaster.settings import Settings
 
 # Flags torch.utils.cpp_extension passes to nvcc for every CUDA extension.

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
+
 from kernelblaster.harness.cuda_source import CFunction, extern_c_functions
 from kernelblaster.harness.records import HarnessError
-
 from kernelblaster.settings import Settings, TargetConfig
 
 TargetKind = Literal["extension", "plain", "kernelbench", "standalone"]
@@ -77,7 +77,7 @@ def _plain_launcher(source: Path, text: str, entry: str | None) -> CFunction | H
     names = ", ".join(f.name for f in extern_c_functions(text)) or "none"
     if not launchers:
         message = (
-            f"{source.name} defines no extern \"C\" launcher"
+            f'{source.name} defines no extern "C" launcher'
             + (f" named {entry!r}" if entry else "")
             + f" (found: {names})."
         )

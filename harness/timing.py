@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 import torch
+
 from kernelblaster.harness.records import Timing
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 
 import torch
+
 from kernelblaster.harness.candidate import Candidate, ReferenceCalled, guard_reference
 from kernelblaster.harness.compare import compare, describe, describe_layout_mismatch, tolerances
 from kernelblaster.harness.records import HackFinding, Mismatch, VerifyResult
@@ -94,9 +95,11 @@ def verify(
                 mismatches.append(mismatch)
         if layout_problem:
             break
-        if previous is not None and all(
-            torch.equal(a, p) for a, p in zip(actual, previous[0], strict=True)
-        ) and not all(torch.equal(e, p) for e, p in zip(expected, previous[1], strict=True)):
+        if (
+            previous is not None
+            and all(torch.equal(a, p) for a, p in zip(actual, previous[0], strict=True))
+            and not all(torch.equal(e, p) for e, p in zip(expected, previous[1], strict=True))
+        ):
             hacks.append(
                 HackFinding(
                     kind="output_cached",

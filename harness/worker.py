@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import msgspec
+
 from kernelblaster.harness.build import build
 from kernelblaster.harness.records import (
     BuildResult,
@@ -23,7 +24,6 @@ from kernelblaster.harness.records import (
 )
 from kernelblaster.harness.target_build import build_spec
 from kernelblaster.harness.targets import Target, detect_kind, resolve_target
-
 from kernelblaster.settings import Settings
 
 _encoder = msgspec.json.Encoder()

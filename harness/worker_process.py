@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 import msgspec
+
 from kernelblaster.harness.records import (
     HarnessError,
     WorkerMessage,
@@ -17,7 +18,6 @@ from kernelblaster.harness.records import (
     WorkerRequest,
     WorkerResponse,
 )
-
 from kernelblaster.settings import Settings
 
 _decoder = msgspec.json.Decoder(WorkerMessage)

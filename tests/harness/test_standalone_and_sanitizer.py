@@ -32,19 +32,24 @@ MEMCHECK = """========= COMPUTE-SANITIZER
 ========= ERROR SUMMARY: 1 error
 """
 
-RACECHECK = """========= COMPUTE-SANITIZER
-========= Error: Race reported between Write access at relu_k(const float *, float *, int)+0x80 in /w/shared_race.cu:5
-=========     and Read access at relu_k(const float *, float *, int)+0xa0 in /w/shared_race.cu:7 [1024 hazards]
-=========
+RACECHECK = (
+    "========= COMPUTE-SANITIZER\n"
+    "========= Error: Race reported between Write access at relu_k(const float *, float *, int)"
+    "+0x80 in /w/shared_race.cu:5\n"
+    "=========     and Read access at relu_k(const float *, float *, int)+0xa0 in "
+    "/w/shared_race.cu:7 [1024 hazards]\n"
+)
+_RACE_TAIL = """=========
 ========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
 """
+RACECHECK += _RACE_TAIL
 
 
 def test_memcheck_error_names_kernel_and_line():
     (finding,) = parse_report(MEMCHECK, tool="memcheck", source="/any/where/out_of_bounds.cu")
     assert finding.kind == "memcheck"
     assert finding.line == 4
-    assert "Invalid __global__ write of size 4 bytes in relu_k" == finding.message
+    assert finding.message == "Invalid __global__ write of size 4 bytes in relu_k"
 
 
 def test_memcheck_line_only_for_the_users_file():

@@ -1,0 +1,442 @@
+"""The MAIC-RL optimization loop: rollouts × depth steps of select → lower → verify → time →
+re-profile → re-classify → record, then a textual-gradient policy update.
+
+Each rollout starts from the original kernel; each step samples a technique from the KB's
+ranking for the *current* state (weighted random top-k), so the state is re-derived after every
+verified step, as the paper intends. Every attempt is written to the KB as it happens, so a
+cancelled run keeps what it learned. The user's file is never touched here."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from kernelblaster.agents.evaluation import Evaluation, evaluate
+from kernelblaster.agents.llm import LlmClient, LlmError, Usage
+from kernelblaster.agents.lowering import Feedback, LoweringInput, lower
+from kernelblaster.agents.policy_update import update_policy
+from kernelblaster.agents.records import PerfState
+from kernelblaster.agents.soft_verify import soft_verify
+from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.kb.ranking import select
+from kernelblaster.kb.records import Attempt, RankedTechnique, Technique
+from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.settings import Settings
+
+# A verified candidate must beat the kernel it started from by this factor to count as a
+# success: smaller differences are within the timing spread of a median over trials.
+MIN_SPEEDUP = 1.02
+
+Evaluate = Callable[..., Evaluation]
+
+
+class Step(msgspec.Struct, kw_only=True):
+    rollout: int
+    depth: int
+    technique: str
+    state_before: str
+    predicted_speedup: float
+    outcome: str
+    measured_speedup: float | None = None
+    state_after: str | None = None
+    detail: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class OptimizeOutcome(msgspec.Struct, kw_only=True):
+    kernel: str
+    arch: str = ""
+    improved: bool = False
+    best_source: str | None = None
+    best_time_ms: float | None = None
+    original_time_ms: float | None = None
+    speedup: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    techniques: list[str] = []
+    steps: list[Step] = []
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cancelled: bool = False
+    policy_notes: int = 0
+    error: str | None = None
+
+
+class _Point(msgspec.Struct, kw_only=True):
+    """A verified kernel version: where a rollout stands."""
+
+    source: str
+    time_ms: float
+    state: PerfState
+    techniques: list[str] = []
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def constraints_for(target: Target, settings: Settings) -> list[str]:
+    rules = [
+        f"Keep `{target.entry}` with exactly the same signature and calling convention.",
+        "Compute the complete result for every valid input: no skipped elements, no "
+        "hard-coded sizes beyond what the launcher receives.",
+        "Do not cache results across calls and do not launch work on other streams.",
+    ]
+    if not (target.allow_library_calls or settings.allow_library_calls):
+        rules.append("Do all the work in your own CUDA kernels: no cuBLAS, cuDNN or torch ops.")
+    return rules
+
+
+def _start(
+    source: Path, text: str, kernel: str, settings: Settings, evaluate_fn: Evaluate
+) -> _Point | str:
+    evaluation = evaluate_fn(source, text, kernel, settings, depth="full")
+    if not evaluation.verified or evaluation.state is None or evaluation.time_ms is None:
+        reason = (
+            evaluation.error.message
+            if evaluation.error
+            else (evaluation.feedback.message if evaluation.feedback else "no profile of it")
+        )
+        return f"the original {kernel} can't be optimized until it verifies and profiles: {reason}"
+    check = evaluation.check
+    return _Point(
+        source=text,
+        time_ms=evaluation.time_ms,
+        state=evaluation.state,
+        eager_ms=check.eager.median_ms if check and check.eager else None,
+        compile_ms=check.compiled.median_ms if check and check.compiled else None,
+    )
+
+
+def optimize(
+    source: Path,
+    text: str,
+    kernel: str,
+    *,
+    settings: Settings,
+    client: LlmClient,
+    kb: KnowledgeBase,
+    rollouts: int,
+    depth: int,
+    k: int,
+    technique: str | None = None,
+    seed: int | None = None,
+    on_progress: Callable[[int, int, str, float | None], None] = lambda *_: None,
+    cancelled: Callable[[], bool] = lambda: False,
+    evaluate_fn: Evaluate = evaluate,
+) -> OptimizeOutcome:
+    outcome = OptimizeOutcome(kernel=kernel)
+    target = resolve_target(source, settings)
+    if not isinstance(target, Target):
+        outcome.error = f"{target.message} {target.fix}"
+        return outcome
+    on_progress(0, rollouts * depth, f"profiling the original {kernel}", None)
+    origin = _start(source, text, kernel, settings, evaluate_fn)
+    if isinstance(origin, str):
+        outcome.error = origin
+        return outcome
+    arch = origin.state.arch
+    outcome.arch, outcome.original_time_ms = arch, origin.time_ms
+    reference_text = Path(target.reference).read_text("utf-8") if target.reference else ""
+    constraints = constraints_for(target, settings)
+    verified: list[_Point] = []
+    run_attempts: list[Attempt] = []
+    total = rollouts * depth
+    done = 0
+    for rollout in range(rollouts):
+        current = origin
+        for step_index in range(depth):
+            if cancelled():
+                outcome.cancelled = True
+                break
+            done += 1
+            if current.state.near_limit:
+                on_progress(
+                    done,
+                    total,
+                    f"rollout {rollout + 1}: at the roof, stopping",
+                    _x(verified, origin),
+                )
+                break
+            forced = technique if (rollout == 0 and step_index == 0) else None
+            choice = _choose(
+                kb, current.state, k=k, forced=forced, seed=None if seed is None else seed + done
+            )
+            if choice is None:
+                break
+            step, candidate = _step(
+                source, current, choice, kernel,
+                target=target, settings=settings, client=client, kb=kb,
+                reference_text=reference_text,
+                constraints=constraints, evaluate_fn=evaluate_fn, rollout=rollout, depth=step_index,
+            )  # fmt: skip
+            outcome.steps.append(step)
+            outcome.prompt_tokens += step.prompt_tokens
+            outcome.completion_tokens += step.completion_tokens
+            attempt = _attempt(step, arch, kernel, current.source, candidate)
+            kb.record(attempt)
+            run_attempts.append(attempt)
+            if step.outcome == "error":  # LLM or harness unavailable: no point going on
+                outcome.error = step.detail
+                break
+            if candidate is not None and step.outcome == "success":
+                current = candidate
+                verified.append(candidate)
+            on_progress(
+                done,
+                total,
+                f"rollout {rollout + 1} step {step_index + 1}: {step.technique} predicted "
+                f"{step.predicted_speedup:.2f}x, {_measured(step)}",
+                _x(verified, origin),
+            )
+        if outcome.cancelled or outcome.error:
+            break
+    if run_attempts and not outcome.cancelled and outcome.error is None:
+        outcome.policy_notes = _update_policy(client, kb, arch, run_attempts, outcome)
+    best = _memory_safe_best(
+        source, kernel, origin, verified, settings=settings, kb=kb, evaluate_fn=evaluate_fn
+    )
+    return _finish(outcome, origin, best)
+
+
+def _x(verified: list[_Point], origin: _Point) -> float:
+    """The best speedup so far."""
+    return origin.time_ms / min([origin.time_ms, *(p.time_ms for p in verified)])
+
+
+def _memory_safe_best(
+    source: Path,
+    kernel: str,
+    origin: _Point,
+    verified: list[_Point],
+    *,
+    settings: Settings,
+    kb: KnowledgeBase,
+    evaluate_fn: Evaluate,
+) -> _Point:
+    """The fastest verified candidate that also passes compute-sanitizer (memcheck, and
+    racecheck with shared memory): numbers that happen to match don't prove memory safety.
+    Candidates that fail are recorded as rejected attempts."""
+    for candidate in sorted(verified, key=lambda p: p.time_ms):
+        if candidate.time_ms >= origin.time_ms:
+            break
+        evaluation = evaluate_fn(
+            source, candidate.source, kernel, settings, sanitize=True, profile=False
+        )
+        if evaluation.verified:
+            return candidate
+        kb.record(
+            Attempt(
+                id=uuid.uuid4().hex,
+                time=time.time(),
+                arch=origin.state.arch,
+                kernel=kernel,
+                source_hash=_hash(origin.source),
+                candidate_hash=_hash(candidate.source),
+                before_state=origin.state.state,
+                technique=candidate.techniques[-1],
+                predicted_speedup=1.0,
+                outcome="rejected",
+                correctness_detail=(evaluation.feedback.message if evaluation.feedback else "")[
+                    :500
+                ],
+                error_kind="sanitizer",
+            )
+        )
+    return origin
+
+
+def _measured(step: Step) -> str:
+    if step.measured_speedup is not None:
+        return f"measured {step.measured_speedup:.2f}x ({step.outcome})"
+    return f"{step.outcome}: {step.detail[:120]}"
+
+
+def _choose(
+    kb: KnowledgeBase, state: PerfState, *, k: int, forced: str | None, seed: int | None
+) -> RankedTechnique | None:
+    ranked = kb.rank(state.arch, state.state, state.findings)
+    if forced is not None:
+        match = next((r for r in ranked if r.technique == forced), None)
+        if match is not None:
+            return match
+    picked = select(ranked[: max(k, 1)], 1, seed=seed)
+    return picked[0] if picked else None
+
+
+def _step(
+    source: Path,
+    current: _Point,
+    choice: RankedTechnique,
+    kernel: str,
+    *,
+    target: Target,
+    settings: Settings,
+    client: LlmClient,
+    kb: KnowledgeBase,
+    reference_text: str,
+    constraints: list[str],
+    evaluate_fn: Evaluate,
+    rollout: int,
+    depth: int,
+) -> tuple[Step, _Point | None]:
+    step = Step(
+        rollout=rollout,
+        depth=depth,
+        technique=choice.technique,
+        state_before=current.state.state,
+        predicted_speedup=choice.predicted_speedup,
+        outcome="error",
+    )
+    evaluations: dict[str, Evaluation] = {}
+
+    def check(candidate: str) -> Feedback | None:
+        evaluation = evaluate_fn(source, candidate, kernel, settings)
+        evaluations[_hash(candidate)] = evaluation
+        if evaluation.error is not None:  # not the candidate's fault: stop retrying
+            raise _HarnessUnavailable(evaluation.error.message)
+        return evaluation.feedback
+
+    technique = _technique(kb, choice)
+    try:
+        lowered = lower(
+            client,
+            LoweringInput(
+                source=current.source,
+                kernel=kernel,
+                state=current.state,
+                technique=technique,
+                notes=choice.notes,
+                constraints=constraints,
+                entry_names=[target.entry],
+            ),
+            check=check,
+        )
+    except LlmError as exc:
+        step.detail = f"LLM: {exc}"
+        return step, None
+    except _HarnessUnavailable as exc:
+        step.detail = f"harness: {exc}"
+        return step, None
+    step.prompt_tokens, step.completion_tokens = _tokens(lowered.usage)
+    if lowered.source is None:
+        last = evaluations[list(evaluations)[-1]] if evaluations else None
+        step.outcome = last.outcome if last is not None else "error"
+        step.detail = "; ".join(lowered.failures)[-500:]
+        return step, None
+    evaluation = evaluations[_hash(lowered.source)]
+    try:
+        verdict = soft_verify(
+            client,
+            reference_source=reference_text,
+            original_source=current.source,
+            candidate_source=lowered.source,
+            constraints=constraints,
+        )
+    except LlmError as exc:
+        step.detail = f"LLM: {exc}"
+        return step, None
+    prompt, completion = _tokens(verdict.usage)
+    step.prompt_tokens += prompt
+    step.completion_tokens += completion
+    if not verdict.ok:
+        step.outcome = "rejected"
+        step.detail = "soft verification: " + "; ".join(verdict.reasons)
+        return step, None
+    assert evaluation.time_ms is not None
+    step.measured_speedup = current.time_ms / evaluation.time_ms
+    step.outcome = "success" if step.measured_speedup >= MIN_SPEEDUP else "regression"
+    step.detail = (
+        evaluation.check.verify.message if evaluation.check and evaluation.check.verify else ""
+    )
+    state = evaluation.state or current.state
+    step.state_after = state.state
+    return step, _Point(
+        source=lowered.source,
+        time_ms=evaluation.time_ms,
+        state=state,
+        techniques=[*current.techniques, choice.technique],
+    )
+
+
+class _HarnessUnavailable(Exception):
+    pass
+
+
+def _technique(kb: KnowledgeBase, choice: RankedTechnique) -> Technique:
+    """The catalog entry of a ranked technique; a learned one (not in the catalog) is described
+    by its title, which is all the KB knows of it."""
+    found = next((t for t in kb.techniques() if t.id == choice.technique), None)
+    return found or Technique(
+        id=choice.technique,
+        category="learned",
+        title=choice.title,
+        description=choice.title,
+        how_to_apply=choice.explanation or choice.title,
+    )
+
+
+def _tokens(usage: Usage) -> tuple[int, int]:
+    return usage.prompt_tokens, usage.completion_tokens
+
+
+def _attempt(
+    step: Step, arch: str, kernel: str, started_from: str, candidate: _Point | None
+) -> Attempt:
+    return Attempt(
+        id=uuid.uuid4().hex,
+        time=time.time(),
+        arch=arch,
+        kernel=kernel,
+        source_hash=_hash(started_from),
+        candidate_hash=_hash(candidate.source) if candidate else "",
+        before_state=step.state_before,
+        after_state=step.state_after,
+        technique=step.technique,
+        predicted_speedup=step.predicted_speedup,
+        measured_speedup=step.measured_speedup,
+        outcome=step.outcome,
+        correctness_detail=step.detail[:500],
+        prompt_tokens=step.prompt_tokens,
+        completion_tokens=step.completion_tokens,
+        error_kind=step.detail.split(":")[0] if step.outcome == "error" else None,
+    )
+
+
+def _update_policy(
+    client: LlmClient,
+    kb: KnowledgeBase,
+    arch: str,
+    attempts: list[Attempt],
+    outcome: OptimizeOutcome,
+) -> int:
+    try:
+        result = update_policy(client, kb, arch=arch, attempts=attempts)
+    except LlmError as exc:
+        outcome.error = f"policy update skipped: {exc}"
+        return 0
+    outcome.prompt_tokens += result.usage.prompt_tokens
+    outcome.completion_tokens += result.usage.completion_tokens
+    return len(result.applied)
+
+
+def _finish(outcome: OptimizeOutcome, origin: _Point, best: _Point) -> OptimizeOutcome:
+    outcome.best_time_ms = best.time_ms
+    if best is not origin:
+        outcome.improved = True
+        outcome.best_source = best.source
+        outcome.techniques = best.techniques
+        outcome.speedup = origin.time_ms / best.time_ms
+        if origin.eager_ms:
+            outcome.speedup_vs_eager = origin.eager_ms / best.time_ms
+        if origin.compile_ms:
+            outcome.speedup_vs_compile = origin.compile_ms / best.time_ms
+    return outcome
