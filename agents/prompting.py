@@ -76,7 +76,7 @@ def bullets(items: list[str], *, empty: str = "(none)") -> str:
 def describe_state(state: PerfState, *, max_findings: int = 6, max_evidence: int = 4) -> str:
     """A compact account of a performance state for a prompt: the classification, the headroom
     and the strongest findings with a few supporting numbers, never a raw metrics dump."""
-    lines = [f"State `{state.state}` ({state.bottleneck}-bound): {state.summary}"]
+    lines = [f"State `{state.state}`: {state.summary}"]
     if state.headroom is not None:
         lines.append(
             f"Headroom: {state.headroom.achieved_fraction:.0%} of the {state.headroom.roof} "

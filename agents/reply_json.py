@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Generic, NamedTuple, TypeVar
 
 import msgspec
+
 from kernelblaster.agents.code_extract import fenced_blocks
 from kernelblaster.agents.llm import LlmClient, Usage
 from kernelblaster.agents.prompting import render_messages

@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kernelblaster.agents.llm import LlmClient, LlmConfig
 from openai_server import FAKE_KEY, OpenAITestServer
+
+from kernelblaster.agents.llm import LlmClient, LlmConfig
 
 
 @pytest.fixture

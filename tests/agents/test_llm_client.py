@@ -8,13 +8,6 @@ import socket
 import time
 
 import pytest
-from kernelblaster.agents.llm import (
-    LOCAL_PLACEHOLDER_KEY,
-    LlmClient,
-    LlmConfig,
-    LlmError,
-    Usage,
-)
 from openai_server import (
     FAKE_KEY,
     OpenAITestServer,
@@ -25,6 +18,13 @@ from openai_server import (
     server_error,
 )
 
+from kernelblaster.agents.llm import (
+    LOCAL_PLACEHOLDER_KEY,
+    LlmClient,
+    LlmConfig,
+    LlmError,
+    Usage,
+)
 from kernelblaster.settings import Settings
 
 HELLO = [{"role": "user", "content": "Say hello to the kernel."}]

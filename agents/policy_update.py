@@ -1,0 +1,247 @@
+"""Policy update, the "textual gradient": PolicyEvaluation → PerfGapAnalysis → ParameterUpdate.
+
+PolicyEvaluation is arithmetic: attempts grouped by (state, technique), predicted against
+measured speedups. PerfGapAnalysis asks the LLM why they differ; ParameterUpdate asks it for new
+KB notes and priors. Every proposal is validated on its own against the schema and bounds (note
+length, prior range, only entries of this batch, one change per entry) before it is written;
+an invalid one is dropped with the reason, the rest still apply. The exact statistics are the
+KB's own business (it recomputes them from attempts); this only touches notes and priors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from typing import Annotated, Protocol
+
+import msgspec
+
+from kernelblaster.agents.llm import LlmClient, Usage
+from kernelblaster.agents.prompting import render_messages
+from kernelblaster.agents.reply_json import ask_json
+from kernelblaster.kb.records import VERIFIED_OUTCOMES, Attempt, EntryStats
+
+MAX_NOTE_CHARS = 300
+MIN_PRIOR, MAX_PRIOR = 0.5, 10.0
+MAX_GROUPS = 12  # groups shown to the LLM, largest evidence of a gap first
+
+
+class PolicyStore(Protocol):
+    """The part of kernelblaster.kb's KnowledgeBase the update uses."""
+
+    def entry(self, arch: str, state: str, technique: str) -> EntryStats | None: ...
+    def add_note(self, arch: str, state: str, technique: str, note: str) -> object: ...
+    def set_prior(
+        self, arch: str, state: str, technique: str, predicted_speedup: float, reason: str
+    ) -> object: ...
+
+
+class GroupEvaluation(msgspec.Struct, kw_only=True, frozen=True):
+    state: str
+    technique: str
+    attempts: int
+    outcomes: dict[str, int]  # outcome -> count
+    predicted_speedup: float  # geometric mean of what was predicted when chosen
+    measured_speedup: float | None  # geometric mean over verified, timed attempts
+    log_gap: float | None  # mean of log(measured / predicted) over those attempts
+    kb_predicted_speedup: float | None  # the KB's prediction now
+    notes: list[str]  # the entry's current notes
+    kernels: list[str]
+
+
+class GapAnalysis(msgspec.Struct, kw_only=True, frozen=True):
+    state: str
+    technique: str
+    explanation: str
+
+
+class ParameterUpdate(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    state: str
+    technique: str
+    note: Annotated[str, msgspec.Meta(max_length=MAX_NOTE_CHARS)] | None = None
+    prior_speedup: Annotated[float, msgspec.Meta(ge=MIN_PRIOR, le=MAX_PRIOR)] | None = None
+    reason: Annotated[str, msgspec.Meta(max_length=MAX_NOTE_CHARS)] = ""
+
+
+class RejectedUpdate(msgspec.Struct, kw_only=True, frozen=True):
+    proposal: str  # the proposal's JSON, truncated
+    reason: str
+
+
+class PolicyUpdateResult(msgspec.Struct, kw_only=True):
+    evaluation: list[GroupEvaluation]
+    analyses: list[GapAnalysis] = []
+    applied: list[ParameterUpdate] = []
+    rejected: list[RejectedUpdate] = []
+    usage: Usage = Usage()
+    error: str | None = None  # why the LLM stages did not complete (evaluation still holds)
+
+
+class _GapReply(msgspec.Struct):
+    analyses: list[GapAnalysis]
+
+
+class _UpdateReply(msgspec.Struct):
+    updates: list[msgspec.Raw]  # each validated on its own, so one bad item drops only itself
+
+
+def evaluate_policy(
+    kb: PolicyStore, *, arch: str, attempts: list[Attempt]
+) -> list[GroupEvaluation]:
+    """PolicyEvaluation: predicted vs measured per (state, technique) for `arch`'s attempts."""
+    groups: dict[tuple[str, str], list[Attempt]] = defaultdict(list)
+    for attempt in attempts:
+        if attempt.arch == arch:
+            groups[(attempt.before_state, attempt.technique)].append(attempt)
+    evaluations = []
+    for (state, technique), members in groups.items():
+        # (measured, predicted) of the verified, timed attempts
+        pairs = [
+            (a.measured_speedup, a.predicted_speedup)
+            for a in members
+            if a.outcome in VERIFIED_OUTCOMES
+            and a.measured_speedup is not None
+            and a.measured_speedup > 0
+            and a.predicted_speedup > 0
+        ]
+        gaps = [math.log(measured / predicted) for measured, predicted in pairs]
+        entry = kb.entry(arch, state, technique)
+        evaluations.append(
+            GroupEvaluation(
+                state=state,
+                technique=technique,
+                attempts=len(members),
+                outcomes=dict(Counter(a.outcome for a in members)),
+                predicted_speedup=_geomean([a.predicted_speedup for a in members]),
+                measured_speedup=_geomean([m for m, _ in pairs]) if pairs else None,
+                log_gap=sum(gaps) / len(gaps) if gaps else None,
+                kb_predicted_speedup=entry.predicted_speedup if entry is not None else None,
+                notes=list(entry.notes) if entry is not None else [],
+                kernels=sorted({a.kernel for a in members}),
+            )
+        )
+    return sorted(evaluations, key=_surprise, reverse=True)
+
+
+def update_policy(
+    client: LlmClient, kb: PolicyStore, *, arch: str, attempts: list[Attempt]
+) -> PolicyUpdateResult:
+    evaluation = evaluate_policy(kb, arch=arch, attempts=attempts)
+    if not evaluation:
+        return PolicyUpdateResult(evaluation=[])
+    shown = evaluation[:MAX_GROUPS]
+    table = "\n".join(_describe(group) for group in shown)
+
+    gap = ask_json(
+        client,
+        render_messages("perf_gap", arch=arch, evaluation=table),
+        _GapReply,
+        purpose="perf_gap",
+    )
+    if gap.value is None:
+        return PolicyUpdateResult(
+            evaluation=evaluation, usage=gap.usage, error=f"gap analysis unusable: {gap.error}"
+        )
+    keys = {(g.state, g.technique) for g in shown}
+    analyses = [
+        GapAnalysis(state=a.state, technique=a.technique, explanation=a.explanation.strip()[:600])
+        for a in gap.value.analyses
+        if (a.state, a.technique) in keys
+    ]
+    analysis_text = "\n".join(f"- {a.state} / {a.technique}: {a.explanation}" for a in analyses)
+
+    proposal = ask_json(
+        client,
+        render_messages(
+            "parameter_update", arch=arch, evaluation=table, analysis=analysis_text or "(none)"
+        ),
+        _UpdateReply,
+        purpose="parameter_update",
+    )
+    usage = gap.usage + proposal.usage
+    if proposal.value is None:
+        return PolicyUpdateResult(
+            evaluation=evaluation, analyses=analyses, usage=usage,
+            error=f"parameter update unusable: {proposal.error}",
+        )  # fmt: skip
+    applied, rejected = _validate(proposal.value.updates, keys)
+    for update in applied:
+        if update.note is not None:
+            kb.add_note(arch, update.state, update.technique, update.note)
+        if update.prior_speedup is not None:
+            kb.set_prior(arch, update.state, update.technique, update.prior_speedup, update.reason)
+    return PolicyUpdateResult(
+        evaluation=evaluation, analyses=analyses, applied=applied, rejected=rejected, usage=usage
+    )
+
+
+def _validate(
+    raw_updates: list[msgspec.Raw], keys: set[tuple[str, str]]
+) -> tuple[list[ParameterUpdate], list[RejectedUpdate]]:
+    applied: list[ParameterUpdate] = []
+    rejected: list[RejectedUpdate] = []
+    for raw in raw_updates:
+        try:
+            update = msgspec.json.decode(raw, type=ParameterUpdate)
+        except msgspec.DecodeError as exc:
+            problem: str | None = f"invalid: {exc}"
+        else:
+            update = msgspec.structs.replace(
+                update, note=(update.note or "").strip() or None, reason=update.reason.strip()
+            )
+            problem = _problem(update, keys, {(u.state, u.technique) for u in applied})
+        if problem is None:
+            applied.append(update)
+        else:
+            text = bytes(raw).decode(errors="replace")[:MAX_NOTE_CHARS]
+            rejected.append(RejectedUpdate(proposal=text, reason=problem))
+    return applied, rejected
+
+
+def _problem(
+    update: ParameterUpdate, keys: set[tuple[str, str]], done: set[tuple[str, str]]
+) -> str | None:
+    """Why a schema-valid update can't be applied, or None."""
+    key = (update.state, update.technique)
+    if key not in keys:
+        return f"{update.state} / {update.technique} is not an entry of this batch"
+    if update.note is None and update.prior_speedup is None:
+        return "proposes neither a note nor a prior"
+    if update.prior_speedup is not None and not update.reason:
+        return "a prior change needs a reason"
+    if key in done:
+        return "a second update for the same entry"
+    return None
+
+
+def _geomean(values: list[float]) -> float:
+    positive = [v for v in values if v > 0]
+    return math.exp(sum(map(math.log, positive)) / len(positive)) if positive else 0.0
+
+
+def _surprise(group: GroupEvaluation) -> float:
+    """How much a group says about the policy being wrong: gap size times evidence, plus
+    failures (a predicted gain that never verified is a gap too)."""
+    failures = sum(n for outcome, n in group.outcomes.items() if outcome not in VERIFIED_OUTCOMES)
+    measured = group.attempts - failures
+    return abs(group.log_gap or 0.0) * measured + 0.5 * failures
+
+
+def _describe(group: GroupEvaluation) -> str:
+    outcomes = ", ".join(f"{n} {outcome}" for outcome, n in sorted(group.outcomes.items()))
+    parts = [
+        f"- {group.state} / {group.technique}: {group.attempts} attempts ({outcomes}); "
+        f"predicted {group.predicted_speedup:.2f}x"
+    ]
+    if group.measured_speedup is not None and group.log_gap is not None:
+        parts.append(
+            f", measured {group.measured_speedup:.2f}x (gap {math.exp(group.log_gap):.2f}x)"
+        )
+    else:
+        parts.append(", nothing verified")
+    if group.kb_predicted_speedup is not None:
+        parts.append(f"; KB now predicts {group.kb_predicted_speedup:.2f}x")
+    parts.append(f"; kernels: {', '.join(group.kernels[:5])}")
+    if group.notes:
+        parts.append("; notes: " + " | ".join(group.notes[-3:]))
+    return "".join(parts)
