@@ -7,7 +7,6 @@ its children, so the caller can kill it on timeout or cancellation and carry on.
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.harness.build import build
+from kernelblaster.harness.protocol_stream import ProtocolStream
 from kernelblaster.harness.records import (
     BuildResult,
     HarnessError,
@@ -26,22 +26,12 @@ from kernelblaster.harness.target_build import build_spec
 from kernelblaster.harness.targets import Target, detect_kind, resolve_target
 from kernelblaster.settings import Settings
 
-_encoder = msgspec.json.Encoder()
-_protocol_out = sys.stdout.buffer  # replaced in main() by a private duplicate of fd 1
+_stream: ProtocolStream | None = None  # claimed in main()
 
 
 def emit(message: WorkerProgress | WorkerResponse) -> None:
-    _protocol_out.write(_encoder.encode(message) + b"\n")
-    _protocol_out.flush()
-
-
-def _reserve_stdout_for_protocol() -> None:
-    """Keep fd 1 for our JSON lines only: whatever user code prints (Python or C printf) goes
-    to stderr instead, so it can't corrupt the protocol."""
-    global _protocol_out
-    _protocol_out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    assert _stream is not None
+    _stream.emit(message)
 
 
 def progress(phase, message: str, percent: int | None = None) -> None:
@@ -123,7 +113,8 @@ def handle(request: WorkerRequest) -> WorkerResponse:
 
 
 def main() -> int:
-    _reserve_stdout_for_protocol()
+    global _stream
+    _stream = ProtocolStream()
     try:
         request = msgspec.json.decode(sys.stdin.buffer.read(), type=WorkerRequest)
     except msgspec.ValidationError as exc:

@@ -16,6 +16,8 @@ COMMAND_MODULES = [
     "kernelblaster.harness.cli",
     "kernelblaster.kb.cli",
     "kernelblaster.agents.cli",
+    "kernelblaster.agents.optimize_cli",
+    "kernelblaster.server.cli",
 ]
 
 

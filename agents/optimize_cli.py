@@ -1,0 +1,139 @@
+"""`kernelblaster optimize FILE.cu`: the optimization loop from the command line. Prints each
+step (technique, predicted vs measured, verdict) and the result; writes the best candidate
+beside the file (or, with --apply, over it, atomically) and prints the diff."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import msgspec
+
+from kernelblaster.agents.llm import LlmClient, LlmConfig
+from kernelblaster.agents.loop import OptimizeOutcome, optimize
+from kernelblaster.kb.store import default_path, open_or_fallback
+from kernelblaster.settings import SettingsError, load_settings
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace `path` in one step: a crash leaves the old file or the new one, never half."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def candidate_path(source: Path) -> Path:
+    return source.with_name(f"{source.stem}.optimized{source.suffix}")
+
+
+def _print_outcome(outcome: OptimizeOutcome, original: str, source: Path, apply: bool) -> None:
+    for step in outcome.steps:
+        measured = f"{step.measured_speedup:.2f}x" if step.measured_speedup else "-"
+        print(
+            f"  r{step.rollout + 1}.{step.depth + 1} {step.technique:<32} predicted "
+            f"{step.predicted_speedup:.2f}x measured {measured:>6}  {step.outcome}"
+            + (f" → {step.state_after}" if step.state_after else "")
+        )
+    print(f"tokens: {outcome.prompt_tokens} prompt, {outcome.completion_tokens} completion")
+    if not outcome.improved or outcome.best_source is None:
+        print(outcome.error or "no verified candidate beat the original")
+        return
+    versus = [f"{outcome.speedup:.2f}x vs the original"]
+    if outcome.speedup_vs_eager:
+        versus.append(f"{outcome.speedup_vs_eager:.2f}x vs PyTorch eager")
+    if outcome.speedup_vs_compile:
+        versus.append(f"{outcome.speedup_vs_compile:.2f}x vs torch.compile")
+    print(f"best: {', '.join(versus)} via {' → '.join(outcome.techniques)}")
+    target = source if apply else candidate_path(source)
+    write_atomically(target, outcome.best_source)
+    print(f"{'applied to' if apply else 'written to'} {target}")
+    sys.stdout.writelines(
+        difflib.unified_diff(
+            original.splitlines(keepends=True),
+            outcome.best_source.splitlines(keepends=True),
+            fromfile=str(source),
+            tofile=str(target),
+        )
+    )
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    source = Path(args.file).resolve()
+    if not source.is_file():
+        print(f"error: {args.file} does not exist", file=sys.stderr)
+        return 2
+    try:
+        settings = load_settings(source)
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not settings.llm_base_url and not settings.llm_api_key():
+        print(
+            "error: no LLM endpoint: set KERNELBLASTER_LLM_BASE_URL (any OpenAI-compatible "
+            f"server) and KERNELBLASTER_LLM_MODEL, with the key in ${settings.llm_api_key_env}",
+            file=sys.stderr,
+        )
+        return 2
+    original = source.read_text(encoding="utf-8")
+    kb, kb_message = open_or_fallback(default_path(settings.kb_path))
+    if kb_message:
+        print(kb_message, file=sys.stderr)
+
+    def progress(step: int, total: int, message: str, best: float | None) -> None:
+        if not args.json:
+            best_text = f" (best so far {best:.2f}x)" if best else ""
+            print(f"[{step}/{total}] {message}{best_text}", file=sys.stderr, flush=True)
+
+    with kb:
+        outcome = optimize(
+            source,
+            original,
+            args.kernel or _only_kernel(original),
+            settings=settings,
+            client=LlmClient(LlmConfig.from_settings(settings)),
+            kb=kb,
+            rollouts=args.rollouts or settings.rollouts,
+            depth=args.depth or settings.depth,
+            k=settings.top_k,
+            technique=args.technique,
+            seed=args.seed,
+            on_progress=progress,
+        )
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(outcome).decode() + "\n")
+        if outcome.improved and outcome.best_source is not None:
+            write_atomically(source if args.apply else candidate_path(source), outcome.best_source)
+    else:
+        _print_outcome(outcome, original, source, args.apply)
+    return 0 if outcome.error is None or outcome.improved else 1
+
+
+def _only_kernel(text: str) -> str:
+    from kernelblaster.harness.cuda_source import global_kernels
+
+    names = [k.name for k in global_kernels(text)]
+    if len(names) != 1:
+        raise SystemExit(f"error: pass --kernel (the file defines {', '.join(names) or 'none'})")
+    return names[0]
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "optimize", help="have the LLM apply KB-ranked optimizations; keep only verified, faster"
+    )
+    parser.add_argument("file", help="the .cu file")
+    parser.add_argument(
+        "--kernel", help="the __global__ kernel to optimize (default: the only one)"
+    )
+    parser.add_argument("--rollouts", type=int, help="trajectories (default: settings.rollouts)")
+    parser.add_argument("--depth", type=int, help="steps per trajectory (default: settings.depth)")
+    parser.add_argument("--technique", help="force this KB technique for the first step")
+    parser.add_argument("--seed", type=int, help="seed for technique sampling")
+    parser.add_argument("--apply", action="store_true", help="replace FILE with the best result")
+    parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    parser.set_defaults(func=cmd_optimize)
