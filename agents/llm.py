@@ -39,6 +39,8 @@ ErrorKind = Literal[
 LOCAL_PLACEHOLDER_KEY = "kernelblaster-no-key"
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+# Worth another try: request timeout, conflict (a server busy loading), rate limit; also 5xx.
+RETRY_STATUSES = frozenset({408, 409, 429})
 CHARS_PER_TOKEN = 4  # the usual rough estimate for English text and code
 
 
@@ -206,8 +208,10 @@ class LlmClient:
                 temperature=temperature,
                 **({"max_tokens": max_tokens} if max_tokens is not None else {}),
             )
-        except (openai.RateLimitError, openai.InternalServerError) as exc:
-            raise _Retryable(self._map_error(exc), _retry_after(exc.response)) from None
+        except openai.APIStatusError as exc:
+            if exc.status_code in RETRY_STATUSES or exc.status_code >= 500:
+                raise _Retryable(self._map_error(exc), _retry_after(exc.response)) from None
+            raise self._map_error(exc) from None
         except openai.APITimeoutError as exc:
             raise _Retryable(self._map_error(exc), None) from None
         except openai.APIConnectionError as exc:

@@ -66,8 +66,8 @@ def rate_limited(retry_after: str | None = "1", *, retry_after_ms: str | None = 
     return HttpError(429, "Rate limit reached, please slow down", headers, "rate_limit_exceeded")
 
 
-def server_error(status: int = 500) -> HttpError:
-    return HttpError(status, "The server had an error while processing your request")
+def server_error(status: int = 500, headers: dict[str, str] | None = None) -> HttpError:
+    return HttpError(status, "The server had an error while processing your request", headers or {})
 
 
 def delayed(seconds: float, text: str = "late") -> Reply:

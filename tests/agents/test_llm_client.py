@@ -10,6 +10,7 @@ import time
 import pytest
 from openai_server import (
     FAKE_KEY,
+    HttpError,
     OpenAITestServer,
     RawBody,
     delayed,
@@ -114,6 +115,23 @@ def test_5xx_then_success(openai_server, client):
     openai_server.push(server_error(500), reply("recovered"))
     assert client.chat(HELLO, purpose="lowering").text == "recovered"
     assert len(openai_server.chat_requests) == 2
+
+
+def test_503_honours_retry_after(openai_server, make_client):
+    client = make_client(max_retries=1, backoff_base_s=0.01)
+    openai_server.push(server_error(503, {"retry-after-ms": "300"}), reply("back"))
+    started = time.monotonic()
+    assert client.chat(HELLO, purpose="lowering").text == "back"
+    assert 0.25 <= time.monotonic() - started < 2.0
+
+
+def test_client_errors_are_not_retried(openai_server, client):
+    openai_server.push(HttpError(400, "This model's maximum context length is 8192 tokens"))
+    with pytest.raises(LlmError) as caught:
+        client.chat(HELLO, purpose="lowering")
+    assert caught.value.kind == "bad_response"
+    assert "HTTP 400: This model's maximum context length" in caught.value.message
+    assert len(openai_server.chat_requests) == 1
 
 
 def test_timeout_is_retried_then_reported(openai_server, make_client):
