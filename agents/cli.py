@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+
 from kernelblaster.agents.records import PerfState
 from kernelblaster.agents.state import classify
 from kernelblaster.agents.state_findings import kernel_source_file

@@ -33,12 +33,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import Literal
 
 from kernelblaster.harness.records import HarnessError
-
 from kernelblaster.settings import Settings
 
 Depth = Literal["quick", "full"]
@@ -236,16 +236,8 @@ def run_ncu(
     report = _report_file(report_path)
     report.unlink(missing_ok=True)  # a stale report must never pass for this run's
     try:
-        finished = subprocess.run(
-            command,
-            cwd=cwd,
-            env={**os.environ, **env} if env is not None else None,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            timeout=settings.profile_timeout_s,
+        returncode, output = _run_in_own_group(
+            command, cwd=cwd, env=env, timeout=settings.profile_timeout_s
         )
     except FileNotFoundError:
         return None, _ncu_missing(settings.ncu_path)
@@ -258,17 +250,42 @@ def run_ncu(
             "profile_timeout_s (profileTimeoutS in the editor settings).",
             log=partial[-_LOG_TAIL:],
         )
-    failure = classify_ncu_failure(finished.stdout, finished.returncode, kernels)
+    failure = classify_ncu_failure(output, returncode, kernels)
     if failure is not None:
         return None, failure
     if not report.is_file():
         return None, HarnessError(
             kind="crash",
-            message=f"ncu exited with code {finished.returncode} and wrote no report.",
+            message=f"ncu exited with code {returncode} and wrote no report.",
             fix="Run the command in the log by hand to see what went wrong.",
-            log=finished.stdout[-_LOG_TAIL:],
+            log=output[-_LOG_TAIL:],
         )
     return report, None
+
+
+def _run_in_own_group(
+    command: list[str], *, cwd: Path | None, env: dict | None, timeout: float
+) -> tuple[int, str]:
+    """Run ncu in its own process group, so a timeout also ends the profiled program (ncu's
+    child), which would otherwise live on holding the output pipe open."""
+    with subprocess.Popen(
+        command,
+        cwd=cwd,
+        env={**os.environ, **env} if env is not None else None,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    ) as process:
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+            raise subprocess.TimeoutExpired(command, timeout, output=output) from exc
+        return process.returncode, output
 
 
 def _ncu_missing(ncu_path: str) -> HarnessError:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import msgspec
 import ncu_report
+
 from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.ncu_markup import strip_markup
 from kernelblaster.harness.records import (

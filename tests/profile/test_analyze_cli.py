@@ -1,0 +1,74 @@
+"""`kernelblaster analyze` end to end, through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from profile_cases import CASES
+
+from kernelblaster.cli import main
+
+FIVE = next(case for case in CASES if case.name == "h100-five")
+NAIVE3 = next(case for case in CASES if case.name == "h200-naive3")
+
+
+def test_json_shape(capsys):
+    assert main(["analyze", str(NAIVE3.report), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert (document["device"], document["arch"], document["depth"]) == (
+        "NVIDIA H200",
+        "sm_90",
+        "full",
+    )
+    kernels = {kernel["name"]: kernel for kernel in document["kernels"]}
+    assert set(kernels) == {"relu_naive", "matmul_naive", "softmax_rowthread"}
+    softmax = kernels["softmax_rowthread"]
+    assert {"name", "bottleneck", "state", "summary", "findings", "metrics"} <= set(softmax)
+    assert (softmax["bottleneck"], softmax["state"]) == ("memory", "memory.l1")
+    assert softmax["summary"].startswith("memory-bound (L1 74% of peak")
+    finding = softmax["findings"][0]
+    assert set(finding) >= {"id", "evidence", "estimated_speedup", "lines"}
+    assert finding["id"] == "uncoalesced_global_access"
+    assert (
+        finding["evidence"]["smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio"]
+        == 4.0
+    )
+    assert round(finding["estimated_speedup"]) == 87
+    assert finding["lines"] == []
+    assert softmax["metrics"]["registers_per_thread"] == 31
+
+
+def test_source_maps_lines_to_the_users_file(tmp_path, capsys):
+    source = tmp_path / "five.cu"
+    shutil.copy(FIVE.source, source)
+    assert main(["analyze", str(FIVE.report), "--source", str(source), "--json"]) == 0
+    kernels = {k["name"]: k for k in json.loads(capsys.readouterr().out)["kernels"]}
+    transpose = kernels["transpose_naive"]
+    assert transpose["file"] == str(source)
+    uncoalesced = next(f for f in transpose["findings"] if f["id"] == "uncoalesced_global_access")
+    assert uncoalesced["lines"] == [13]
+
+    assert main(["analyze", str(FIVE.report), "--source", str(source)]) == 0
+    text = capsys.readouterr().out
+    assert "transpose_naive  [memory.l2]" in text
+    assert "five.cu:13  if (x < n && y < n) out[x * n + y] = in[y * n + x];" in text
+    assert "uncoalesced_global_access (ncu est. 77%)" in text
+
+
+def test_source_that_matches_no_recorded_file_warns(tmp_path, capsys):
+    other = tmp_path / "other.cu"
+    other.write_text("// not the profiled file\n")
+    assert main(["analyze", str(FIVE.report), "--source", str(other)]) == 0
+    captured = capsys.readouterr()
+    assert "not other.cu" in captured.err and "five.cu" in captured.err
+    assert "five.cu:13" in captured.out
+
+
+def test_bad_inputs_exit_2_with_a_message(tmp_path, capsys):
+    junk = tmp_path / "junk.ncu-rep"
+    junk.write_text("junk")
+    assert main(["analyze", str(junk)]) == 2
+    assert "holds no profiled kernels" in capsys.readouterr().err
+    assert main(["analyze", str(FIVE.report), "--source", str(tmp_path / "gone.cu")]) == 2
+    assert "does not exist" in capsys.readouterr().err
