@@ -47,6 +47,7 @@ class Step(msgspec.Struct, kw_only=True):
     detail: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    fatal: bool = False  # the LLM or the harness is unavailable: later steps would fail too
 
 
 class OptimizeOutcome(msgspec.Struct, kw_only=True):
@@ -184,7 +185,7 @@ def optimize(
             attempt = _attempt(step, arch, kernel, current.source, candidate)
             kb.record(attempt)
             run_attempts.append(attempt)
-            if step.outcome == "error":  # LLM or harness unavailable: no point going on
+            if step.fatal:
                 outcome.error = step.detail
                 break
             if candidate is not None and step.outcome == "success":
@@ -297,10 +298,12 @@ def _step(
         outcome="error",
     )
     evaluations: dict[str, Evaluation] = {}
+    latest: list[Evaluation] = []  # in the order checked (a candidate may come back twice)
 
     def check(candidate: str) -> Feedback | None:
         evaluation = evaluate_fn(source, candidate, kernel, settings)
         evaluations[_hash(candidate)] = evaluation
+        latest.append(evaluation)
         if evaluation.error is not None:  # not the candidate's fault: stop retrying
             raise _HarnessUnavailable(evaluation.error.message)
         return evaluation.feedback
@@ -321,15 +324,15 @@ def _step(
             check=check,
         )
     except LlmError as exc:
-        step.detail = f"LLM: {exc}"
+        step.detail, step.fatal = f"LLM: {exc}", True
         return step, None
     except _HarnessUnavailable as exc:
-        step.detail = f"harness: {exc}"
+        step.detail, step.fatal = f"harness: {exc}", True
         return step, None
     step.prompt_tokens, step.completion_tokens = _tokens(lowered.usage)
     if lowered.source is None:
-        last = evaluations[list(evaluations)[-1]] if evaluations else None
-        step.outcome = last.outcome if last is not None else "error"
+        # "error" when no candidate ever reached the harness: every reply was unusable.
+        step.outcome = latest[-1].outcome if latest else "error"
         step.detail = "; ".join(lowered.failures)[-500:]
         return step, None
     evaluation = evaluations[_hash(lowered.source)]
@@ -342,7 +345,7 @@ def _step(
             constraints=constraints,
         )
     except LlmError as exc:
-        step.detail = f"LLM: {exc}"
+        step.detail, step.fatal = f"LLM: {exc}", True
         return step, None
     prompt, completion = _tokens(verdict.usage)
     step.prompt_tokens += prompt
@@ -407,7 +410,9 @@ def _attempt(
         correctness_detail=step.detail[:500],
         prompt_tokens=step.prompt_tokens,
         completion_tokens=step.completion_tokens,
-        error_kind=step.detail.split(":")[0] if step.outcome == "error" else None,
+        error_kind=(step.detail.split(":")[0] if step.fatal else "unusable_reply")
+        if step.outcome == "error"
+        else None,
     )
 
 

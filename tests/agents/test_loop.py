@@ -1,0 +1,204 @@
+"""The whole optimization loop against a real HTTP server speaking the OpenAI API, with
+scripted replies, and recorded harness results (real ncu profiles from the shared fixtures
+stand in for the GPU run of each candidate)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from openai_server import rate_limited, reply
+
+from kernelblaster.agents.evaluation import Evaluation
+from kernelblaster.agents.loop import optimize
+from kernelblaster.agents.lowering import Feedback
+from kernelblaster.agents.state import classify
+from kernelblaster.harness.ncu_reader import read_report
+from kernelblaster.harness.records import CheckResult, Timing, VerifyResult
+from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+SOFTMAX = REPO / "examples" / "softmax.cu"
+H200 = REPO.parent / "shared" / "fixtures" / "ncu" / "h200-naive3" / "probe.ncu-rep"
+
+
+def timing(ms: float) -> Timing:
+    return Timing(median_ms=ms, min_ms=ms, max_ms=ms, p20_ms=ms, p80_ms=ms, repetitions=10)
+
+
+class RecordedHarness:
+    """Answers `evaluate()` from a `#define KB_RESULT_<verdict>[_<ms>]` line in the candidate, with
+    states classified from a real H200 report: the original is softmax_rowthread, candidates
+    take relu_naive's state (what a coalesced rewrite turns into: a streaming kernel)."""
+
+    def __init__(self):
+        report = read_report(H200)
+        by_name = {k.name: k for k in report.kernels}
+        self.original_state = classify(by_name["softmax_rowthread"], arch=report.arch)
+        self.candidate_state = classify(by_name["relu_naive"], arch=report.arch)
+        self.calls: list[tuple[str, dict]] = []
+
+    def __call__(self, source, text, kernel, settings, **options) -> Evaluation:
+        match = re.search(r"KB_RESULT_([a-z]+)(?:_([\d.]+))?", text)
+        verdict, ms = (match.group(1), float(match.group(2) or 0)) if match else ("original", 1.0)
+        self.calls.append((verdict, options))
+        if verdict in ("original", "verified", "unsafe") and not (
+            verdict == "unsafe" and options.get("sanitize")
+        ):
+            state = self.original_state if verdict == "original" else self.candidate_state
+            check = CheckResult(
+                source=str(source),
+                target_kind="plain",
+                timing=timing(ms or 1.0),
+                eager=timing(0.8),
+                compiled=timing(0.6),
+                verify=VerifyResult(ok=True, trials=3, atol=1e-4, rtol=1e-4, message="matches"),
+            )
+            return Evaluation(outcome="verified", check=check, state=state, time_ms=ms or 1.0)
+        outcomes = {
+            "broken": ("compile_error", "compile_error", "line 3: error: expected ';'"),
+            "wrong": ("wrong_result", "wrong_result", "output 0 differs in 12 elements"),
+            "hack": ("rejected", "hack", "calls `cublasSgemm` instead of its own kernel"),
+            "unsafe": ("rejected", "hack", "Invalid __global__ write of size 4 bytes"),
+        }
+        outcome, kind, message = outcomes[verdict]
+        return Evaluation(outcome=outcome, feedback=Feedback(kind=kind, message=message))
+
+
+def cuda(result: str) -> str:
+    marker = f"#define KB_RESULT_{result.replace(' ', '_')}\n"
+    body = marker + SOFTMAX.read_text()
+    return f"Here you go.\n```cuda\n{body}```\n"
+
+
+def soft(ok: bool, reason: str = "") -> str:
+    return json.dumps({"ok": ok, "reasons": [reason] if reason else []})
+
+
+@pytest.fixture
+def kb(tmp_path):
+    with KnowledgeBase.open(tmp_path / "kb.sqlite3") as store:
+        yield store
+
+
+def run_loop(client, kb, harness, **kwargs):
+    defaults = dict(rollouts=2, depth=2, k=3, seed=7)
+    defaults.update(kwargs)
+    return optimize(
+        SOFTMAX,
+        SOFTMAX.read_text(),
+        "softmax_rowthread",
+        settings=Settings(),
+        client=client,
+        kb=kb,
+        evaluate_fn=harness,
+        **defaults,
+    )
+
+
+def test_loop_keeps_only_verified_faster_candidates_and_records_every_attempt(
+    openai_server, client, kb
+):
+    harness = RecordedHarness()
+    openai_server.push(
+        # rollout 1, step 1: no code, then a compile error, then a verified 2x candidate
+        reply("I would tile it."),
+        reply(cuda("broken")),
+        reply(cuda("verified 0.5")),
+        reply(soft(True)),
+        # rollout 1, step 2: wrong, reward hack, wrong again: out of retries
+        reply(cuda("wrong")),
+        reply(cuda("hack")),
+        reply(cuda("wrong")),
+        # rollout 2, step 1: rate limited first; verified but the soft verifier objects
+        rate_limited("0"),
+        reply(cuda("verified 0.8")),
+        reply(soft(False, "skips the max pass: wrong for large inputs")),
+        # rollout 2, step 2: verified but slower than where it started
+        reply(cuda("verified 1.3")),
+        reply(soft(True)),
+        # policy update: gap analysis, then parameter updates (validated in test_policy_update)
+        reply(json.dumps({"analyses": []})),
+        reply(json.dumps({"updates": []})),
+    )
+    outcome = run_loop(client, kb, harness)
+
+    assert outcome.error is None
+    assert [s.outcome for s in outcome.steps] == [
+        "success",
+        "wrong_result",
+        "rejected",
+        "regression",
+    ]
+    assert outcome.improved and outcome.speedup == pytest.approx(2.0)
+    assert "KB_RESULT_verified_0.5" in outcome.best_source
+    assert outcome.speedup_vs_eager == pytest.approx(1.6)
+    assert outcome.speedup_vs_compile == pytest.approx(1.2)
+    # the state is re-derived after the verified step, and the next step starts from it
+    first, second = outcome.steps[0], outcome.steps[1]
+    assert first.state_before == harness.original_state.state
+    assert first.state_after == harness.candidate_state.state
+    assert second.state_before == harness.candidate_state.state
+    # every attempt is in the KB, with tokens
+    attempts = kb.attempts()
+    assert sorted(a.outcome for a in attempts) == sorted(
+        ["success", "wrong_result", "rejected", "regression"]
+    )
+    assert all(a.prompt_tokens > 0 for a in attempts)
+    assert outcome.prompt_tokens >= sum(a.prompt_tokens for a in attempts)
+    # the best candidate went through compute-sanitizer before being offered
+    assert ("verified", {"sanitize": True, "profile": False}) in harness.calls
+
+
+def test_a_candidate_failing_the_sanitizer_is_not_offered(openai_server, client, kb):
+    harness = RecordedHarness()
+    openai_server.push(reply(cuda("unsafe 0.4")), reply(soft(True)))
+    outcome = run_loop(client, kb, harness, rollouts=1, depth=1)
+    assert not outcome.improved and outcome.best_source is None
+    assert [a.outcome for a in kb.attempts()].count("rejected") == 1
+    rejected = next(a for a in kb.attempts() if a.outcome == "rejected")
+    assert rejected.error_kind == "sanitizer"
+
+
+def test_unreachable_llm_stops_the_run_and_records_the_error(kb):
+    from kernelblaster.agents.llm import LlmClient, LlmConfig
+
+    client = LlmClient(
+        LlmConfig(
+            base_url="http://127.0.0.1:9",
+            model="m",
+            api_key_env="NOPE",
+            timeout_s=0.5,
+            max_retries=0,
+        ),
+        api_key="k",
+    )
+    outcome = run_loop(client, kb, RecordedHarness())
+    assert not outcome.improved
+    assert outcome.error is not None and "LLM" in outcome.error
+    assert len(outcome.steps) == 1 and kb.attempts()[0].outcome == "error"
+
+
+def test_cancelling_keeps_partial_results(openai_server, client, kb):
+    harness = RecordedHarness()
+    openai_server.push(reply(cuda("verified 0.5")), reply(soft(True)))
+    calls = iter([False, True])
+    outcome = run_loop(client, kb, harness, cancelled=lambda: next(calls, True))
+    assert outcome.cancelled
+    assert len(outcome.steps) == 1 and outcome.improved
+    assert len(kb.attempts()) == 1
+
+
+def test_the_original_must_verify_first(client, kb):
+    class Broken(RecordedHarness):
+        def __call__(self, source, text, kernel, settings, **options):
+            return Evaluation(
+                outcome="wrong_result", feedback=Feedback(kind="wrong_result", message="NaN")
+            )
+
+    outcome = run_loop(client, kb, Broken())
+    assert not outcome.improved and "can't be optimized" in outcome.error
+    assert kb.attempts() == []
