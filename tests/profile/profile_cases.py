@@ -7,20 +7,34 @@ over `CASES` then checks it.
 
 from __future__ import annotations
 
+import importlib.util
 import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 
 import ncu_report
-from conftest import FIXTURES, SHARED_FIXTURES
 
 from kernelblaster.harness.ncu import QUICK_SECTIONS
 from kernelblaster.harness.ncu_reader import read_report
 from kernelblaster.harness.records import ProfileReport
 
+
+def _root_conftest() -> ModuleType:
+    """tests/conftest.py, loaded by path: `import conftest` may find a subdirectory's conftest
+    (pytest imports each under that same name)."""
+    path = Path(__file__).resolve().parents[1] / "conftest.py"
+    spec = importlib.util.spec_from_file_location("kernelblaster_tests_root_conftest", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_CONFTEST = _root_conftest()
 EXPECTED = Path(__file__).resolve().parent / "expected"
-ROOTS = {"shared": SHARED_FIXTURES, "fixtures": FIXTURES}
+ROOTS = {"shared": _CONFTEST.SHARED_FIXTURES, "fixtures": _CONFTEST.FIXTURES}
 
 
 @dataclass(frozen=True)
