@@ -1,0 +1,34 @@
+"""Helpers shared by the benchmark scripts: where results go and what machine they came from."""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def device_name() -> str:
+    """The GPU's name from nvidia-smi, or "cpu-<hostname>" on a machine without one."""
+    if shutil.which("nvidia-smi"):
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout.strip().splitlines()[0]
+    return f"cpu-{platform.node()}"
+
+
+def write_result(kind: str, payload: dict) -> Path:
+    device = device_name()
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-").lower()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{kind}-{slug}.json"
+    path.write_text(json.dumps({"device": device, **payload}, indent=2) + "\n")
+    return path

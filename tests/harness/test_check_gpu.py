@@ -1,0 +1,190 @@
+"""The harness end to end on a GPU, through the real worker process: every target form, every
+verification failure mode, every reward-hacking case, and the isolation guarantees."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from kernelblaster.harness.records import WorkerRequest, WorkerResponse
+from kernelblaster.harness.worker_process import run_worker
+from kernelblaster.settings import load_settings
+
+pytestmark = pytest.mark.gpu
+
+REPO = Path(__file__).resolve().parents[2]
+TARGETS = REPO / "tests" / "fixtures" / "targets"
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+def check(
+    source: Path, cache_dir: Path, *, sanitize=False, reference=None, **overrides
+) -> WorkerResponse:
+    settings = load_settings(source, environ={}).merged(
+        {"cache_dir": str(cache_dir), "run_timeout_s": 60.0, **overrides}
+    )
+    request = WorkerRequest(
+        task="check",
+        source=str(source),
+        settings=msgspec.to_builtins(settings),
+        sanitize=sanitize,
+        reference=str(reference) if reference else None,
+    )
+    return run_worker(request, settings)
+
+
+def hack_kinds(response: WorkerResponse) -> set[str]:
+    assert response.check is not None and response.check.verify is not None, response
+    return {h.kind for h in response.check.verify.hacks}
+
+
+@pytest.mark.parametrize("name", ["relu", "row_sum", "softmax", "matmul"])
+def test_plain_examples_verify_and_time(name, cache_dir):
+    response = check(EXAMPLES / f"{name}.cu", cache_dir)
+    assert response.error is None, response.error
+    result = response.check
+    assert result.verify.ok, result.verify.message
+    assert len(result.verify.seeds) >= 3 and len(set(result.verify.seeds)) == len(
+        result.verify.seeds
+    )
+    assert result.timing.median_ms > 0 and result.eager.median_ms > 0
+    assert result.speedup_vs_eager == pytest.approx(
+        result.eager.median_ms / result.timing.median_ms
+    )
+    assert result.arch.startswith("sm_")
+
+
+def test_torch_extension_example(cache_dir):
+    response = check(EXAMPLES / "bias_gelu_scale.cu", cache_dir)
+    assert response.error is None, response.error
+    assert response.check.verify.ok, response.check.verify.message
+    assert {r.demangled.split("(")[0] for r in response.build.resources} >= {
+        "add_bias",
+        "gelu_inplace",
+    }
+
+
+def test_standalone_program_against_golden(cache_dir):
+    response = check(EXAMPLES / "saxpy_program.cu", cache_dir)
+    assert response.error is None, response.error
+    assert response.check.verify.ok, response.check.verify.message
+    assert response.check.timing.median_ms > 0
+
+
+def test_kernelbench_problem_and_solution(cache_dir):
+    solution = EXAMPLES / "kernelbench" / "19_ReLU_solution.py"
+    response = check(solution, cache_dir, reference=EXAMPLES / "kernelbench" / "19_ReLU.py")
+    assert response.error is None, response.error
+    assert response.check.verify.ok, response.check.verify.message
+
+
+def test_second_check_does_not_rebuild(cache_dir):
+    first = check(TARGETS / "good.cu", cache_dir)
+    second = check(TARGETS / "good.cu", cache_dir)
+    assert first.check.verify.ok and second.build.cached
+
+
+def test_wrong_result_reports_errors_and_index(cache_dir):
+    response = check(TARGETS / "wrong_result.cu", cache_dir)
+    verify = response.check.verify
+    assert not verify.ok and verify.mismatches
+    first = verify.mismatches[0]
+    assert first.max_abs_error > 0 and first.first_bad_index and "max abs error" in verify.message
+    assert response.check.timing is None  # nothing unverified is timed
+
+
+def test_unwritten_elements_fail_through_nan_poison(cache_dir):
+    verify = check(TARGETS / "unwritten.cu", cache_dir).check.verify
+    assert not verify.ok
+    assert verify.mismatches[0].nonfinite == 100
+    assert verify.mismatches[0].first_bad_index == [(1 << 16) - 100]
+
+
+def test_cached_output_is_named(cache_dir):
+    assert "output_cached" in hack_kinds(check(TARGETS / "cached_output.cu", cache_dir))
+
+
+def test_side_stream_is_named(cache_dir):
+    assert "side_stream" in hack_kinds(check(TARGETS / "side_stream.cu", cache_dir))
+
+
+def test_library_call_is_named(cache_dir):
+    assert "calls_library" in hack_kinds(check(TARGETS / "library_call.cu", cache_dir))
+
+
+def test_swallowed_exception_and_torch_op_are_named(cache_dir):
+    assert {"swallowed_exception", "calls_library"} <= hack_kinds(
+        check(TARGETS / "swallowed.cu", cache_dir)
+    )
+
+
+def test_solution_calling_the_reference_is_named(cache_dir):
+    assert "reads_reference" in hack_kinds(check(TARGETS / "calls_reference.py", cache_dir))
+
+
+def test_out_of_bounds_write_is_found_by_memcheck_even_if_numbers_match(cache_dir):
+    response = check(TARGETS / "out_of_bounds.cu", cache_dir, sanitize=True)
+    findings = [h for h in response.check.verify.hacks if h.kind == "memcheck"]
+    assert findings and findings[0].line == 4
+    assert not response.check.verify.ok
+
+
+def test_shared_memory_race_is_found_by_racecheck(cache_dir):
+    response = check(TARGETS / "shared_race.cu", cache_dir, sanitize=True)
+    assert "racecheck" in hack_kinds(response)
+
+
+def test_clean_kernel_passes_the_sanitizer(cache_dir):
+    response = check(TARGETS / "good.cu", cache_dir, sanitize=True)
+    assert response.check.verify.ok and response.check.verify.hacks == []
+
+
+def test_hanging_kernel_is_killed_and_the_next_run_works(cache_dir):
+    response = check(TARGETS / "hang.cu", cache_dir, run_timeout_s=20.0)
+    assert response.error is not None and response.error.kind == "timeout"
+    assert "verify" in response.error.message
+    assert check(TARGETS / "good.cu", cache_dir).check.verify.ok
+
+
+def test_illegal_address_names_the_kernel_and_the_next_run_works(cache_dir):
+    response = check(TARGETS / "illegal_address.cu", cache_dir)
+    error = response.error
+    assert error is not None and error.kind == "illegal_memory_access", error
+    assert error.kernel == "relu_k"
+    assert check(TARGETS / "good.cu", cache_dir).check.verify.ok
+
+
+def test_pointer_count_mismatch_explains_the_convention(cache_dir):
+    error = check(TARGETS / "too_many_pointers.cu", cache_dir).error
+    assert error.kind == "shape_mismatch" and "3 pointers" in error.message
+    assert "state_dict order" in error.fix
+
+
+def test_unknown_scalar_name_explains_where_sizes_come_from(cache_dir):
+    error = check(TARGETS / "unknown_scalar.cu", cache_dir).error
+    assert error.kind == "shape_mismatch" and "`length`" in error.message
+
+
+def test_broken_reference(cache_dir):
+    error = check(TARGETS / "bad_reference_kernel.cu", cache_dir).error
+    assert error.kind == "bad_reference" and "broken on purpose" in error.message
+
+
+def test_missing_reference_still_builds(cache_dir):
+    response = check(TARGETS / "lonely.cu", cache_dir)
+    assert response.build.ok and response.error.kind == "no_reference"
+
+
+def test_wrong_arch_is_reported(cache_dir, tmp_path):
+    shutil.copy(TARGETS / "good.cu", tmp_path / "good.cu")
+    shutil.copy(TARGETS / "good.py", tmp_path / "good.py")
+    response = check(tmp_path / "good.cu", cache_dir, arch="sm_20")
+    assert response.error.kind == "wrong_arch"
