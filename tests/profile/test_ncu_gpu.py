@@ -59,8 +59,6 @@ def test_profile_five_kernels_on_the_device(tmp_path, depth):
         state = classify(transpose, arch=report.arch)
         uncoalesced = next(f for f in state.findings if f.id == "uncoalesced_global_access")
         assert uncoalesced.lines == [13]
-    else:
-        assert all(not kernel.markers for kernel in report.kernels)
     if capture := os.environ.get("KERNELBLASTER_CAPTURE_DIR"):
         Path(capture).mkdir(parents=True, exist_ok=True)
         shutil.copy(report_path, Path(capture) / report_path.name)
