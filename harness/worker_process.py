@@ -24,7 +24,9 @@ _decoder = msgspec.json.Decoder(WorkerMessage)
 
 
 def worker_command(settings: Settings) -> list[str]:
-    return settings.worker_command or [sys.executable, "-m", "kernelblaster.harness.worker"]
+    # -P: don't put the working directory on sys.path. Run from a checkout of this repository,
+    # its top-level `kernelblaster/` folder would shadow the installed package's subpackages.
+    return settings.worker_command or [sys.executable, "-P", "-m", "kernelblaster.harness.worker"]
 
 
 def phase_timeout_s(phase: str, settings: Settings) -> float:
