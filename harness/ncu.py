@@ -9,8 +9,9 @@ quick — every save. What the classifier needs to name a bottleneck:
     WarpStateStats          stall reasons (cycles per issued instruction), active threads per warp
     SchedulerStats          issue-slot utilization
   plus QUICK_METRICS: pipe utilizations (which pipe a compute-bound kernel saturates), bytes
-  used per global sector (coalescing), shared-memory bank conflicts and tensor-core throughput,
-  so the commonest findings appear without the full pass.
+  used per global sector (coalescing) and shared-memory bank conflicts, so the commonest
+  findings appear without the full pass. Only metrics every GPU since Volta has: ncu refuses
+  the whole run over one unknown metric. Headroom at this depth is DRAM bandwidth only.
 
 full — on request and before optimizing: the quick sections and
     ComputeWorkloadAnalysis     pipe utilization
@@ -64,8 +65,6 @@ QUICK_METRICS: list[str] = [
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
-    "sm__ops_path_tensor_src_fp16.sum.pct_of_peak_sustained_elapsed",
-    "sm__ops_path_tensor_src_bf16_dst_fp32.sum.pct_of_peak_sustained_elapsed",
 ]
 
 FULL_SECTIONS: list[str] = [
