@@ -1,0 +1,80 @@
+// Everything `activate` sets up, with the process-touching parts (launching the server, probing
+// interpreters) passed in so the tests can run it against the mocked `vscode` module.
+
+import * as os from 'node:os';
+
+import * as vscode from 'vscode';
+
+import { registerCommands } from './commands';
+import type { ConnectionFactory } from './connection';
+import { discoverServer, type Discovery, type DiscoveryEnv } from './discovery';
+import { KnowledgeBaseView } from './knowledgeBaseView';
+import { activePythonInterpreter } from './pythonExtension';
+import { ServerSession } from './session';
+import { SECTION } from './settings';
+import { StatusBar } from './statusBar';
+
+export interface ActivationDeps {
+  readonly connect: (output: vscode.OutputChannel) => ConnectionFactory;
+  readonly findExecutable: DiscoveryEnv['findExecutable'];
+  readonly checkPython: DiscoveryEnv['checkPython'];
+}
+
+export interface Activated {
+  readonly session: ServerSession;
+  readonly status: StatusBar;
+  readonly output: vscode.OutputChannel;
+  /** Settles when the first start attempt has finished. */
+  readonly started: Promise<void>;
+}
+
+/** Settings that decide which server runs: a change restarts it. */
+const LAUNCH_SETTINGS = [`${SECTION}.serverCommand`, `${SECTION}.python`];
+
+export function activateWith(context: vscode.ExtensionContext, deps: ActivationDeps): Activated {
+  const output = vscode.window.createOutputChannel('KernelBlaster');
+  const status = new StatusBar(vscode.workspace.isTrusted);
+  const session = new ServerSession({
+    discover: () => discoverFromSettings(deps),
+    connect: deps.connect(output),
+    output,
+    status,
+  });
+  const knowledgeBase = new KnowledgeBaseView();
+  context.subscriptions.push(
+    output,
+    status,
+    session,
+    knowledgeBase,
+    ...registerCommands(session, knowledgeBase, output),
+    // The server reads `trusted` only at initialization, so it has to start again to learn it.
+    vscode.workspace.onDidGrantWorkspaceTrust(() => {
+      status.apply({ kind: 'trust', trusted: true });
+      void session.restart();
+    }),
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (LAUNCH_SETTINGS.some((key) => event.affectsConfiguration(key))) {
+        void session.restart();
+      } else if (event.affectsConfiguration(SECTION)) {
+        // vscode-languageclient forwards the change; this only reports unusable values.
+        session.readSettings();
+      }
+    }),
+  );
+  return { session, status, output, started: session.start() };
+}
+
+function discoverFromSettings(deps: ActivationDeps): Promise<Discovery> {
+  const config = vscode.workspace.getConfiguration(SECTION);
+  const folder = vscode.workspace.workspaceFolders?.[0];
+  return discoverServer({
+    serverCommand: config.get('serverCommand'),
+    python: config.get('python'),
+    pythonExtensionInterpreter: () => activePythonInterpreter(folder?.uri),
+    findExecutable: deps.findExecutable,
+    checkPython: deps.checkPython,
+    defaultPython: process.platform === 'win32' ? 'python' : 'python3',
+    workspaceFolder: folder?.uri.fsPath,
+    home: os.homedir(),
+  });
+}

@@ -1,0 +1,171 @@
+// The extension's commands. Long-running ones return when the server's job ends; their progress
+// and cancel button come from the server's work-done progress, which vscode-languageclient shows.
+
+import * as vscode from 'vscode';
+
+import { kernelAtCursor } from './kernelAtCursor';
+import type { KnowledgeBaseView } from './knowledgeBaseView';
+import type { ServerSession } from './session';
+import { SHOW_OUTPUT_COMMAND } from './statusBar';
+
+export const COMMANDS = {
+  optimizeAtCursor: 'kernelblaster.optimizeAtCursor',
+  profileFile: 'kernelblaster.profileFile',
+  showKnowledgeBase: 'kernelblaster.showKnowledgeBase',
+  restartServer: 'kernelblaster.restartServer',
+  showOutput: SHOW_OUTPUT_COMMAND,
+} as const;
+
+/** LSP error codes for a request the client or the server cancelled: not a failure to report. */
+const CANCELLED_CODES = new Set([-32800, -32802]);
+
+export function registerCommands(
+  session: ServerSession,
+  knowledgeBase: KnowledgeBaseView,
+  output: vscode.OutputChannel,
+): vscode.Disposable[] {
+  const run = (name: string, body: () => Promise<void>) => async (): Promise<void> => {
+    try {
+      await body();
+    } catch (error) {
+      reportFailure(name, error, output);
+    }
+  };
+  return [
+    vscode.commands.registerCommand(COMMANDS.optimizeAtCursor, run('Optimize', () => optimizeAtCursor(session))),
+    vscode.commands.registerCommand(COMMANDS.profileFile, run('Profile', () => profileFile(session))),
+    vscode.commands.registerCommand(
+      COMMANDS.showKnowledgeBase,
+      run('Knowledge base', () => showKnowledgeBase(session, knowledgeBase)),
+    ),
+    vscode.commands.registerCommand(COMMANDS.restartServer, () => session.restart()),
+    vscode.commands.registerCommand(COMMANDS.showOutput, () => {
+      output.show();
+    }),
+  ];
+}
+
+async function optimizeAtCursor(session: ServerSession): Promise<void> {
+  const editor = await cudaEditorReadyToRun('optimize');
+  if (editor === undefined) {
+    return;
+  }
+  const { document } = editor;
+  const choice = kernelAtCursor(
+    document.getText(),
+    editor.selection.active,
+    vscode.languages.getDiagnostics(document.uri),
+  );
+  let kernel: string | undefined;
+  if (choice.kind === 'found') {
+    kernel = choice.kernel;
+  } else if (choice.kind === 'choose') {
+    kernel = await vscode.window.showQuickPick([...choice.candidates], {
+      placeHolder: 'Which kernel should KernelBlaster optimize?',
+    });
+  } else {
+    void vscode.window.showWarningMessage(
+      `No __global__ kernel definition found in ${fileName(document.uri)}.`,
+    );
+  }
+  if (kernel === undefined) {
+    return;
+  }
+  const connection = await session.runningConnection();
+  if (connection === undefined || !(await saved(document))) {
+    return;
+  }
+  const uri = document.uri.toString();
+  const answer = await connection.executeCommand('kernelblaster.optimize', [
+    { uri, kernel, technique: null, version: document.version },
+  ]);
+  const result = parseOptimizeResult(answer);
+  if (!result.applied) {
+    void vscode.window.showWarningMessage(`KernelBlaster: ${result.message}`);
+    return;
+  }
+  const show = await vscode.window.showInformationMessage(`KernelBlaster: ${result.message}`, 'Show Diff');
+  if (show === 'Show Diff') {
+    await connection.executeCommand('kernelblaster.showDiff', [{ uri, kernel }]);
+  }
+}
+
+async function profileFile(session: ServerSession): Promise<void> {
+  const editor = await cudaEditorReadyToRun('profile');
+  if (editor === undefined) {
+    return;
+  }
+  const connection = await session.runningConnection();
+  if (connection === undefined || !(await saved(editor.document))) {
+    return;
+  }
+  await connection.executeCommand('kernelblaster.profile', [
+    { uri: editor.document.uri.toString(), depth: 'full' },
+  ]);
+}
+
+async function showKnowledgeBase(session: ServerSession, view: KnowledgeBaseView): Promise<void> {
+  const connection = await session.runningConnection();
+  if (connection === undefined) {
+    return;
+  }
+  const answer = await connection.executeCommand('kernelblaster.knowledgeBase', []);
+  if (!isRecord(answer) || typeof answer.markdown !== 'string') {
+    throw new Error(`the server answered ${JSON.stringify(answer)} instead of {"markdown": ...}`);
+  }
+  await view.show(answer.markdown);
+}
+
+/** The active CUDA editor, in a trusted workspace; otherwise undefined after saying why. */
+async function cudaEditorReadyToRun(action: string): Promise<vscode.TextEditor | undefined> {
+  const editor = vscode.window.activeTextEditor;
+  if (editor?.document.languageId !== 'cuda-cpp') {
+    void vscode.window.showWarningMessage(`Open a CUDA file (.cu) to ${action} it with KernelBlaster.`);
+    return undefined;
+  }
+  if (!vscode.workspace.isTrusted) {
+    const choice = await vscode.window.showWarningMessage(
+      `KernelBlaster can't ${action} in Restricted Mode: it builds and runs code only in a trusted workspace.`,
+      'Manage Workspace Trust',
+    );
+    if (choice === 'Manage Workspace Trust') {
+      await vscode.commands.executeCommand('workbench.trust.manage');
+    }
+    return undefined;
+  }
+  return editor;
+}
+
+/** The server works from the file on disk, so unsaved edits are saved first. */
+async function saved(document: vscode.TextDocument): Promise<boolean> {
+  if (!document.isDirty || (await document.save())) {
+    return true;
+  }
+  void vscode.window.showWarningMessage(`KernelBlaster: couldn't save ${fileName(document.uri)}.`);
+  return false;
+}
+
+export function parseOptimizeResult(answer: unknown): { applied: boolean; message: string } {
+  if (!isRecord(answer) || typeof answer.applied !== 'boolean' || typeof answer.message !== 'string') {
+    throw new Error(`the server answered ${JSON.stringify(answer)} instead of {"applied", "message"}`);
+  }
+  return { applied: answer.applied, message: answer.message };
+}
+
+function reportFailure(name: string, error: unknown, output: vscode.OutputChannel): void {
+  const code = isRecord(error) ? error.code : undefined;
+  const message = error instanceof Error ? error.message : String(error);
+  output.appendLine(`${name}: ${message}`);
+  if (typeof code === 'number' && CANCELLED_CODES.has(code)) {
+    return;
+  }
+  void vscode.window.showErrorMessage(`KernelBlaster: ${name} failed: ${message}`);
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
+}
+
+function fileName(uri: vscode.Uri): string {
+  return uri.path.slice(uri.path.lastIndexOf('/') + 1);
+}

@@ -1,0 +1,140 @@
+// The status bar item as a state machine: events in (server lifecycle, Workspace Trust,
+// `kernelblaster/jobStatus` notifications), text and tooltip out. Pure, so it is unit-tested.
+
+export interface JobStatus {
+  readonly uri: string;
+  readonly running: boolean;
+  readonly phase: string;
+  readonly message: string;
+}
+
+export type ServerPhase = 'starting' | 'running' | 'stopped' | 'notInstalled';
+
+export interface StatusState {
+  readonly server: ServerPhase;
+  readonly trusted: boolean;
+  /** Jobs in progress, least recently updated first. */
+  readonly jobs: readonly JobStatus[];
+  readonly lastResult: { readonly uri: string; readonly message: string } | undefined;
+}
+
+export type StatusEvent =
+  | { readonly kind: 'server'; readonly phase: ServerPhase }
+  | { readonly kind: 'trust'; readonly trusted: boolean }
+  | { readonly kind: 'job'; readonly status: JobStatus };
+
+export interface StatusView {
+  readonly text: string;
+  readonly tooltip: string;
+}
+
+export function initialStatus(trusted: boolean): StatusState {
+  return { server: 'starting', trusted, jobs: [], lastResult: undefined };
+}
+
+export function reduceStatus(state: StatusState, event: StatusEvent): StatusState {
+  switch (event.kind) {
+    case 'server':
+      // A server that is (re)starting or gone will never report the end of its old jobs.
+      return event.phase === 'running'
+        ? { ...state, server: 'running' }
+        : { ...state, server: event.phase, jobs: [] };
+    case 'trust':
+      return { ...state, trusted: event.trusted };
+    case 'job': {
+      const status = event.status;
+      const others = state.jobs.filter((job) => job.uri !== status.uri);
+      if (status.running) {
+        return { ...state, jobs: [...others, status] };
+      }
+      const lastResult =
+        status.message.trim() === '' ? state.lastResult : { uri: status.uri, message: status.message };
+      return { ...state, jobs: others, lastResult };
+    }
+  }
+}
+
+const MAX_TEXT = 60;
+const CLICK = 'Click to show the KernelBlaster output.';
+
+export function renderStatus(state: StatusState): StatusView {
+  const restricted = state.trusted
+    ? []
+    : ["Restricted mode: this workspace isn't trusted, so nothing in it is built or run."];
+  const shield = state.trusted ? '' : '$(shield) ';
+  const current = state.jobs.at(-1);
+  if (current !== undefined) {
+    const more = state.jobs.length > 1 ? ` (+${String(state.jobs.length - 1)})` : '';
+    return {
+      text: `$(sync~spin) ${truncate(`${fileName(current.uri)}: ${current.phase}`)}${more}`,
+      tooltip: [
+        ...state.jobs.map((job) => jobLine(job)),
+        'Cancel from the progress notification.',
+        CLICK,
+      ].join('\n'),
+    };
+  }
+  switch (state.server) {
+    case 'starting':
+      return { text: '$(loading~spin) KernelBlaster', tooltip: ['Starting the language server…', CLICK].join('\n') };
+    case 'notInstalled':
+      return {
+        text: '$(error) KernelBlaster: server not found',
+        tooltip: ["The language server couldn't be started; the output says what was tried.", CLICK].join('\n'),
+      };
+    case 'stopped':
+      return {
+        text: '$(debug-disconnect) KernelBlaster: stopped',
+        tooltip: ["The language server isn't running. Run 'KernelBlaster: Restart Server'.", CLICK].join('\n'),
+      };
+    case 'running':
+      break;
+  }
+  if (state.lastResult !== undefined) {
+    return {
+      text: `${shield}$(zap) ${truncate(state.lastResult.message)}`,
+      tooltip: [`${fileName(state.lastResult.uri)}: ${state.lastResult.message}`, ...restricted, CLICK].join('\n'),
+    };
+  }
+  return {
+    text: `${shield}$(zap) KernelBlaster`,
+    tooltip: ['Ready: save a .cu file to build, verify and profile it.', ...restricted, CLICK].join('\n'),
+  };
+}
+
+/** A `kernelblaster/jobStatus` payload, checked; undefined when it doesn't have that shape. */
+export function parseJobStatus(params: unknown): JobStatus | undefined {
+  if (typeof params !== 'object' || params === null) {
+    return undefined;
+  }
+  const { uri, running, phase, message } = params as Record<string, unknown>;
+  if (typeof uri !== 'string' || typeof running !== 'boolean') {
+    return undefined;
+  }
+  return {
+    uri,
+    running,
+    phase: typeof phase === 'string' ? phase : '',
+    message: typeof message === 'string' ? message : '',
+  };
+}
+
+function jobLine(job: JobStatus): string {
+  const detail = job.message.trim() === '' ? '' : ` — ${job.message}`;
+  return `${fileName(job.uri)}: ${job.phase}${detail}`;
+}
+
+function fileName(uri: string): string {
+  const path = uri.split(/[?#]/)[0];
+  const name = path.slice(path.lastIndexOf('/') + 1);
+  try {
+    return decodeURIComponent(name);
+  } catch {
+    // A stray `%` that isn't an escape: the name is shown as it came.
+    return name;
+  }
+}
+
+function truncate(text: string): string {
+  return text.length <= MAX_TEXT ? text : `${text.slice(0, MAX_TEXT - 1)}…`;
+}

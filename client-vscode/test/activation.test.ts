@@ -1,0 +1,381 @@
+// The extension as VS Code would run it, against the mocked `vscode` module and a fake server
+// connection: discovery → notification, trust → initialization options and restart, commands →
+// the requests of docs/protocol.md, jobStatus → status bar.
+
+import assert from 'node:assert/strict';
+import { afterEach, beforeEach, describe, it } from 'node:test';
+
+import type * as vscode from 'vscode';
+
+import { type Activated, type ActivationDeps, activateWith } from '../src/activation';
+import type { ConnectionEvents, InitializationOptions, ServerConnection } from '../src/connection';
+import type { PythonCheck, ServerLaunch } from '../src/discovery';
+import {
+  changeConfiguration,
+  grantTrust,
+  makeDocument,
+  mock,
+  resetMock,
+  setSetting,
+  Uri,
+} from './mock/vscode';
+
+class FakeConnection implements ServerConnection {
+  started = false;
+  disposed = false;
+  readonly requests: { command: string; args: readonly unknown[] }[] = [];
+  constructor(
+    readonly launch: ServerLaunch,
+    readonly init: InitializationOptions,
+    readonly events: ConnectionEvents,
+    private readonly answers: Map<string, unknown>,
+  ) {}
+  start(): Promise<void> {
+    this.started = true;
+    return Promise.resolve();
+  }
+  dispose(): Promise<void> {
+    this.disposed = true;
+    return Promise.resolve();
+  }
+  executeCommand(command: string, args: readonly unknown[]): Promise<unknown> {
+    this.requests.push({ command, args });
+    const answer = this.answers.get(command);
+    return answer instanceof Error ? Promise.reject(answer) : Promise.resolve(answer ?? null);
+  }
+}
+
+interface Harness {
+  readonly connections: FakeConnection[];
+  readonly answers: Map<string, unknown>;
+  readonly activated: Activated;
+  readonly context: { subscriptions: { dispose(): unknown }[] };
+}
+
+let harness: Harness | undefined;
+
+/** Activates with `python3 -m kernelblaster` missing everywhere and `kernelblaster` on PATH at
+ * /usr/local/bin unless `installed` says otherwise. */
+function activate(
+  installed: { onPath?: boolean; pythons?: Record<string, PythonCheck> } = {},
+): Harness {
+  const connections: FakeConnection[] = [];
+  const answers = new Map<string, unknown>();
+  const deps: ActivationDeps = {
+    connect: () => (launch, init, events) => {
+      const connection = new FakeConnection(launch, init, events, answers);
+      connections.push(connection);
+      return connection;
+    },
+    findExecutable: (name) =>
+      Promise.resolve(name === 'kernelblaster' && installed.onPath !== false ? '/usr/local/bin/kernelblaster' : undefined),
+    checkPython: (python) =>
+      Promise.resolve(installed.pythons?.[python] ?? { ok: false, missingPackage: true, detail: 'No module named kernelblaster' }),
+  };
+  const context = { subscriptions: [] as { dispose(): unknown }[] };
+  const activated = activateWith(context as unknown as vscode.ExtensionContext, deps);
+  harness = { connections, answers, activated, context };
+  return harness;
+}
+
+const statusText = () => mock.statusItems[0].text;
+const command = (id: string) => {
+  const handler = mock.registered.get(id);
+  assert.ok(handler !== undefined, `${id} is registered`);
+  return handler() as Promise<void>;
+};
+const messages = (level: string) => mock.messages.filter((m) => m.level === level).map((m) => m.text);
+
+const KERNELS = `__global__ void first(float* x) {
+  x[0] = 1;
+}
+
+__global__ void second(float* x) {
+  x[0] = 2;
+}
+`;
+
+function openEditor(line: number, dirty = false) {
+  const document = makeDocument('/ws/softmax.cu', KERNELS);
+  document.isDirty = dirty;
+  mock.activeTextEditor = { document, selection: { active: { line, character: 2 } } };
+  return document;
+}
+
+beforeEach(() => {
+  resetMock();
+});
+
+afterEach(async () => {
+  if (harness !== undefined) {
+    await harness.activated.session.settled();
+    for (const disposable of harness.context.subscriptions) {
+      disposable.dispose();
+    }
+    await harness.activated.session.settled();
+    harness = undefined;
+  }
+});
+
+describe('activation and server discovery', () => {
+  it('starts the server found on PATH with the trust flag and the settings the user set', async () => {
+    setSetting('kernelblaster.rollouts', 8);
+    setSetting('kernelblaster.llmBaseUrl', 'http://localhost:8000/v1', 'workspace');
+    const { connections, activated } = activate();
+    await activated.started;
+    assert.equal(connections.length, 1);
+    const [connection] = connections;
+    assert.deepEqual(connection.launch, { command: '/usr/local/bin/kernelblaster', args: ['serve'], origin: 'path' });
+    assert.deepEqual(connection.init, {
+      trusted: true,
+      settings: { llmBaseUrl: 'http://localhost:8000/v1', rollouts: 8 },
+    });
+    assert.ok(connection.started);
+    assert.equal(statusText(), '$(zap) KernelBlaster');
+    assert.deepEqual(mock.messages, []);
+  });
+
+  it("prefers the Python extension's interpreter when it has kernelblaster", async () => {
+    mock.workspaceFolders = [{ uri: Uri.file('/ws'), name: 'ws', index: 0 }];
+    const asked: unknown[] = [];
+    mock.extensions.set('ms-python.python', {
+      isActive: false,
+      activate: () =>
+        Promise.resolve({
+          environments: {
+            getActiveEnvironmentPath: (resource: unknown) => {
+              asked.push(resource);
+              return { id: '/ws/.venv', path: '/ws/.venv' };
+            },
+            resolveEnvironment: () => Promise.resolve({ executable: { uri: Uri.file('/ws/.venv/bin/python') } }),
+          },
+        }),
+    });
+    const { connections, activated } = activate({ pythons: { '/ws/.venv/bin/python': { ok: true } } });
+    await activated.started;
+    assert.deepEqual(connections[0].launch, {
+      command: '/ws/.venv/bin/python',
+      args: ['-m', 'kernelblaster', 'serve'],
+      origin: 'pythonExtension',
+    });
+    assert.equal((asked[0] as Uri).fsPath, '/ws');
+  });
+
+  it('uses kernelblaster.python before anything else', async () => {
+    setSetting('kernelblaster.python', '/opt/kb/bin/python');
+    const { connections, activated } = activate({ pythons: { '/opt/kb/bin/python': { ok: true } } });
+    await activated.started;
+    assert.equal(connections[0].launch.command, '/opt/kb/bin/python');
+    assert.equal(connections[0].launch.origin, 'python');
+  });
+
+  it('with no server anywhere, shows one notification with the fix and starts nothing', async () => {
+    mock.answers.push({ prefix: "KernelBlaster's language server is not installed", item: 'Copy Command' });
+    const { connections, activated } = activate({ onPath: false });
+    await activated.started;
+    assert.equal(connections.length, 0);
+    assert.deepEqual(messages('error'), [
+      "KernelBlaster's language server is not installed. Run: python3 -m pip install kernelblaster " +
+        '(or set kernelblaster.python / kernelblaster.serverCommand)',
+    ]);
+    assert.deepEqual(mock.messages[0].items, ['Copy Command', 'Open Settings', 'Show Output']);
+    assert.equal(statusText(), '$(error) KernelBlaster: server not found');
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(mock.clipboard, 'python3 -m pip install kernelblaster');
+    assert.ok(mock.outputLines.some((line) => line.includes('path: kernelblaster: not found on PATH')));
+  });
+
+  it('restarts with the new server when kernelblaster.python changes', async () => {
+    const { connections, activated } = activate({ pythons: { '/opt/kb/bin/python': { ok: true } } });
+    await activated.started;
+    assert.equal(connections[0].launch.origin, 'path');
+    setSetting('kernelblaster.python', '/opt/kb/bin/python');
+    changeConfiguration('kernelblaster.python');
+    await activated.session.settled();
+    assert.equal(connections.length, 2);
+    assert.ok(connections[0].disposed);
+    assert.deepEqual(connections[1].launch, {
+      command: '/opt/kb/bin/python',
+      args: ['-m', 'kernelblaster', 'serve'],
+      origin: 'python',
+    });
+  });
+
+  it('warns once about an unusable setting and does not send it', async () => {
+    setSetting('kernelblaster.llmApiKeyEnv', 'sk-secret-value');
+    const { connections, activated } = activate();
+    await activated.started;
+    assert.deepEqual(connections[0].init.settings, {});
+    changeConfiguration('kernelblaster.llmApiKeyEnv');
+    const warnings = messages('warning');
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0], /llmApiKeyEnv must be the name of an environment variable/);
+    assert.ok(!mock.outputLines.join('\n').includes('sk-secret-value'));
+    assert.equal(connections.length, 1, 'a server setting does not restart the server');
+  });
+});
+
+describe('workspace trust', () => {
+  it('starts untrusted with trusted: false, and restarts with trusted: true once trust is granted', async () => {
+    mock.trusted = false;
+    const { connections, activated } = activate();
+    await activated.started;
+    assert.equal(connections[0].init.trusted, false);
+    assert.equal(statusText(), '$(shield) $(zap) KernelBlaster');
+
+    grantTrust();
+    await activated.session.settled();
+    assert.equal(connections.length, 2);
+    assert.ok(connections[0].disposed, 'the untrusted server is stopped');
+    assert.equal(connections[1].init.trusted, true);
+    assert.ok(connections[1].started);
+    assert.equal(statusText(), '$(zap) KernelBlaster');
+  });
+
+  it('refuses to optimize or profile in Restricted Mode and points to trust management', async () => {
+    mock.trusted = false;
+    mock.answers.push({ prefix: "KernelBlaster can't optimize", item: 'Manage Workspace Trust' });
+    const { connections, activated } = activate();
+    await activated.started;
+    openEditor(1);
+    await command('kernelblaster.optimizeAtCursor');
+    await command('kernelblaster.profileFile');
+    assert.deepEqual(connections[0].requests, []);
+    assert.equal(messages('warning').length, 2);
+    assert.deepEqual(mock.executed.map((e) => e.command), ['workbench.trust.manage']);
+  });
+});
+
+describe('commands', () => {
+  it('optimizes the kernel at the cursor, saving first, and offers the diff', async () => {
+    const { connections, answers, activated } = activate();
+    answers.set('kernelblaster.optimize', { applied: true, message: 'second: 1.9× faster (coalesced loads)' });
+    mock.answers.push({ prefix: 'KernelBlaster: second', item: 'Show Diff' });
+    await activated.started;
+    const document = openEditor(5, true);
+    await command('kernelblaster.optimizeAtCursor');
+    assert.equal(document.saves, 1);
+    const uri = 'file:///ws/softmax.cu';
+    assert.deepEqual(connections[0].requests, [
+      { command: 'kernelblaster.optimize', args: [{ uri, kernel: 'second', technique: null, version: 7 }] },
+      { command: 'kernelblaster.showDiff', args: [{ uri, kernel: 'second' }] },
+    ]);
+    assert.deepEqual(messages('information'), ['KernelBlaster: second: 1.9× faster (coalesced loads)']);
+  });
+
+  it('takes the kernel from the state diagnostic and reports an unapplied result as a warning', async () => {
+    const { connections, answers, activated } = activate();
+    answers.set('kernelblaster.optimize', { applied: false, message: 'no verified faster candidate' });
+    await activated.started;
+    const document = makeDocument('/ws/gen.cu', 'MAKE_KERNEL(relu)\n\nint x;\n');
+    mock.activeTextEditor = { document, selection: { active: { line: 2, character: 0 } } };
+    mock.diagnostics = [
+      { code: 'state', source: 'kernelblaster', message: 'relu_k: memory-bound', range: { start: { line: 0, character: 0 }, end: { line: 0, character: 17 } } },
+    ];
+    await command('kernelblaster.optimizeAtCursor');
+    assert.deepEqual(connections[0].requests[0].args, [
+      { uri: 'file:///ws/gen.cu', kernel: 'relu_k', technique: null, version: 7 },
+    ]);
+    assert.deepEqual(messages('warning'), ['KernelBlaster: no verified faster candidate']);
+  });
+
+  it('asks which kernel when the cursor is above several, and stops if none is picked', async () => {
+    const { connections, activated } = activate();
+    await activated.started;
+    const document = makeDocument('/ws/two.cu', `// header\n${KERNELS}`);
+    mock.activeTextEditor = { document, selection: { active: { line: 0, character: 0 } } };
+    await command('kernelblaster.optimizeAtCursor');
+    assert.deepEqual(mock.quickPicks, [['first', 'second']]);
+    assert.deepEqual(connections[0].requests, []);
+  });
+
+  it('profiles the file with full depth', async () => {
+    const { connections, activated } = activate();
+    await activated.started;
+    openEditor(0);
+    await command('kernelblaster.profileFile');
+    assert.deepEqual(connections[0].requests, [
+      { command: 'kernelblaster.profile', args: [{ uri: 'file:///ws/softmax.cu', depth: 'full' }] },
+    ]);
+  });
+
+  it('needs a CUDA editor for the file commands', async () => {
+    const { connections, activated } = activate();
+    await activated.started;
+    mock.activeTextEditor = { document: makeDocument('/ws/a.py', 'x = 1', 'python'), selection: { active: { line: 0, character: 0 } } };
+    await command('kernelblaster.profileFile');
+    assert.deepEqual(connections[0].requests, []);
+    assert.deepEqual(messages('warning'), ['Open a CUDA file (.cu) to profile it with KernelBlaster.']);
+  });
+
+  it('shows the knowledge base as a markdown preview of a read-only document', async () => {
+    const { answers, activated } = activate();
+    answers.set('kernelblaster.knowledgeBase', { markdown: '# Knowledge base\n\n| state | technique |' });
+    await activated.started;
+    await command('kernelblaster.showKnowledgeBase');
+    const preview = mock.executed.find((e) => e.command === 'markdown.showPreview');
+    assert.ok(preview !== undefined);
+    const uri = preview.args[0] as Uri;
+    assert.equal(uri.scheme, 'kernelblaster-kb');
+    const provider = mock.contentProviders.get('kernelblaster-kb');
+    assert.equal(provider?.provideTextDocumentContent(uri), '# Knowledge base\n\n| state | technique |');
+  });
+
+  it('reports a malformed server answer and a server error, but not a cancellation', async () => {
+    const { answers, activated } = activate();
+    await activated.started;
+    answers.set('kernelblaster.knowledgeBase', { text: 'wrong' });
+    await command('kernelblaster.showKnowledgeBase');
+    openEditor(1);
+    answers.set('kernelblaster.optimize', Object.assign(new Error('LLM endpoint unreachable'), { code: -32603 }));
+    await command('kernelblaster.optimizeAtCursor');
+    answers.set('kernelblaster.profile', Object.assign(new Error('cancelled'), { code: -32800 }));
+    await command('kernelblaster.profileFile');
+    assert.deepEqual(messages('error'), [
+      'KernelBlaster: Knowledge base failed: the server answered {"text":"wrong"} instead of {"markdown": ...}',
+      'KernelBlaster: Optimize failed: LLM endpoint unreachable',
+    ]);
+    assert.ok(mock.outputLines.includes('Profile: cancelled'));
+  });
+
+  it("says the server isn't running, and why, when a command needs it", async () => {
+    const { activated } = activate({ onPath: false });
+    await activated.started;
+    mock.messages.length = 0;
+    await command('kernelblaster.showKnowledgeBase');
+    assert.deepEqual(messages('error'), [
+      "KernelBlaster's language server isn't running: KernelBlaster's language server is not installed. " +
+        'Run: python3 -m pip install kernelblaster (or set kernelblaster.python / kernelblaster.serverCommand)',
+    ]);
+  });
+
+  it('restarts the server and shows the output on request', async () => {
+    const { connections, activated } = activate();
+    await activated.started;
+    await command('kernelblaster.restartServer');
+    assert.equal(connections.length, 2);
+    assert.ok(connections[0].disposed);
+    await command('kernelblaster.showOutput');
+    assert.equal(mock.outputShown, 1);
+    assert.equal(mock.statusItems[0].command, 'kernelblaster.showOutput');
+  });
+});
+
+describe('status bar', () => {
+  it('follows jobStatus notifications of the current server only', async () => {
+    const { connections, activated } = activate();
+    await activated.started;
+    const events = connections[0].events;
+    events.onJobStatus({ uri: 'file:///ws/softmax.cu', running: true, phase: 'profiling', message: '' });
+    assert.equal(statusText(), '$(sync~spin) softmax.cu: profiling');
+    events.onJobStatus({ uri: 'file:///ws/softmax.cu', running: false, phase: 'done', message: 'softmax: memory-bound, 0.41 ms' });
+    assert.equal(statusText(), '$(zap) softmax: memory-bound, 0.41 ms');
+    events.onServerPhase('stopped');
+    assert.equal(statusText(), '$(debug-disconnect) KernelBlaster: stopped');
+    events.onServerPhase('running');
+
+    await command('kernelblaster.restartServer');
+    events.onJobStatus({ uri: 'file:///ws/old.cu', running: true, phase: 'stale', message: '' });
+    assert.equal(statusText(), '$(zap) softmax: memory-bound, 0.41 ms', 'the old server is ignored');
+  });
+});

@@ -1,0 +1,93 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import {
+  initialStatus,
+  type JobStatus,
+  parseJobStatus,
+  reduceStatus,
+  renderStatus,
+  type StatusEvent,
+  type StatusState,
+} from '../src/statusModel';
+
+const job = (uri: string, running: boolean, phase: string, message = ''): StatusEvent => ({
+  kind: 'job',
+  status: { uri, running, phase, message },
+});
+const run = (state: StatusState, ...events: StatusEvent[]): StatusState => events.reduce(reduceStatus, state);
+const ready = (trusted = true): StatusState => run(initialStatus(trusted), { kind: 'server', phase: 'running' });
+
+describe('status bar state machine', () => {
+  it('spins while the server starts, then is ready', () => {
+    assert.equal(renderStatus(initialStatus(true)).text, '$(loading~spin) KernelBlaster');
+    const view = renderStatus(ready());
+    assert.equal(view.text, '$(zap) KernelBlaster');
+    assert.match(view.tooltip, /save a \.cu file/);
+  });
+
+  it('shows a spinner and the phase of a running job, then its result', () => {
+    let state = run(ready(), job('file:///w/softmax.cu', true, 'building'));
+    assert.equal(renderStatus(state).text, '$(sync~spin) softmax.cu: building');
+    state = run(state, job('file:///w/softmax.cu', true, 'profiling'));
+    assert.equal(renderStatus(state).text, '$(sync~spin) softmax.cu: profiling');
+    assert.equal(state.jobs.length, 1);
+    state = run(state, job('file:///w/softmax.cu', false, 'done', 'softmax: memory-bound (DRAM 86%), 0.41 ms, 1.8× vs eager'));
+    const view = renderStatus(state);
+    assert.equal(view.text, '$(zap) softmax: memory-bound (DRAM 86%), 0.41 ms, 1.8× vs eager');
+    assert.match(view.tooltip, /^softmax\.cu: softmax: memory-bound/);
+  });
+
+  it('counts concurrent jobs and shows the latest', () => {
+    const state = run(ready(), job('file:///w/a.cu', true, 'building'), job('file:///w/b%20c.cu', true, 'timing'));
+    const view = renderStatus(state);
+    assert.equal(view.text, '$(sync~spin) b c.cu: timing (+1)');
+    assert.match(view.tooltip, /a\.cu: building\nb c\.cu: timing/);
+    const after = run(state, job('file:///w/b%20c.cu', false, 'done', 'b: compute-bound'));
+    assert.equal(renderStatus(after).text, '$(sync~spin) a.cu: building');
+  });
+
+  it('keeps the previous result when a job ends without a message', () => {
+    const state = run(
+      ready(),
+      job('file:///w/a.cu', false, 'done', 'a: latency-bound'),
+      job('file:///w/a.cu', true, 'building'),
+      job('file:///w/a.cu', false, 'cancelled'),
+    );
+    assert.equal(renderStatus(state).text, '$(zap) a: latency-bound');
+  });
+
+  it('truncates long results in the text but not the tooltip', () => {
+    const message = `k: ${'x'.repeat(100)}`;
+    const view = renderStatus(run(ready(), job('file:///a.cu', false, 'done', message)));
+    assert.ok(view.text.endsWith('…'));
+    assert.equal(view.text.length, '$(zap) '.length + 60);
+    assert.ok(view.tooltip.includes(message));
+  });
+
+  it('forgets running jobs when the server stops or restarts', () => {
+    const state = run(ready(), job('file:///a.cu', true, 'building'), { kind: 'server', phase: 'stopped' });
+    assert.deepEqual(state.jobs, []);
+    assert.equal(renderStatus(state).text, '$(debug-disconnect) KernelBlaster: stopped');
+    assert.equal(renderStatus(run(state, { kind: 'server', phase: 'notInstalled' })).text, '$(error) KernelBlaster: server not found');
+  });
+
+  it('marks restricted mode until trust is granted', () => {
+    const untrusted = ready(false);
+    const view = renderStatus(untrusted);
+    assert.equal(view.text, '$(shield) $(zap) KernelBlaster');
+    assert.match(view.tooltip, /Restricted mode/);
+    const trusted = renderStatus(run(untrusted, { kind: 'trust', trusted: true }));
+    assert.equal(trusted.text, '$(zap) KernelBlaster');
+    assert.doesNotMatch(trusted.tooltip, /Restricted/);
+  });
+
+  it('accepts only well-formed jobStatus notifications', () => {
+    const expected: JobStatus = { uri: 'file:///a.cu', running: true, phase: 'building', message: '' };
+    assert.deepEqual(parseJobStatus({ uri: 'file:///a.cu', running: true, phase: 'building' }), expected);
+    assert.equal(parseJobStatus({ uri: 'file:///a.cu' }), undefined);
+    assert.equal(parseJobStatus({ running: false }), undefined);
+    assert.equal(parseJobStatus(null), undefined);
+    assert.equal(parseJobStatus('x'), undefined);
+  });
+});
