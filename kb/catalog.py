@@ -8,6 +8,7 @@ from functools import cache
 from importlib import resources
 
 import msgspec
+
 from kernelblaster.kb.records import State, Technique
 
 FINDING_IDS = frozenset(

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import msgspec
+
 from kernelblaster.kb.schema import KBError
 from kernelblaster.kb.store import KnowledgeBase, default_path
 from kernelblaster.kb.transfer import export_kb, import_kb, merge_kb, read_export, write_export
-
 from kernelblaster.settings import SettingsError, load_settings
 
 

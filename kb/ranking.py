@@ -17,6 +17,7 @@ import math
 import random
 
 import msgspec
+
 from kernelblaster.kb.records import Basis, EntryStats, RankedTechnique, Technique
 from kernelblaster.kb.rows import EntryRow
 from kernelblaster.kb.stats import EntryCounts
@@ -111,6 +112,11 @@ def addresses(technique: Technique, state: str, finding_ids: set[str]) -> bool:
         if target in (state, bottleneck) or ("." not in state and target.split(".")[0] == state):
             return True
     return bool(finding_ids & set(technique.addresses_findings))
+
+
+def same_bottleneck(technique: Technique, state: str) -> bool:
+    bottleneck = state.split(".")[0]
+    return any(target.split(".")[0] == bottleneck for target in technique.addresses_states)
 
 
 def _prior(

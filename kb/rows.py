@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import msgspec
+
 from kernelblaster.kb.catalog import BOTTLENECKS
 from kernelblaster.kb.records import Attempt, Note, Technique
 from kernelblaster.kb.stats import EntryCounts, fold

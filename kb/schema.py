@@ -146,14 +146,25 @@ def check_file(path: Path) -> None:
         )
     if not header:
         return  # an empty file becomes a fresh KB
+    # Without a -wal file the main file is the whole database: open it immutable, so probing
+    # creates no -wal/-shm beside a file that may not be ours.
+    has_wal = path.with_name(path.name + "-wal").exists()
+    mode = "mode=ro" if has_wal else "mode=ro&immutable=1"
     try:
-        probe = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        probe = sqlite3.connect(f"{path.resolve().as_uri()}?{mode}", uri=True)
     except sqlite3.Error as exc:
         raise KBError(f"knowledge base {path} can't be opened: {exc}") from exc
     try:
         app_id = probe.execute("PRAGMA application_id").fetchone()[0]
         version = probe.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        # Catch damage before a read-write connection touches the file (quick_check reads every
+        # page once: a few ms for a typical KB, ~0.1 s at 100k attempts).
+        problem = probe.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if problem != "ok":
+            raise sqlite3.DatabaseError(
+                " ".join(problem.replace("*** in database main ***", "").split())
+            )
     except sqlite3.DatabaseError as exc:
         raise KBError(
             f"knowledge base {path} is damaged ({exc}); it was left untouched: restore it from an "

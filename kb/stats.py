@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import msgspec
+
 from kernelblaster.kb.records import FAILED_OUTCOMES, Attempt
 
 

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import platformdirs
+
 from kernelblaster.kb import ranking, rows
 from kernelblaster.kb.catalog import load_catalog
 from kernelblaster.kb.records import (
@@ -103,7 +104,7 @@ class KnowledgeBase:
         """One BEGIN IMMEDIATE transaction: committed when the block ends, rolled back if it
         raises."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.execute("BEGIN IMMEDIATE")  # waits up to busy_timeout for the lock
             try:
                 yield self._conn
             except BaseException:
@@ -170,12 +171,14 @@ class KnowledgeBase:
             pooled = rows.pooled_counts(conn, state, exclude_arch=arch)
             notes = rows.recent_notes(conn, arch, state)
         ncu_gains = {f.id: ranking.ncu_gain(f.estimated_speedup) for f in findings}
+        # Techniques aimed at this state (or its findings); for a state nothing aims at yet, those
+        # aimed at any state of its bottleneck; failing that, everything. Plus any technique
+        # already tried in this state.
         candidates = {
             tid for tid, t in techniques.items() if ranking.addresses(t, state, set(ncu_gains))
-        }
+        } or {tid for tid, t in techniques.items() if ranking.same_bottleneck(t, state)}
+        candidates = candidates or set(techniques)
         candidates |= {tid for tid, row in here.items() if row.counts.attempts} | set(pooled)
-        if not candidates:  # a state nothing addresses yet: offer everything, not nothing
-            candidates = set(techniques)
         ranked = [
             ranking.rank_technique(
                 techniques[tid],

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import msgspec
+
 from kernelblaster.kb import rows
 from kernelblaster.kb.records import KBExport
 from kernelblaster.kb.stats import validate_attempt

@@ -1,0 +1,131 @@
+"""Ranking: state and finding matching, ncu estimates, learning from outcomes, selection."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import msgspec
+import pytest
+from kb_helpers import make_attempt
+
+from kernelblaster.kb.ranking import ncu_gain, select
+
+
+class FakeFinding(msgspec.Struct):
+    id: str
+    estimated_speedup: float | None = None
+
+
+def _by_id(ranked):
+    return {r.technique: r for r in ranked}
+
+
+def test_rank_matches_full_state_prefix_and_findings(kb):
+    dram = _by_id(kb.rank("sm_90", "memory.dram"))
+    assert "coalesce_global_access" in dram and "shared_memory_tiling" in dram
+    assert "tensor_cores_mma_ptx" not in dram  # a compute technique
+    # a technique aimed at a whole bottleneck matches each of its states
+    assert "increase_parallelism" in _by_id(kb.rank("sm_90", "latency.barrier"))
+    assert "increase_parallelism" not in _by_id(kb.rank("sm_90", "memory.dram"))
+    # a sub-state nothing aims at yet gets the techniques of its bottleneck
+    texture = _by_id(kb.rank("sm_90", "memory.texture"))
+    assert "kernel_fusion" in texture and "tensor_cores_mma_ptx" not in texture
+    with_finding = _by_id(kb.rank("sm_90", "compute.fp32", [FakeFinding("shared_bank_conflicts")]))
+    assert "shared_memory_padding" in with_finding
+    ranked = kb.rank("sm_90", "memory.dram")
+    speeds = [r.predicted_speedup for r in ranked]
+    assert speeds == sorted(speeds, reverse=True)
+
+
+def test_unknown_state_without_findings_offers_every_technique(kb):
+    assert len(kb.rank("sm_90", "mystery")) == len(kb.techniques())
+
+
+def test_ncu_estimate_replaces_the_rule_of_thumb(kb):
+    assert ncu_gain(50.0) == pytest.approx(2.0)
+    assert ncu_gain(99.0) == pytest.approx(4.0)  # capped
+    assert ncu_gain(None) is None and ncu_gain(0.0) is None
+    findings = [FakeFinding("uncoalesced_global_access", estimated_speedup=75.0)]
+    ranked = kb.rank("sm_90", "memory.dram", findings)
+    top = ranked[0]
+    assert top.technique == "coalesce_global_access"
+    assert top.basis == "ncu_estimate" and top.gain_if_verified == pytest.approx(4.0)
+    assert "uncoalesced_global_access" in top.explanation
+
+
+def test_ranking_moves_toward_measured_outcomes(kb):
+    def rank_of(technique):
+        return [r.technique for r in kb.rank("sm_90", "memory.dram")].index(technique)
+
+    assert rank_of("shared_memory_tiling") == 0
+    assert rank_of("vectorized_loads") > 5
+    before = _by_id(kb.rank("sm_90", "memory.dram"))
+    trajectory = []
+    for _ in range(12):  # tiling keeps failing to verify or regressing, vectorizing pays off
+        kb.record(make_attempt(technique="shared_memory_tiling", outcome="wrong_result"))
+        kb.record(
+            make_attempt(
+                technique="shared_memory_tiling", outcome="regression", measured_speedup=0.7
+            )
+        )
+        kb.record(make_attempt(technique="vectorized_loads", measured_speedup=1.9))
+        trajectory.append(_by_id(kb.rank("sm_90", "memory.dram"))["vectorized_loads"])
+    after = _by_id(kb.rank("sm_90", "memory.dram"))
+    assert after["shared_memory_tiling"].predicted_speedup < 1.0
+    assert after["vectorized_loads"].predicted_speedup > 1.6
+    assert rank_of("vectorized_loads") == 0
+    assert after["vectorized_loads"].basis == "this_arch"
+    assert after["vectorized_loads"].mean_speedup == pytest.approx(1.9)
+    assert after["shared_memory_tiling"].success_probability == pytest.approx(0.5, abs=0.05)
+    confidences = [r.confidence for r in trajectory]
+    assert confidences == sorted(confidences) and confidences[-1] > 0.7
+    assert before["vectorized_loads"].confidence < confidences[0]
+    predictions = [r.predicted_speedup for r in trajectory]
+    assert predictions == sorted(predictions)  # monotone toward the measured 1.9x
+
+
+def test_failures_lower_expected_value(kb):
+    base = _by_id(kb.rank("sm_90", "memory.dram"))["coalesce_global_access"]
+    for _ in range(5):
+        kb.record(make_attempt(outcome="compile_error"))
+    after = _by_id(kb.rank("sm_90", "memory.dram"))["coalesce_global_access"]
+    assert after.gain_if_verified == pytest.approx(base.gain_if_verified)  # nothing measured
+    assert after.success_probability < base.success_probability
+    assert after.predicted_speedup < base.predicted_speedup
+    assert (after.attempts, after.failures) == (5, 5)
+
+
+def test_other_architectures_are_a_down_weighted_fallback(kb):
+    for _ in range(6):
+        kb.record(make_attempt(arch="sm_80", technique="vectorized_loads", measured_speedup=2.5))
+    on_h100 = _by_id(kb.rank("sm_90", "memory.dram"))["vectorized_loads"]
+    on_a100 = _by_id(kb.rank("sm_80", "memory.dram"))["vectorized_loads"]
+    assert on_h100.basis == "other_archs" and on_a100.basis == "this_arch"
+    assert 1.15 < on_h100.gain_if_verified < on_a100.gain_if_verified < 2.5
+    assert on_h100.confidence < on_a100.confidence
+    kb.record(make_attempt(arch="sm_90", technique="vectorized_loads", measured_speedup=1.0))
+    assert _by_id(kb.rank("sm_90", "memory.dram"))["vectorized_loads"].basis == "this_arch"
+
+
+def test_select_is_reproducible_and_without_replacement(kb):
+    ranked = kb.rank("sm_90", "memory.dram")
+    first = select(ranked, 4, seed=7)
+    assert [r.technique for r in first] == [r.technique for r in select(ranked, 4, seed=7)]
+    assert len({r.technique for r in first}) == 4
+    assert len(select(ranked, 100, seed=1)) == len(ranked)
+    assert select(ranked, 0, seed=1) == [] and select([], 3) == []
+    assert select(ranked, 3, temperature=0) == ranked[:3]
+    draws = {tuple(r.technique for r in select(ranked, 3, seed=s)) for s in range(50)}
+    assert len(draws) > 10  # it explores
+
+
+def test_select_samples_in_proportion_to_predicted_speedup(kb):
+    ranked = kb.rank("sm_90", "memory.dram")[:2]
+    big = msgspec.structs.replace(ranked[0], predicted_speedup=3.0)
+    small = msgspec.structs.replace(ranked[1], predicted_speedup=1.0)
+    firsts = Counter(select([big, small], 1, seed=s)[0].technique for s in range(4000))
+    assert firsts[big.technique] / 4000 == pytest.approx(0.75, abs=0.03)
+    sharp = Counter(
+        select([big, small], 1, temperature=0.25, seed=s)[0].technique for s in range(2000)
+    )
+    assert sharp[big.technique] / 2000 == pytest.approx(81 / 82, abs=0.02)
