@@ -191,6 +191,7 @@ def _check_callable(target, built, settings, result, device, progress, phase_don
     if not outcome.ok:
         return result
     progress("time", "timing the kernel")
+    candidate.poison = False
     input_sets = [reference.inputs(seed, device) for seed in outcome.seeds[:3]]
     result.timing = time_callable(candidate, input_sets, device=device)
     escaped = escaped_work_ms(candidate, input_sets[0], device)
