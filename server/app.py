@@ -1,0 +1,327 @@
+"""The language server: its state, and the one place where LSP messages are wired to the
+feature modules (pipeline, diagnostics, hover, code actions, optimize, settings, watcher).
+Handlers stay thin; anything that could block runs in a worker process or a thread."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+
+from kernelblaster import __version__
+from kernelblaster.kb.records import RankedTechnique
+from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.server import code_actions, knowledge, optimize, pipeline, settings_sync
+from kernelblaster.server.cache import Candidate, ResultCache
+from kernelblaster.server.configuration import (
+    InitOptions,
+    apply_client_settings,
+    llm_missing_message,
+    parse_init_options,
+)
+from kernelblaster.server.documents import (
+    from_client_position,
+    is_header,
+    is_kernel_source,
+    path_to_uri,
+    text_hash,
+    to_client_range,
+    uri_to_path,
+)
+from kernelblaster.server.hover import kernel_hover
+from kernelblaster.server.jobs import JobManager
+from kernelblaster.server.kernel_locator import enclosing, locate
+from kernelblaster.server.progress import CancelRegistry
+from kernelblaster.server.trust import TrustGate
+from kernelblaster.server.watcher import CONFIG_NAMES, SourceWatcher
+from kernelblaster.settings import Settings
+
+HOVER_TECHNIQUES = 5
+
+
+class KernelBlasterServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("kernelblaster", __version__)
+        self.trust = TrustGate(False)
+        self.init_options = InitOptions()
+        self.settings = Settings()
+        self.ready = asyncio.Event()  # set once the first settings are loaded
+        self.jobs = JobManager()
+        self.cancels = CancelRegistry()
+        self.cache = ResultCache()
+        self.kb: KnowledgeBase | None = None
+        self.kb_requested: Path | None = None
+        self.ranked: dict[Path, dict[str, list[RankedTechnique]]] = {}
+        self.candidates: dict[Path, dict[str, Candidate]] = {}
+        self.snapshots: dict[Path, str] = {}  # hash of the text each file's last job read
+        self.open_uris: dict[Path, str] = {}  # open kernel sources, as the client names them
+        self.watcher: SourceWatcher | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def uri_for(self, path: Path) -> str:
+        return self.open_uris.get(path) or path_to_uri(path)
+
+    def workspace_root(self) -> Path | None:
+        root = self.workspace.root_path
+        return Path(root) if root else None
+
+    def background(self, coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
+server = KernelBlasterServer()
+
+
+def _document(ls: KernelBlasterServer, uri: str):
+    """The open kernel source at `uri` and its path, or (None, None)."""
+    document = ls.workspace.text_documents.get(uri)
+    path = uri_to_path(uri)
+    if document is None or not is_kernel_source(path, document.language_id):
+        return None, None
+    return document, path
+
+
+# --- lifecycle ----------------------------------------------------------------------------
+
+
+@server.feature(types.INITIALIZE)
+def initialize(ls: KernelBlasterServer, params: types.InitializeParams) -> None:
+    options, problem = parse_init_options(params.initialization_options)
+    ls.init_options = options
+    ls.trust = TrustGate(options.trusted)
+    # Usable at once (e.g. the worker command), before the full refresh in `initialized`.
+    ls.settings, _ = apply_client_settings(ls.settings, options.settings)
+    if problem:
+        ls.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Warning, message=problem)
+        )
+
+
+@server.feature(types.INITIALIZED)
+async def initialized(ls: KernelBlasterServer, params: types.InitializedParams) -> None:
+    ls.watcher = SourceWatcher(asyncio.get_running_loop(), lambda path: _external_change(ls, path))
+    if (root := ls.workspace_root()) is not None:
+        ls.watcher.watch(root)
+    try:
+        await settings_sync.refresh(ls)
+    finally:
+        ls.ready.set()
+
+
+@server.feature(types.SHUTDOWN)
+async def shutdown(ls: KernelBlasterServer, params: None) -> None:
+    await ls.jobs.close()
+    if ls.watcher is not None:
+        ls.watcher.stop()
+    if ls.kb is not None:
+        ls.kb.close()
+        ls.kb = None
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def did_change_configuration(
+    ls: KernelBlasterServer, params: types.DidChangeConfigurationParams
+) -> None:
+    pushed = params.settings.get("kernelblaster") if isinstance(params.settings, dict) else None
+    await settings_sync.refresh(ls, pushed)
+    for path in ls.open_uris:
+        await pipeline.refresh_ranking(ls, path)
+        pipeline.publish(ls, path)
+
+
+@server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+def cancel_progress(ls: KernelBlasterServer, params: types.WorkDoneProgressCancelParams) -> None:
+    ls.cancels.cancel(params.token)
+
+
+# --- documents ----------------------------------------------------------------------------
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+async def did_open(ls: KernelBlasterServer, params: types.DidOpenTextDocumentParams) -> None:
+    document, path = _document(ls, params.text_document.uri)
+    if document is None:
+        return
+    ls.open_uris[path] = document.uri
+    if ls.watcher is not None:
+        ls.watcher.watch(path.parent)
+    await ls.ready.wait()
+    ls.candidates[path] = await asyncio.to_thread(optimize.find_candidates, path)
+    result = await pipeline.show_cached(ls, path)
+    if not is_header(path) and (result is None or result.text_hash != text_hash(document.source)):
+        pipeline.schedule(ls, path)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: KernelBlasterServer, params: types.DidSaveTextDocumentParams) -> None:
+    document, path = _document(ls, params.text_document.uri)
+    if document is None:
+        return
+    for source in _includers(ls, path) if is_header(path) else [path]:
+        pipeline.schedule(ls, source)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: KernelBlasterServer, params: types.DidCloseTextDocumentParams) -> None:
+    path = uri_to_path(params.text_document.uri)
+    if path is None or ls.open_uris.pop(path, None) is None:
+        return
+    ls.jobs.cancel(str(path))
+    ls.ranked.pop(path, None)
+    ls.text_document_publish_diagnostics(
+        types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
+    )
+
+
+def _includers(ls: KernelBlasterServer, header: Path) -> list[Path]:
+    """Open sources (not headers) that include `header` by name."""
+    found = []
+    for path, uri in ls.open_uris.items():
+        document = ls.workspace.text_documents.get(uri)
+        if not is_header(path) and document is not None and header.name in document.source:
+            found.append(path)
+    return found
+
+
+def _external_change(ls: KernelBlasterServer, path: Path) -> None:
+    """A file changed outside the editor (runs on the event loop, from the watcher)."""
+    if path.name in CONFIG_NAMES:
+        ls.background(_reconfigure(ls))
+    elif path.suffix == ".py":
+        for source in ls.open_uris:
+            if source.parent == path.parent and source.stem == path.stem:
+                pipeline.schedule(ls, source)
+    elif is_header(path):
+        for source in _includers(ls, path):
+            pipeline.schedule(ls, source)
+    elif path in ls.open_uris:
+        ls.background(_rerun_if_changed(ls, path))
+
+
+async def _rerun_if_changed(ls: KernelBlasterServer, path: Path) -> None:
+    try:
+        text = await asyncio.to_thread(path.read_text, encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return  # deleted or being rewritten; the next event or save brings it back
+    if text_hash(text) != ls.snapshots.get(path):
+        pipeline.schedule(ls, path)
+
+
+async def _reconfigure(ls: KernelBlasterServer) -> None:
+    await settings_sync.refresh(ls)
+    for path in list(ls.open_uris):
+        if not is_header(path):
+            pipeline.schedule(ls, path)
+
+
+# --- hover and code actions (answered from the cache) -------------------------------------
+
+
+@server.feature(types.TEXT_DOCUMENT_HOVER)
+def hover(ls: KernelBlasterServer, params: types.HoverParams) -> types.Hover | None:
+    document, path = _document(ls, params.text_document.uri)
+    if document is None:
+        return None
+    lines = document.lines
+    position = from_client_position(ls.workspace.position_codec, lines, params.position)
+    span = enclosing(locate(document.source), position.line)
+    # Only on the declaration (up to the name), not anywhere in the body.
+    if span is None or position.line > span.name_range.end.line:
+        return None
+    result = ls.cache.get(path)
+    markdown = kernel_hover(
+        span.name,
+        result,
+        ls.ranked.get(path, {}).get(span.name, [])[: max(HOVER_TECHNIQUES, ls.settings.top_k)],
+        current=result is not None and result.text_hash == text_hash(document.source),
+        note=None if ls.trust.trusted else "Workspace not trusted: nothing is built or run.",
+    )
+    return types.Hover(
+        contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown),
+        range=to_client_range(ls.workspace.position_codec, lines, span.name_range),
+    )
+
+
+@server.feature(
+    types.TEXT_DOCUMENT_CODE_ACTION,
+    types.CodeActionOptions(code_action_kinds=[code_actions.KIND]),
+)
+def code_action(ls: KernelBlasterServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    document, path = _document(ls, params.text_document.uri)
+    if document is None:
+        return []
+    position = from_client_position(ls.workspace.position_codec, document.lines, params.range.start)
+    span = enclosing(locate(document.source), position.line)
+    if span is None:
+        return []
+    return code_actions.kernel_actions(
+        document.uri,
+        span.name,
+        document.version or 0,
+        ls.ranked.get(path, {}).get(span.name, []),
+        top_k=ls.settings.top_k,
+        candidate=ls.candidates.get(path, {}).get(span.name),
+        disabled_reason=llm_missing_message(ls.settings) if _shows_disabled(ls) else None,
+    )
+
+
+def _shows_disabled(ls: KernelBlasterServer) -> bool:
+    text_document = ls.client_capabilities.text_document
+    code_action_caps = text_document.code_action if text_document else None
+    return bool(code_action_caps and code_action_caps.disabled_support)
+
+
+# --- commands -----------------------------------------------------------------------------
+
+
+def _argument(args: tuple[Any, ...], kind: type[msgspec.Struct], command: str) -> Any:
+    if len(args) != 1:
+        raise JsonRpcInvalidParams(f"{command} takes one argument object, got {len(args)}")
+    try:
+        return msgspec.convert(args[0], kind)
+    except msgspec.ValidationError as exc:
+        raise JsonRpcInvalidParams(f"{command}: {exc}") from exc
+
+
+class ProfileArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    uri: str
+    depth: str | None = None
+
+
+@server.command(code_actions.OPTIMIZE)
+async def optimize_command(ls: KernelBlasterServer, *args: Any) -> dict:
+    outcome = await optimize.optimize(
+        ls, _argument(args, optimize.OptimizeArgs, code_actions.OPTIMIZE)
+    )
+    return msgspec.to_builtins(outcome)
+
+
+@server.command(code_actions.SHOW_DIFF)
+async def show_diff_command(ls: KernelBlasterServer, *args: Any) -> None:
+    await optimize.show_diff(ls, _argument(args, optimize.ShowDiffArgs, code_actions.SHOW_DIFF))
+
+
+@server.command(code_actions.PROFILE)
+def profile_command(ls: KernelBlasterServer, *args: Any) -> None:
+    request = _argument(args, ProfileArgs, code_actions.PROFILE)
+    path = uri_to_path(request.uri)
+    if request.depth not in (None, "quick", "full"):
+        raise JsonRpcInvalidParams(f"{code_actions.PROFILE}: depth must be 'quick' or 'full'")
+    if not is_kernel_source(path) or not path.is_file():
+        raise JsonRpcInvalidParams(f"{code_actions.PROFILE}: {request.uri} is not a .cu file")
+    pipeline.schedule(ls, path, request.depth)
+
+
+@server.command(code_actions.KNOWLEDGE_BASE)
+async def knowledge_base_command(ls: KernelBlasterServer, *args: Any) -> dict:
+    await ls.ready.wait()
+    if ls.kb is None:
+        return {"markdown": "The knowledge base could not be opened: see kernelblaster.kbPath."}
+    return {"markdown": await asyncio.to_thread(knowledge.markdown, ls.kb)}

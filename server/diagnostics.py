@@ -1,0 +1,279 @@
+"""A file's diagnostics, computed from its last result and the kernels located in its text.
+
+Pure: no server, no I/O. Lines in harness records are 1-based; LSP's are 0-based. Ranges here
+are in Python characters; the server converts them to the client's encoding."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lsprotocol import types
+
+from kernelblaster.agents.records import Finding, PerfState
+from kernelblaster.harness.records import (
+    CheckResult,
+    HarnessError,
+    KernelProfile,
+    SourceDiagnostic,
+)
+from kernelblaster.server import formatting
+from kernelblaster.server.cache import FileResult
+from kernelblaster.server.documents import line_range, same_source
+from kernelblaster.server.kernel_locator import KernelSpan, by_name
+
+SOURCE = "kernelblaster"
+# ncu's estimated gain (percent of the kernel's time) from which a line finding is a warning.
+WARNING_GAIN = 20.0
+INFORMATION_GAIN = 5.0
+
+_SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "info": types.DiagnosticSeverity.Information,
+    "hint": types.DiagnosticSeverity.Hint,
+}
+# Harness errors the user fixes in their setup (and that are expected, e.g. no GPU here),
+# versus failures of their program.
+_SETUP_KINDS = frozenset(
+    {
+        "nvcc_missing",
+        "ncu_missing",
+        "no_gpu",
+        "no_driver",
+        "wrong_arch",
+        "counter_permission",
+        "no_reference",
+        "bad_reference",
+        "bad_target",
+        "entry_missing",
+        "torch_missing",
+        "golden_missing",
+    }
+)
+_EXPECTED_KINDS = frozenset({"no_gpu", "no_driver", "no_reference", "ncu_missing"})
+
+
+@dataclass(frozen=True)
+class FileContext:
+    uri: str
+    path: Path
+    lines: list[str]
+    kernels: tuple[KernelSpan, ...]
+
+
+def severity_for_gain(percent: float | None) -> types.DiagnosticSeverity:
+    if percent is not None and percent >= WARNING_GAIN:
+        return types.DiagnosticSeverity.Warning
+    if percent is not None and percent >= INFORMATION_GAIN:
+        return types.DiagnosticSeverity.Information
+    return types.DiagnosticSeverity.Hint
+
+
+def file_diagnostics(
+    result: FileResult, context: FileContext, *, current: bool
+) -> list[types.Diagnostic]:
+    """All diagnostics of `result`. When the text changed since (`current` false), only what is
+    pinned to a kernel by name, marked as coming from the earlier version."""
+    response = result.response
+    build = response.build or (response.check.build if response.check else None)
+    profile = response.profile
+    profiled = {k.name: k for k in profile.kernels} if profile else {}
+    found: list[types.Diagnostic] = []
+    if current and build is not None:
+        found += [_build_diagnostic(d, context) for d in build.diagnostics]
+    if current:
+        found += _error_diagnostics(result, context)
+        found += _verify_diagnostics(response.check, context)
+    suffix = "" if current else " (profile of an earlier version of this file)"
+    for span in context.kernels:
+        state = result.states.get(span.name)
+        kernel_profile = profiled.get(span.name)
+        if state is not None:
+            found.append(_state_diagnostic(span, state, kernel_profile, response.check, suffix))
+            if current:
+                found += _line_diagnostics(span, state, kernel_profile, context)
+        elif build is not None and (
+            resources := formatting.resources_for(build.resources, span.name)
+        ):
+            found.append(
+                _diagnostic(
+                    span.name_range,
+                    f"{span.name}: {formatting.resources_line(resources)}{suffix}",
+                    types.DiagnosticSeverity.Hint,
+                    "resources",
+                )
+            )
+    return found
+
+
+def untrusted_diagnostic(message: str) -> types.Diagnostic:
+    return _diagnostic(
+        types.Range(types.Position(0, 0), types.Position(0, 0)),
+        message,
+        types.DiagnosticSeverity.Information,
+        "setup",
+    )
+
+
+def _diagnostic(
+    rng: types.Range,
+    message: str,
+    severity: types.DiagnosticSeverity,
+    code: str | None,
+    related: list[types.DiagnosticRelatedInformation] | None = None,
+    data: dict | None = None,
+) -> types.Diagnostic:
+    return types.Diagnostic(
+        range=rng,
+        message=message,
+        severity=severity,
+        code=code,
+        source=SOURCE,
+        related_information=related,
+        data=data,
+    )
+
+
+def _build_diagnostic(item: SourceDiagnostic, context: FileContext) -> types.Diagnostic:
+    severity = _SEVERITY[item.severity]
+    if same_source(item.file, context.path):
+        rng = line_range(context.lines, item.line - 1, max(item.column - 1, 0))
+        message = item.message
+    else:  # e.g. an error inside an included header: shown at the top, naming where
+        rng = line_range(context.lines, 0)
+        message = f"{item.file}:{item.line}: {item.message}"
+    return _diagnostic(rng, message, severity, item.code)
+
+
+def _errors(result: FileResult) -> list[HarnessError]:
+    response = result.response
+    build = response.build or (response.check.build if response.check else None)
+    candidates = [
+        response.error,
+        response.check.error if response.check else None,
+        # A failed build's nvcc messages already say why; its error matters only without them.
+        build.error if build is not None and not build.diagnostics else None,
+    ]
+    unique: list[HarnessError] = []
+    for error in candidates:
+        if (
+            error is not None
+            and error.kind != "cancelled"
+            and not any((e.kind, e.message) == (error.kind, error.message) for e in unique)
+        ):
+            unique.append(error)
+    return unique
+
+
+def _error_diagnostics(result: FileResult, context: FileContext) -> list[types.Diagnostic]:
+    found = []
+    for error in _errors(result):
+        span = by_name(context.kernels, error.kernel) if error.kernel else None
+        rng = span.name_range if span else line_range(context.lines, 0)
+        message = f"{error.message} — {error.fix}" if error.fix else error.message
+        if error.kind in _EXPECTED_KINDS:
+            severity = types.DiagnosticSeverity.Information
+        elif error.kind in _SETUP_KINDS:
+            severity = types.DiagnosticSeverity.Warning
+        else:
+            severity = types.DiagnosticSeverity.Error
+        code = "setup" if error.kind in _SETUP_KINDS else "run"
+        found.append(_diagnostic(rng, message, severity, code, data={"kind": error.kind}))
+    return found
+
+
+def _verify_diagnostics(check: CheckResult | None, context: FileContext) -> list[types.Diagnostic]:
+    if check is None or check.verify is None or check.verify.ok:
+        return []
+    verify = check.verify
+    # Verification judges the target's outputs, not one kernel: pin it to the first kernel.
+    anchor = context.kernels[0].name_range if context.kernels else line_range(context.lines, 0)
+    message = verify.message or "the output does not match the reference"
+    found = [_diagnostic(anchor, message, types.DiagnosticSeverity.Error, "verify")]
+    for hack in verify.hacks:
+        rng = line_range(context.lines, hack.line - 1) if hack.line else anchor
+        found.append(
+            _diagnostic(
+                rng,
+                hack.message,
+                types.DiagnosticSeverity.Error,
+                "verify",
+                data={"kind": hack.kind},
+            )
+        )
+    return found
+
+
+def _state_diagnostic(
+    span: KernelSpan,
+    state: PerfState,
+    profile: KernelProfile | None,
+    check: CheckResult | None,
+    suffix: str,
+) -> types.Diagnostic:
+    measured = [
+        m for m in (formatting.kernel_time(profile), formatting.versus_references(check)) if m
+    ]
+    message = f"{span.name}: {state.summary}"
+    if measured:
+        message += " — " + ", ".join(measured)
+    return _diagnostic(
+        span.name_range,
+        message + suffix,
+        types.DiagnosticSeverity.Information,
+        "state",
+        data={"kernel": span.name, "state": state.state},
+    )
+
+
+def _line_diagnostics(
+    span: KernelSpan, state: PerfState, profile: KernelProfile | None, context: FileContext
+) -> list[types.Diagnostic]:
+    related = [
+        types.DiagnosticRelatedInformation(
+            location=types.Location(uri=context.uri, range=span.name_range),
+            message=f"in kernel {span.name}",
+        )
+    ]
+    found = []
+    blamed: set[int] = set()
+    for finding in state.findings:
+        for line in finding.lines:
+            blamed.add(line)
+            found.append(
+                _diagnostic(
+                    line_range(context.lines, line - 1),
+                    _finding_message(finding),
+                    severity_for_gain(finding.estimated_speedup),
+                    finding.id,
+                    related,
+                )
+            )
+    # ncu markers the classifier did not turn into findings still point at a line.
+    for marker in profile.markers if profile else []:
+        if marker.line in blamed or not same_source(marker.file, context.path):
+            continue
+        blamed.add(marker.line)
+        severity = (
+            types.DiagnosticSeverity.Information
+            if marker.kind in ("warning", "optimization")
+            else types.DiagnosticSeverity.Hint
+        )
+        found.append(
+            _diagnostic(
+                line_range(context.lines, marker.line - 1),
+                marker.message,
+                severity,
+                marker.rule,
+                related,
+            )
+        )
+    return found
+
+
+def _finding_message(finding: Finding) -> str:
+    message = finding.message or finding.id.replace("_", " ")
+    if finding.estimated_speedup is not None:
+        message += f" (ncu estimates up to {finding.estimated_speedup:.0f}% gain)"
+    return message

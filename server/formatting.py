@@ -1,0 +1,88 @@
+"""Numbers as the user reads them, shared by diagnostics, hover and code actions."""
+
+from __future__ import annotations
+
+from kernelblaster.harness.records import CheckResult, KernelProfile, KernelResources
+
+
+def milliseconds(value: float) -> str:
+    if value >= 100:
+        return f"{value:.0f} ms"
+    if value >= 1:
+        return f"{value:.2f} ms"
+    return f"{value:.3g} ms"
+
+
+def factor(value: float) -> str:
+    return f"{value:.2f}×" if value < 10 else f"{value:.1f}×"
+
+
+def kernel_time(profile: KernelProfile | None) -> str | None:
+    if profile is None or profile.duration_ns is None:
+        return None
+    return milliseconds(profile.duration_ns / 1e6)
+
+
+def versus_references(check: CheckResult | None) -> str | None:
+    """ "0.55× vs eager, 0.48× vs torch.compile" from the target's check, when measured."""
+    if check is None:
+        return None
+    parts = []
+    if check.speedup_vs_eager is not None:
+        parts.append(f"{factor(check.speedup_vs_eager)} vs eager")
+    if check.speedup_vs_compile is not None:
+        parts.append(f"{factor(check.speedup_vs_compile)} vs torch.compile")
+    return ", ".join(parts) or None
+
+
+def resources_line(resources: KernelResources) -> str:
+    spills = resources.spill_store_bytes + resources.spill_load_bytes
+    parts = [
+        f"{resources.registers} registers/thread",
+        f"{spills} B spilled" if spills else "no spills",
+        f"{resources.shared_bytes} B static shared memory",
+    ]
+    if resources.theoretical_occupancy is not None:
+        occupancy = (
+            f"theoretical occupancy {resources.theoretical_occupancy:.0%} at "
+            f"{resources.occupancy_block_size} threads/block"
+        )
+        if resources.occupancy_limiter is not None:
+            occupancy += f" (limited by {resources.occupancy_limiter.replace('_', ' ')})"
+        parts.append(occupancy)
+    return ", ".join(parts)
+
+
+def resources_for(resources: list[KernelResources], kernel: str) -> KernelResources | None:
+    """ptxas names kernels by their mangled names; match the demangled function name."""
+    for entry in resources:
+        # "void ns::softmax<float>(float const*, ...)" → "softmax"
+        head = entry.demangled.split("(", 1)[0].split("<", 1)[0].split()
+        if (head and head[-1].rsplit("::", 1)[-1] == kernel) or entry.name == kernel:
+            return entry
+    return None
+
+
+def profile_for(kernels: list[KernelProfile], kernel: str) -> KernelProfile | None:
+    return next((k for k in kernels if k.name == kernel), None)
+
+
+def track_record(
+    *,
+    attempts: int,
+    successes: int,
+    regressions: int,
+    failures: int,
+    mean_speedup: float | None,
+    basis: str | None = None,
+) -> str:
+    if attempts == 0:
+        where = f" (basis: {basis.replace('_', ' ')})" if basis else ""
+        return f"no attempts in this knowledge base yet{where}"
+    record = (
+        f"{attempts} attempt{'s' if attempts != 1 else ''}: {successes} faster, "
+        f"{regressions} slower, {failures} failed"
+    )
+    if mean_speedup is not None:
+        record += f", mean {factor(mean_speedup)}"
+    return record

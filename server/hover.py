@@ -1,0 +1,131 @@
+"""Hover on a kernel: its state, key metrics, time against PyTorch eager and torch.compile, and
+the knowledge base's ranked optimizations with predicted gain, confidence and track record.
+Pure Markdown from cached results; nothing runs while the user waits."""
+
+from __future__ import annotations
+
+from kernelblaster.agents.records import PerfState
+from kernelblaster.harness.records import CheckResult, KernelProfile
+from kernelblaster.kb.records import RankedTechnique
+from kernelblaster.server import formatting
+from kernelblaster.server.cache import FileResult
+
+_NOT_PROFILED = "Not profiled yet: save the file to build, check and profile it."
+
+
+def kernel_hover(
+    kernel: str,
+    result: FileResult | None,
+    ranked: list[RankedTechnique],
+    *,
+    current: bool,
+    note: str | None = None,
+) -> str:
+    lines = [f"### `{kernel}`"]
+    if note:
+        lines += ["", f"*{note}*"]
+    state = result.states.get(kernel) if result else None
+    response = result.response if result else None
+    profile = (
+        formatting.profile_for(response.profile.kernels, kernel)
+        if response and response.profile
+        else None
+    )
+    if state is not None:
+        lines += ["", f"**{state.summary}**", "", f"state `{state.state}` on {state.arch}"]
+        if not current:
+            lines += ["", "*From the profile of an earlier version of this file; save to refresh.*"]
+    elif result is None:
+        lines += ["", _NOT_PROFILED]
+    lines += _measurements(profile, response.check if response else None)
+    build = (
+        response.build or (response.check.build if response.check else None) if response else None
+    )
+    if build is not None and (resources := formatting.resources_for(build.resources, kernel)):
+        lines += ["", f"Resources: {formatting.resources_line(resources)}"]
+    if state is not None:
+        lines += _metrics(state)
+        lines += _findings(state)
+    lines += _ranking(ranked, state)
+    return "\n".join(lines)
+
+
+def _measurements(profile: KernelProfile | None, check: CheckResult | None) -> list[str]:
+    rows = []
+    if kernel_time := formatting.kernel_time(profile):
+        rows.append(("kernel (ncu)", kernel_time))
+    if check is not None and check.timing is not None:
+        rows.append(("whole target, median", formatting.milliseconds(check.timing.median_ms)))
+        for label, reference, speedup in (
+            ("PyTorch eager", check.eager, check.speedup_vs_eager),
+            ("torch.compile", check.compiled, check.speedup_vs_compile),
+        ):
+            if reference is not None:
+                versus = f" (speedup {formatting.factor(speedup)})" if speedup else ""
+                rows.append((label, formatting.milliseconds(reference.median_ms) + versus))
+    if profile is not None:
+        launch = profile.launch
+        rows.append(
+            (
+                "launch",
+                f"grid {_dims(launch.grid)}, block {_dims(launch.block)}, "
+                f"{launch.registers_per_thread} registers/thread",
+            )
+        )
+    if not rows:
+        return []
+    return ["", "| time | |", "|---|---|", *(f"| {name} | {value} |" for name, value in rows)]
+
+
+def _dims(values: list[int]) -> str:
+    return "×".join(map(str, values))
+
+
+def _metrics(state: PerfState) -> list[str]:
+    if not state.metrics:
+        return []
+    return [
+        "",
+        "| metric | value |",
+        "|---|---|",
+        *(f"| {name} | {value:.3g} |" for name, value in state.metrics.items()),
+    ]
+
+
+def _findings(state: PerfState) -> list[str]:
+    if not state.findings:
+        return []
+    lines = ["", "Findings:"]
+    for finding in state.findings:
+        where = f" (line {', '.join(map(str, finding.lines))})" if finding.lines else ""
+        gain = (
+            f", ncu estimates up to {finding.estimated_speedup:.0f}%"
+            if finding.estimated_speedup is not None
+            else ""
+        )
+        lines.append(f"- `{finding.id}`{where}{gain}: {finding.message}")
+    return lines
+
+
+def _ranking(ranked: list[RankedTechnique], state: PerfState | None) -> list[str]:
+    if not ranked:
+        return []
+    heading = "Optimizations ranked by the knowledge base"
+    if state is not None:
+        heading += f" for `{state.state}` on {state.arch}"
+    lines = ["", f"**{heading}:**", ""]
+    for position, technique in enumerate(ranked, start=1):
+        lines.append(
+            f"{position}. **{technique.title}** — predicted "
+            f"{formatting.factor(technique.predicted_speedup)} "
+            f"(confidence {technique.confidence:.0%}); "
+            + formatting.track_record(
+                attempts=technique.attempts,
+                successes=technique.successes,
+                regressions=technique.regressions,
+                failures=technique.failures,
+                mean_speedup=technique.mean_speedup,
+                basis=technique.basis,
+            )
+        )
+    return lines

@@ -1,0 +1,243 @@
+"""`kernelblaster.optimize` and `kernelblaster.showDiff`: run the optimize worker on one kernel
+with progress and cancellation, keep its best verified candidate beside the source, and apply it
+with `workspace/applyEdit` against the document version the optimization started from."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+from lsprotocol import types
+
+from kernelblaster.agents.records import (
+    OptimizeMessage,
+    OptimizeProgress,
+    OptimizeRequest,
+    OptimizeResponse,
+)
+from kernelblaster.server import formatting
+from kernelblaster.server.cache import Candidate
+from kernelblaster.server.configuration import llm_missing_message, optimize_worker_command
+from kernelblaster.server.documents import STATE_DIR, path_to_uri, text_hash, uri_to_path
+from kernelblaster.server.kernel_locator import by_name, locate
+from kernelblaster.server.pipeline import refresh_ranking
+from kernelblaster.server.progress import JobReporter
+from kernelblaster.server.trust import UNTRUSTED_MESSAGE
+from kernelblaster.server.worker_client import WorkerFailed, run_worker
+
+if TYPE_CHECKING:
+    from kernelblaster.server.app import KernelBlasterServer
+
+_decoder = msgspec.json.Decoder(OptimizeMessage)
+
+
+class OptimizeArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    uri: str
+    kernel: str
+    technique: str | None = None
+    version: int
+
+
+class ShowDiffArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    uri: str
+    kernel: str
+
+
+class OptimizeOutcome(msgspec.Struct, kw_only=True):
+    applied: bool
+    message: str
+
+
+def candidate_path(source: Path, kernel: str) -> Path:
+    return source.parent / STATE_DIR / "candidates" / f"{source.stem}.{kernel}.best{source.suffix}"
+
+
+def find_candidates(source: Path) -> dict[str, Candidate]:
+    """Candidates kept from earlier sessions (blocking: call off the event loop)."""
+    directory = source.parent / STATE_DIR / "candidates"
+    prefix, suffix = f"{source.stem}.", f".best{source.suffix}"
+    found = {}
+    for path in directory.glob(f"{prefix}*{suffix}") if directory.is_dir() else []:
+        kernel = path.name[len(prefix) : -len(suffix)]
+        found[kernel] = Candidate(kernel=kernel, path=str(path), base_hash="")
+    return found
+
+
+async def optimize(ls: KernelBlasterServer, args: OptimizeArgs) -> OptimizeOutcome:
+    path = uri_to_path(args.uri)
+    document = ls.workspace.text_documents.get(args.uri)
+    refusal = _refusal(ls, args, path, document)
+    if refusal is not None:
+        return _tell(ls, refusal, applied=False, kind=types.MessageType.Warning)
+    assert path is not None and document is not None
+    settings = ls.settings
+    base_text = document.source
+    reporter = JobReporter(ls, ls.cancels, args.uri, f"KernelBlaster: optimizing {args.kernel}")
+    request = OptimizeRequest(
+        source=str(path),
+        source_text=base_text,
+        kernel=args.kernel,
+        technique=args.technique,
+        rollouts=settings.rollouts,
+        depth=settings.depth,
+        top_k=settings.top_k,
+        settings=msgspec.to_builtins(settings),
+    )
+
+    def on_progress(message: OptimizeProgress) -> None:
+        best = (
+            f" (best so far {formatting.factor(message.best_speedup)})"
+            if message.best_speedup
+            else ""
+        )
+        percent = round(100 * message.step / message.total) if message.total else None
+        reporter.report("optimize", f"{args.kernel}: {message.message}{best}", percent)
+
+    try:
+        await reporter.begin("optimize", f"{args.kernel}: waiting for the GPU")
+        async with ls.jobs.gpu():
+            response = await run_worker(
+                optimize_worker_command(settings),
+                request,
+                _decoder,
+                OptimizeResponse,
+                on_progress,
+                timeout_s=None,  # the loop is bounded by rollouts × depth; the user can cancel
+                cwd=path.parent,
+            )
+    except asyncio.CancelledError:
+        # Our own cancel path (the progress token) cancelled this request's task: the worker
+        # is dead; answer the command instead of dropping it.
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        reporter.end("cancelled", f"{args.kernel}: optimization cancelled")
+        return OptimizeOutcome(applied=False, message=f"Optimizing {args.kernel} was cancelled.")
+    except WorkerFailed as failure:
+        reporter.end("failed", f"{args.kernel}: {failure.message}")
+        return _tell(ls, f"Optimizing {args.kernel} failed: {failure.message}", applied=False)
+    await refresh_ranking(ls, path)  # the worker recorded its attempts in the KB
+    if response.error or not response.improved or not response.best_source:
+        message = response.error or response.message or "no verified, faster candidate was found"
+        reporter.end("done", f"{args.kernel}: {message}")
+        return _tell(ls, f"{args.kernel}: {message}", applied=False, kind=types.MessageType.Info)
+    candidate = await _keep_candidate(ls, path, response, text_hash(base_text))
+    reporter.end("done", f"{args.kernel}: {response.message or 'verified candidate found'}")
+    return await _apply(ls, args, response, candidate)
+
+
+def _refusal(
+    ls: KernelBlasterServer, args: OptimizeArgs, path: Path | None, document
+) -> str | None:
+    if path is None or document is None:
+        return f"Open {args.uri} in the editor to optimize its kernels."
+    if not ls.trust.trusted:
+        return UNTRUSTED_MESSAGE
+    if (missing := llm_missing_message(ls.settings)) is not None:
+        return missing
+    if by_name(locate(document.source), args.kernel) is None:
+        return f"{path.name} has no __global__ kernel named {args.kernel}."
+    if document.version != args.version:
+        return (
+            f"{path.name} changed since this action was offered (version {args.version}, now "
+            f"{document.version}); run it again."
+        )
+    return None
+
+
+async def _keep_candidate(
+    ls: KernelBlasterServer, source: Path, response: OptimizeResponse, base_hash: str
+) -> Candidate:
+    target = candidate_path(source, response.kernel)
+
+    def write() -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(response.best_source or "", encoding="utf-8")
+
+    await asyncio.to_thread(write)
+    candidate = Candidate(
+        kernel=response.kernel,
+        path=str(target),
+        speedup=response.speedup,
+        techniques=response.techniques,
+        base_hash=base_hash,
+    )
+    ls.candidates.setdefault(source, {})[response.kernel] = candidate
+    return candidate
+
+
+async def _apply(
+    ls: KernelBlasterServer, args: OptimizeArgs, response: OptimizeResponse, candidate: Candidate
+) -> OptimizeOutcome:
+    speedup = f" {formatting.factor(response.speedup)} faster" if response.speedup else ""
+    document = ls.workspace.text_documents.get(args.uri)
+    if document is None or document.version != args.version:
+        now = "closed" if document is None else f"now version {document.version}"
+        return _tell(
+            ls,
+            f"Not applied: {uri_to_path(args.uri).name} changed while optimizing "
+            f"{args.kernel} (started from version {args.version}, {now}). The verified "
+            f'candidate{speedup} is in {candidate.path}: use "Show diff".',
+            applied=False,
+            kind=types.MessageType.Warning,
+        )
+    edit = types.TextDocumentEdit(
+        text_document=types.OptionalVersionedTextDocumentIdentifier(
+            uri=args.uri, version=args.version
+        ),
+        edits=[
+            types.TextEdit(range=whole_document(ls, document.source), new_text=response.best_source)
+        ],
+    )
+    label = f"KernelBlaster: {args.kernel}{speedup}"
+    result = await ls.workspace_apply_edit_async(
+        types.ApplyWorkspaceEditParams(
+            edit=types.WorkspaceEdit(document_changes=[edit]), label=label
+        )
+    )
+    if not result.applied:
+        reason = result.failure_reason or "the editor refused the edit"
+        return _tell(
+            ls, f"Not applied: {reason}. The candidate is in {candidate.path}.", applied=False
+        )
+    techniques = ", ".join(response.techniques)
+    return OptimizeOutcome(
+        applied=True,
+        message=f"{args.kernel}{speedup}" + (f" ({techniques})" if techniques else "") + ".",
+    )
+
+
+async def show_diff(ls: KernelBlasterServer, args: ShowDiffArgs) -> None:
+    path = uri_to_path(args.uri)
+    candidate = ls.candidates.get(path, {}).get(args.kernel) if path else None
+    if candidate is None:
+        _tell(
+            ls,
+            f'No verified candidate for {args.kernel} yet: run "Optimize kernel".',
+            applied=False,
+        )
+        return
+    await ls.window_show_document_async(
+        types.ShowDocumentParams(uri=path_to_uri(Path(candidate.path)), take_focus=True)
+    )
+
+
+def _tell(
+    ls: KernelBlasterServer,
+    message: str,
+    *,
+    applied: bool,
+    kind: types.MessageType = types.MessageType.Error,
+) -> OptimizeOutcome:
+    ls.window_show_message(types.ShowMessageParams(type=kind, message=message))
+    return OptimizeOutcome(applied=applied, message=message)
+
+
+def whole_document(ls: KernelBlasterServer, text: str) -> types.Range:
+    """From the start to the end of `text`, in the client's position encoding."""
+    lines = text.split("\n")
+    last = lines[-1]
+    end = types.Position(len(lines) - 1, ls.workspace.position_codec.client_num_units(last))
+    return types.Range(types.Position(0, 0), end)

@@ -1,0 +1,205 @@
+"""The save pipeline of one file: run the harness worker (build → verify → time → profile),
+classify each profiled kernel, rank its optimizations in the KB, cache the result, and publish
+diagnostics. Also how cached results are shown again when a file is opened."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+from lsprotocol import types
+
+from kernelblaster.agents.state import classify
+from kernelblaster.harness.records import (
+    HarnessError,
+    WorkerMessage,
+    WorkerProgress,
+    WorkerRequest,
+    WorkerResponse,
+)
+from kernelblaster.server import diagnostics, formatting, knowledge
+from kernelblaster.server.cache import FileResult, new_result
+from kernelblaster.server.configuration import harness_worker_command
+from kernelblaster.server.documents import text_hash, to_client_range
+from kernelblaster.server.kernel_locator import locate
+from kernelblaster.server.progress import JobReporter
+from kernelblaster.server.trust import UNTRUSTED_DIAGNOSTIC, UNTRUSTED_MESSAGE
+from kernelblaster.server.worker_client import WorkerFailed, run_worker
+from kernelblaster.settings import Settings
+
+if TYPE_CHECKING:
+    from kernelblaster.server.app import KernelBlasterServer
+
+_decoder = msgspec.json.Decoder(WorkerMessage)
+
+
+def schedule(ls: KernelBlasterServer, path: Path, depth: str | None = None) -> None:
+    """(Re)start the pipeline for `path`: debounced, cancelling the file's running job."""
+    if not ls.trust.trusted:
+        explain_untrusted(ls)
+        return
+    ls.jobs.submit(str(path), lambda: run(ls, path, depth))
+
+
+def explain_untrusted(ls: KernelBlasterServer) -> None:
+    if ls.trust.explanation_due():
+        ls.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Warning, message=UNTRUSTED_MESSAGE)
+        )
+
+
+def job_timeout_s(settings: Settings) -> float:
+    """An outer bound on a whole job; the worker enforces each step's own timeout first."""
+    return settings.build_timeout_s + 3 * settings.run_timeout_s + settings.profile_timeout_s + 60
+
+
+async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
+    await ls.ready.wait()
+    reporter = JobReporter(ls, ls.cancels, ls.uri_for(path), f"KernelBlaster: {path.name}")
+    try:
+        await reporter.begin("queued", f"{path.name}: waiting for the GPU")
+        try:
+            text = await asyncio.to_thread(path.read_text, encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reporter.end("failed", f"{path.name}: cannot read it: {exc}")
+            return
+        ls.snapshots[path] = text_hash(text)
+        async with ls.jobs.gpu():
+            response = await _profile(ls.settings, path, depth, reporter)
+        result = new_result(path, text_hash(text), response)
+        await install(ls, result)
+    except asyncio.CancelledError:
+        reporter.end("cancelled", f"{path.name}: cancelled")
+        raise
+    reporter.end("done", summary(result))
+
+
+async def _profile(
+    settings: Settings, path: Path, depth: str | None, reporter: JobReporter
+) -> WorkerResponse:
+    request = WorkerRequest(
+        task="profile",
+        source=str(path),
+        settings=msgspec.to_builtins(settings),
+        depth=depth or settings.ncu_depth,
+    )
+
+    def on_progress(message: WorkerProgress) -> None:
+        reporter.report(message.phase, f"{path.name}: {message.message}", message.percent)
+
+    reporter.report("build", f"{path.name}: starting the worker")
+    try:
+        return await run_worker(
+            harness_worker_command(settings),
+            request,
+            _decoder,
+            WorkerResponse,
+            on_progress,
+            timeout_s=job_timeout_s(settings),
+            cwd=path.parent,
+        )
+    except WorkerFailed as failure:
+        return WorkerResponse(error=_worker_error(failure))
+
+
+def _worker_error(failure: WorkerFailed) -> HarnessError:
+    return HarnessError(
+        kind="timeout" if failure.timed_out else "crash",
+        message=f"The KernelBlaster worker failed: {failure.message}",
+        fix="Its last output is in the server log; save again to retry.",
+        log=failure.log,
+    )
+
+
+async def install(ls: KernelBlasterServer, result: FileResult) -> None:
+    """Make `result` the file's current one: classify, rank, cache, publish."""
+    profile = result.response.profile
+    if profile is not None:
+        result.states = {
+            kernel.name: classify(kernel, arch=profile.arch, device=profile.device)
+            for kernel in profile.kernels
+        }
+    path = Path(result.source)
+    ls.cache.put(result)
+    await asyncio.to_thread(ls.cache.save, result)
+    await refresh_ranking(ls, path)
+    publish(ls, path)
+
+
+async def show_cached(ls: KernelBlasterServer, path: Path) -> FileResult | None:
+    """Show what is known about `path` without running anything (file just opened)."""
+    result = await asyncio.to_thread(ls.cache.load, path)
+    if result is not None:
+        await refresh_ranking(ls, path)
+    publish(ls, path)
+    return result
+
+
+async def refresh_ranking(ls: KernelBlasterServer, path: Path) -> None:
+    result = ls.cache.get(path)
+    if result is None or not result.states or ls.kb is None:
+        ls.ranked.pop(path, None)
+        return
+    ls.ranked[path] = await asyncio.to_thread(knowledge.rank_states, ls.kb, result.states)
+
+
+def publish(ls: KernelBlasterServer, path: Path) -> None:
+    """Diagnostics of `path` against its open document's current text (closed: nothing)."""
+    uri = ls.open_uris.get(path)
+    document = ls.workspace.text_documents.get(uri) if uri else None
+    if document is None:
+        return
+    text = document.source
+    lines = document.lines
+    result = ls.cache.get(path)
+    found: list[types.Diagnostic] = []
+    if result is not None:
+        context = diagnostics.FileContext(uri=uri, path=path, lines=lines, kernels=locate(text))
+        found = diagnostics.file_diagnostics(
+            result, context, current=result.text_hash == text_hash(text)
+        )
+    if not ls.trust.trusted:
+        found.append(diagnostics.untrusted_diagnostic(UNTRUSTED_DIAGNOSTIC))
+    codec = ls.workspace.position_codec
+    for item in found:
+        item.range = to_client_range(codec, lines, item.range)
+        for related in item.related_information or []:
+            related.location.range = to_client_range(codec, lines, related.location.range)
+    ls.text_document_publish_diagnostics(
+        types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=document.version)
+    )
+
+
+def summary(result: FileResult) -> str:
+    """One line for the end of a job (status bar)."""
+    name = Path(result.source).name
+    response = result.response
+    profile = response.profile
+    for error in (response.error, response.check.error if response.check else None):
+        if error is not None:
+            return f"{name}: {error.message}"
+    build = response.build or (response.check.build if response.check else None)
+    if build is not None and not build.ok:
+        errors = sum(d.severity == "error" for d in build.diagnostics)
+        return f"{name}: build failed ({errors} error{'s' if errors != 1 else ''})"
+    if response.check and response.check.verify and not response.check.verify.ok:
+        return f"{name}: wrong result — {response.check.verify.message}"
+    parts = []
+    for kernel, state in result.states.items():
+        kernel_profile = formatting.profile_for(profile.kernels, kernel) if profile else None
+        measured = [
+            m
+            for m in (
+                formatting.kernel_time(kernel_profile),
+                formatting.versus_references(response.check),
+            )
+            if m
+        ]
+        parts.append(
+            f"{kernel}: {state.summary}" + (f", {', '.join(measured)}" if measured else "")
+        )
+    if not parts:
+        return f"{name}: built"
+    return parts[0] + (f" (+{len(parts) - 1} more kernels)" if len(parts) > 1 else "")

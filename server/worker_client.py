@@ -1,0 +1,137 @@
+"""Run a worker subprocess: one JSON request on stdin, JSON lines back (progress…, result).
+
+Generic over the two worker protocols (harness and optimize): the caller passes the decoder of
+the protocol's message union and the result type. All I/O is asyncio, so the server's event
+loop keeps answering while a worker runs. Cancelling the awaiting task, or running past the
+timeout, kills the worker's whole process group (nvcc, ncu and the profiled program with it),
+so a stale job never keeps the GPU busy."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+Result = TypeVar("Result")
+
+# A full-depth profile of a file with many kernels is one long JSON line.
+_LINE_LIMIT = 64 * 1024 * 1024
+_STDERR_TAIL_LINES = 30
+
+
+class WorkerFailed(Exception):
+    """The worker could not be started, broke the protocol, timed out, or died without a
+    result. `log` is the tail of its stderr."""
+
+    def __init__(self, message: str, *, log: str = "", timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.log = log
+        self.timed_out = timed_out
+
+
+async def run_worker(
+    command: list[str],
+    request: msgspec.Struct,
+    decoder: msgspec.json.Decoder,
+    result_type: type[Result],
+    on_progress: Callable[[Any], None],
+    *,
+    timeout_s: float | None,
+    cwd: Path | None = None,
+) -> Result:
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=cwd,
+            limit=_LINE_LIMIT,
+            start_new_session=True,  # its own process group, killed as one
+        )
+    except OSError as exc:
+        raise WorkerFailed(
+            f"cannot start the worker {' '.join(command)!r}: {exc}; check the "
+            "kernelblaster.workerCommand / optimizeWorkerCommand settings"
+        ) from exc
+    stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
+    stderr_reader = asyncio.create_task(_collect(process.stderr, stderr_tail))
+    result: Result | None = None
+    try:
+        async with asyncio.timeout(timeout_s):
+            await _send(process, msgspec.json.encode(request))
+            assert process.stdout is not None
+            while line := await process.stdout.readline():
+                if not line.strip():
+                    continue
+                try:
+                    message = decoder.decode(line)
+                except msgspec.DecodeError as exc:
+                    raise WorkerFailed(
+                        f"the worker wrote a line that is not its protocol ({exc}): {line[:200]!r}",
+                        log="".join(stderr_tail),
+                    ) from exc
+                if isinstance(message, result_type):
+                    result = message
+                else:
+                    on_progress(message)
+            returncode = await process.wait()
+    except TimeoutError as exc:
+        raise WorkerFailed(
+            f"the worker ran longer than {timeout_s:.0f} s and was stopped",
+            log="".join(stderr_tail),
+            timed_out=True,
+        ) from exc
+    finally:
+        # Also after a normal exit: whatever the worker left running in its group goes too.
+        _kill_group(process)
+        await process.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stderr_reader, timeout=1.0)
+    if result is None:
+        raise WorkerFailed(
+            f"the worker exited ({_describe_exit(returncode)}) without a result",
+            log="".join(stderr_tail),
+        )
+    return result
+
+
+async def _send(process: asyncio.subprocess.Process, payload: bytes) -> None:
+    assert process.stdin is not None
+    # A worker that dies at once closes its stdin; that shows up below as "no result".
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        process.stdin.write(payload)
+        await process.stdin.drain()
+        process.stdin.close()
+
+
+async def _collect(stream: asyncio.StreamReader | None, tail: collections.deque[str]) -> None:
+    if stream is None:
+        return
+    while line := await stream.readline():
+        tail.append(line.decode("utf-8", errors="replace"))
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"

@@ -1,0 +1,213 @@
+"""Server test fixtures: a workspace holding a real kernel, recorded worker responses built
+from the real ncu fixtures, a real KB, and a pytest-lsp client driving `kernelblaster serve`
+over stdio (through serve_probe.py, which records the modules the server imported)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, Union
+
+import msgspec
+import pytest
+import pytest_asyncio
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from kernelblaster.harness.ncu_reader import read_report
+from kernelblaster.harness.ptxas import parse_ptxas_resources
+from kernelblaster.harness.records import BuildResult, CheckResult, Timing, WorkerResponse
+from kernelblaster.server.documents import path_to_uri
+
+HERE = Path(__file__).resolve().parent
+NCU_FIXTURES = HERE.parents[2] / "shared" / "fixtures" / "ncu"
+FIVE = NCU_FIXTURES / "h100-five"
+NAIVE3 = NCU_FIXTURES / "h200-naive3"
+REPLAY = HERE / "replay_worker.py"
+PROBE = HERE / "serve_probe.py"
+TIMEOUT_S = 20.0
+
+
+def five_response(source: Path) -> WorkerResponse:
+    """What the worker reported for five.cu on the H100: its ptxas resources and the real ncu
+    report. The report names the file as it was profiled (/src/five.cu), like a worker running
+    in a container would."""
+    build = BuildResult(
+        ok=True,
+        source=str(source),
+        arch="sm_90",
+        command=["nvcc", "-arch=sm_90", "-lineinfo", str(source)],
+        resources=parse_ptxas_resources((FIVE / "ptxas.txt").read_text(), arch="sm_90"),
+    )
+    return WorkerResponse(build=build, profile=read_report(FIVE / "five.ncu-rep", depth="full"))
+
+
+def softmax_source() -> str:
+    """softmax_rowthread as profiled on the H200 (from the fixture's kernels.py), as a plain .cu."""
+    text = (NAIVE3 / "kernels.py").read_text()
+    start = text.index("// one thread per row")
+    end = text.index("\n\n", start)
+    return "#include <cuda_runtime.h>\n#include <math.h>\n\n" + text[start:end] + "\n"
+
+
+def softmax_response(source: Path) -> WorkerResponse:
+    """The H200 report of softmax_rowthread and its measured medians against PyTorch
+    (time.json records medians only, so the other percentiles repeat the median)."""
+    report = read_report(NAIVE3 / "probe.ncu-rep", depth="full")
+    report.kernels = [k for k in report.kernels if k.name == "softmax_rowthread"]
+    medians = json.loads((NAIVE3 / "time.json").read_text())["ms"]
+
+    def timing(ms: float) -> Timing:
+        return Timing(median_ms=ms, min_ms=ms, max_ms=ms, p20_ms=ms, p80_ms=ms, repetitions=50)
+
+    check = CheckResult(
+        source=str(source),
+        target_kind="plain",
+        gpu=report.device,
+        arch=report.arch,
+        timing=timing(medians["softmax_naive"]),
+        eager=timing(medians["softmax_torch"]),
+        speedup_vs_eager=medians["softmax_torch"] / medians["softmax_naive"],
+    )
+    build = BuildResult(ok=True, source=str(source), arch=report.arch)
+    return WorkerResponse(build=build, check=check, profile=report)
+
+
+class Workspace:
+    """A temporary workspace: sources, the replay control directory, a KB and settings."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root / "ws"
+        self.control = root / "control"
+        self.kb_path = root / "kb.sqlite3"
+        self.root.mkdir()
+        self.control.mkdir()
+
+    def add(self, name: str, text: str) -> Path:
+        path = self.root / name
+        path.write_text(text)
+        return path
+
+    def record(self, kind: str, response: msgspec.Struct) -> None:
+        (self.control / f"{kind}.json").write_bytes(msgspec.json.encode(response))
+
+    def control_file(self, name: str, text: str = "") -> None:
+        (self.control / name).write_text(text)
+
+    def settings(self, **extra: object) -> dict:
+        replay = [sys.executable, str(REPLAY), str(self.control)]
+        return {
+            "workerCommand": [*replay, "harness"],
+            "optimizeWorkerCommand": [*replay, "optimize"],
+            "kbPath": str(self.kb_path),
+            "llmBaseUrl": "http://127.0.0.1:9/v1",
+            **extra,
+        }
+
+    def runs(self) -> list[dict]:
+        log = self.control / "log.jsonl"
+        if not log.exists():
+            return []
+        return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    return Workspace(tmp_path)
+
+
+@pytest_asyncio.fixture
+async def client(tmp_path: Path) -> AsyncIterator[LanguageClient]:
+    env = {**os.environ, "KERNELBLASTER_PROBE_MODULES": str(tmp_path / "server-modules.json")}
+    env.pop("KERNELBLASTER_KB", None)
+    config = ClientServerConfig(server_command=[sys.executable, str(PROBE)], server_env=env)
+    lsp = await config.start()
+    _fix_code_action_structuring(lsp)
+    lsp.job_status = []  # kernelblaster/jobStatus notifications, in order
+    lsp.applied_edits = []
+
+    @lsp.feature("kernelblaster/jobStatus")
+    def job_status(params) -> None:
+        lsp.job_status.append(params)
+
+    @lsp.feature(types.WORKSPACE_APPLY_EDIT)
+    def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        lsp.applied_edits.append(params)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    yield lsp
+    await lsp.shutdown_session()
+    await lsp.stop()
+
+
+def _fix_code_action_structuring(client: LanguageClient) -> None:
+    """lsprotocol's client-side hook reads any `(Command | CodeAction)` that has a "command"
+    key as a Command, so a CodeAction carrying a command would arrive mangled; a Command's
+    "command" is a string, a CodeAction's an object."""
+    converter = client.protocol._converter
+
+    def structure(obj: Any, _: type) -> types.Command | types.CodeAction:
+        kind = types.Command if isinstance(obj.get("command"), str) else types.CodeAction
+        return converter.structure(obj, kind)
+
+    converter.register_structure_hook(Union[types.Command, types.CodeAction], structure)  # noqa: UP007
+
+
+async def start(
+    client: LanguageClient, workspace: Workspace, *, trusted: bool = True, **settings: object
+) -> None:
+    client.set_configuration({"kernelblaster": workspace.settings(**settings)})
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=path_to_uri(workspace.root),
+            workspace_folders=[types.WorkspaceFolder(uri=path_to_uri(workspace.root), name="ws")],
+            initialization_options={"trusted": trusted},
+        )
+    )
+
+
+def open_document(client: LanguageClient, path: Path, version: int = 1) -> str:
+    uri = path_to_uri(path)
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=uri, language_id="cuda-cpp", version=version, text=path.read_text()
+            )
+        )
+    )
+    return uri
+
+
+async def wait_until(condition: Callable[[], object], timeout: float = TIMEOUT_S) -> object:
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {condition}")
+        await asyncio.sleep(0.02)
+    return value
+
+
+def by_code(diagnostics, code: str) -> list[types.Diagnostic]:
+    return [d for d in diagnostics if d.code == code]
+
+
+async def wait_for_states(
+    client: LanguageClient, uri: str, count: int = 1
+) -> list[types.Diagnostic]:
+    await wait_until(lambda: len(by_code(client.diagnostics.get(uri, []), "state")) >= count)
+    return list(client.diagnostics[uri])
+
+
+def copy_five(workspace: Workspace) -> Path:
+    source = workspace.root / "five.cu"
+    shutil.copyfile(FIVE / "five.cu", source)
+    source.chmod(0o644)
+    workspace.record("harness", five_response(source))
+    return source

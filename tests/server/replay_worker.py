@@ -1,0 +1,78 @@
+"""Stand-in for the harness worker and the optimize worker in server tests: it speaks the real
+protocol (reads the request from stdin, writes progress lines and one response) and replays a
+response recorded in the test's control directory, built from real fixtures.
+
+    python replay_worker.py CONTROL_DIR harness|optimize
+
+CONTROL_DIR/
+  harness.json / optimize.json   the WorkerResponse / OptimizeResponse to replay
+  delay                          seconds to wait before answering (every run)
+  delay_once                     the same for the next run only (consumed by that run)
+  crash_once                     the next run dies of SIGSEGV after one progress line (consumed)
+  log.jsonl                      appended per run: {"pid", "event": "start"|"done", ...request}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+
+def claim(control: Path, name: str) -> str | None:
+    """Take a *_once control file for this run only (rename is atomic), returning its text."""
+    mine = control / f"{name}.{os.getpid()}"
+    try:
+        os.rename(control / name, mine)
+    except FileNotFoundError:
+        return None
+    return mine.read_text()
+
+
+def log(control: Path, event: str, **fields: object) -> None:
+    with open(control / "log.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"pid": os.getpid(), "event": event, **fields}) + "\n")
+
+
+def emit(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def main() -> int:
+    control, kind = Path(sys.argv[1]), sys.argv[2]
+    request = json.loads(sys.stdin.read())
+    text = request.get("source_text")
+    if text is None:
+        text = Path(request["source"]).read_text(encoding="utf-8")
+    request.pop("settings", None)
+    request.pop("source_text", None)
+    log(control, "start", sha=hashlib.sha256(text.encode()).hexdigest(), **request)
+    if kind == "harness":
+        emit({"type": "progress", "phase": "build", "message": "building (replay)", "percent": 10})
+    else:
+        emit({"type": "progress", "step": 1, "total": 2, "message": "rollout 1 step 1 (replay)"})
+    if claim(control, "crash_once") is not None:
+        print("replay worker: simulated segmentation fault", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGSEGV)
+    delay = claim(control, "delay_once")
+    if delay is None and (control / "delay").exists():
+        delay = (control / "delay").read_text()
+    if delay:
+        time.sleep(float(delay))
+    if kind == "harness":
+        emit(
+            {"type": "progress", "phase": "profile", "message": "profiling (replay)", "percent": 60}
+        )
+    response = json.loads((control / f"{kind}.json").read_text())
+    emit({"type": "result", **response})
+    log(control, "done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
