@@ -86,6 +86,7 @@ class BuildResult(msgspec.Struct, kw_only=True):
     seconds: float = 0.0
     key: str = ""  # content hash of every input
     error: HarnessError | None = None
+    arch_note: str = ""  # how the arch was chosen, e.g. "no GPU found ...; compiling for sm_90"
 
 
 class Mismatch(msgspec.Struct, kw_only=True):

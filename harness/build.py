@@ -1,0 +1,360 @@
+"""Build a CUDA source with nvcc: diagnostics, per-kernel resource usage and a cached artifact.
+
+Every build compiles for one GPU architecture (the GPU's own, or the `arch` setting) with
+`-O3 -std=c++17 -lineinfo` (so profilers can blame source lines) and `-Xptxas -v` (resource
+usage); a flag of the same kind among the caller's flags replaces the default. nvcc runs in its
+own process group, killed whole on timeout. nvcc keeps its intermediate files in a scratch
+directory: the PTX there gives each kernel's `__launch_bounds__` and definition line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+import platformdirs
+
+from kernelblaster.harness.build_cache import BuildCache, nvcc_version
+from kernelblaster.harness.gpu_arch import ArchChoice, detect_arch, is_arch_name
+from kernelblaster.harness.nvcc_output import parse_nvcc_output
+from kernelblaster.harness.ptxas import (
+    apply_launch_bounds,
+    parse_ptx_entries,
+    parse_ptxas_resources,
+)
+from kernelblaster.harness.records import BuildResult, HarnessError
+from kernelblaster.settings import Settings
+
+__all__ = ["ArchChoice", "BuildSpec", "build", "detect_arch"]
+
+_ARTIFACT_SUFFIX = {"shared": ".so", "executable": "", "object": ".o"}
+_OUTPUT_KIND_FLAGS = {
+    "shared": ["-shared", "-Xcompiler", "-fPIC"],
+    "executable": [],
+    # position-independent, so the object can go into a shared library
+    "object": ["-c", "-Xcompiler", "-fPIC"],
+}
+_TOOLKIT_FIX = (
+    "Install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads) and put its bin/ "
+    "directory on PATH, or set the `nvcc` setting to the full path of nvcc."
+)
+
+
+class BuildSpec(msgspec.Struct, kw_only=True):
+    source: str  # absolute path of the main .cu
+    output_kind: Literal["shared", "executable", "object"]
+    arch: str | None = None  # "sm_90"; None -> detect_arch(settings)
+    extra_sources: list[str] = []
+    include_dirs: list[str] = []
+    library_dirs: list[str] = []
+    libraries: list[str] = []
+    flags: list[str] = []  # extra nvcc flags (target's + settings.nvcc_flags, merged by caller)
+    defines: dict[str, str] = {}
+
+
+def _user_sets(flags: list[str], *prefixes: str) -> bool:
+    return any(flag.startswith(prefixes) for flag in flags)
+
+
+def _user_arch(flags: list[str]) -> str | None:
+    """The arch a caller's `-arch=sm_XX` / `-arch sm_XX` / `--gpu-architecture=sm_XX` names."""
+    for number, flag in enumerate(flags):
+        match = re.fullmatch(r"(?:-arch|--gpu-architecture)(?:=(\S+))?", flag)
+        if match:
+            value = match.group(1) or (flags[number + 1] if number + 1 < len(flags) else "")
+            return value.replace("compute_", "sm_") if value else None
+    return None
+
+
+def _options(spec: BuildSpec, arch: str) -> list[str]:
+    """Every nvcc option but the output and scratch paths, in a stable order."""
+    user = spec.flags
+    options: list[str] = []
+    if not _user_sets(user, "-arch", "--gpu-architecture", "-gencode", "--generate-code"):
+        options.append(f"-arch={arch}")
+    if not _user_sets(user, "-O", "--optimize"):
+        options.append("-O3")
+    if not _user_sets(user, "-std", "--std"):
+        options.append("-std=c++17")
+    if not _user_sets(user, "-G", "--device-debug"):  # -G already carries line info
+        options.append("-lineinfo")
+    options += ["-Xptxas", "-v", "-Xptxas", "-warn-spills"]
+    options += _OUTPUT_KIND_FLAGS[spec.output_kind]
+    options += [f"-I{directory}" for directory in spec.include_dirs]
+    options += [
+        f"-D{name}={value}" if value else f"-D{name}" for name, value in spec.defines.items()
+    ]
+    options += user
+    options += [f"-L{directory}" for directory in spec.library_dirs]
+    options += [f"-l{library}" for library in spec.libraries]
+    return options
+
+
+def _failure(
+    spec: BuildSpec, arch: str, started: float, error: HarnessError, **fields
+) -> BuildResult:
+    return BuildResult(
+        ok=False,
+        source=spec.source,
+        arch=arch,
+        error=error,
+        seconds=time.perf_counter() - started,
+        **fields,
+    )
+
+
+def build(spec: BuildSpec, settings: Settings, *, cache_dir: Path | None = None) -> BuildResult:
+    started = time.perf_counter()
+    started_wall = time.time()
+    arch_note = ""
+    arch = _user_arch(spec.flags) or spec.arch
+    if arch is None:
+        choice = detect_arch(settings)
+        arch, arch_note = choice.arch, choice.note
+    if not is_arch_name(arch):
+        return _failure(
+            spec,
+            arch,
+            started,
+            HarnessError(
+                kind="wrong_arch",
+                message=f"{arch!r} is not a GPU architecture name",
+                fix="Set `arch` to a name like sm_90 (H100/H200), sm_80 (A100) or sm_89 (L4), "
+                "or leave it unset to use the GPU's own.",
+            ),
+        )
+    sources = [str(Path(s).resolve()) for s in (spec.source, *spec.extra_sources)]
+    missing = [s for s in sources if not Path(s).is_file()]
+    if missing:
+        return _failure(
+            spec,
+            arch,
+            started,
+            HarnessError(
+                kind="bad_target",
+                message=f"source file not found: {missing[0]}",
+                fix="Check the path (relative paths in kernelblaster.toml are relative to it).",
+            ),
+        )
+    options = _options(spec, arch)
+    cache = BuildCache(Path(cache_dir or settings.cache_dir or _default_cache_dir()))
+    manifest_key = cache.manifest_key([spec.output_kind, arch, *options], sources)
+    nvcc = shutil.which(settings.nvcc)
+    version = nvcc_version(nvcc) if nvcc else None
+    hit = cache.lookup(manifest_key, version)
+    if hit is not None:
+        hit.cached = True
+        hit.arch_note = arch_note
+        hit.seconds = time.perf_counter() - started
+        return hit
+    if nvcc is None or version is None:
+        return _failure(
+            spec,
+            arch,
+            started,
+            HarnessError(
+                kind="nvcc_missing",
+                message=f"nvcc not found: {settings.nvcc!r} is not an executable file or on PATH",
+                fix=_TOOLKIT_FIX,
+            ),
+        )
+    with tempfile.TemporaryDirectory(prefix="kernelblaster-build-") as scratch:
+        result = _compile(spec, settings, nvcc, arch, options, sources, Path(scratch), started)
+        result.arch_note = arch_note
+        if not result.ok or result.artifact is None:
+            return result
+        deps = _dependencies(
+            nvcc,
+            options,
+            sources,
+            Path(scratch),
+            Path(spec.source).parent,
+            settings.build_timeout_s,
+        )
+        if deps is None or _changed_since(deps, started_wall):
+            return result  # a file changed while nvcc read it: the artifact may be stale
+        stored = cache.store(manifest_key, version, deps, Path(result.artifact), result)
+        stored.seconds = time.perf_counter() - started
+        return stored
+
+
+def _compile(
+    spec: BuildSpec,
+    settings: Settings,
+    nvcc: str,
+    arch: str,
+    options: list[str],
+    sources: list[str],
+    scratch: Path,
+    started: float,
+) -> BuildResult:
+    keep = scratch / "keep"
+    keep.mkdir()
+    artifact = scratch / (Path(spec.source).stem + _ARTIFACT_SUFFIX[spec.output_kind])
+    command = [
+        nvcc,
+        *options,
+        "-keep",
+        f"-keep-dir={keep}",
+        "-MD",
+        f"-MF={scratch / 'deps.d'}",
+        "-o",
+        str(artifact),
+        *sources,
+    ]
+    cwd = Path(spec.source).parent
+    try:
+        output, returncode = _run(command, cwd, settings.build_timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        return _failure(
+            spec,
+            arch,
+            started,
+            HarnessError(
+                kind="timeout",
+                message=f"nvcc did not finish within {settings.build_timeout_s:.0f} s and was "
+                "killed",
+                fix="Raise the `build_timeout_s` setting; heavy templates or torch headers can "
+                "take minutes on a first build.",
+                log=_tail(exc.output),
+            ),
+            command=command,
+        )
+    entries = {}
+    for ptx in sorted(keep.glob("*.ptx")):
+        entries.update(parse_ptx_entries(ptx.read_text(errors="replace")))
+    kernel_lines = {
+        name: (entry.file, entry.line)
+        for name, entry in entries.items()
+        if entry.file and entry.line
+    }
+    diagnostics = parse_nvcc_output(
+        output, source=sources[0], kernel_lines=kernel_lines, cwd=str(cwd)
+    )
+    resources = parse_ptxas_resources(output, arch=arch)
+    apply_launch_bounds(resources, entries)
+    result = BuildResult(
+        ok=returncode == 0 and artifact.is_file(),
+        source=spec.source,
+        artifact=str(artifact) if returncode == 0 and artifact.is_file() else None,
+        arch=arch,
+        command=command,
+        diagnostics=diagnostics,
+        resources=resources,
+        seconds=time.perf_counter() - started,
+    )
+    if not result.ok:
+        result.error = _build_error(output, nvcc, arch, returncode)
+    return result
+
+
+def _run(command: list[str], cwd: Path, timeout: float) -> tuple[str, int]:
+    """Run in a new process group (nvcc starts cicc, ptxas, gcc, ld): on timeout or any
+    interruption, the whole group is killed."""
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one stream keeps the tools' messages in order
+        text=True,
+        errors="replace",
+        process_group=0,
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise
+    return output, process.returncode
+
+
+def _build_error(output: str, nvcc: str, arch: str, returncode: int) -> HarnessError:
+    if re.search(r"nvcc fatal\s*: Unsupported gpu architecture", output):
+        return HarnessError(
+            kind="wrong_arch",
+            message=f"this nvcc cannot compile for {arch}",
+            fix=f"Set `arch` to one it supports ({_supported_archs(nvcc)}), or install a CUDA "
+            f"toolkit that supports {arch}.",
+            log=_tail(output),
+        )
+    return HarnessError(
+        kind="build_failed",
+        message=f"nvcc failed (exit status {returncode}); see the diagnostics",
+        fix="Fix the errors shown at their source lines.",
+        log=_tail(output),
+    )
+
+
+def _supported_archs(nvcc: str) -> str:
+    try:
+        out = subprocess.run([nvcc, "--list-gpu-code"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "see `nvcc --list-gpu-code`"
+    archs = [line.strip() for line in out.stdout.splitlines() if line.strip().startswith("sm_")]
+    return ", ".join(archs) or "see `nvcc --list-gpu-code`"
+
+
+def _dependencies(
+    nvcc: str, options: list[str], sources: list[str], scratch: Path, cwd: Path, timeout: float
+) -> list[str] | None:
+    """Every file the compiler read, from nvcc's make-style dependency output: the build's own
+    for the main source, `nvcc -M` for extra sources (nvcc writes one dependency file per
+    command). None when they can't be had."""
+    depfiles = [scratch / "deps.d"]
+    for number, extra in enumerate(sources[1:]):
+        depfile = scratch / f"extra{number}.d"
+        preprocess = [o for o in options if o not in ("-shared", "-c")]
+        try:
+            _, returncode = _run([nvcc, *preprocess, "-M", f"-MF={depfile}", extra], cwd, timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        if returncode != 0:
+            return None
+        depfiles.append(depfile)
+    deps: list[str] = [*sources]
+    for depfile in depfiles:
+        try:
+            deps += parse_depfile(depfile.read_text(), cwd)
+        except OSError:
+            return None
+    return sorted(set(deps))
+
+
+def parse_depfile(text: str, cwd: Path) -> list[str]:
+    """The prerequisites of a make rule `target : dep dep \\ ...` as absolute paths."""
+    joined = text.replace("\\\n", " ")
+    _, _, prerequisites = joined.partition(": ")
+    paths = re.findall(r"(?:\\ |\S)+", prerequisites)
+    return [str((cwd / p.replace("\\ ", " ")).resolve()) for p in paths]
+
+
+def _changed_since(deps: list[str], started_wall: float) -> bool:
+    """Whether a dependency was modified after the build started."""
+    for dep in deps:
+        try:
+            if os.stat(dep).st_mtime > started_wall:
+                return True
+        except OSError:
+            return True
+    return False
+
+
+def _tail(output: str | bytes | None, limit: int = 4000) -> str:
+    if output is None:
+        return ""
+    text = output.decode(errors="replace") if isinstance(output, bytes) else output
+    return text[-limit:]
+
+
+def _default_cache_dir() -> str:
+    return platformdirs.user_cache_dir("kernelblaster")

@@ -1,0 +1,162 @@
+"""Build results cached by the content of every input.
+
+Layout under `<root>/builds/`:
+
+    manifests/<manifest key>.json   which files the last build of these inputs read, and with
+                                    which nvcc (the manifest key hashes what is known before
+                                    building: the command's options, the sources' paths and
+                                    contents, the arch and output kind)
+    <key>/                          one entry: the artifact, result.json (the BuildResult) and
+                                    deps.json; the key adds the nvcc version and the path and
+                                    content of every file the compiler read (headers included)
+
+A lookup re-hashes the files the manifest lists, so editing an included header misses. An
+entry is written into a temporary directory and renamed into place, so a build killed half-way
+leaves no entry, and two processes storing the same entry leave one intact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+
+from kernelblaster.harness.records import BuildResult
+
+_FORMAT = "kernelblaster-build-cache-1"
+_VERSION_TIMEOUT_S = 60.0
+_ABANDONED_AFTER_S = 3600.0  # a store takes milliseconds; an older staging dir was abandoned
+_nvcc_versions: dict[tuple[str, int], str] = {}
+
+
+class Manifest(msgspec.Struct, kw_only=True):
+    nvcc_version: str
+    deps: list[str]  # absolute paths of every file the compiler read, sources included
+
+
+def nvcc_version(nvcc: str) -> str:
+    """`nvcc --version`, asked once per nvcc binary (path and modification time)."""
+    resolved = str(Path(nvcc).resolve())
+    memo_key = (resolved, Path(resolved).stat().st_mtime_ns)
+    if memo_key not in _nvcc_versions:
+        out = subprocess.run(
+            [nvcc, "--version"], capture_output=True, text=True, timeout=_VERSION_TIMEOUT_S
+        )
+        _nvcc_versions[memo_key] = out.stdout.strip() or out.stderr.strip()
+    return _nvcc_versions[memo_key]
+
+
+def _file_digest(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+class BuildCache:
+    def __init__(self, root: Path):
+        self.builds = root / "builds"
+
+    def manifest_key(self, options: list[str], sources: list[str]) -> str:
+        """Hash of the options and the sources (path and content); ValueError if a source can't
+        be read."""
+        digest = hashlib.sha256(_FORMAT.encode())
+        for option in options:
+            digest.update(b"\0option\0" + option.encode())
+        for source in sources:
+            content = _file_digest(source)
+            if content is None:
+                raise ValueError(f"cannot read {source}")
+            digest.update(f"\0source\0{source}\0{content}".encode())
+        return digest.hexdigest()
+
+    def _entry_key(self, manifest_key: str, nvcc_version: str, deps: list[str]) -> str | None:
+        """None when one of the dependencies is gone."""
+        digest = hashlib.sha256(f"{manifest_key}\0{nvcc_version}".encode())
+        for dep in sorted(set(deps)):
+            content = _file_digest(dep)
+            if content is None:
+                return None
+            digest.update(f"\0dep\0{dep}\0{content}".encode())
+        return digest.hexdigest()
+
+    def _manifest_path(self, manifest_key: str) -> Path:
+        return self.builds / "manifests" / f"{manifest_key}.json"
+
+    def lookup(self, manifest_key: str, nvcc_version: str | None) -> BuildResult | None:
+        """The cached result for these inputs, if every file they read is unchanged. With no
+        nvcc to ask (`nvcc_version` None), the toolkit that built the entry is trusted."""
+        try:
+            manifest = msgspec.json.decode(
+                self._manifest_path(manifest_key).read_bytes(), type=Manifest
+            )
+        except (OSError, msgspec.DecodeError):
+            return None
+        key = self._entry_key(manifest_key, nvcc_version or manifest.nvcc_version, manifest.deps)
+        if key is None:
+            return None
+        try:
+            result = msgspec.json.decode(
+                (self.builds / key / "result.json").read_bytes(), type=BuildResult
+            )
+        except (OSError, msgspec.DecodeError):
+            return None
+        if result.artifact is None or not Path(result.artifact).is_file():
+            return None
+        return result
+
+    def store(
+        self,
+        manifest_key: str,
+        nvcc_version: str,
+        deps: list[str],
+        artifact: Path,
+        result: BuildResult,
+    ) -> BuildResult:
+        """Move `artifact` into a new entry and record `result` (with its final artifact path
+        and key); returns that result. If an identical entry appeared meanwhile, it is kept and
+        its result returned. Unreadable deps leave the cache untouched."""
+        key = self._entry_key(manifest_key, nvcc_version, deps)
+        if key is None:
+            return result
+        final = self.builds / key
+        stored = msgspec.structs.replace(result, artifact=str(final / artifact.name), key=key)
+        self.builds.mkdir(parents=True, exist_ok=True)
+        self._remove_abandoned_staging()
+        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=self.builds))
+        try:
+            shutil.move(artifact, staging / artifact.name)
+            (staging / "deps.json").write_bytes(msgspec.json.encode(sorted(set(deps))))
+            (staging / "result.json").write_bytes(msgspec.json.encode(stored))
+            os.rename(staging, final)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+            if not (final / "result.json").is_file():
+                raise
+            stored = msgspec.json.decode((final / "result.json").read_bytes(), type=BuildResult)
+        self._write_manifest(manifest_key, Manifest(nvcc_version=nvcc_version, deps=deps))
+        return stored
+
+    def _remove_abandoned_staging(self) -> None:
+        """Staging directories of stores that were killed before their rename."""
+        cutoff = time.time() - _ABANDONED_AFTER_S
+        for staging in self.builds.glob(".staging-*"):
+            with contextlib.suppress(OSError):
+                if staging.stat().st_mtime < cutoff:
+                    shutil.rmtree(staging)
+
+    def _write_manifest(self, manifest_key: str, manifest: Manifest) -> None:
+        path = self._manifest_path(manifest_key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".manifest-", dir=path.parent)
+        with os.fdopen(handle, "wb") as out:
+            out.write(msgspec.json.encode(manifest))
+        os.replace(temporary, path)

@@ -1,0 +1,226 @@
+"""nvcc, host-compiler, ptxas and linker messages as SourceDiagnostics: real nvcc runs on broken
+fixtures, and recorded output for the formats a run here can't easily provoke."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernelblaster.harness.nvcc_output import parse_nvcc_output
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
+
+
+def nvcc_output(source: Path, *flags: str) -> str:
+    out = subprocess.run(
+        [
+            "nvcc",
+            "-arch=sm_90",
+            "-std=c++17",
+            "-c",
+            "-o",
+            str(source.with_suffix(".o")),
+            *flags,
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode != 0 or "warning" in out.stdout + out.stderr
+    return out.stdout + out.stderr
+
+
+@pytest.mark.nvcc
+def test_real_front_end_errors_have_lines_columns_and_no_excerpt(tmp_path):
+    source = tmp_path / "broken.cu"
+    shutil.copy(FIXTURES / "broken.cu", source)
+    diagnostics = parse_nvcc_output(nvcc_output(source), source=str(source))
+    assert [(d.line, d.severity) for d in diagnostics] == [(4, "error"), (11, "error")]
+    undefined, bad_init = diagnostics
+    assert undefined.file == str(source)
+    assert undefined.message == 'identifier "undefined_thing" is undefined'
+    # EDG prints `__device__` as `__attribute__((device))`; the column is the real file's
+    assert undefined.column == 38
+    line = source.read_text().splitlines()[3]
+    assert line[undefined.column - 1 :].startswith("undefined_thing")
+    assert bad_init.column == 16 and "cannot be used to initialize" in bad_init.message
+
+
+@pytest.mark.nvcc
+def test_real_warnings_carry_their_codes(tmp_path):
+    source = tmp_path / "warnings.cu"
+    shutil.copy(FIXTURES / "warnings.cu", source)
+    diagnostics = parse_nvcc_output(nvcc_output(source), source=str(source))
+    assert [(d.line, d.column, d.severity, d.code) for d in diagnostics] == [
+        (3, 9, "warning", "177-D"),
+        (4, 9, "warning", "550-D"),
+    ]
+    assert diagnostics[0].message == 'variable "unused" was declared but never referenced'
+
+
+@pytest.mark.nvcc
+def test_real_error_in_included_header_keeps_the_header_path(tmp_path):
+    shutil.copy(FIXTURES / "with_header.cu", tmp_path / "with_header.cu")
+    (tmp_path / "x.cuh").write_text(
+        "#pragma once\n__device__ inline float halve(float v) { return 0.5f * missing; }\n"
+    )
+    source = tmp_path / "with_header.cu"
+    (diagnostic,) = parse_nvcc_output(nvcc_output(source), source=str(source))
+    assert diagnostic.file == str(tmp_path / "x.cuh")
+    assert (diagnostic.line, diagnostic.severity) == (2, "error")
+    assert diagnostic.column == len("__device__ inline float halve(float v) { return 0.5f * ") + 1
+
+
+def test_instantiation_context_belongs_to_the_error(tmp_path):
+    source = tmp_path / "inst.cu"
+    source.write_text(
+        "#include <cstdio>\ntemplate <typename T>\n"
+        "__global__ void apply(T* out) { out[0] = out[0].nope(); }\n"
+    )
+    output = (
+        f'{source}(3): error: expression must have class type but it has type "float"\n'
+        "  __attribute__((global)) void apply(T* out) { out[0] = out[0].nope(); }\n"
+        "                                                        ^\n"
+        '          detected during instantiation of "void apply(T *) [with T=float]" at line 6\n'
+        "\n"
+        f'1 error detected in the compilation of "{source}".\n'
+    )
+    (diagnostic,) = parse_nvcc_output(output, source=str(source))
+    assert diagnostic.line == 3
+    assert diagnostic.column == 42  # the second `out` after the `{`, in the real line
+    assert diagnostic.message.splitlines() == [
+        'expression must have class type but it has type "float"',
+        'detected during instantiation of "void apply(T *) [with T=float]" at line 6',
+    ]
+
+
+def test_notes_in_system_headers_keep_their_own_path(tmp_path):
+    source = tmp_path / "h.cu"
+    source.write_text('#include <vector>\nvoid f() { std::vector<int> v; v.push_back("s"); }\n')
+    output = (
+        f'{source}(2): error: no instance of overloaded function "std::vector<int>::push_back" '
+        "matches the argument list\n"
+        "            argument types are: (const char [2])\n"
+        '  void f() { std::vector<int> v; v.push_back("s"); }\n'
+        "                                   ^\n"
+        '/usr/include/c++/12/bits/stl_vector.h(1293): note #3326-D: function "push_back" does '
+        "not match because argument #1 does not match parameter\n"
+        "        push_back(value_type&& __x)\n"
+        "        ^\n"
+    )
+    error, note = parse_nvcc_output(output, source=str(source))
+    assert (error.line, error.column, error.severity) == (2, 34, "error")
+    assert source.read_text().splitlines()[1][error.column - 1 :].startswith("push_back")
+    assert error.message.endswith("\nargument types are: (const char [2])")
+    assert note.file == "/usr/include/c++/12/bits/stl_vector.h"
+    assert (note.line, note.severity, note.code) == (1293, "info", "3326-D")
+
+
+def test_host_compiler_messages(tmp_path):
+    source = tmp_path / "m.cu"
+    source.write_text('#include "nope.cuh"\n')
+    output = (
+        f"{source}:1:10: fatal error: nope.cuh: No such file or directory\n"
+        '    1 | #include "nope.cuh"\n'
+        "      |          ^~~~~~~~~~\n"
+        "compilation terminated.\n"
+        f"In file included from {source}:1:\n"
+        f"{tmp_path}/a.h:3:7: warning: unused variable 'x' [-Wunused-variable]\n"
+        "    3 |   int x;\n"
+        "      |       ^\n"
+    )
+    missing, unused = parse_nvcc_output(output, source=str(source))
+    assert (missing.line, missing.column, missing.severity) == (1, 10, "error")
+    assert missing.message == "nope.cuh: No such file or directory"
+    assert unused.file == f"{tmp_path}/a.h"
+    assert (unused.line, unused.column, unused.code) == (3, 7, "-Wunused-variable")
+    assert unused.message == "unused variable 'x'"
+
+
+def test_ptxas_and_nvlink_messages_are_pinned_to_the_kernel(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_text(
+        "extern __device__ float helper(float);\n"
+        "\n"
+        "__global__ void\n"
+        "greedy(float* out) { __shared__ float t[65536]; t[0] = helper(1); out[0] = t[1]; }\n"
+    )
+    output = (
+        "ptxas error   : Entry function '_Z6greedyPf' uses too much shared data "
+        "(0x40000 bytes, 0xc000 max)\n"
+        "ptxas info    : 0 bytes gmem\n"
+        "nvlink error   : Undefined reference to '_Z6helperf' in '/tmp/tmpxft_0000_11_k.o'\n"
+    )
+    shared, link = parse_nvcc_output(output, source=str(source))
+    assert (shared.line, shared.severity) == (4, "error")  # the kernel's name line
+    assert shared.message.startswith("ptxas: Entry function 'greedy(float*)' uses too much")
+    assert link.line == 1  # where helper is declared
+    assert link.message == "nvlink: Undefined reference to 'helper(float)'"
+    # with the PTX's definition lines, those win
+    (shared,) = parse_nvcc_output(
+        output.splitlines()[0], source=str(source), kernel_lines={"_Z6greedyPf": (str(source), 3)}
+    )
+    assert shared.line == 3
+
+
+def test_tool_failures_without_position_go_to_line_one(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_text("__global__ void k() {}\n")
+    (fatal,) = parse_nvcc_output(
+        "nvcc fatal   : Unsupported gpu architecture 'sm_50'\n", source=str(source)
+    )
+    assert (fatal.file, fatal.line, fatal.severity) == (str(source), 1, "error")
+    assert fatal.message == "nvcc: Unsupported gpu architecture 'sm_50'"
+    (warning,) = parse_nvcc_output(
+        "nvcc warning : incompatible redefinition for option 'std', the last value of this "
+        "option was used\n",
+        source=str(source),
+    )
+    assert (warning.line, warning.severity) == (1, "warning")
+
+
+def test_linker_errors_name_the_symbol_and_drop_the_summary(tmp_path):
+    source = tmp_path / "p.cu"
+    source.write_text("void undefined_host();\nint main() { undefined_host(); }\n")
+    output = (
+        "/usr/bin/ld: /tmp/tmpxft_0000332c_00000000-11_p.o: in function `main':\n"
+        "tmpxft_0000332c_00000000-6_p.cudafe1.cpp:(.text+0x8b): undefined reference to "
+        "`undefined_host()'\n"
+        "collect2: error: ld returned 1 exit status\n"
+    )
+    (undefined,) = parse_nvcc_output(output, source=str(source))
+    assert undefined.message == "undefined reference to `undefined_host()'"
+    assert (undefined.line, undefined.severity) == (1, "error")
+    (missing_library,) = parse_nvcc_output(
+        "/usr/bin/ld: cannot find -lnotexist: No such file or directory\n"
+        "collect2: error: ld returned 1 exit status\n",
+        source=str(source),
+    )
+    assert missing_library.message == "ld: cannot find -lnotexist: No such file or directory"
+
+
+def test_a_summary_alone_still_explains_the_failure(tmp_path):
+    source = tmp_path / "k.cu"
+    source.write_text("\n")
+    (summary,) = parse_nvcc_output(
+        "collect2: error: ld returned 1 exit status\n", source=str(source)
+    )
+    assert summary.severity == "error" and "ld returned 1" in summary.message
+
+
+def test_ptxas_error_on_a_ptx_line_maps_through_the_kept_ptx(tmp_path):
+    source = tmp_path / "asm.cu"
+    source.write_text('__global__ void k(float* o) {\n  asm("bogus;");\n}\n')
+    ptx = tmp_path / "asm.ptx"
+    ptx.write_text(
+        f'.visible .entry _Z1kPf()\n{{\n\t.loc\t1 2 3\n\tbogus;\n}}\n\t.file\t1 "{source}"\n'
+    )
+    (error,) = parse_nvcc_output(
+        f"ptxas {ptx}, line 4; error   : Not a name of any known instruction: 'bogus'\n"
+        "ptxas fatal   : Ptx assembly aborted due to errors\n",
+        source=str(source),
+    )
+    assert (error.file, error.line, error.severity) == (str(source), 2, "error")
+    assert error.message == "ptxas: Not a name of any known instruction: 'bogus' (PTX line 4)"
