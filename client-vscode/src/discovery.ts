@@ -54,6 +54,7 @@ export type Discovery =
       readonly fixCommand: string | undefined;
     };
 
+/** A launch setting with an unusable value; the message says which and what is expected. */
 export class SettingError extends Error {}
 
 export const SERVE_ARGS: readonly string[] = ['-m', 'kernelblaster', 'serve'];
@@ -66,10 +67,15 @@ export const SERVE_ARGS: readonly string[] = ['-m', 'kernelblaster', 'serve'];
 export async function discoverServer(env: DiscoveryEnv): Promise<Discovery> {
   const tried: Attempt[] = [];
   let argv: string[] | undefined;
+  let configuredPython: string | undefined;
   try {
     argv = parseServerCommand(env.serverCommand);
+    configuredPython = parsePythonSetting(env.python);
   } catch (error) {
-    return failure(tried, settingErrorMessage(error), undefined);
+    if (error instanceof SettingError) {
+      return failure(tried, error.message, undefined);
+    }
+    throw error;
   }
   if (argv !== undefined) {
     const [program, ...args] = argv.map((part) => expandVariables(part, env));
@@ -85,10 +91,6 @@ export async function discoverServer(env: DiscoveryEnv): Promise<Discovery> {
     return { ok: true, launch: { command: resolved, args, origin: 'serverCommand' }, tried };
   }
 
-  const configuredPython = nonEmptyString(env.python, 'kernelblaster.python');
-  if (configuredPython instanceof SettingError) {
-    return failure(tried, configuredPython.message, undefined);
-  }
   if (configuredPython !== undefined) {
     const python = expandVariables(configuredPython, env);
     const check = await env.checkPython(python);
@@ -189,25 +191,21 @@ function expandVariables(value: string, env: DiscoveryEnv): string {
   return expanded;
 }
 
-function nonEmptyString(value: unknown, key: string): string | undefined | SettingError {
+/** `kernelblaster.python`: undefined when unset or empty. */
+export function parsePythonSetting(value: unknown): string | undefined {
   if (value === undefined || value === null || value === '') {
     return undefined;
   }
   if (typeof value !== 'string') {
-    return new SettingError(`${key} must be a path to a Python interpreter; got ${JSON.stringify(value)}`);
+    throw new SettingError(
+      `kernelblaster.python must be the path of a Python interpreter; got ${JSON.stringify(value)}`,
+    );
   }
   return value;
 }
 
 function failure(tried: Attempt[], message: string, fixCommand: string | undefined): Discovery {
   return { ok: false, tried, message, fixCommand };
-}
-
-function settingErrorMessage(error: unknown): string {
-  if (error instanceof SettingError) {
-    return error.message;
-  }
-  throw error;
 }
 
 function describe(error: unknown): string {

@@ -80,10 +80,13 @@ describe('server discovery', () => {
     assert.deepEqual(env.checked, []);
   });
 
-  it('reports a malformed serverCommand setting', async () => {
-    const result = await discoverServer(environment({ serverCommand: 42 }));
-    assert.ok(!result.ok);
-    assert.match(result.message, /serverCommand must be a string or an array of strings; got 42/);
+  it('reports malformed launch settings', async () => {
+    const command = await discoverServer(environment({ serverCommand: 42 }));
+    assert.ok(!command.ok);
+    assert.match(command.message, /serverCommand must be a string or an array of strings; got 42/);
+    const python = await discoverServer(environment({ python: ['python3'] }));
+    assert.ok(!python.ok);
+    assert.match(python.message, /kernelblaster\.python must be the path of a Python interpreter; got \["python3"\]/);
   });
 
   it('runs `<python> -m kernelblaster serve` for kernelblaster.python when it has the package', async () => {

@@ -1,4 +1,5 @@
-// Loaded with `node --require` before the tests: makes `require('vscode')` load the mock.
+// Loaded with `node --require` before the tests: `require('vscode')` and
+// `require('vscode-languageclient/node')` load the mocks beside this file.
 
 import Module from 'node:module';
 
@@ -6,8 +7,11 @@ type Resolve = (request: string, ...rest: unknown[]) => string;
 
 const loader = Module as unknown as { _resolveFilename: Resolve };
 const resolveFilename = loader._resolveFilename;
-const mockPath = require.resolve('./vscode');
+const mocks: Record<string, string> = {
+  vscode: require.resolve('./vscode'),
+  'vscode-languageclient/node': require.resolve('./languageclient'),
+};
 
 loader._resolveFilename = function (this: unknown, request: string, ...rest: unknown[]): string {
-  return request === 'vscode' ? mockPath : resolveFilename.call(this, request, ...rest);
+  return mocks[request] ?? resolveFilename.call(this, request, ...rest);
 };
