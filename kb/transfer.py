@@ -84,11 +84,12 @@ def import_kb(kb: KnowledgeBase, data: KBExport, *, replace: bool = False) -> Me
     KB learned (attempts, notes, priors, statistics) and load the export, in one transaction."""
     _validate(data)
     with kb.write_transaction() as conn:
-        held = conn.execute("SELECT count(*) FROM attempts").fetchone()[0]
-        held += conn.execute("SELECT count(*) FROM notes").fetchone()[0]
-        if held and not replace:
+        attempts = conn.execute("SELECT count(*) FROM attempts").fetchone()[0]
+        notes = conn.execute("SELECT count(*) FROM notes").fetchone()[0]
+        if (attempts or notes) and not replace:
             raise ValueError(
-                f"the knowledge base at {kb.path} already holds {held} attempts and notes; use "
+                f"the knowledge base at {kb.path} already holds {attempts} attempts and {notes} "
+                "notes; use "
                 "`kernelblaster kb merge FILE` to combine them, or `kb import --replace FILE` "
                 "to discard them"
             )
