@@ -180,8 +180,10 @@ def build(spec: BuildSpec, settings: Settings, *, cache_dir: Path | None = None)
             settings.build_timeout_s,
         )
         if deps is None or _changed_since(deps, started_wall):
-            return result  # a file changed while nvcc read it: the artifact may be stale
-        stored = cache.store(manifest_key, version, deps, Path(result.artifact), result)
+            # unknown inputs, or one changed while nvcc read it: usable now, never looked up
+            stored = cache.keep_uncached(Path(result.artifact), result)
+        else:
+            stored = cache.store(manifest_key, version, deps, Path(result.artifact), result)
         stored.seconds = time.perf_counter() - started
         return stored
 

@@ -32,7 +32,7 @@ from kernelblaster.harness.records import BuildResult
 
 _FORMAT = "kernelblaster-build-cache-1"
 _VERSION_TIMEOUT_S = 60.0
-_ABANDONED_AFTER_S = 3600.0  # a store takes milliseconds; an older staging dir was abandoned
+_ABANDONED_AFTER_S = 3600.0  # a store takes milliseconds: an older staging dir was abandoned
 _nvcc_versions: dict[tuple[str, int], str] = {}
 
 
@@ -130,7 +130,7 @@ class BuildCache:
         final = self.builds / key
         stored = msgspec.structs.replace(result, artifact=str(final / artifact.name), key=key)
         self.builds.mkdir(parents=True, exist_ok=True)
-        self._remove_abandoned_staging()
+        self._remove_abandoned()
         staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=self.builds))
         try:
             shutil.move(artifact, staging / artifact.name)
@@ -145,13 +145,22 @@ class BuildCache:
         self._write_manifest(manifest_key, Manifest(nvcc_version=nvcc_version, deps=deps))
         return stored
 
-    def _remove_abandoned_staging(self) -> None:
-        """Staging directories of stores that were killed before their rename."""
+    def keep_uncached(self, artifact: Path, result: BuildResult) -> BuildResult:
+        """Move `artifact` where the caller can use it, outside any entry (no lookup finds it);
+        for builds whose inputs can't be pinned down. Removed after an hour."""
+        self.builds.mkdir(parents=True, exist_ok=True)
+        self._remove_abandoned()
+        directory = Path(tempfile.mkdtemp(prefix=".uncached-", dir=self.builds))
+        shutil.move(artifact, directory / artifact.name)
+        return msgspec.structs.replace(result, artifact=str(directory / artifact.name), key="")
+
+    def _remove_abandoned(self) -> None:
+        """Staging directories of stores killed before their rename, and old uncached builds."""
         cutoff = time.time() - _ABANDONED_AFTER_S
-        for staging in self.builds.glob(".staging-*"):
+        for directory in [*self.builds.glob(".staging-*"), *self.builds.glob(".uncached-*")]:
             with contextlib.suppress(OSError):
-                if staging.stat().st_mtime < cutoff:
-                    shutil.rmtree(staging)
+                if directory.stat().st_mtime < cutoff:
+                    shutil.rmtree(directory)
 
     def _write_manifest(self, manifest_key: str, manifest: Manifest) -> None:
         path = self._manifest_path(manifest_key)

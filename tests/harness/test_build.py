@@ -8,6 +8,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from kernelblaster.harness import build as build_module
 from kernelblaster.harness import build_cache
 from kernelblaster.harness.build import BuildSpec, build, detect_arch, parse_depfile
 from kernelblaster.harness.build_report import format_build_result
@@ -281,6 +282,17 @@ def test_a_store_interrupted_before_the_rename_leaves_no_entry(tmp_path, monkeyp
     assert again.ok and not again.cached
     assert not staging.exists()  # abandoned staging is cleared by the next store
     assert build(spec, SM90, cache_dir=tmp_path / "cache").cached
+
+
+@pytest.mark.nvcc
+def test_unknown_dependencies_give_a_usable_but_uncached_artifact(tmp_path, monkeypatch):
+    source = copy_fixtures(tmp_path, "good.cu")
+    spec = BuildSpec(source=str(source), output_kind="shared")
+    monkeypatch.setattr(build_module, "_dependencies", lambda *_args: None)
+    first = build(spec, SM90, cache_dir=tmp_path)
+    assert first.ok and Path(first.artifact).is_file() and first.key == ""
+    assert entries(tmp_path) == [Path(first.artifact).parent]  # the uncached directory only
+    assert not build(spec, SM90, cache_dir=tmp_path).cached
 
 
 def test_depfile_parsing(tmp_path):
