@@ -206,6 +206,8 @@ def _external_change(ls: KernelBlasterServer, path: Path) -> None:
 
 
 async def _rerun_if_changed(ls: KernelBlasterServer, path: Path) -> None:
+    # Writers truncate, then write: read once the file has settled, not at the first event.
+    await asyncio.sleep(ls.jobs.debounce_s)
     try:
         text = await asyncio.to_thread(path.read_text, encoding="utf-8")
     except (OSError, UnicodeDecodeError):

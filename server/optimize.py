@@ -137,13 +137,13 @@ def _refusal(
         return UNTRUSTED_MESSAGE
     if (missing := llm_missing_message(ls.settings)) is not None:
         return missing
-    if by_name(locate(document.source), args.kernel) is None:
-        return f"{path.name} has no __global__ kernel named {args.kernel}."
     if document.version != args.version:
         return (
             f"{path.name} changed since this action was offered (version {args.version}, now "
             f"{document.version}); run it again."
         )
+    if by_name(locate(document.source), args.kernel) is None:
+        return f"{path.name} has no __global__ kernel named {args.kernel}."
     return None
 
 

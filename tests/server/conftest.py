@@ -211,3 +211,11 @@ def copy_five(workspace: Workspace) -> Path:
     source.chmod(0o644)
     workspace.record("harness", five_response(source))
     return source
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

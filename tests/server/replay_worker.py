@@ -51,17 +51,20 @@ def main() -> int:
         text = Path(request["source"]).read_text(encoding="utf-8")
     request.pop("settings", None)
     request.pop("source_text", None)
+    # Claim this run's controls before saying it started: a test that kills the run it saw
+    # start must not leave them to the next one.
+    crash = claim(control, "crash_once") is not None
+    delay = claim(control, "delay_once")
+    if delay is None and (control / "delay").exists():
+        delay = (control / "delay").read_text()
     log(control, "start", sha=hashlib.sha256(text.encode()).hexdigest(), **request)
     if kind == "harness":
         emit({"type": "progress", "phase": "build", "message": "building (replay)", "percent": 10})
     else:
         emit({"type": "progress", "step": 1, "total": 2, "message": "rollout 1 step 1 (replay)"})
-    if claim(control, "crash_once") is not None:
+    if crash:
         print("replay worker: simulated segmentation fault", file=sys.stderr, flush=True)
         os.kill(os.getpid(), signal.SIGSEGV)
-    delay = claim(control, "delay_once")
-    if delay is None and (control / "delay").exists():
-        delay = (control / "delay").read_text()
     if delay:
         time.sleep(float(delay))
     if kind == "harness":
