@@ -4,7 +4,6 @@ kb.transfer compose them into one atomic change."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -55,7 +54,7 @@ def where(**columns: str | None) -> tuple[str, list[str]]:
 def put_technique(conn: sqlite3.Connection, technique: Technique, *, from_catalog: bool) -> None:
     values = msgspec.structs.asdict(technique)
     for name in _TECHNIQUE_JSON:
-        values[name] = json.dumps(values[name])
+        values[name] = msgspec.json.encode(values[name]).decode()
     values["from_catalog"] = int(from_catalog)
     names = list(values)
     conn.execute(
@@ -63,6 +62,20 @@ def put_technique(conn: sqlite3.Connection, technique: Technique, *, from_catalo
         "ON CONFLICT (id) DO UPDATE SET "
         + ", ".join(f"{n} = excluded.{n}" for n in names if n != "id"),
         list(values.values()),
+    )
+    _bump_techniques_revision(conn)
+
+
+def techniques_revision(conn: sqlite3.Connection) -> int:
+    """Changes whenever a technique is added or updated, so readers can cache the table."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'techniques_revision'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _bump_techniques_revision(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('techniques_revision', '1') ON CONFLICT (key) "
+        "DO UPDATE SET value = CAST(value AS INTEGER) + 1"
     )
 
 
@@ -74,7 +87,7 @@ def load_techniques(conn: sqlite3.Connection) -> dict[str, Technique]:
     for row in rows:
         values = dict(zip(_TECHNIQUE_FIELDS, row, strict=True))
         for name in _TECHNIQUE_JSON:
-            values[name] = json.loads(values[name])
+            values[name] = msgspec.json.decode(values[name], type=list[str])
         techniques[values["id"]] = Technique(**values)
     return techniques
 
@@ -92,12 +105,14 @@ def ensure_state(conn: sqlite3.Connection, state: str, description: str = "") ->
 def ensure_entry(conn: sqlite3.Connection, arch: str, state: str, technique: str) -> None:
     """Create the entry, its state and its technique if missing (nothing is silently dropped)."""
     ensure_state(conn, state)
-    conn.execute(
+    added = conn.execute(
         "INSERT OR IGNORE INTO techniques (id, category, title, description, how_to_apply, "
         "prior_source) VALUES (?, 'learned', ?, 'A technique first seen in a recorded attempt.', "
         "'', 'no prior: first seen in a recorded attempt, assumed neutral (1.0x)')",
         (technique, technique.replace("_", " ")),
     )
+    if added.rowcount:
+        _bump_techniques_revision(conn)
     conn.execute(
         "INSERT OR IGNORE INTO entries (arch, state, technique, updated) VALUES (?, ?, ?, ?)",
         (arch, state, technique, time.time()),
@@ -134,7 +149,7 @@ def record_in(conn: sqlite3.Connection, attempt: Attempt) -> bool:
         "WHERE arch = ? AND state = ? AND technique = ?",
         key,
     ).fetchone()
-    counts = EntryCounts(**dict(zip(_COUNT_FIELDS, row, strict=True)))
+    counts = EntryCounts(*row)
     fold(counts, attempt)
     _write_counts(conn, key, counts)
     return True
@@ -171,8 +186,7 @@ def entry_rows(conn: sqlite3.Connection, **filters: str | None) -> list[EntryRow
 
 def _entry_row(row: Sequence) -> EntryRow:
     n = len(_COUNT_FIELDS)
-    counts = EntryCounts(**dict(zip(_COUNT_FIELDS, row[3 : 3 + n], strict=True)))
-    return EntryRow(*row[:3], counts, *row[3 + n :])
+    return EntryRow(*row[:3], EntryCounts(*row[3 : 3 + n]), *row[3 + n :])
 
 
 def pooled_counts(conn: sqlite3.Connection, state: str, exclude_arch: str) -> dict:
@@ -185,17 +199,7 @@ def pooled_counts(conn: sqlite3.Connection, state: str, exclude_arch: str) -> di
         "WHERE state = ? AND arch != ? AND attempts > 0 GROUP BY technique",
         (state, exclude_arch),
     )
-    return {
-        r[0]: EntryCounts(
-            attempts=r[1],
-            successes=r[2],
-            regressions=r[3],
-            failures=r[4],
-            n_measured=r[5],
-            mean_log_speedup=r[6],
-        )
-        for r in rows
-    }
+    return {r[0]: EntryCounts(*r[1:]) for r in rows}
 
 
 # --- notes -----------------------------------------------------------------------------------

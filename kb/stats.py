@@ -11,7 +11,7 @@ import msgspec
 from kernelblaster.kb.records import FAILED_OUTCOMES, Attempt
 
 
-class EntryCounts(msgspec.Struct, kw_only=True):
+class EntryCounts(msgspec.Struct):  # positional too: rows are built from SQL tuples
     attempts: int = 0
     successes: int = 0
     regressions: int = 0

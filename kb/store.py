@@ -65,6 +65,7 @@ class KnowledgeBase:
         self.path = path
         self._conn = connection
         self._lock = threading.RLock()  # one connection, shared by the server's threads
+        self._technique_cache: tuple[int, dict[str, Technique]] = (-1, {})
 
     @classmethod
     def open(cls, path: Path | str | None = None) -> KnowledgeBase:
@@ -144,9 +145,16 @@ class KnowledgeBase:
                 (catalog.digest,),
             )
 
+    def _techniques(self, conn: sqlite3.Connection) -> dict[str, Technique]:
+        """The techniques table, re-read only when its revision changed (rank() is hot)."""
+        revision = rows.techniques_revision(conn)
+        if self._technique_cache[0] != revision:
+            self._technique_cache = (revision, rows.load_techniques(conn))
+        return self._technique_cache[1]
+
     def techniques(self) -> list[Technique]:
         with self._snapshot() as conn:
-            return list(rows.load_techniques(conn).values())
+            return list(self._techniques(conn).values())
 
     def states(self) -> list[State]:
         with self._snapshot() as conn:
@@ -166,7 +174,7 @@ class KnowledgeBase:
     ) -> list[RankedTechnique]:
         """Techniques for `state` on `arch` (and the findings), best predicted speedup first."""
         with self._snapshot() as conn:
-            techniques = rows.load_techniques(conn)
+            techniques = self._techniques(conn)
             here = {row.technique: row for row in rows.entry_rows(conn, arch=arch, state=state)}
             pooled = rows.pooled_counts(conn, state, exclude_arch=arch)
             notes = rows.recent_notes(conn, arch, state)
@@ -251,7 +259,7 @@ class KnowledgeBase:
         self, *, arch: str | None = None, state: str | None = None, technique: str | None = None
     ) -> list[EntryStats]:
         with self._snapshot() as conn:
-            techniques = rows.load_techniques(conn)
+            techniques = self._techniques(conn)
             found = rows.entry_rows(conn, arch=arch, state=state, technique=technique)
             notes = {
                 key: rows.recent_notes(conn, *key) for key in {(r.arch, r.state) for r in found}

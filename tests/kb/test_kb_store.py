@@ -173,3 +173,11 @@ def test_catalog_sync_happens_once_and_reopen_keeps_data(kb_path):
     with KnowledgeBase.open(kb_path) as kb:
         assert len(kb.attempts()) == 1
         assert len(kb.techniques()) == len(load_catalog().technique)
+
+
+def test_a_technique_learned_by_another_process_reaches_rank(kb, kb_path):
+    assert "tma_multicast" not in {r.technique for r in kb.rank("sm_90", "memory.l2")}
+    with KnowledgeBase.open(kb_path) as other:  # another editor window or CLI run
+        other.record(make_attempt(before_state="memory.l2", technique="tma_multicast"))
+    assert "tma_multicast" in {r.technique for r in kb.rank("sm_90", "memory.l2")}
+    assert "tma_multicast" in {t.id for t in kb.techniques()}
