@@ -181,12 +181,12 @@ class KnowledgeBase:
         ncu_gains = {f.id: ranking.ncu_gain(f.estimated_speedup) for f in findings}
         # Techniques aimed at this state (or its findings); for a state nothing aims at yet, those
         # aimed at any state of its bottleneck; failing that, everything. Plus any technique
-        # already tried in this state.
+        # with an entry for this state here or a record of it on another arch.
         candidates = {
             tid for tid, t in techniques.items() if ranking.addresses(t, state, set(ncu_gains))
         } or {tid for tid, t in techniques.items() if ranking.same_bottleneck(t, state)}
         candidates = candidates or set(techniques)
-        candidates |= {tid for tid, row in here.items() if row.counts.attempts} | set(pooled)
+        candidates |= set(here) | set(pooled)  # an entry exists once tried, noted or re-primed
         ranked = [
             ranking.rank_technique(
                 techniques[tid],
@@ -296,6 +296,8 @@ class KnowledgeBase:
 
     def priors(self) -> list[PriorOverride]:
         """Priors set by the policy update (not derivable from attempts, so exported)."""
+        with self._snapshot() as conn:
+            found = rows.entry_rows(conn)
         return [
             PriorOverride(
                 arch=r.arch,
@@ -305,7 +307,7 @@ class KnowledgeBase:
                 prior_source=r.prior_source or "",
                 time=r.prior_time or r.updated,
             )
-            for r in self._all_entry_rows()
+            for r in found
             if r.prior_speedup is not None
         ]
 
@@ -339,7 +341,3 @@ class KnowledgeBase:
                 prompt_tokens=prompt,
                 completion_tokens=completion,
             )
-
-    def _all_entry_rows(self) -> list[rows.EntryRow]:
-        with self._snapshot() as conn:
-            return rows.entry_rows(conn)

@@ -96,3 +96,16 @@ def test_errors_are_one_line_and_leave_files_alone(capsys, tmp_path):
         capsys, "kb", "--kb", str(tmp_path / "kb.sqlite3"), "merge", str(tmp_path / "nope.json")
     )
     assert code == 1 and "can't read KB export" in err
+
+
+def test_kb_imports_no_agents_server_harness_or_torch():
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, kernelblaster.kb.cli, kernelblaster.kb.transfer, kernelblaster.kb.ranking;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or "
+        "m.startswith(('kernelblaster.agents', 'kernelblaster.server', 'kernelblaster.harness'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

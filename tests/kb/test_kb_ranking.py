@@ -129,3 +129,19 @@ def test_select_samples_in_proportion_to_predicted_speedup(kb):
         select([big, small], 1, temperature=0.25, seed=s)[0].technique for s in range(2000)
     )
     assert sharp[big.technique] / 2000 == pytest.approx(81 / 82, abs=0.02)
+
+
+def test_rank_accepts_the_classifiers_findings(kb):
+    from kernelblaster.agents.records import Finding
+
+    finding = Finding(id="shared_bank_conflicts", estimated_speedup=30.0, lines=[12])
+    without = _by_id(kb.rank("sm_90", "memory.shared"))["shared_memory_padding"]
+    padding = _by_id(kb.rank("sm_90", "memory.shared", [finding]))["shared_memory_padding"]
+    assert padding.basis == "ncu_estimate" and without.basis == "prior"
+    assert padding.gain_if_verified == pytest.approx(1 / 0.7)
+    assert padding.predicted_speedup > without.predicted_speedup
+
+
+def test_an_entry_primed_by_the_policy_update_is_ranked_even_off_target(kb):
+    kb.set_prior("sm_90", "memory.dram", "tensor_cores_wmma", 1.3, "GEMV rewrite used mma")
+    assert _by_id(kb.rank("sm_90", "memory.dram"))["tensor_cores_wmma"].gain_if_verified == 1.3
