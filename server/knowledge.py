@@ -36,9 +36,10 @@ def rank_states(
 def markdown(kb: KnowledgeBase) -> str:
     techniques = {t.id: t for t in kb.techniques()}
     entries = [e for e in kb.entries() if e.attempts > 0]
+    summary = kb.summary()
     lines = [
-        f"# KernelBlaster knowledge base\n\n`{kb.path}` — {len(techniques)} techniques, "
-        f"{kb.count_attempts()} recorded attempts.",
+        f"# KernelBlaster knowledge base\n\n`{kb.path}` — {summary.techniques} techniques, "
+        f"{summary.states} states, {summary.attempts} recorded attempts.",
     ]
     if not entries:
         lines.append(
