@@ -149,19 +149,20 @@ def _build_diagnostic(item: SourceDiagnostic, context: FileContext) -> types.Dia
 def _errors(result: FileResult) -> list[HarnessError]:
     response = result.response
     build = response.build or (response.check.build if response.check else None)
+    # A failed build's nvcc messages already say why; its error matters only without them.
+    explained = build is not None and any(d.severity == "error" for d in build.diagnostics)
     candidates = [
         response.error,
         response.check.error if response.check else None,
-        # A failed build's nvcc messages already say why; its error matters only without them.
-        build.error if build is not None and not build.diagnostics else None,
+        build.error if build is not None else None,
     ]
     unique: list[HarnessError] = []
     for error in candidates:
-        if (
-            error is not None
-            and error.kind != "cancelled"
-            and not any((e.kind, e.message) == (error.kind, error.message) for e in unique)
-        ):
+        if error is None or error.kind == "cancelled":
+            continue
+        if explained and error.kind == "build_failed":
+            continue
+        if not any((e.kind, e.message) == (error.kind, error.message) for e in unique):
             unique.append(error)
     return unique
 

@@ -16,7 +16,7 @@ HEAVY = {"torch", "numpy", "triton", "openai"}
 
 
 def record() -> None:
-    loaded = sorted(name for name in sys.modules if name.split(".")[0] in HEAVY)
+    loaded = sorted({name.split(".")[0] for name in sys.modules} & HEAVY)
     Path(os.environ["KERNELBLASTER_PROBE_MODULES"]).write_text(json.dumps(loaded))
 
 
