@@ -8,6 +8,7 @@ CONTROL_DIR/
   harness.json / optimize.json   the WorkerResponse / OptimizeResponse to replay
   delay                          seconds to wait before answering (every run)
   delay_once                     the same for the next run only (consumed by that run)
+  busy                           spend the delay computing instead of sleeping (CPU load)
   crash_once                     the next run dies of SIGSEGV after one progress line (consumed)
   log.jsonl                      appended per run: {"pid", "event": "start"|"done", ...request}
 """
@@ -65,7 +66,11 @@ def main() -> int:
     if crash:
         print("replay worker: simulated segmentation fault", file=sys.stderr, flush=True)
         os.kill(os.getpid(), signal.SIGSEGV)
-    if delay:
+    if delay and (control / "busy").exists():
+        deadline = time.monotonic() + float(delay)
+        while time.monotonic() < deadline:
+            hashlib.sha256(text.encode()).digest()
+    elif delay:
         time.sleep(float(delay))
     if kind == "harness":
         emit(
