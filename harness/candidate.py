@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import ctypes
 import importlib.util
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ import torch
 from kernelblaster.harness.cuda_source import CFunction, extern_c_functions, global_kernels
 from kernelblaster.harness.records import HarnessError
 from kernelblaster.harness.reference import Reference, ReferenceError_, as_outputs, load_module
+from kernelblaster.harness.target_build import extension_module_name
 from kernelblaster.harness.targets import Target
 
 POINTER_DTYPES: dict[str, torch.dtype | None] = {
@@ -196,7 +198,8 @@ def _poison_value(dtype: torch.dtype) -> float | int | bool:
 
 
 def _extension(target: Target, library: Path, reference: Reference, device) -> Candidate:
-    name = library.stem.split(".")[0]
+    # The module's init symbol is named after TORCH_EXTENSION_NAME, not after the file.
+    name = extension_module_name(Path(target.source))
     spec = importlib.util.spec_from_file_location(name, library)
     if spec is None or spec.loader is None:
         raise _fail("bad_target", f"Cannot load the built extension {library}.")
@@ -232,6 +235,10 @@ def _inline_cuda_kernels(python_source: str) -> set[str]:
 
 def _kernelbench(target: Target, reference: Reference, device) -> Candidate:
     solution = Path(target.source)
+    # KernelBench solutions may import modules beside them (or beside the problem file).
+    for directory in {solution.parent, Path(target.reference or solution).parent}:
+        if str(directory) not in sys.path:
+            sys.path.insert(0, str(directory))
     module = load_module(solution, f"kernelblaster_solution_{abs(hash(str(solution)))}")
     model_class = getattr(module, target.entry, None)
     if model_class is None:

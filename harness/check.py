@@ -169,6 +169,9 @@ def _check_callable(target, built, settings, result, device, progress, phase_don
     progress("verify", "loading the reference")
     reference = load_reference(Path(target.reference or ""), device)
     artifact = Path(built.artifact) if built.artifact else None
+    if target.kind == "kernelbench":
+        # Importing the solution runs load_inline, a compilation: it gets the build budget.
+        progress("build", f"importing {Path(target.source).name} (load_inline compiles it)")
     candidate = load_candidate(target, artifact, reference, device)
     phase_done("load")
     progress("verify", f"verifying on {max(settings.trials, 3)} fresh input sets")

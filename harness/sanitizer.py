@@ -3,6 +3,7 @@ parsing of their reports into HackFindings pinned to source lines."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -63,9 +64,13 @@ def sanitize(
         "20",
         *program,
     ]
+    # PyTorch's caching allocator carves tensors out of large segments, so an access past the
+    # end of one tensor stays inside its segment and memcheck can't see it. Without caching,
+    # every tensor is its own cudaMalloc and out-of-bounds accesses are caught.
+    env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     try:
         done = subprocess.run(
-            command, capture_output=True, text=True, timeout=settings.profile_timeout_s
+            command, capture_output=True, text=True, timeout=settings.profile_timeout_s, env=env
         )
     except FileNotFoundError:
         return [], HarnessError(
