@@ -6,6 +6,7 @@ Works on any machine (no GPU, no ncu): the report is read with the `ncu_report` 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ import msgspec
 from kernelblaster.agents.records import PerfState
 from kernelblaster.agents.state import classify
 from kernelblaster.agents.state_findings import kernel_source_file
+from kernelblaster.harness.check_report import format_check_result, format_error
+from kernelblaster.harness.cli import add_target_arguments, run_task
 from kernelblaster.harness.ncu_reader import ReportError, read_report, remap_sources
 from kernelblaster.harness.records import KernelProfile, ProfileReport
 
@@ -32,6 +35,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     analyze.add_argument("--json", action="store_true", help="print the result as JSON")
     analyze.set_defaults(func=cmd_analyze)
+
+    profile = subparsers.add_parser(
+        "profile", help="check the kernel, then profile it with Nsight Compute and classify it"
+    )
+    add_target_arguments(profile)
+    profile.add_argument("--full", action="store_true", help="the full ncu section set")
+    profile.add_argument(
+        "--keep", help="copy the .ncu-rep here (e.g. to keep it as a test fixture)"
+    )
+    profile.set_defaults(func=cmd_profile)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """check + ncu + classification, all in the worker; then printed like `analyze`."""
+    response = run_task(args, "profile")
+    if response is None:
+        return 2
+    if response.check is not None and not args.json:
+        print(format_check_result(response.check), file=sys.stderr)
+    report = response.profile
+    if report is None:
+        error = response.error or (response.check.error if response.check else None)
+        print(format_error(error) if error else "error: no profile was produced", file=sys.stderr)
+        return 1
+    if args.keep and report.report_path:
+        shutil.copy(report.report_path, args.keep)
+    states = [classify(kernel, arch=report.arch, device=report.device) for kernel in report.kernels]
+    source = Path(args.file).resolve()
+    if args.json:
+        document = _json_document(report, states)
+        document["check"] = msgspec.to_builtins(response.check) if response.check else None
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(document).decode(), indent=2))
+        sys.stdout.write("\n")
+    else:
+        print(_text(report, states, source))
+    return 0
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:

@@ -269,6 +269,25 @@ def _choose(
         match = next((r for r in ranked if r.technique == forced), None)
         if match is not None:
             return match
+        # The user asked for it although the KB doesn't rank it for this state: honour that,
+        # predicting the catalog prior.
+        technique = next((t for t in kb.techniques() if t.id == forced), None)
+        if technique is not None:
+            return RankedTechnique(
+                technique=technique.id,
+                title=technique.title,
+                category=technique.category,
+                predicted_speedup=technique.prior_speedup,
+                confidence=0.0,
+                attempts=0,
+                successes=0,
+                regressions=0,
+                failures=0,
+                mean_speedup=None,
+                basis="prior",
+                notes=[],
+                explanation=technique.prior_source,
+            )
     picked = select(ranked[: max(k, 1)], 1, seed=seed)
     return picked[0] if picked else None
 

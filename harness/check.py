@@ -119,7 +119,6 @@ def run_check(
     *,
     progress: Progress,
     sanitize: bool = False,
-    verify: bool = True,
 ) -> CheckResult:
     device = torch.device("cuda", settings.gpu_index)
     torch.cuda.set_device(device)

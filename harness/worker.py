@@ -100,7 +100,6 @@ def handle(request: WorkerRequest) -> WorkerResponse:
         settings,
         progress=progress,
         sanitize=request.sanitize,
-        verify=target_error is None,
     )
     if request.task == "check" or result.error is not None:
         return WorkerResponse(build=built, check=result, error=result.error)
