@@ -3,6 +3,8 @@ dtype-aware tolerances. Worker side: imports torch."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from kernelblaster.harness.records import Mismatch
@@ -59,15 +61,23 @@ def compare(
         output=output,
         trial=trial,
         seed=seed,
-        max_abs_error=float(diff[finite].max()) if finite.any() else float("inf"),
-        max_rel_error=float(rel[finite].max()) if finite.any() else float("inf"),
+        max_abs_error=float(diff[finite].max()) if finite.any() else None,
+        max_rel_error=float(rel[finite].max()) if finite.any() else None,
         first_bad_index=list(first),
-        expected=float(e[index]),
-        actual=float(a[index]),
+        expected=finite_or_none(float(e[index])),
+        actual=finite_or_none(float(a[index])),
         bad_elements=bad_count,
         total_elements=e.numel(),
         nonfinite=int((~torch.isfinite(a)).sum()),
     )
+
+
+def finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _number(value: float | None) -> str:
+    return "NaN/Inf" if value is None else f"{value:.6g}"
 
 
 def describe(m: Mismatch) -> str:
@@ -77,7 +87,7 @@ def describe(m: Mismatch) -> str:
     )
     return (
         f"output {m.output} differs in {m.bad_elements} of {m.total_elements} elements "
-        f"(trial {m.trial}, seed {m.seed}): first at {where} expected {m.expected:.6g} got "
-        f"{m.actual:.6g}; max abs error {m.max_abs_error:.3g}, max rel error "
-        f"{m.max_rel_error:.3g}{unwritten}"
+        f"(trial {m.trial}, seed {m.seed}): first at {where} expected {_number(m.expected)} got "
+        f"{_number(m.actual)}; max abs error {_number(m.max_abs_error)}, max rel error "
+        f"{_number(m.max_rel_error)}{unwritten}"
     )

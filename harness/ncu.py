@@ -8,6 +8,8 @@ quick — every save. What the classifier needs to name a bottleneck:
     Occupancy               theoretical and achieved occupancy, per-resource block limits
     WarpStateStats          stall reasons (cycles per issued instruction), active threads per warp
     SchedulerStats          issue-slot utilization
+    SourceCounters          per-line markers (uncoalesced accesses, stall hot spots): the
+                            line diagnostics shown on save
   plus QUICK_METRICS: pipe utilizations (which pipe a compute-bound kernel saturates), bytes
   used per global sector (coalescing) and shared-memory bank conflicts, so the commonest
   findings appear without the full pass. Only metrics every GPU since Volta has: ncu refuses
@@ -50,6 +52,9 @@ QUICK_SECTIONS: list[str] = [
     "Occupancy",
     "WarpStateStats",
     "SchedulerStats",
+    # Source-level counters give the per-line markers (uncoalesced accesses, stall hot spots)
+    # that become line diagnostics on every save: worth their extra replay passes.
+    "SourceCounters",
 ]
 
 QUICK_METRICS: list[str] = [
@@ -74,7 +79,6 @@ FULL_SECTIONS: list[str] = [
     "MemoryWorkloadAnalysis",
     "MemoryWorkloadAnalysis_Chart",
     "MemoryWorkloadAnalysis_Tables",
-    "SourceCounters",
     "SpeedOfLight_RooflineChart",
     "SpeedOfLight_HierarchicalTensorRooflineChart",
     "WorkloadDistribution",

@@ -90,14 +90,17 @@ class BuildResult(msgspec.Struct, kw_only=True):
 
 
 class Mismatch(msgspec.Struct, kw_only=True):
+    """Where a candidate's output differs. JSON has no NaN or infinity, so a non-finite value
+    travels as None (an unwritten, NaN-poisoned element shows up as `actual: None`)."""
+
     output: int  # which output tensor
     trial: int
     seed: int
-    max_abs_error: float
-    max_rel_error: float
+    max_abs_error: float | None
+    max_rel_error: float | None
     first_bad_index: list[int]
-    expected: float
-    actual: float
+    expected: float | None
+    actual: float | None
     bad_elements: int
     total_elements: int
     nonfinite: int  # NaN/Inf in the candidate's output (unwritten elements show up as NaN)

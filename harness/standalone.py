@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from kernelblaster.harness.compare import finite_or_none
 from kernelblaster.harness.records import HarnessError, Mismatch, Timing, VerifyResult
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", re.IGNORECASE)
@@ -37,8 +38,8 @@ def compare_output(
                     max_abs_error=abs(av - gv),
                     max_rel_error=abs(av - gv) / max(abs(gv), 1e-12),
                     first_bad_index=[index],
-                    expected=gv,
-                    actual=av,
+                    expected=finite_or_none(gv),
+                    actual=finite_or_none(av),
                     bad_elements=1,
                     total_elements=len(g_tokens),
                     nonfinite=int(av != av),
@@ -51,7 +52,7 @@ def compare_output(
         first = mismatches[0]
         message = (
             f"{len(mismatches)} number(s) differ from the golden output; first: token "
-            f"{first.first_bad_index[0]} expected {first.expected:.6g} got {first.actual:.6g}"
+            f"{first.first_bad_index[0]} expected {first.expected} got {first.actual}"
         )
     ok = not mismatches and message.startswith("output matches")
     return VerifyResult(

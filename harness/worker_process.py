@@ -72,12 +72,15 @@ def run_worker(
 
     threading.Thread(target=watchdog, daemon=True).start()
     response: WorkerResponse | None = None
+    garbled: list[str] = []
     try:
         for line in process.stdout:
             try:
                 message = _decoder.decode(line)
-            except msgspec.DecodeError:
-                continue  # user code printed to stdout; only our JSON lines count
+            except msgspec.DecodeError as exc:
+                # The worker keeps fd 1 for the protocol, so this is a bug, not user output.
+                garbled.append(f"unreadable worker message ({exc}): {line[:300]!r}")
+                continue
             if isinstance(message, WorkerProgress):
                 last_phase = message.phase
                 deadline = time.monotonic() + phase_timeout_s(last_phase, settings)
@@ -90,7 +93,7 @@ def run_worker(
         drain.join()
     if response is not None:
         return response
-    stderr = b"".join(stderr_chunks).decode("utf-8", "replace")
+    stderr = "\n".join([*garbled, b"".join(stderr_chunks).decode("utf-8", "replace")])
     if killed.is_set():
         return WorkerResponse(
             error=HarnessError(

@@ -140,15 +140,17 @@ def test_quick_depth_degrades_gracefully(case, expected):
         assert "uncoalesced_global_access" in found
 
 
-def test_quick_depth_loses_what_needs_the_full_pass():
+def test_quick_depth_loses_the_roofline_but_keeps_source_counters():
     (case,) = [c for c in CASES if c.name == "h100-five"]
     quick = classify(_quick(case, _kernel(case, "wmma_gemm")), arch="sm_90")
     full = classify(_kernel(case, "wmma_gemm"), arch="sm_90")
     assert full.headroom is not None and full.headroom.roof == "fp16_tensor"
     assert quick.headroom is not None and quick.headroom.roof == "dram_bandwidth"  # no FLOP metrics
+    # SourceCounters is in the quick set (line diagnostics on every save), so ncu's estimate
+    # for the uncoalesced accesses survives the quick pass.
     uncoalesced = next(f for f in quick.findings if f.id == "uncoalesced_global_access")
-    assert m.GLOBAL_EXCESSIVE_SECTORS not in uncoalesced.evidence  # a SourceCounters metric
-    assert uncoalesced.estimated_speedup is None  # its rules run in the full pass only
+    full_uncoalesced = next(f for f in full.findings if f.id == "uncoalesced_global_access")
+    assert uncoalesced.estimated_speedup == full_uncoalesced.estimated_speedup
 
 
 def test_near_limit_when_a_roof_is_reached():
