@@ -27,13 +27,14 @@ VOCABULARY = {
 
 
 def _kernel(case, name: str) -> KernelProfile:
-    (kernel,) = [k for k in load(case.report).kernels if k.name == name]
-    return kernel
+    # A kernel launched several times (the states program's fill_half) is judged by its first
+    # launch; the expectations name each kernel once.
+    return next(k for k in load(case.report).kernels if k.name == name)
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_every_kernel_in_the_report_has_an_expectation(case):
-    names = sorted(kernel.name for kernel in load(case.report).kernels)
+    names = sorted({kernel.name for kernel in load(case.report).kernels})
     assert names == sorted(expected.name for expected in case.kernels)
 
 
