@@ -36,6 +36,7 @@ CASES = {
 def _server_module():
     spec = importlib.util.spec_from_file_location("openai_server", REPO / "tests/openai_server.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules["openai_server"] = module  # dataclasses look their module up while defining
     spec.loader.exec_module(module)
     return module
 

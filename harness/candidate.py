@@ -78,6 +78,12 @@ class Candidate:
     # Fill harness-allocated outputs with NaN first (verification); off while timing, so the
     # fill kernel isn't measured as the candidate's time.
     poison: bool = True
+    # Whether the candidate can reach library code the source scan can't see (torch ops from an
+    # extension or a Python solution), so the kernels it launches must be watched (with the
+    # CUDA profiler, whose start-up costs seconds). A plain launcher is all in its own file,
+    # linked against nothing but the CUDA runtime unless its target says so: the static scan
+    # sees every call, and a launcher that launches nothing leaves its NaN-poisoned outputs.
+    may_call_libraries: bool = True
 
     def __call__(self, inputs: list) -> list[torch.Tensor]:
         return self.call(inputs)
@@ -162,6 +168,7 @@ def _plain(target: Target, library: Path, reference: Reference, device) -> Candi
         call=lambda inputs: [],
         own_kernels={k.name for k in global_kernels(text)},
         output_templates=templates,
+        may_call_libraries=False,
     )
 
     def call(inputs: list) -> list[torch.Tensor]:
