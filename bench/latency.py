@@ -5,12 +5,15 @@ measured through the real worker process, as the language server runs it on save
 
 Writes bench/results/latency-<gpu>.json. Cold: an empty cache (nvcc build, and the eager /
 torch.compile baselines measured); warm: the same inputs again (build cached, baselines
-cached). The torch-extension example is also rebuilt after a one-line edit, the case that is
-bounded by compiling torch's headers."""
+cached), each on a fresh worker process as the CLI runs it; "warm on a spare worker": the
+language server's path, a worker started (torch imported, CUDA context created) while the
+editor was idle. The torch-extension example is also rebuilt after a one-line edit, the case
+that is bounded by compiling torch's headers."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import shutil
 import sys
 import tempfile
@@ -22,8 +25,10 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result
 
-from kernelblaster.harness.records import WorkerRequest
-from kernelblaster.harness.worker_process import run_worker
+from kernelblaster.harness.records import WorkerMessage, WorkerRequest, WorkerResponse
+from kernelblaster.harness.worker_process import run_worker, worker_command
+from kernelblaster.server.worker_client import SpareWorkers
+from kernelblaster.server.worker_client import run_worker as server_run_worker
 from kernelblaster.settings import Settings
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -52,6 +57,27 @@ def measure(source: Path, settings: Settings) -> dict:
     }
 
 
+async def _spare_save(request: WorkerRequest, settings: Settings) -> float:
+    """Wall time of a save as the language server runs it: on a spare worker that started (and
+    imported torch, and created its CUDA context) while the editor was idle."""
+    spares = SpareWorkers()
+    decoder = msgspec.json.Decoder(WorkerMessage)
+    try:
+        await server_run_worker(
+            worker_command(settings), request, decoder, WorkerResponse, print, timeout_s=600,
+            spares=spares,
+        )  # fmt: skip
+        await asyncio.sleep(8)  # the editor is idle; the spare warms up
+        began = time.perf_counter()
+        await server_run_worker(
+            worker_command(settings), request, decoder, WorkerResponse, lambda _: None,
+            timeout_s=600, spares=spares,
+        )  # fmt: skip
+        return round(time.perf_counter() - began, 3)
+    finally:
+        spares.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--examples", nargs="*", default=DEFAULT)
@@ -67,7 +93,11 @@ def main() -> int:
             settings = Settings(cache_dir=str(work / "cache"))
             cold = measure(source, settings)
             warm = measure(source, settings)
-            entry = {"cold": cold, "warm": warm}
+            request = WorkerRequest(
+                task="check", source=str(source), settings=msgspec.to_builtins(settings)
+            )
+            spare_s = asyncio.run(_spare_save(request, settings))
+            entry = {"cold": cold, "warm": warm, "warm_on_spare_worker_wall_s": spare_s}
             if name == "bias_gelu_scale":
                 text = source.read_text()
                 source.write_text(text.replace("0.5f, n);", "0.5f * 1.0f, n);"))

@@ -61,7 +61,7 @@ def main() -> int:
             client = LlmClient(
                 LlmConfig(
                     base_url=server.base_url,
-                    model="scripted",
+                    model="test-model",  # the model the scripted server serves
                     api_key_env="NO_KEY",
                     timeout_s=30,
                     max_retries=0,

@@ -7,6 +7,7 @@ its children, so the caller can kill it on timeout or cancellation and carry on.
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -111,9 +112,21 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     return WorkerResponse(build=built, check=result, profile=report, error=error)
 
 
+def _prewarm() -> None:
+    """A spare worker (started before its request exists, see server/worker_client.py) pays
+    for the torch import and the CUDA context while it waits instead of on the next save."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.init()
+        torch.empty(1, device="cuda")  # creates the context
+
+
 def main() -> int:
     global _stream
     _stream = ProtocolStream()
+    if os.environ.get("KERNELBLASTER_PREWARM"):
+        _prewarm()
     try:
         request = msgspec.json.decode(sys.stdin.buffer.read(), type=WorkerRequest)
     except msgspec.ValidationError as exc:

@@ -39,6 +39,7 @@ from kernelblaster.server.kernel_locator import enclosing, locate
 from kernelblaster.server.progress import CancelRegistry
 from kernelblaster.server.trust import TrustGate
 from kernelblaster.server.watcher import CONFIG_NAMES, SourceWatcher
+from kernelblaster.server.worker_client import SpareWorkers
 from kernelblaster.settings import Settings
 
 HOVER_TECHNIQUES = 5
@@ -61,6 +62,7 @@ class KernelBlasterServer(LanguageServer):
         self.snapshots: dict[Path, str] = {}  # hash of the text each file's last job read
         self.open_uris: dict[Path, str] = {}  # open kernel sources, as the client names them
         self.watcher: SourceWatcher | None = None
+        self.spare_workers = SpareWorkers()
         self._background: set[asyncio.Task[Any]] = set()
 
     def uri_for(self, path: Path) -> str:
@@ -118,6 +120,7 @@ async def initialized(ls: KernelBlasterServer, params: types.InitializedParams) 
 @server.feature(types.SHUTDOWN)
 async def shutdown(ls: KernelBlasterServer, params: None) -> None:
     await ls.jobs.close()
+    ls.spare_workers.close()
     if ls.watcher is not None:
         ls.watcher.stop()
     if ls.kb is not None:

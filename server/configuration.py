@@ -12,7 +12,6 @@ import msgspec
 from kernelblaster.settings import Settings, SettingsError
 
 SECTION = "kernelblaster"
-HARNESS_WORKER_MODULE = "kernelblaster.harness.worker"
 OPTIMIZE_WORKER_MODULE = "kernelblaster.agents.optimize_worker"
 
 _FIELDS = frozenset(Settings.__struct_fields__)
@@ -75,13 +74,11 @@ def _camel_case(name: str) -> str:
     return head + "".join(part.capitalize() for part in rest)
 
 
-def harness_worker_command(settings: Settings) -> list[str]:
-    return list(settings.worker_command) or [sys.executable, "-m", HARNESS_WORKER_MODULE]
-
-
 def optimize_worker_command(settings: Settings) -> list[str]:
+    # -P as for the harness worker: the working directory must not shadow the package.
     return list(settings.optimize_worker_command) or [
         sys.executable,
+        "-P",
         "-m",
         OPTIMIZE_WORKER_MODULE,
     ]

@@ -19,9 +19,9 @@ from kernelblaster.harness.records import (
     WorkerRequest,
     WorkerResponse,
 )
+from kernelblaster.harness.worker_process import worker_command
 from kernelblaster.server import diagnostics, formatting, knowledge
 from kernelblaster.server.cache import FileResult, new_result
-from kernelblaster.server.configuration import harness_worker_command
 from kernelblaster.server.documents import text_hash, to_client_range
 from kernelblaster.server.kernel_locator import locate
 from kernelblaster.server.progress import JobReporter
@@ -67,7 +67,7 @@ async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
             return
         ls.snapshots[path] = text_hash(text)
         async with ls.jobs.gpu():
-            response = await _profile(ls.settings, path, depth, reporter)
+            response = await _profile(ls, path, depth, reporter)
         result = new_result(path, text_hash(text), response)
         await install(ls, result)
     except asyncio.CancelledError:
@@ -77,8 +77,9 @@ async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
 
 
 async def _profile(
-    settings: Settings, path: Path, depth: str | None, reporter: JobReporter
+    ls: KernelBlasterServer, path: Path, depth: str | None, reporter: JobReporter
 ) -> WorkerResponse:
+    settings = ls.settings
     request = WorkerRequest(
         task="profile",
         source=str(path),
@@ -92,13 +93,14 @@ async def _profile(
     reporter.report("build", f"{path.name}: starting the worker")
     try:
         return await run_worker(
-            harness_worker_command(settings),
+            worker_command(settings),
             request,
             _decoder,
             WorkerResponse,
             on_progress,
             timeout_s=job_timeout_s(settings),
             cwd=path.parent,
+            spares=ls.spare_workers,
         )
     except WorkerFailed as failure:
         return WorkerResponse(error=_worker_error(failure))

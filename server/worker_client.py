@@ -37,6 +37,53 @@ class WorkerFailed(Exception):
         self.timed_out = timed_out
 
 
+async def _spawn(
+    command: list[str], cwd: Path | None, env: dict[str, str] | None = None
+) -> asyncio.subprocess.Process:
+    try:
+        return await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            limit=_LINE_LIMIT,
+            start_new_session=True,  # its own process group, killed as one
+        )
+    except OSError as exc:
+        raise WorkerFailed(
+            f"cannot start the worker {' '.join(command)!r}: {exc}; check the "
+            "kernelblaster.workerCommand / optimizeWorkerCommand settings"
+        ) from exc
+
+
+class SpareWorkers:
+    """One started worker per command, waiting for its request. A harness worker spends
+    seconds before its first useful instruction (Python start-up, importing torch, creating the
+    CUDA context); with KERNELBLASTER_PREWARM set it does all that while it waits, so the next
+    save skips it. A spare that died meanwhile is replaced, never used."""
+
+    def __init__(self) -> None:
+        self._spares: dict[tuple[str, ...], asyncio.subprocess.Process] = {}
+
+    async def take(self, command: list[str]) -> asyncio.subprocess.Process:
+        key = tuple(command)
+        spare = self._spares.pop(key, None)
+        if spare is None or spare.returncode is not None:
+            spare = await self._start(command)
+        self._spares[key] = await self._start(command)
+        return spare
+
+    async def _start(self, command: list[str]) -> asyncio.subprocess.Process:
+        return await _spawn(command, None, {**os.environ, "KERNELBLASTER_PREWARM": "1"})
+
+    def close(self) -> None:
+        for spare in self._spares.values():
+            _kill_group(spare)
+        self._spares.clear()
+
+
 async def run_worker(
     command: list[str],
     request: msgspec.Struct,
@@ -46,22 +93,11 @@ async def run_worker(
     *,
     timeout_s: float | None,
     cwd: Path | None = None,
+    spares: SpareWorkers | None = None,
 ) -> Result:
-    try:
-        process = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=cwd,
-            limit=_LINE_LIMIT,
-            start_new_session=True,  # its own process group, killed as one
-        )
-    except OSError as exc:
-        raise WorkerFailed(
-            f"cannot start the worker {' '.join(command)!r}: {exc}; check the "
-            "kernelblaster.workerCommand / optimizeWorkerCommand settings"
-        ) from exc
+    """Run `request` in a worker: a spare one when `spares` is given (its working directory is
+    the server's; workers take every path from the request), else a fresh one in `cwd`."""
+    process = await (spares.take(command) if spares is not None else _spawn(command, cwd))
     stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
     stderr_reader = asyncio.create_task(_collect(process.stderr, stderr_tail))
     result: Result | None = None

@@ -1,0 +1,62 @@
+"""Spare workers: the next job's worker is already started (and prewarmed) when it's needed."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+import msgspec
+
+from kernelblaster.harness.records import WorkerMessage, WorkerRequest, WorkerResponse
+from kernelblaster.server.worker_client import SpareWorkers, run_worker
+
+# A worker that notes when it started and whether it was asked to prewarm, then answers.
+WORKER = r"""
+import json, os, sys, time
+started = time.time()
+sys.stdin.read()
+note = f"{started} {os.getpid()} {os.environ.get('KERNELBLASTER_PREWARM', '')}"
+print(json.dumps({"type": "result", "error": {"kind": "crash", "message": note}}))
+"""
+
+
+async def _run(spares: SpareWorkers) -> tuple[float, int, str]:
+    response = await run_worker(
+        [sys.executable, "-c", WORKER],
+        WorkerRequest(task="build", source="/nonexistent.cu"),
+        msgspec.json.Decoder(WorkerMessage),
+        WorkerResponse,
+        lambda _: None,
+        timeout_s=30,
+        spares=spares,
+    )
+    started, pid, prewarm = response.error.message.split(" ")
+    return float(started), int(pid), prewarm
+
+
+async def test_second_job_uses_the_worker_started_during_the_first():
+    spares = SpareWorkers()
+    try:
+        _, first_pid, prewarm = await _run(spares)
+        await asyncio.sleep(1.0)  # the spare is up and waiting by now
+        requested = time.time()
+        started, second_pid, _ = await _run(spares)
+        assert prewarm == "1"
+        assert second_pid != first_pid
+        assert started < requested - 0.5  # it was running before the job asked for it
+    finally:
+        spares.close()
+
+
+async def test_a_dead_spare_is_replaced_not_used():
+    spares = SpareWorkers()
+    try:
+        await _run(spares)
+        (spare,) = spares._spares.values()
+        spare.kill()
+        await spare.wait()
+        _, pid, _ = await _run(spares)
+        assert pid != spare.pid
+    finally:
+        spares.close()
