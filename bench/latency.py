@@ -75,7 +75,7 @@ async def _spare_save(request: WorkerRequest, settings: Settings) -> float:
         )  # fmt: skip
         return round(time.perf_counter() - began, 3)
     finally:
-        spares.close()
+        await spares.close()
 
 
 def main() -> int:

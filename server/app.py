@@ -120,7 +120,7 @@ async def initialized(ls: KernelBlasterServer, params: types.InitializedParams) 
 @server.feature(types.SHUTDOWN)
 async def shutdown(ls: KernelBlasterServer, params: None) -> None:
     await ls.jobs.close()
-    ls.spare_workers.close()
+    await ls.spare_workers.close()
     if ls.watcher is not None:
         ls.watcher.stop()
     if ls.kb is not None:

@@ -78,10 +78,12 @@ class SpareWorkers:
     async def _start(self, command: list[str]) -> asyncio.subprocess.Process:
         return await _spawn(command, None, {**os.environ, "KERNELBLASTER_PREWARM": "1"})
 
-    def close(self) -> None:
-        for spare in self._spares.values():
-            _kill_group(spare)
+    async def close(self) -> None:
+        spares = list(self._spares.values())
         self._spares.clear()
+        for spare in spares:
+            _kill_group(spare)
+            await spare.wait()
 
 
 async def run_worker(

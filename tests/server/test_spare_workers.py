@@ -46,7 +46,7 @@ async def test_second_job_uses_the_worker_started_during_the_first():
         assert second_pid != first_pid
         assert started < requested - 0.5  # it was running before the job asked for it
     finally:
-        spares.close()
+        await spares.close()
 
 
 async def test_a_dead_spare_is_replaced_not_used():
@@ -59,4 +59,4 @@ async def test_a_dead_spare_is_replaced_not_used():
         _, pid, _ = await _run(spares)
         assert pid != spare.pid
     finally:
-        spares.close()
+        await spares.close()
