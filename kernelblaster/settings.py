@@ -105,9 +105,7 @@ def find_config_dir(start: Path) -> Path | None:
         if (directory / CONFIG_FILE).is_file():
             return directory
         pyproject = directory / "pyproject.toml"
-        if pyproject.is_file() and "tool" in _read_toml(pyproject) and "kernelblaster" in _read_toml(
-            pyproject
-        )["tool"]:
+        if pyproject.is_file() and "kernelblaster" in _read_toml(pyproject).get("tool", {}):
             return directory
     return None
 
