@@ -10,13 +10,14 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from kernelblaster.agents.llm import LlmClient, LlmConfig
-from kernelblaster.agents.loop import OptimizeOutcome, optimize
-from kernelblaster.kb.store import default_path, open_or_fallback
 from kernelblaster.settings import SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from kernelblaster.agents.loop import OptimizeOutcome
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -63,6 +64,12 @@ def _print_outcome(outcome: OptimizeOutcome, original: str, source: Path, apply:
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
+    # Imported here: the openai client and the loop are heavy, and every other command (the
+    # language server among them) shares this process's start-up.
+    from kernelblaster.agents.llm import LlmClient, LlmConfig
+    from kernelblaster.agents.loop import optimize
+    from kernelblaster.kb.store import default_path, open_or_fallback
+
     source = Path(args.file).resolve()
     if not source.is_file():
         print(f"error: {args.file} does not exist", file=sys.stderr)
