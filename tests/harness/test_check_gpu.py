@@ -185,6 +185,6 @@ def test_missing_reference_still_builds(cache_dir):
 
 def test_wrong_arch_is_reported(cache_dir, tmp_path):
     shutil.copy(TARGETS / "good.cu", tmp_path / "good.cu")
-    shutil.copy(TARGETS / "good.py", tmp_path / "good.py")
+    shutil.copy(TARGETS / "relu_ref.py", tmp_path / "good.py")
     response = check(tmp_path / "good.cu", cache_dir, arch="sm_20")
     assert response.error.kind == "wrong_arch"

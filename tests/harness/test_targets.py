@@ -67,7 +67,7 @@ def test_explicit_target_from_kernelblaster_toml():
     target = resolve_target(TARGETS / "library_call.cu", settings)
     assert isinstance(target, Target)
     assert target.nvcc_flags == ["-lcublas"]
-    assert target.reference == str(TARGETS / "library_call.py")
+    assert target.reference == str(TARGETS / "relu_ref.py")
 
 
 def test_explicit_kernelbench_target_in_toml():
