@@ -9,7 +9,7 @@ import pytest
 from kernelblaster.agents.code_extract import ExtractError, extract_cuda_source, fenced_blocks
 
 DATA = Path(__file__).parent / "data"
-NAIVE = (DATA / "softmax_naive.cu").read_text()
+NAIVE = (DATA.parents[2] / "examples" / "softmax.cu").read_text()  # the naive example
 WARP = (DATA / "softmax_warp.cu").read_text()
 ENTRY = ["softmax"]
 

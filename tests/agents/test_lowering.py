@@ -15,7 +15,7 @@ from kernelblaster.agents.records import Finding, PerfState
 from kernelblaster.kb.records import Technique
 
 DATA = Path(__file__).parent / "data"
-NAIVE = (DATA / "softmax_naive.cu").read_text()
+NAIVE = (DATA.parents[2] / "examples" / "softmax.cu").read_text()  # the naive example
 WARP = (DATA / "softmax_warp.cu").read_text()
 
 COALESCE = Technique(

@@ -9,7 +9,7 @@ from openai_server import reply
 from kernelblaster.agents.soft_verify import UNPARSEABLE, soft_verify
 
 DATA = Path(__file__).parent / "data"
-NAIVE = (DATA / "softmax_naive.cu").read_text()
+NAIVE = (DATA.parents[2] / "examples" / "softmax.cu").read_text()  # the naive example
 WARP = (DATA / "softmax_warp.cu").read_text()
 REFERENCE = (
     "class Model(nn.Module):\n    def forward(self, x):\n        return torch.softmax(x, -1)\n"
