@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
-import platformdirs
 
 from kernelblaster.harness.build_cache import BuildCache, nvcc_version
 from kernelblaster.harness.gpu_arch import ArchChoice, detect_arch, is_arch_name
@@ -145,7 +144,7 @@ def build(spec: BuildSpec, settings: Settings, *, cache_dir: Path | None = None)
             ),
         )
     options = _options(spec, arch)
-    cache = BuildCache(Path(cache_dir or settings.cache_dir or _default_cache_dir()))
+    cache = BuildCache(Path(cache_dir) if cache_dir else settings.cache_root())
     manifest_key = cache.manifest_key([spec.output_kind, arch, *options], sources)
     nvcc = shutil.which(settings.nvcc)
     version = nvcc_version(nvcc) if nvcc else None
@@ -356,7 +355,3 @@ def _tail(output: str | bytes | None, limit: int = 4000) -> str:
         return ""
     text = output.decode(errors="replace") if isinstance(output, bytes) else output
     return text[-limit:]
-
-
-def _default_cache_dir() -> str:
-    return platformdirs.user_cache_dir("kernelblaster")

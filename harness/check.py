@@ -137,7 +137,7 @@ def run_check(
         result.phase_seconds[name] = round(now - phase_began, 4)
         phase_began = now
 
-    work_dir = Path(settings.cache_dir or Path(built.artifact or target.source).parent) / "work"
+    work_dir = settings.cache_root() / "work"
     if target.kind == "standalone":
         progress("verify", "running the program")
         _check_standalone(target, built, settings, result)
@@ -211,8 +211,7 @@ def _check_callable(target, built, settings, result, device, progress, phase_don
         return result
     phase_done("time")
     progress("baseline", "timing PyTorch eager and torch.compile (cached per reference)")
-    cache_dir = Path(settings.cache_dir) if settings.cache_dir else _default_cache_dir()
-    baselines = measure_baselines(reference, input_sets, device, cache_dir)
+    baselines = measure_baselines(reference, input_sets, device, settings.cache_root())
     result.eager = baselines.eager
     result.compiled = baselines.compiled
     result.speedup_vs_eager = baselines.eager.median_ms / result.timing.median_ms
@@ -220,9 +219,3 @@ def _check_callable(target, built, settings, result, device, progress, phase_don
         result.speedup_vs_compile = baselines.compiled.median_ms / result.timing.median_ms
     phase_done("baselines")
     return result
-
-
-def _default_cache_dir() -> Path:
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("kernelblaster"))

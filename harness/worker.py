@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import msgspec
@@ -45,7 +44,7 @@ def _materialize(request: WorkerRequest, settings: Settings) -> Path:
     source = Path(request.source).resolve()
     if request.source_text is None:
         return source
-    root = Path(settings.cache_dir or tempfile.gettempdir()) / "candidates"
+    root = settings.cache_root() / "candidates"
     root.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(request.source_text.encode("utf-8")).hexdigest()[:12]
     path = root / f"{source.stem}_{digest}{source.suffix}"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
+import platformdirs
 
 CONFIG_FILE = "kernelblaster.toml"
 ENV_PREFIX = "KERNELBLASTER_"
@@ -84,6 +85,12 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         current = msgspec.to_builtins(self)
         current.update({k: v for k, v in overrides.items() if v is not None})
         return _convert(current, "settings")
+
+    def cache_root(self) -> Path:
+        """Where builds, baselines and scratch files go: `cache_dir`, else the per-user cache."""
+        if self.cache_dir:
+            return Path(self.cache_dir)
+        return Path(platformdirs.user_cache_dir("kernelblaster"))
 
     def llm_api_key(self) -> str | None:
         """The API key, read from the environment at the moment it is needed."""
