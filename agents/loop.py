@@ -22,6 +22,7 @@ from kernelblaster.agents.lowering import Feedback, LoweringInput, lower
 from kernelblaster.agents.policy_update import update_policy
 from kernelblaster.agents.records import PerfState
 from kernelblaster.agents.soft_verify import soft_verify
+from kernelblaster.agents.state_extractor import refine_state
 from kernelblaster.harness.targets import Target, resolve_target
 from kernelblaster.kb.ranking import select
 from kernelblaster.kb.records import Attempt, RankedTechnique, Technique
@@ -144,6 +145,7 @@ def optimize(
     if isinstance(origin, str):
         outcome.error = origin
         return outcome
+    origin.state = _known_state(client, kb, origin.state, outcome)
     arch = origin.state.arch
     outcome.arch, outcome.original_time_ms = arch, origin.time_ms
     reference_text = Path(target.reference).read_text("utf-8") if target.reference else ""
@@ -179,6 +181,9 @@ def optimize(
                 reference_text=reference_text,
                 constraints=constraints, evaluate_fn=evaluate_fn, rollout=rollout, depth=step_index,
             )  # fmt: skip
+            if candidate is not None:
+                candidate.state = _known_state(client, kb, candidate.state, outcome)
+                step.state_after = candidate.state.state
             outcome.steps.append(step)
             outcome.prompt_tokens += step.prompt_tokens
             outcome.completion_tokens += step.completion_tokens
@@ -259,6 +264,26 @@ def _measured(step: Step) -> str:
     if step.measured_speedup is not None:
         return f"measured {step.measured_speedup:.2f}x ({step.outcome})"
     return f"{step.outcome}: {step.detail[:120]}"
+
+
+def _known_state(
+    client: LlmClient, kb: KnowledgeBase, state: PerfState, outcome: OptimizeOutcome
+) -> PerfState:
+    """`state` under the KB's name for it. The classifier's ids are the KB's own except for
+    rarer states the catalog lacks; for those the state extractor (an LLM) picks the closest
+    known state or proposes a new one, taken only above its confidence threshold."""
+    known = sorted(known_state.id for known_state in kb.states())
+    if state.state in known:
+        return state
+    try:
+        choice = refine_state(client, state, known)
+    except LlmError:
+        return state  # ranking copes with an unknown state: it offers every technique
+    outcome.prompt_tokens += choice.usage.prompt_tokens
+    outcome.completion_tokens += choice.usage.completion_tokens
+    if choice.source == "new":
+        kb.ensure_state(choice.state, choice.rationale)
+    return msgspec.structs.replace(state, state=choice.state)
 
 
 def _choose(

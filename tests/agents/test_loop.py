@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import msgspec
 import pytest
 from openai_server import rate_limited, reply
 
@@ -202,3 +203,25 @@ def test_the_original_must_verify_first(client, kb):
     outcome = run_loop(client, kb, Broken())
     assert not outcome.improved and "can't be optimized" in outcome.error
     assert kb.attempts() == []
+
+
+def test_a_state_the_kb_lacks_is_mapped_by_the_state_extractor(openai_server, client, kb):
+    class UnknownState(RecordedHarness):
+        def __call__(self, source, text, kernel, settings, **options):
+            evaluation = super().__call__(source, text, kernel, settings, **options)
+            if evaluation.state is not None:
+                evaluation.state = msgspec.structs.replace(evaluation.state, state="compute.lsu")
+            return evaluation
+
+    assert "compute.lsu" not in {s.id for s in kb.states()}
+    openai_server.push(
+        reply(json.dumps({"state": "memory.l1", "confidence": 0.9, "rationale": "LSU-bound"})),
+        reply(cuda("broken")),
+        reply(cuda("broken")),
+        reply(cuda("broken")),
+    )
+    outcome = run_loop(client, kb, UnknownState(), rollouts=1, depth=1)
+    assert outcome.steps[0].state_before == "memory.l1"
+    assert "classify the performance state" in openai_server.chat_requests[0].prompt_text
+    (attempt,) = kb.attempts()
+    assert attempt.before_state == "memory.l1" and attempt.outcome == "compile_error"
