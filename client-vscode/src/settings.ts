@@ -33,6 +33,8 @@ export const SERVER_SETTINGS: readonly ServerSettingSpec[] = [
   { key: 'buildTimeoutS', kind: 'positiveNumber' },
   { key: 'runTimeoutS', kind: 'positiveNumber' },
   { key: 'profileTimeoutS', kind: 'positiveNumber' },
+  { key: 'parallelGpuJobs', kind: 'integer', minimum: 1 },
+  { key: 'cacheDir', kind: 'nullableString' },
 ];
 
 /** Settings only the extension reads; never sent to the server. */
