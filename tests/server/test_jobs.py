@@ -58,6 +58,10 @@ async def test_save_during_a_running_job_cancels_it(client, workspace):
     # only the second job's diagnostics: the kernels sit two lines lower
     transpose = next(d for d in by_code(diagnostics, "state") if "transpose_naive" in d.message)
     assert transpose.range.start.line == 11
+    # the end notification of the second job may trail its diagnostics
+    await wait_until(
+        lambda: (client.job_status[-1].running, client.job_status[-1].phase) == (False, "done")
+    )
     phases = [(s.running, s.phase) for s in client.job_status]
     assert (False, "cancelled") in phases and phases[-1] == (False, "done")
     # each job had its own progress token; the cancelled one was ended too
