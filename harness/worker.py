@@ -111,21 +111,21 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     return WorkerResponse(build=built, check=result, profile=report, error=error)
 
 
-def _prewarm() -> None:
+def _prewarm(gpu_index: int) -> None:
     """A spare worker (started before its request exists, see server/worker_client.py) pays
     for the torch import and the CUDA context while it waits instead of on the next save."""
     import torch
 
-    if torch.cuda.is_available():
-        torch.cuda.init()
-        torch.empty(1, device="cuda")  # creates the context
+    if torch.cuda.is_available() and gpu_index < torch.cuda.device_count():
+        torch.empty(1, device=torch.device("cuda", gpu_index))  # creates the context
 
 
 def main() -> int:
     global _stream
     _stream = ProtocolStream()
-    if os.environ.get("KERNELBLASTER_PREWARM"):
-        _prewarm()
+    prewarm = os.environ.get("KERNELBLASTER_PREWARM", "")
+    if prewarm.isdigit():
+        _prewarm(int(prewarm))
     try:
         request = msgspec.json.decode(sys.stdin.buffer.read(), type=WorkerRequest)
     except msgspec.ValidationError as exc:

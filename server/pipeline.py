@@ -101,6 +101,7 @@ async def _profile(
             timeout_s=job_timeout_s(settings),
             cwd=path.parent,
             spares=ls.spare_workers,
+            gpu_index=settings.gpu_index,
         )
     except WorkerFailed as failure:
         return WorkerResponse(error=_worker_error(failure))

@@ -61,22 +61,23 @@ async def _spawn(
 class SpareWorkers:
     """One started worker per command, waiting for its request. A harness worker spends
     seconds before its first useful instruction (Python start-up, importing torch, creating the
-    CUDA context); with KERNELBLASTER_PREWARM set it does all that while it waits, so the next
+    CUDA context); with KERNELBLASTER_PREWARM=<gpu index> set it does all that while it waits,
+    on the GPU the job will use, so the next
     save skips it. A spare that died meanwhile is replaced, never used."""
 
     def __init__(self) -> None:
-        self._spares: dict[tuple[str, ...], asyncio.subprocess.Process] = {}
+        self._spares: dict[tuple[int, tuple[str, ...]], asyncio.subprocess.Process] = {}
 
-    async def take(self, command: list[str]) -> asyncio.subprocess.Process:
-        key = tuple(command)
+    async def take(self, command: list[str], gpu_index: int = 0) -> asyncio.subprocess.Process:
+        key = (gpu_index, tuple(command))
         spare = self._spares.pop(key, None)
         if spare is None or spare.returncode is not None:
-            spare = await self._start(command)
-        self._spares[key] = await self._start(command)
+            spare = await self._start(command, gpu_index)
+        self._spares[key] = await self._start(command, gpu_index)
         return spare
 
-    async def _start(self, command: list[str]) -> asyncio.subprocess.Process:
-        return await _spawn(command, None, {**os.environ, "KERNELBLASTER_PREWARM": "1"})
+    async def _start(self, command: list[str], gpu_index: int) -> asyncio.subprocess.Process:
+        return await _spawn(command, None, {**os.environ, "KERNELBLASTER_PREWARM": str(gpu_index)})
 
     async def close(self) -> None:
         spares = list(self._spares.values())
@@ -96,10 +97,13 @@ async def run_worker(
     timeout_s: float | None,
     cwd: Path | None = None,
     spares: SpareWorkers | None = None,
+    gpu_index: int = 0,
 ) -> Result:
     """Run `request` in a worker: a spare one when `spares` is given (its working directory is
     the server's; workers take every path from the request), else a fresh one in `cwd`."""
-    process = await (spares.take(command) if spares is not None else _spawn(command, cwd))
+    process = await (
+        spares.take(command, gpu_index) if spares is not None else _spawn(command, cwd)
+    )
     stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
     stderr_reader = asyncio.create_task(_collect(process.stderr, stderr_tail))
     result: Result | None = None
