@@ -89,7 +89,14 @@ class Candidate:
         return self.call(inputs)
 
 
-def _plain(target: Target, library: Path, reference: Reference, device) -> Candidate:
+def _plain(
+    target: Target,
+    library: Path,
+    reference: Reference,
+    device,
+    probe_inputs: list,
+    templates: list[torch.Tensor],
+) -> Candidate:
     text = Path(target.source).read_text(encoding="utf-8")
     launcher: CFunction = next(f for f in extern_c_functions(text) if f.name == target.entry)
     lib = ctypes.CDLL(str(library))
@@ -111,9 +118,6 @@ def _plain(target: Target, library: Path, reference: Reference, device) -> Candi
         else SCALAR_CTYPES[p.base_type]
         for p in launcher.params
     ]
-    probe_inputs = reference.inputs(0, device)
-    with torch.no_grad():
-        templates = as_outputs(reference.model(*probe_inputs))
     tensor_inputs = [x for x in probe_inputs if isinstance(x, torch.Tensor)]
     state = reference.tensors()
     expected = len(tensor_inputs) + len(state) + len(templates)
@@ -204,7 +208,7 @@ def _poison_value(dtype: torch.dtype) -> float | int | bool:
     return False if dtype == torch.bool else torch.iinfo(dtype).max
 
 
-def _extension(target: Target, library: Path, reference: Reference, device) -> Candidate:
+def _extension(target: Target, library: Path, reference: Reference) -> Candidate:
     # The module's init symbol is named after TORCH_EXTENSION_NAME, not after the file.
     name = extension_module_name(Path(target.source))
     spec = importlib.util.spec_from_file_location(name, library)
@@ -263,15 +267,24 @@ def _kernelbench(target: Target, reference: Reference, device) -> Candidate:
 def load_candidate(
     target: Target, artifact: Path | None, reference: Reference, device: torch.device
 ) -> Candidate:
+    # The reference's outputs on probe inputs: the shapes and dtypes a plain launcher's outputs
+    # are allocated with, and the blocks verification poisons for candidates that allocate
+    # their outputs themselves (extensions, KernelBench solutions).
+    probe_inputs = reference.inputs(0, device)
+    with torch.no_grad():
+        templates = as_outputs(reference.model(*probe_inputs))
     if target.kind == "plain":
         assert artifact is not None
-        return _plain(target, artifact, reference, device)
+        return _plain(target, artifact, reference, device, probe_inputs, templates)
     if target.kind == "extension":
         assert artifact is not None
-        return _extension(target, artifact, reference, device)
-    if target.kind == "kernelbench":
-        return _kernelbench(target, reference, device)
-    raise ValueError(f"{target.kind} targets are programs, not callables")
+        candidate = _extension(target, artifact, reference)
+    elif target.kind == "kernelbench":
+        candidate = _kernelbench(target, reference, device)
+    else:
+        raise ValueError(f"{target.kind} targets are programs, not callables")
+    candidate.output_templates = templates
+    return candidate
 
 
 def guard_reference(reference: Reference):
