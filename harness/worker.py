@@ -101,7 +101,9 @@ def handle(request: WorkerRequest) -> WorkerResponse:
         progress=progress,
         sanitize=request.sanitize,
     )
-    if request.task == "check" or result.error is not None:
+    failed_verification = result.verify is not None and not result.verify.ok
+    if request.task == "check" or result.error is not None or failed_verification:
+        # A kernel that computes the wrong thing is neither timed nor profiled.
         return WorkerResponse(build=built, check=result, error=result.error)
     from kernelblaster.harness import profile
 
