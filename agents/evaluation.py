@@ -12,6 +12,7 @@ from kernelblaster.agents.lowering import Feedback
 from kernelblaster.agents.records import PerfState
 from kernelblaster.agents.state import classify
 from kernelblaster.harness.records import (
+    BuildResult,
     CheckResult,
     HarnessError,
     KernelProfile,
@@ -46,10 +47,10 @@ class Evaluation(msgspec.Struct, kw_only=True):
         return self.outcome == "verified"
 
 
-def _build_log(check_or_build) -> str:
+def _build_log(build: BuildResult) -> str:
     return "\n".join(
         f"line {d.line}: {d.severity}: {d.message}"
-        for d in check_or_build.diagnostics
+        for d in build.diagnostics
         if d.severity in ("error", "warning")
     )
 
