@@ -4,9 +4,12 @@ It follows the order of Nsight Compute's own rule tree:
 
 1. Speed of light (ncu's SOLBottleneck): when the SM or the memory system runs at >= 60% of its
    peak, the kernel is compute- or memory-bound. Memory: the busiest unit names the state
-   (`memory.dram`, `memory.l2`, `memory.l1`). Compute: the busiest pipe (`compute.fp32` for the
-   FMA and ALU pipes, `compute.tensor`, `compute.fp64`, `compute.xu`; `compute.lsu` when memory
-   instructions keep the SM busy; `compute.issue` without pipe metrics).
+   (`memory.dram`, `memory.l2`, `memory.l1`), except that DRAM names it whenever DRAM runs within
+   10% of the busiest unit: a streaming kernel's L1/L2 traffic is its DRAM traffic passing
+   through, and the fix is fewer DRAM bytes, not cache locality. Compute: the busiest pipe
+   (`compute.fp32` for the FMA and ALU pipes, `compute.tensor`, `compute.fp64`, `compute.xu`;
+   `compute.lsu` when memory instructions keep the SM busy; `compute.issue` without pipe
+   metrics).
 2. Otherwise neither unit is busy and the cause is upstream, checked in this order:
    launch (`launch.small_grid`: fewer blocks than one wave; `launch.overhead`: a kernel too short
    to ramp up; `launch.tail_effect`: a partial last wave worth >= 1/3 of the runtime),
@@ -36,6 +39,7 @@ from kernelblaster.harness.records import KernelProfile
 
 SOL_BUSY_PCT = 60.0  # ncu's SOLBottleneck: below 60% of peak on both sides is a latency issue
 NEAR_LIMIT = 0.9
+DRAM_STREAMING = 0.9  # DRAM at >= 90% of the busiest memory unit's throughput: DRAM binds
 SHORT_KERNEL_NS = 5_000.0  # ours: under 5 µs, launch and ramp-up dominate
 OCCUPANCY_BOUND_PCT = 50.0
 ACHIEVED_BOUND_RATIO = 0.5
@@ -135,8 +139,10 @@ def _memory(kernel: KernelProfile, memory: float) -> tuple[Bottleneck, str, str]
     if not units:
         return "memory", "memory.dram", f"memory-bound ({memory:.0f}% of peak)"
     key, name, value = max(units, key=lambda unit: unit[2])
-    detail = f"{name} {value:.0f}% of peak"
     dram = _pct(kernel, m.DRAM_PCT)
+    if dram is not None and dram >= DRAM_STREAMING * value:
+        key, name, value = "dram", "DRAM", dram
+    detail = f"{name} {value:.0f}% of peak"
     if key != "dram" and dram is not None:
         detail += f", DRAM {dram:.0f}%"
     return "memory", f"memory.{key}", f"memory-bound ({detail})"

@@ -186,3 +186,15 @@ def test_a_profile_without_metrics_still_gets_a_state():
         None,
     )
     assert "SpeedOfLight" in state.summary
+
+
+def test_a_streaming_kernel_is_dram_bound_even_when_l2_is_slightly_busier():
+    (case,) = [c for c in CASES if c.name == "h100-bias_gelu_scale"]
+    scale = _kernel(case, "scale_inplace")
+    assert scale.metrics[m.L2_PCT] > scale.metrics[m.DRAM_PCT] >= 0.9 * scale.metrics[m.L2_PCT]
+    state = classify(scale, arch="sm_90")
+    assert state.state == "memory.dram"
+    assert state.summary.startswith(f"memory-bound (DRAM {scale.metrics[m.DRAM_PCT]:.0f}% of peak)")
+    # the same L2 load with little DRAM traffic behind it is L2 reuse: L2 binds
+    cached = msgspec.structs.replace(scale, metrics={**scale.metrics, m.DRAM_PCT: 20.0})
+    assert classify(cached, arch="sm_90").state == "memory.l2"
