@@ -110,6 +110,13 @@ _REPLAY_FAILED = re.compile(
     r"[^\n]*replay[^\n]*)",
     re.IGNORECASE,
 )
+# The kernel itself faulted while ncu ran it (ncu 2025.3 prints a bare `==ERROR== LaunchFailed`).
+_KERNEL_FAULT = re.compile(
+    r"==ERROR== (LaunchFailed[^\n]*|[^\n]*(illegal memory access|misaligned address|"
+    r"unspecified launch failure|illegal instruction)[^\n]*)",
+    re.IGNORECASE,
+)
+_PROFILING_KERNEL = re.compile(r'==PROF== Profiling "([A-Za-z_][\w:<>]*)')
 _FAILED_KERNEL = re.compile(r'Failed to profile "?([A-Za-z_][\w:<>]*)')
 _NO_KERNELS = re.compile(r"No kernels were profiled", re.IGNORECASE)
 
@@ -192,6 +199,21 @@ def classify_ncu_failure(output: str, returncode: int, kernels: list[str]) -> Ha
             message="ncu found no CUDA GPU to profile on.",
             fix="Profile on a machine with an NVIDIA GPU; check that nvidia-smi lists it and "
             "that CUDA_VISIBLE_DEVICES does not hide it.",
+            log=log,
+        )
+    if fault := _KERNEL_FAULT.search(output):
+        # the kernel being profiled when the fault came is the last one ncu announced before it
+        profiled = _PROFILING_KERNEL.findall(output[: fault.start()])
+        kernel = profiled[-1] if profiled else None
+        where = f"Kernel {kernel}" if kernel else "A kernel"
+        return HarnessError(
+            kind="illegal_memory_access",
+            message=f"{where} faulted while ncu profiled it ({fault.group(1).strip()}).",
+            fix="It passed its check, so the fault depends on the run: an out-of-bounds access "
+            "that only some launches make, or a dependence on state the kernel changes itself "
+            "(ncu replays each kernel many times). Run `kernelblaster check --sanitize` to find "
+            "the line.",
+            kernel=kernel,
             log=log,
         )
     if replay := _REPLAY_FAILED.search(output):

@@ -1,7 +1,10 @@
 """The ncu command line, and how ncu's failures are recognised and explained.
 
 The recorded outputs in ncu_output/ follow ncu 2025.x's wording (its ==PROF==, ==ERROR== and
-==WARNING== lines); run_ncu itself is exercised with fake `ncu` scripts for the failure modes.
+==WARNING== lines); launch_failed.txt is ncu 2025.3.1's real output on an H100 for a kernel that
+writes through a null pointer, and clean.txt its real output for a clean run as an unprivileged
+user (that H100 lets anyone read the counters, so ERR_NVGPUCTRPERM could not be captured there).
+run_ncu itself is exercised with fake `ncu` scripts for the failure modes.
 """
 
 from __future__ import annotations
@@ -97,8 +100,9 @@ def test_kernel_filter_matches_function_names_only():
         (recorded("device_error"), 1, "ncu_replay_failed", "Unknown Error on device 0"),
         (recorded("no_gpu"), 1, "no_gpu", "no CUDA GPU"),
         (recorded("no_driver"), 1, "no_driver", "NVIDIA driver"),
+        (recorded("launch_failed"), 9, "illegal_memory_access", "faulted while ncu profiled"),
     ],
-    ids=["permission", "no-kernels", "replay", "device-error", "no-gpu", "no-driver"],
+    ids=["permission", "no-kernels", "replay", "device-error", "no-gpu", "no-driver", "fault"],
 )
 def test_recorded_failures_are_named(output, returncode, kind, needle):
     error = classify_ncu_failure(output, returncode, ["transpose_naive"])
@@ -112,6 +116,13 @@ def test_recorded_failures_are_named(output, returncode, kind, needle):
 def test_replay_failure_names_the_kernel():
     error = classify_ncu_failure(recorded("replay_failed"), 1, [])
     assert error is not None and error.kernel == "scatter_add"
+
+
+def test_a_fault_under_ncu_names_the_kernel_and_the_sanitizer():
+    error = classify_ncu_failure(recorded("launch_failed"), 9, [])
+    assert error is not None and error.kernel == "null_write"
+    assert error.message == "Kernel null_write faulted while ncu profiled it (LaunchFailed)."
+    assert "kernelblaster check --sanitize" in error.fix
 
 
 def test_no_kernels_mentions_a_crashed_program():
@@ -193,6 +204,18 @@ def test_timeout_ends_ncu_and_the_profiled_program(tmp_path):
     assert error.kind == "timeout"
     assert "0.5 s" in error.message and "profile_timeout_s" in error.fix
     assert "Connected to process" in error.log
+
+
+def test_a_report_written_around_a_fault_is_not_used(tmp_path):
+    # ncu 2025.3 still writes a report after LaunchFailed; its metrics describe a dead kernel
+    ncu = _fake_ncu(
+        tmp_path,
+        f"cat <<'END'\n{recorded('launch_failed')}END\n"
+        'touch "$(dirname "$0")/../five.ncu-rep"\nexit 9\n',
+    )
+    report, error = _run(tmp_path, ncu)
+    assert (tmp_path / "five.ncu-rep").is_file()
+    assert report is None and error is not None and error.kind == "illegal_memory_access"
 
 
 def test_no_report_written(tmp_path):
