@@ -56,6 +56,17 @@ class Target(msgspec.Struct, kw_only=True):
 
 
 def _no_reference(source: Path) -> HarnessError:
+    if source.suffix == ".py":
+        return HarnessError(
+            kind="no_reference",
+            message=f"{source.name} (a KernelBench solution) has no problem file to be checked "
+            "against.",
+            fix=(
+                "Pass the problem with --reference PROBLEM.py, or keep the solution beside its "
+                "problem as <problem>_solution.py (e.g. 19_ReLU.py and 19_ReLU_solution.py), or "
+                "add a [[targets]] entry with `reference` in kernelblaster.toml."
+            ),
+        )
     return HarnessError(
         kind="no_reference",
         message=f"{source.name} has no reference to be checked against.",
@@ -137,6 +148,24 @@ def detect_kind(source: Path, text: str) -> TargetKind:
     return "plain"
 
 
+# KernelBench solutions kept beside their problem: 19_ReLU_solution.py solves 19_ReLU.py.
+_SOLUTION_SUFFIXES = ("_solution", "_sol", "_new")
+
+
+def _reference_beside(source: Path) -> str | None:
+    """The reference a source implies by its name: foo.py beside foo.cu, or the KernelBench
+    problem beside a solution named after it."""
+    if source.suffix != ".py":
+        beside = source.with_suffix(".py")
+        return str(beside) if beside.is_file() else None
+    for suffix in _SOLUTION_SUFFIXES:
+        if source.stem.endswith(suffix) and len(source.stem) > len(suffix):
+            problem = source.with_name(source.stem.removesuffix(suffix) + ".py")
+            if problem.is_file():
+                return str(problem)
+    return None
+
+
 def _golden_beside(source: Path) -> str | None:
     for name in (f"{source.stem}.golden", f"{source.stem}.golden.txt"):
         if (source.parent / name).is_file():
@@ -160,12 +189,9 @@ def resolve_target(
             if reference is not None:
                 config = msgspec.structs.replace(config, reference=str(reference))
             return _from_config(config, source, text)
-    beside = source.with_suffix(".py")
     implicit = TargetConfig(
         source=str(source),
-        reference=str(reference)
-        if reference
-        else (str(beside) if beside.is_file() and source.suffix != ".py" else None),
+        reference=str(reference) if reference else _reference_beside(source),
         atol=settings.atol,
         rtol=settings.rtol,
         allow_library_calls=settings.allow_library_calls,

@@ -45,6 +45,27 @@ def test_kernelbench_solution_with_explicit_reference():
     )
 
 
+def test_kernelbench_solution_named_after_its_problem_finds_it():
+    target = resolve_target(EXAMPLES / "kernelbench" / "19_ReLU_solution.py", Settings())
+    assert isinstance(target, Target)
+    assert (target.kind, target.reference) == (
+        "kernelbench",
+        str(EXAMPLES / "kernelbench" / "19_ReLU.py"),
+    )
+
+
+def test_kernelbench_solution_without_its_problem_says_how_to_pair(tmp_path):
+    solution = tmp_path / "19_ReLU_solution.py"
+    solution.write_text("class ModelNew: ...\n")
+    error = resolve_target(solution, Settings())
+    assert isinstance(error, HarnessError)
+    assert error.kind == "no_reference"
+    assert "KernelBench solution" in error.message
+    assert "--reference" in error.fix and "19_ReLU.py and 19_ReLU_solution.py" in error.fix
+    # a solution is never its own reference
+    assert "Put 19_ReLU_solution.py beside it" not in error.fix
+
+
 def test_missing_reference_says_how_to_pair():
     error = resolve_target(TARGETS / "lonely.cu", Settings())
     assert isinstance(error, HarnessError)
