@@ -3,6 +3,9 @@ stream its progress, kill it on timeout. The language server has its own asyncio
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -21,6 +24,7 @@ from kernelblaster.harness.records import (
 from kernelblaster.settings import Settings
 
 _decoder = msgspec.json.Decoder(WorkerMessage)
+_EXIT_GRACE_S = 10.0  # how long a worker that has answered gets to exit on its own
 
 
 def worker_command(settings: Settings) -> list[str]:
@@ -51,6 +55,7 @@ def run_worker(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, killed as one
     )
     assert process.stdin and process.stdout and process.stderr
     process.stdin.write(msgspec.json.encode(request))
@@ -65,9 +70,14 @@ def run_worker(
 
     def watchdog() -> None:
         while not finished.wait(0.1):
+            if process.poll() is not None:
+                # The worker is gone. Children it left (a compile pool, a program it ran) must
+                # not keep the pipes open: a crash would be read as a hang.
+                _kill_group(process)
+                return
             if time.monotonic() > deadline:
                 killed.set()
-                process.kill()
+                _kill_group(process)
                 return
 
     threading.Thread(target=watchdog, daemon=True).start()
@@ -87,8 +97,15 @@ def run_worker(
                 on_progress(message)
             else:
                 response = message
+                # The answer is in. Stop reading: a child the worker left behind (a compile
+                # pool, a program it ran) may hold the pipe open long after the worker exits.
+                break
     finally:
         finished.set()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=_EXIT_GRACE_S)
+        # Also after a normal exit: whatever the worker left running in its group goes too.
+        _kill_group(process)
         process.wait()
         drain.join()
     if response is not None:
@@ -114,3 +131,8 @@ def run_worker(
             log=stderr[-2000:],
         )
     )
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)

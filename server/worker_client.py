@@ -106,6 +106,7 @@ async def run_worker(
     )
     stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
     stderr_reader = asyncio.create_task(_collect(process.stderr, stderr_tail))
+    reaper = asyncio.create_task(_kill_leftovers_on_exit(process))
     result: Result | None = None
     try:
         async with asyncio.timeout(timeout_s):
@@ -134,6 +135,7 @@ async def run_worker(
         ) from exc
     finally:
         # Also after a normal exit: whatever the worker left running in its group goes too.
+        reaper.cancel()
         _kill_group(process)
         await process.wait()
         with contextlib.suppress(TimeoutError):
@@ -160,6 +162,15 @@ async def _collect(stream: asyncio.StreamReader | None, tail: collections.deque[
         return
     while line := await stream.readline():
         tail.append(line.decode("utf-8", errors="replace"))
+
+
+async def _kill_leftovers_on_exit(process: asyncio.subprocess.Process) -> None:
+    """Once the worker itself has exited, end what it left in its group (a compile pool, a
+    program it ran): those would hold its stdout open, and a crash would be read as a hang.
+    Polls `returncode`, which the child watcher sets on exit whatever the pipes do."""
+    while process.returncode is None:
+        await asyncio.sleep(0.1)
+    _kill_group(process)
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
