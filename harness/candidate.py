@@ -14,7 +14,6 @@ Plain form calling convention (the launcher is the file's one `extern "C"` funct
 
 from __future__ import annotations
 
-import ast
 import ctypes
 import importlib.util
 import sys
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from kernelblaster.harness.cuda_source import CFunction, extern_c_functions, global_kernels
+from kernelblaster.harness.cuda_source import CFunction, extern_c_functions, kernel_names
 from kernelblaster.harness.records import HarnessError
 from kernelblaster.harness.reference import Reference, ReferenceError_, as_outputs, load_module
 from kernelblaster.harness.target_build import extension_module_name
@@ -170,7 +169,7 @@ def _plain(
 
     candidate = Candidate(
         call=lambda inputs: [],
-        own_kernels={k.name for k in global_kernels(text)},
+        own_kernels=set(kernel_names(Path(target.source))),
         output_templates=templates,
         may_call_libraries=False,
     )
@@ -224,24 +223,10 @@ def _extension(target: Target, library: Path, reference: Reference) -> Candidate
             'Add PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }.',
         )
     state = [t for _, t in reference.tensors()]
-    text = Path(target.source).read_text(encoding="utf-8")
     return Candidate(
         call=lambda inputs: as_outputs(forward(*inputs, *state)),
-        own_kernels={k.name for k in global_kernels(text)},
+        own_kernels=set(kernel_names(Path(target.source))),
     )
-
-
-def _inline_cuda_kernels(python_source: str) -> set[str]:
-    """Kernels defined in the CUDA strings of a KernelBench solution (load_inline sources)."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(python_source)):
-        if (
-            isinstance(node, ast.Constant)
-            and isinstance(node.value, str)
-            and "__global__" in node.value
-        ):
-            names.update(k.name for k in global_kernels(node.value))
-    return names
 
 
 def _kernelbench(target: Target, reference: Reference, device) -> Candidate:
@@ -260,7 +245,7 @@ def _kernelbench(target: Target, reference: Reference, device) -> Candidate:
     model.load_state_dict(reference.model.state_dict(), strict=False)
     return Candidate(
         call=lambda inputs: as_outputs(model(*inputs)),
-        own_kernels=_inline_cuda_kernels(solution.read_text(encoding="utf-8")),
+        own_kernels=set(kernel_names(solution)),
     )
 
 

@@ -12,7 +12,7 @@ from kernelblaster.harness import sanitizer, standalone
 from kernelblaster.harness.baselines import measure_baselines
 from kernelblaster.harness.candidate import load_candidate
 from kernelblaster.harness.cuda_errors import error_from_exception
-from kernelblaster.harness.cuda_source import global_kernels
+from kernelblaster.harness.cuda_source import kernel_names
 from kernelblaster.harness.records import BuildResult, CheckResult, HackFinding, HarnessError
 from kernelblaster.harness.reference import ReferenceError_, load_reference
 from kernelblaster.harness.run_once import RunOnceSpec, program, write_spec
@@ -143,7 +143,7 @@ def run_check(
         _check_standalone(target, built, settings, result)
         phase_done("run")
     else:
-        kernels = {k.name for k in global_kernels(Path(target.source).read_text("utf-8"))}
+        kernels = set(kernel_names(Path(target.source)))
         try:
             result = _check_callable(target, built, settings, result, device, progress, phase_done)
         except ReferenceError_ as exc:

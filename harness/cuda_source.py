@@ -4,7 +4,9 @@ so the editor can still locate kernels in a file that doesn't compile."""
 
 from __future__ import annotations
 
+import ast
 from functools import cache
+from pathlib import Path
 
 import msgspec
 import tree_sitter
@@ -155,3 +157,21 @@ def global_kernels(source: str) -> list[KernelDecl]:
             )
         )
     return kernels
+
+
+def kernel_names(path: Path) -> list[str]:
+    """The `__global__` kernels a target file defines, in source order: a .cu file's own, or
+    those in the CUDA strings of a KernelBench solution (what its load_inline compiles)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".py":
+        return [k.name for k in global_kernels(text)]
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []  # importing the solution reports the syntax error, with its line
+    names: list[str] = []
+    for node in ast.walk(tree):
+        is_string = isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if is_string and "__global__" in node.value:
+            names.extend(k.name for k in global_kernels(node.value) if k.name not in names)
+    return names

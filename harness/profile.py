@@ -3,11 +3,12 @@ the standalone executable) under ncu, filtered to the target's own kernels."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kernelblaster.harness.cuda_source import global_kernels
+from kernelblaster.harness.cuda_source import kernel_names
 from kernelblaster.harness.ncu import run_ncu
 from kernelblaster.harness.ncu_reader import read_report
 from kernelblaster.harness.records import BuildResult, HarnessError, ProfileReport
@@ -26,14 +27,20 @@ def profile_target(
     progress: Callable[..., None],
 ) -> tuple[ProfileReport | None, HarnessError | None]:
     source = Path(target.source)
-    work_dir = Path(built.artifact or source).parent / "profile"
+    # Beside the build in the cache; a KernelBench solution has no build of ours (load_inline
+    # builds it), so a folder of its own in the cache. Never the user's folder.
+    if built.artifact:
+        work_dir = Path(built.artifact).parent / "profile"
+    else:
+        folder = hashlib.sha256(bytes(source)).hexdigest()[:16]
+        work_dir = settings.cache_root() / "profile" / folder
     work_dir.mkdir(parents=True, exist_ok=True)
     if target.kind == "standalone":
         command = [str(built.artifact), *target.args]
     else:
         spec = RunOnceSpec(target=target, artifact=built.artifact, gpu_index=settings.gpu_index)
         command = program(write_spec(spec, work_dir))
-    names = kernels or [k.name for k in global_kernels(source.read_text(encoding="utf-8"))]
+    names = kernels or kernel_names(source)
     progress("profile", f"ncu ({depth}) on {', '.join(names) or 'all kernels'}")
     began = time.perf_counter()
     report_path, error = run_ncu(
