@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -22,6 +23,9 @@ from kernelblaster.harness.records import (
     WorkerResponse,
 )
 from kernelblaster.settings import Settings
+
+if TYPE_CHECKING:
+    import asyncio
 
 _decoder = msgspec.json.Decoder(WorkerMessage)
 _EXIT_GRACE_S = 10.0  # how long a worker that has answered gets to exit on its own
@@ -73,11 +77,11 @@ def run_worker(
             if process.poll() is not None:
                 # The worker is gone. Children it left (a compile pool, a program it ran) must
                 # not keep the pipes open: a crash would be read as a hang.
-                _kill_group(process)
+                kill_group(process)
                 return
             if time.monotonic() > deadline:
                 killed.set()
-                _kill_group(process)
+                kill_group(process)
                 return
 
     threading.Thread(target=watchdog, daemon=True).start()
@@ -105,7 +109,7 @@ def run_worker(
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=_EXIT_GRACE_S)
         # Also after a normal exit: whatever the worker left running in its group goes too.
-        _kill_group(process)
+        kill_group(process)
         process.wait()
         drain.join()
     if response is not None:
@@ -133,6 +137,11 @@ def run_worker(
     )
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def kill_group(process: subprocess.Popen | asyncio.subprocess.Process) -> None:
+    """SIGKILL a worker and whatever it started: workers lead their own process group (both
+    clients start them with start_new_session)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()

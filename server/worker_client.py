@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from kernelblaster.harness.worker_process import kill_group
+
 Result = TypeVar("Result")
 
 # A full-depth profile of a file with many kernels is one long JSON line.
@@ -62,8 +64,8 @@ class SpareWorkers:
     """One started worker per command, waiting for its request. A harness worker spends
     seconds before its first useful instruction (Python start-up, importing torch, creating the
     CUDA context); with KERNELBLASTER_PREWARM=<gpu index> set it does all that while it waits,
-    on the GPU the job will use, so the next
-    save skips it. A spare that died meanwhile is replaced, never used."""
+    on the GPU the job will use, so the next save skips it. A spare that died meanwhile is
+    replaced, never used."""
 
     def __init__(self) -> None:
         self._spares: dict[tuple[int, tuple[str, ...]], asyncio.subprocess.Process] = {}
@@ -83,7 +85,7 @@ class SpareWorkers:
         spares = list(self._spares.values())
         self._spares.clear()
         for spare in spares:
-            _kill_group(spare)
+            kill_group(spare)
             await spare.wait()
 
 
@@ -136,7 +138,7 @@ async def run_worker(
     finally:
         # Also after a normal exit: whatever the worker left running in its group goes too.
         reaper.cancel()
-        _kill_group(process)
+        kill_group(process)
         await process.wait()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stderr_reader, timeout=1.0)
@@ -170,15 +172,7 @@ async def _kill_leftovers_on_exit(process: asyncio.subprocess.Process) -> None:
     Polls `returncode`, which the child watcher sets on exit whatever the pipes do."""
     while process.returncode is None:
         await asyncio.sleep(0.1)
-    _kill_group(process)
-
-
-def _kill_group(process: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
+    kill_group(process)
 
 
 def _describe_exit(returncode: int) -> str:
