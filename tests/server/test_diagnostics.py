@@ -62,7 +62,14 @@ async def test_open_publishes_state_and_line_diagnostics(client, workspace):
         "fill_half",
     }
 
-    # one job: a fresh progress token, begun cancellable and ended; job status start → end
+    # one job: a fresh progress token, begun cancellable and ended; job status start → end.
+    # The job ends after it publishes its diagnostics, so those notifications may trail them.
+    await wait_until(
+        lambda: (
+            client.job_status[-1].phase == "done"
+            and all(reports[-1].kind == "end" for reports in client.progress_reports.values())
+        )
+    )
     (token,) = client.progress_reports
     begin, *_, end = client.progress_reports[token]
     assert begin.kind == "begin" and begin.cancellable is True

@@ -58,9 +58,12 @@ async def test_save_during_a_running_job_cancels_it(client, workspace):
     # only the second job's diagnostics: the kernels sit two lines lower
     transpose = next(d for d in by_code(diagnostics, "state") if "transpose_naive" in d.message)
     assert transpose.range.start.line == 11
-    # the end notification of the second job may trail its diagnostics
+    # the end notifications of the second job (status, then progress) may trail its diagnostics
     await wait_until(
-        lambda: (client.job_status[-1].running, client.job_status[-1].phase) == (False, "done")
+        lambda: (
+            (client.job_status[-1].running, client.job_status[-1].phase) == (False, "done")
+            and all(reports[-1].kind == "end" for reports in client.progress_reports.values())
+        )
     )
     phases = [(s.running, s.phase) for s in client.job_status]
     assert (False, "cancelled") in phases and phases[-1] == (False, "done")
