@@ -23,7 +23,7 @@ from kernelblaster.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 SOFTMAX = REPO / "examples" / "softmax.cu"
-H200 = REPO.parent / "shared" / "fixtures" / "ncu" / "h200-naive3" / "probe.ncu-rep"
+H200 = REPO / "tests" / "fixtures" / "ncu" / "h200-naive3" / "probe.ncu-rep"
 
 
 def timing(ms: float) -> Timing:

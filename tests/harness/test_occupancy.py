@@ -7,15 +7,13 @@ import pytest
 from kernelblaster.harness.occupancy import block_limits, sm_limits, theoretical_occupancy
 from kernelblaster.harness.ptxas import parse_ptxas_resources
 
-FIVE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "ncu" / "h100-five"
+FIVE = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h100-five"
 
 
 @pytest.fixture(scope="module")
 def ncu_launches() -> dict[str, dict[str, float]]:
     """Per kernel of the h100-five capture: its launch and ncu's occupancy metrics."""
-    if not (FIVE / "five.ncu-rep").is_file():
-        pytest.skip(f"needs the shared ncu fixture {FIVE}")
-    ncu_report = pytest.importorskip("ncu_report")
+    import ncu_report
     report = ncu_report.load_report(str(FIVE / "five.ncu-rep"))
     names = [
         "launch__block_size",

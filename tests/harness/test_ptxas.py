@@ -2,8 +2,6 @@
 
 from pathlib import Path
 
-import pytest
-
 from kernelblaster.harness.ptxas import (
     apply_launch_bounds,
     demangle,
@@ -13,7 +11,7 @@ from kernelblaster.harness.ptxas import (
     short_name,
 )
 
-FIVE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "ncu" / "h100-five"
+FIVE = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h100-five"
 
 # nvcc 13.0, sm_90: a spilling kernel (with a called __noinline__ device function whose own frame
 # must not be taken for the kernel's), a template, a namespaced kernel.
@@ -83,8 +81,6 @@ PTX = """\
 
 
 def test_fixture_report_from_h100():
-    if not (FIVE / "ptxas.txt").is_file():
-        pytest.skip(f"needs the shared ncu fixture {FIVE}")
     kernels = parse_ptxas_resources((FIVE / "ptxas.txt").read_text(), arch="sm_90")
     by_name = {k.name: k for k in kernels}
     assert len(kernels) == 7

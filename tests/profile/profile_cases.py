@@ -34,7 +34,7 @@ def _root_conftest() -> ModuleType:
 
 _CONFTEST = _root_conftest()
 EXPECTED = Path(__file__).resolve().parent / "expected"
-ROOTS = {"shared": _CONFTEST.SHARED_FIXTURES, "fixtures": _CONFTEST.FIXTURES}
+ROOTS = {"fixtures": _CONFTEST.FIXTURES}
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from kernelblaster.harness.records import BuildResult, CheckResult, Timing, Work
 from kernelblaster.server.documents import path_to_uri
 
 HERE = Path(__file__).resolve().parent
-NCU_FIXTURES = HERE.parents[2] / "shared" / "fixtures" / "ncu"
+NCU_FIXTURES = HERE.parent / "fixtures" / "ncu"
 FIVE = NCU_FIXTURES / "h100-five"
 NAIVE3 = NCU_FIXTURES / "h200-naive3"
 REPLAY = HERE / "replay_worker.py"
