@@ -14,6 +14,7 @@ FIVE = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h100-five"
 def ncu_launches() -> dict[str, dict[str, float]]:
     """Per kernel of the h100-five capture: its launch and ncu's occupancy metrics."""
     import ncu_report
+
     report = ncu_report.load_report(str(FIVE / "five.ncu-rep"))
     names = [
         "launch__block_size",
