@@ -5,6 +5,7 @@ over stdio (through serve_probe.py, which records the modules the server importe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -142,9 +143,22 @@ async def client(tmp_path: Path) -> AsyncIterator[LanguageClient]:
         return types.ApplyWorkspaceEditResult(applied=True)
 
     yield lsp
-    if lsp.capabilities is not None:  # a test may have shut the session down itself
-        await lsp.shutdown_session()
-    await lsp.stop()
+    await close(lsp)
+
+
+async def close(lsp: LanguageClient) -> None:
+    """Shut the session down and stop the server, within bounds: a server that failed before
+    `initialize`, or hangs in `shutdown`, is killed instead of being waited on forever."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(TIMEOUT_S):
+            # A test may have shut the session down itself, or the server may be gone.
+            if lsp.capabilities is not None and not lsp.stopped:
+                await lsp.shutdown_session()
+    server = lsp._server
+    if server is not None and server.returncode is None:
+        server.kill()
+    if not lsp.stopped:
+        await lsp.stop()
 
 
 def _fix_code_action_structuring(client: LanguageClient) -> None:
@@ -164,14 +178,33 @@ async def start(
     client: LanguageClient, workspace: Workspace, *, trusted: bool = True, **settings: object
 ) -> None:
     client.set_configuration({"kernelblaster": workspace.settings(**settings)})
-    await client.initialize_session(
+    await initialize(
+        client,
         types.InitializeParams(
             capabilities=client_capabilities("visual-studio-code"),
             root_uri=path_to_uri(workspace.root),
             workspace_folders=[types.WorkspaceFolder(uri=path_to_uri(workspace.root), name="ws")],
             initialization_options={"trusted": trusted},
-        )
+        ),
     )
+
+
+async def initialize(client: LanguageClient, params: types.InitializeParams) -> None:
+    """`initialize_session`, failing at once when the server exits first (pytest-lsp would
+    wait for the answer forever) and after TIMEOUT_S when it never answers."""
+    assert client._server is not None
+    answered = asyncio.ensure_future(client.initialize_session(params))
+    exited = asyncio.ensure_future(client._server.wait())
+    done, _ = await asyncio.wait(
+        {answered, exited}, timeout=TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
+    )
+    if answered not in done:
+        answered.cancel()
+        exited.cancel()
+        why = f"exited with code {exited.result()}" if exited in done else "did not answer"
+        raise AssertionError(f"the language server {why} before initialize (see its stderr)")
+    exited.cancel()
+    answered.result()
 
 
 def open_document(client: LanguageClient, path: Path, version: int = 1) -> str:
