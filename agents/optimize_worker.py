@@ -12,6 +12,7 @@ import msgspec
 from kernelblaster.agents.llm import LlmClient, LlmConfig
 from kernelblaster.agents.loop import optimize
 from kernelblaster.agents.records import OptimizeProgress, OptimizeRequest, OptimizeResponse
+from kernelblaster.harness.processes import exit_with_parent
 from kernelblaster.harness.protocol_stream import ProtocolStream
 from kernelblaster.kb.store import default_path, open_or_fallback
 from kernelblaster.settings import Settings
@@ -72,6 +73,7 @@ def handle(request: OptimizeRequest, stream: ProtocolStream) -> OptimizeResponse
 
 
 def main() -> int:
+    exit_with_parent()
     stream = ProtocolStream()
     try:
         request = msgspec.json.decode(sys.stdin.buffer.read(), type=OptimizeRequest)

@@ -2,9 +2,10 @@
 
 Every build compiles for one GPU architecture (the GPU's own, or the `arch` setting) with
 `-O3 -std=c++17 -lineinfo` (so profilers can blame source lines) and `-Xptxas -v` (resource
-usage); a flag of the same kind among the caller's flags replaces the default. nvcc runs in its
-own process group, killed whole on timeout. nvcc keeps its intermediate files in a scratch
-directory: the PTX there gives each kernel's `__launch_bounds__` and definition line.
+usage); a flag of the same kind among the caller's flags replaces the default. nvcc and the
+tools it starts are killed together on timeout (harness/processes.py). nvcc keeps its
+intermediate files in a scratch directory: the PTX there gives each kernel's
+`__launch_bounds__` and definition line.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -24,6 +24,7 @@ import msgspec
 from kernelblaster.harness.build_cache import BuildCache, nvcc_version
 from kernelblaster.harness.gpu_arch import ArchChoice, detect_arch, is_arch_name
 from kernelblaster.harness.nvcc_output import parse_nvcc_output
+from kernelblaster.harness.processes import run_tool
 from kernelblaster.harness.ptxas import (
     apply_launch_bounds,
     parse_ptx_entries,
@@ -258,25 +259,10 @@ def _compile(
 
 
 def _run(command: list[str], cwd: Path, timeout: float) -> tuple[str, int]:
-    """Run in a new process group (nvcc starts cicc, ptxas, gcc, ld): on timeout or any
-    interruption, the whole group is killed."""
-    process = subprocess.Popen(
-        command,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,  # one stream keeps the tools' messages in order
-        text=True,
-        errors="replace",
-        process_group=0,
-    )
-    try:
-        output, _ = process.communicate(timeout=timeout)
-    except BaseException:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        raise
-    return output, process.returncode
+    """nvcc starts cicc, ptxas, gcc and ld: on timeout or any interruption all of them are
+    killed with it (and they stay in the worker's group, which its clients kill whole)."""
+    done = run_tool(command, cwd=cwd, timeout=timeout)
+    return done.stdout, done.returncode
 
 
 def _build_error(output: str, nvcc: str, arch: str, returncode: int) -> HarnessError:

@@ -36,11 +36,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 from typing import Literal
 
+from kernelblaster.harness.processes import run_tool
 from kernelblaster.harness.records import HarnessError
 from kernelblaster.settings import Settings
 
@@ -261,8 +261,12 @@ def run_ncu(
     report = _report_file(report_path)
     report.unlink(missing_ok=True)  # a stale report must never pass for this run's
     try:
-        returncode, output = _run_in_own_group(
-            command, cwd=cwd, env=env, timeout=settings.profile_timeout_s
+        # The profiled program is ncu's child: a timeout ends it too.
+        done = run_tool(
+            command,
+            cwd=cwd,
+            env={**os.environ, **env} if env is not None else None,
+            timeout=settings.profile_timeout_s,
         )
     except FileNotFoundError:
         return None, _ncu_missing(settings.ncu_path)
@@ -275,6 +279,7 @@ def run_ncu(
             "profile_timeout_s (profileTimeoutS in the editor settings).",
             log=partial[-_LOG_TAIL:],
         )
+    returncode, output = done.returncode, done.stdout
     failure = classify_ncu_failure(output, returncode, kernels)
     if failure is not None:
         return None, failure
@@ -286,31 +291,6 @@ def run_ncu(
             log=output[-_LOG_TAIL:],
         )
     return report, None
-
-
-def _run_in_own_group(
-    command: list[str], *, cwd: Path | None, env: dict | None, timeout: float
-) -> tuple[int, str]:
-    """Run ncu in its own process group, so a timeout also ends the profiled program (ncu's
-    child), which would otherwise live on holding the output pipe open."""
-    with subprocess.Popen(
-        command,
-        cwd=cwd,
-        env={**os.environ, **env} if env is not None else None,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-    ) as process:
-        try:
-            output, _ = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            os.killpg(process.pid, signal.SIGKILL)
-            output, _ = process.communicate()
-            raise subprocess.TimeoutExpired(command, timeout, output=output) from exc
-        return process.returncode, output
 
 
 def _ncu_missing(ncu_path: str) -> HarnessError:

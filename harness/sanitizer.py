@@ -8,6 +8,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from kernelblaster.harness.processes import run_tool
 from kernelblaster.harness.records import HackFinding, HarnessError
 from kernelblaster.settings import Settings
 
@@ -69,9 +70,7 @@ def sanitize(
     # every tensor is its own cudaMalloc and out-of-bounds accesses are caught.
     env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=settings.profile_timeout_s, env=env
-        )
+        done = run_tool(command, timeout=settings.profile_timeout_s, env=env, merge_stderr=False)
     except FileNotFoundError:
         return [], HarnessError(
             kind="crash",

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from kernelblaster.harness.compare import finite_or_none
+from kernelblaster.harness.processes import run_tool
 from kernelblaster.harness.records import HarnessError, Mismatch, Timing, VerifyResult
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", re.IGNORECASE)
@@ -65,9 +66,7 @@ def run_program(
 ) -> tuple[str, float] | HarnessError:
     began = time.perf_counter()
     try:
-        done = subprocess.run(
-            [str(executable), *args], capture_output=True, text=True, timeout=timeout_s, cwd=cwd
-        )
+        done = run_tool([str(executable), *args], timeout=timeout_s, cwd=cwd, merge_stderr=False)
     except subprocess.TimeoutExpired:
         return HarnessError(
             kind="timeout",

@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.harness.build import build
+from kernelblaster.harness.processes import exit_with_parent
 from kernelblaster.harness.protocol_stream import ProtocolStream
 from kernelblaster.harness.records import (
     BuildResult,
@@ -124,6 +125,7 @@ def _prewarm(gpu_index: int) -> None:
 
 def main() -> int:
     global _stream
+    exit_with_parent()
     _stream = ProtocolStream()
     prewarm = os.environ.get("KERNELBLASTER_PREWARM", "")
     if prewarm.isdigit():

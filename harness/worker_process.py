@@ -4,17 +4,15 @@ stream its progress, kill it on timeout. The language server has its own asyncio
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import msgspec
 
+from kernelblaster.harness.processes import kill_worker, worker_environment
 from kernelblaster.harness.records import (
     HarnessError,
     WorkerMessage,
@@ -23,9 +21,6 @@ from kernelblaster.harness.records import (
     WorkerResponse,
 )
 from kernelblaster.settings import Settings
-
-if TYPE_CHECKING:
-    import asyncio
 
 _decoder = msgspec.json.Decoder(WorkerMessage)
 _EXIT_GRACE_S = 10.0  # how long a worker that has answered gets to exit on its own
@@ -37,14 +32,36 @@ def worker_command(settings: Settings) -> list[str]:
     return settings.worker_command or [sys.executable, "-P", "-m", "kernelblaster.harness.worker"]
 
 
+# Past a tool's own timeout, the worker gets this long to report it (with the tool's log)
+# before it is presumed hung itself.
+_REPORT_GRACE_S = 15.0
+
+
 def phase_timeout_s(phase: str, settings: Settings) -> float:
     """How long a phase may run before the worker is presumed hung. torch.compile of the
     reference (phase "baseline") is a compilation, so it gets the build budget."""
     if phase in ("build", "baseline"):
-        return settings.build_timeout_s
+        return settings.build_timeout_s + _REPORT_GRACE_S
     if phase in ("profile", "sanitize"):
-        return settings.profile_timeout_s
+        return settings.profile_timeout_s + _REPORT_GRACE_S
     return settings.run_timeout_s
+
+
+def _timeout_advice(phase: str) -> str:
+    if phase in ("build", "baseline"):
+        return (
+            "Compiling took too long: very large sources, heavy templates or torch headers can "
+            "take minutes. Raise build_timeout_s (buildTimeoutS in the editor)."
+        )
+    if phase in ("profile", "sanitize"):
+        return (
+            "The tool ran too long: profile fewer kernels or launches, use smaller inputs, or "
+            "raise profile_timeout_s (profileTimeoutS)."
+        )
+    return (
+        "A kernel that never ends (a loop whose condition never changes, a deadlocked barrier) "
+        "is the usual cause; if it is only slow, raise run_timeout_s (runTimeoutS)."
+    )
 
 
 def run_worker(
@@ -59,6 +76,7 @@ def run_worker(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env=worker_environment(),
         start_new_session=True,  # its own process group, killed as one
     )
     assert process.stdin and process.stdout and process.stderr
@@ -77,11 +95,11 @@ def run_worker(
             if process.poll() is not None:
                 # The worker is gone. Children it left (a compile pool, a program it ran) must
                 # not keep the pipes open: a crash would be read as a hang.
-                kill_group(process)
+                kill_worker(process)
                 return
             if time.monotonic() > deadline:
                 killed.set()
-                kill_group(process)
+                kill_worker(process)
                 return
 
     threading.Thread(target=watchdog, daemon=True).start()
@@ -109,7 +127,7 @@ def run_worker(
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=_EXIT_GRACE_S)
         # Also after a normal exit: whatever the worker left running in its group goes too.
-        kill_group(process)
+        kill_worker(process)
         process.wait()
         drain.join()
     if response is not None:
@@ -122,8 +140,7 @@ def run_worker(
                 message=f"The {last_phase} phase did not finish within "
                 f"{phase_timeout_s(last_phase, settings):.0f} s; "
                 "the worker was killed.",
-                fix="A kernel that never ends (a loop whose condition never changes, a "
-                "deadlocked barrier) is the usual cause; otherwise raise the timeouts.",
+                fix=_timeout_advice(last_phase),
                 log=stderr[-2000:],
             )
         )
@@ -135,13 +152,3 @@ def run_worker(
             log=stderr[-2000:],
         )
     )
-
-
-def kill_group(process: subprocess.Popen | asyncio.subprocess.Process) -> None:
-    """SIGKILL a worker and whatever it started: workers lead their own process group (both
-    clients start them with start_new_session)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from kernelblaster.harness.worker_process import kill_group
+from kernelblaster.harness.processes import kill_worker, worker_environment
 
 Result = TypeVar("Result")
 
@@ -49,7 +48,7 @@ async def _spawn(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=cwd,
-            env=env,
+            env=worker_environment(env),
             limit=_LINE_LIMIT,
             start_new_session=True,  # its own process group, killed as one
         )
@@ -79,13 +78,13 @@ class SpareWorkers:
         return spare
 
     async def _start(self, command: list[str], gpu_index: int) -> asyncio.subprocess.Process:
-        return await _spawn(command, None, {**os.environ, "KERNELBLASTER_PREWARM": str(gpu_index)})
+        return await _spawn(command, None, {"KERNELBLASTER_PREWARM": str(gpu_index)})
 
     async def close(self) -> None:
         spares = list(self._spares.values())
         self._spares.clear()
         for spare in spares:
-            kill_group(spare)
+            kill_worker(spare)
             await spare.wait()
 
 
@@ -138,7 +137,7 @@ async def run_worker(
     finally:
         # Also after a normal exit: whatever the worker left running in its group goes too.
         reaper.cancel()
-        kill_group(process)
+        kill_worker(process)
         await process.wait()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stderr_reader, timeout=1.0)
@@ -172,7 +171,7 @@ async def _kill_leftovers_on_exit(process: asyncio.subprocess.Process) -> None:
     Polls `returncode`, which the child watcher sets on exit whatever the pipes do."""
     while process.returncode is None:
         await asyncio.sleep(0.1)
-    kill_group(process)
+    kill_worker(process)
 
 
 def _describe_exit(returncode: int) -> str:
