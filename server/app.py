@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from lsprotocol import types
@@ -37,17 +37,21 @@ from kernelblaster.server.hover import kernel_hover
 from kernelblaster.server.jobs import JobManager
 from kernelblaster.server.kernel_locator import enclosing, locate
 from kernelblaster.server.progress import CancelRegistry
+from kernelblaster.server.protocol import KernelBlasterProtocol, report_out_of_band
 from kernelblaster.server.trust import TrustGate
 from kernelblaster.server.watcher import CONFIG_NAMES, SourceWatcher
 from kernelblaster.server.worker_client import SpareWorkers
 from kernelblaster.settings import Settings
+
+if TYPE_CHECKING:
+    from pygls.server import ServerErrors
 
 HOVER_TECHNIQUES = 5
 
 
 class KernelBlasterServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("kernelblaster", __version__)
+        super().__init__("kernelblaster", __version__, protocol_cls=KernelBlasterProtocol)
         self.trust = TrustGate(False)
         self.init_options = InitOptions()
         self.settings = Settings()
@@ -64,6 +68,10 @@ class KernelBlasterServer(LanguageServer):
         self.watcher: SourceWatcher | None = None
         self.spare_workers = SpareWorkers()
         self._background: set[asyncio.Task[Any]] = set()
+
+    def report_server_error(self, error: Exception, source: ServerErrors) -> None:
+        # Out-of-band errors are logged, never shown as pygls' "Error in server" popup.
+        report_out_of_band(self.protocol, error)
 
     def uri_for(self, path: Path) -> str:
         return self.open_uris.get(path) or path_to_uri(path)

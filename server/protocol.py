@@ -1,0 +1,79 @@
+"""JSON-RPC as the spec has it, where pygls falls short: every request gets exactly one
+response, and nothing internal reaches the user as a popup.
+
+pygls drops a request whose params don't fit the method's type (it reports the error out of
+band, and the client waits forever), drops requests that arrive after `shutdown`, and answers
+unparseable JSON with a popup instead of a -32700 response. Here:
+
+- a request whose params are invalid gets -32602 (Invalid Params) naming the method;
+- a request after `shutdown` gets -32600 (Invalid Request), as the LSP spec requires;
+- a message that is not JSON gets -32700 (Parse Error) with a null id;
+- errors outside any request (a notification handler's bug, a stopped job) go to the
+  client's log (`window/logMessage`), never to a `window/showMessage` popup.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import msgspec
+from lsprotocol import types
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcParseError,
+)
+from pygls.protocol import LanguageServerProtocol
+
+log = logging.getLogger(__name__)
+
+
+class RejectedRequest(msgspec.Struct, frozen=True):
+    """A request that could not be read as its method's type: answered with `error` only."""
+
+    id: int | str
+    method: str
+    error: JsonRpcException
+
+
+class KernelBlasterProtocol(LanguageServerProtocol):
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        method = data.get("method")
+        is_request = "id" in data and isinstance(method, str)
+        if self._shutdown and is_request and method != types.EXIT:
+            refusal = JsonRpcInvalidRequest(f"{method}: the server is shutting down")
+            return RejectedRequest(data["id"], method, refusal)
+        try:
+            return super().structure_message(data)
+        except JsonRpcInvalidParams as exc:
+            if is_request:
+                message = f"invalid params for {method}: {exc.__cause__ or exc}"
+                return RejectedRequest(data["id"], method, JsonRpcInvalidParams(message))
+            raise  # a notification: nobody waits for an answer; logged by report_server_error
+
+    def handle_message(self, message: Any) -> None:
+        if isinstance(message, RejectedRequest):
+            log.warning("%s", message.error)
+            self._send_response(message.id, error=message.error.to_response_error())
+            return
+        super().handle_message(message)
+
+
+def report_out_of_band(protocol: LanguageServerProtocol, error: Exception) -> None:
+    """What the server does with an error no request is waiting for: a parse error is answered
+    as JSON-RPC says; everything else is logged for whoever reads the server's log."""
+    if isinstance(error, json.JSONDecodeError):
+        refusal = JsonRpcParseError(f"the message is not JSON: {error}")
+        protocol._send_response(None, error=refusal.to_response_error())  # type: ignore[arg-type]
+        return
+    log.error("internal error: %s: %s", type(error).__name__, error)
+    protocol.notify(
+        types.WINDOW_LOG_MESSAGE,
+        types.LogMessageParams(
+            type=types.MessageType.Error,
+            message=f"KernelBlaster internal error ({type(error).__name__}): {error}",
+        ),
+    )
