@@ -67,7 +67,14 @@ def report_out_of_band(protocol: LanguageServerProtocol, error: Exception) -> No
     as JSON-RPC says; everything else is logged for whoever reads the server's log."""
     if isinstance(error, json.JSONDecodeError):
         refusal = JsonRpcParseError(f"the message is not JSON: {error}")
-        protocol._send_response(None, error=refusal.to_response_error())  # type: ignore[arg-type]
+        # Written as a plain dict: the typed serializer drops the `"id": null` JSON-RPC needs.
+        protocol._send_data(
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": refusal.code, "message": refusal.message},
+            }
+        )
         return
     log.error("internal error: %s: %s", type(error).__name__, error)
     protocol.notify(

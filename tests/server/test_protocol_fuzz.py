@@ -120,7 +120,7 @@ async def test_every_request_gets_one_response_whatever_it_carries(raw, tmp_path
     # not JSON at all: JSON-RPC's parse error, with a null id
     await raw.send_bytes(b'{"jsonrpc": "2.0", "id": 99, "method": ')
     parse_error = await raw.response(None)
-    assert parse_error["error"]["code"] == -32700
+    assert parse_error["id"] is None and parse_error["error"]["code"] == -32700
 
     # a hover the spec's way still works after all that
     hover = {"textDocument": {"uri": (tmp_path / "x.cu").as_uri()}, "position": {"line": 0}}
