@@ -14,6 +14,7 @@ import sys
 import threading
 
 from kernelblaster import __version__
+from kernelblaster.trust import TRUST_ENV
 
 COMMAND_MODULES = [
     "kernelblaster.harness.cli",
@@ -21,6 +22,7 @@ COMMAND_MODULES = [
     "kernelblaster.agents.cli",
     "kernelblaster.agents.optimize_cli",
     "kernelblaster.server.cli",
+    "kernelblaster.trust_cli",
 ]
 
 
@@ -30,6 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Profile, explain and optimize CUDA kernels.",
     )
     parser.add_argument("--version", action="version", version=f"kernelblaster {__version__}")
+    parser.add_argument(
+        "--trust",
+        action="store_true",
+        help="use programs named in this repository's configuration file for this run "
+        "(see `kernelblaster trust`)",
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
@@ -44,6 +52,8 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.trust:
+        os.environ[TRUST_ENV] = "1"
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:

@@ -17,6 +17,8 @@ from typing import Any, Literal
 import msgspec
 import platformdirs
 
+from kernelblaster.trust import TrustListError, is_trusted
+
 CONFIG_FILE = "kernelblaster.toml"
 ENV_PREFIX = "KERNELBLASTER_"
 
@@ -106,22 +108,70 @@ def _convert(data: dict[str, Any], origin: str) -> Settings:
 
 def find_config_dir(start: Path) -> Path | None:
     """The nearest directory at or above `start` holding kernelblaster.toml or a pyproject.toml
-    with a [tool.kernelblaster] table."""
+    with a [tool.kernelblaster] table. A pyproject.toml that doesn't parse is passed over when
+    it doesn't mention kernelblaster (another project's broken file is not our error)."""
     start = start if start.is_dir() else start.parent
     for directory in (start, *start.parents):
         if (directory / CONFIG_FILE).is_file():
             return directory
         pyproject = directory / "pyproject.toml"
-        if pyproject.is_file() and "kernelblaster" in _read_toml(pyproject).get("tool", {}):
+        if pyproject.is_file() and "kernelblaster" in _pyproject_tool_table(pyproject):
             return directory
     return None
+
+
+def _pyproject_tool_table(pyproject: Path) -> dict[str, Any]:
+    try:
+        return _read_toml(pyproject).get("tool", {})
+    except SettingsError:
+        try:
+            if "kernelblaster" not in pyproject.read_text(encoding="utf-8", errors="replace"):
+                return {}
+        except OSError:
+            return {}
+        raise
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SettingsError(f"{path}: {exc}") from exc
+
+
+# Settings that name a program for kernelblaster to run, and nvcc flags that make nvcc run or
+# load one (a host compiler, its plugins, linker plugins). From a repository's file they need
+# the user's trust (kernelblaster/trust.py).
+COMMAND_KEYS = (
+    "nvcc",
+    "ncu_path",
+    "compute_sanitizer_path",
+    "worker_command",
+    "optimize_worker_command",
+)
+_PROGRAM_FLAG_PREFIXES = (
+    "-ccbin",
+    "--compiler-bindir",
+    "-Xcompiler",
+    "--compiler-options",
+    "-Xlinker",
+    "--linker-options",
+)
+
+
+def _program_settings(data: dict[str, Any]) -> list[str]:
+    """`key = value` for each setting in a configuration file's data that runs a program."""
+    found = [f"{key} = {data[key]!r}" for key in COMMAND_KEYS if key in data]
+    flag_lists = [("nvcc_flags", data.get("nvcc_flags", []))]
+    for number, target in enumerate(data.get("targets", [])):
+        if isinstance(target, dict):
+            flag_lists.append((f"targets[{number}].nvcc_flags", target.get("nvcc_flags", [])))
+    for key, flags in flag_lists:
+        if isinstance(flags, list):
+            risky = [f for f in flags if str(f).startswith(_PROGRAM_FLAG_PREFIXES)]
+            if risky:
+                found.append(f"{key} with {' '.join(map(str, risky))}")
+    return found
 
 
 def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
@@ -142,23 +192,65 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     return found
 
 
-def load_settings(start: Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+def load_settings(
+    start: Path | None = None,
+    environ: dict[str, str] | None = None,
+    *,
+    read_files: bool = True,
+    trusted: bool | None = None,
+) -> Settings:
     """Settings for the workspace containing `start` (a file or directory; default: cwd).
 
-    Relative paths in target entries are resolved against the config file's directory."""
+    `read_files=False` uses no configuration file at all (an untrusted workspace). A file that
+    names programs to run is refused unless `trusted`, or, when that is None, unless the user
+    trusts that file (kernelblaster/trust.py). Relative paths in target entries are resolved
+    against the config file's directory."""
     environ = dict(os.environ) if environ is None else environ
     data: dict[str, Any] = {}
-    config_dir = find_config_dir((start or Path.cwd()).resolve())
+    config_dir = find_config_dir((start or Path.cwd()).resolve()) if read_files else None
     if config_dir is not None:
-        pyproject = config_dir / "pyproject.toml"
-        if pyproject.is_file():
-            data.update(_read_toml(pyproject).get("tool", {}).get("kernelblaster", {}))
-        config = config_dir / CONFIG_FILE
-        if config.is_file():
-            data.update(_read_toml(config))
+        for config, table in _config_tables(config_dir):
+            risky = _program_settings(table)
+            if risky and not (trusted if trusted is not None else _user_trusts(config, environ)):
+                raise UntrustedConfigError(config, risky)
+            data.update(table)
         for target in data.get("targets", []):
             for key in ("source", "reference", "golden"):
                 if isinstance(target.get(key), str):
                     target[key] = str((config_dir / target[key]).resolve())
     data.update(_env_overrides(environ))
     return _convert(data, str(config_dir or "environment"))
+
+
+def _user_trusts(config: Path, environ: dict[str, str]) -> bool:
+    try:
+        return is_trusted(config, environ)
+    except TrustListError as exc:
+        raise SettingsError(str(exc)) from exc
+
+
+def _config_tables(config_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """(file, its kernelblaster settings), lowest precedence first."""
+    tables = []
+    pyproject = config_dir / "pyproject.toml"
+    if pyproject.is_file():
+        table = _pyproject_tool_table(pyproject).get("kernelblaster")
+        if isinstance(table, dict):
+            tables.append((pyproject, table))
+    config = config_dir / CONFIG_FILE
+    if config.is_file():
+        tables.append((config, _read_toml(config)))
+    return tables
+
+
+class UntrustedConfigError(SettingsError):
+    """A repository's configuration file names programs to run, and the user hasn't trusted it."""
+
+    def __init__(self, config: Path, risky: list[str]) -> None:
+        super().__init__(
+            f"{config} sets {'; '.join(risky)}: programs kernelblaster would run. Settings "
+            f"that name programs are used only from files you trust. If you trust this "
+            f"repository, run `kernelblaster trust {config.parent}` once (an edit to the file "
+            f"needs trusting again), or pass --trust for one run; otherwise remove them."
+        )
+        self.config = config

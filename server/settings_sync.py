@@ -29,7 +29,11 @@ async def refresh(ls: KernelBlasterServer, pushed: Any = None) -> None:
     problems: list[str] = []
     root = ls.workspace_root()
     try:
-        base = await asyncio.to_thread(load_settings, root)
+        # Untrusted: nothing from the workspace's files, not even a path. Trusted: the editor's
+        # Workspace Trust is the user's consent to the programs those files name.
+        base = await asyncio.to_thread(
+            load_settings, root, read_files=ls.trust.trusted, trusted=True
+        )
     except SettingsError as exc:
         problems.append(f"configuration file ignored: {exc}")
         base = Settings()

@@ -44,6 +44,32 @@ async def test_untrusted_workspace_runs_nothing_and_explains_once(client, worksp
     assert workspace.runs() == []
 
 
+@pytest.fixture
+def data_home(tmp_path, monkeypatch):
+    """The server's per-user data folder (where its default KB goes), private to the test."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data-home"))
+    return tmp_path / "data-home"
+
+
+async def test_an_untrusted_workspace_chooses_no_path_or_program(data_home, client, workspace):
+    chosen = workspace.root / "chosen"
+    workspace.add(
+        "kernelblaster.toml",
+        f'kb_path = "{chosen}/KB_FROM_WORKSPACE.sqlite3"\ncache_dir = "{chosen}/cache"\n'
+        f'nvcc = "{chosen}/evil-nvcc"\n',
+    )
+    source = copy_five(workspace)
+    await start(client, workspace, trusted=False, kbPath=None)
+    uri = open_document(client, source)
+    await wait_until(lambda: by_code(client.diagnostics.get(uri, []), "setup"))
+    await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="kernelblaster.knowledgeBase", arguments=[])
+    )
+    assert not chosen.exists()  # no KB, cache or anything else where the workspace chose
+    assert list(data_home.rglob("*.sqlite3"))  # the KB is the user's own
+    assert not [m for m in client.messages if "evil-nvcc" in m.message]
+
+
 async def test_without_an_llm_endpoint_the_action_says_what_to_configure(client, workspace):
     source = copy_five(workspace)
     await start(client, workspace, llmBaseUrl=None)
