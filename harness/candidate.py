@@ -15,15 +15,22 @@ Plain form calling convention (the launcher is the file's one `extern "C"` funct
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import importlib.util
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import torch
 
-from kernelblaster.harness.cuda_source import CFunction, extern_c_functions, kernel_names
+from kernelblaster.harness.cuda_source import (
+    CFunction,
+    extern_c_functions,
+    kernel_names,
+    read_source,
+)
 from kernelblaster.harness.records import HarnessError
 from kernelblaster.harness.reference import Reference, ReferenceError_, as_outputs, load_module
 from kernelblaster.harness.target_build import extension_module_name
@@ -96,7 +103,7 @@ def _plain(
     probe_inputs: list,
     templates: list[torch.Tensor],
 ) -> Candidate:
-    text = Path(target.source).read_text(encoding="utf-8")
+    text = read_source(Path(target.source))
     launcher: CFunction = next(f for f in extern_c_functions(text) if f.name == target.entry)
     lib = ctypes.CDLL(str(library))
     function = getattr(lib, launcher.name)
@@ -229,13 +236,23 @@ def _extension(target: Target, library: Path, reference: Reference) -> Candidate
     )
 
 
-def _kernelbench(target: Target, reference: Reference, device) -> Candidate:
+def import_solution(target: Target) -> ModuleType:
+    """A KernelBench solution's module, imported once per worker: importing it is what runs
+    its load_inline, i.e. builds its CUDA (torch caches the build across processes)."""
     solution = Path(target.source)
+    name = f"kernelblaster_solution_{hashlib.sha256(str(solution).encode()).hexdigest()[:16]}"
+    if name in sys.modules:
+        return sys.modules[name]
     # KernelBench solutions may import modules beside them (or beside the problem file).
     for directory in {solution.parent, Path(target.reference or solution).parent}:
         if str(directory) not in sys.path:
             sys.path.insert(0, str(directory))
-    module = load_module(solution, f"kernelblaster_solution_{abs(hash(str(solution)))}")
+    return load_module(solution, name)
+
+
+def _kernelbench(target: Target, reference: Reference, device) -> Candidate:
+    solution = Path(target.source)
+    module = import_solution(target)
     model_class = getattr(module, target.entry, None)
     if model_class is None:
         raise _fail("entry_missing", f"{solution.name} defines no class {target.entry}.")

@@ -12,7 +12,7 @@ from kernelblaster.harness import sanitizer, standalone
 from kernelblaster.harness.baselines import measure_baselines
 from kernelblaster.harness.candidate import load_candidate
 from kernelblaster.harness.cuda_errors import error_from_exception
-from kernelblaster.harness.cuda_source import kernel_names
+from kernelblaster.harness.cuda_source import kernel_names, read_source
 from kernelblaster.harness.records import BuildResult, CheckResult, HackFinding, HarnessError
 from kernelblaster.harness.reference import ReferenceError_, load_reference
 from kernelblaster.harness.run_once import RunOnceSpec, program, write_spec
@@ -61,7 +61,7 @@ def _device_arch(device: torch.device) -> str:
 
 
 def _static_findings(target: Target, settings: Settings) -> list[HackFinding]:
-    text = Path(target.source).read_text(encoding="utf-8")
+    text = read_source(Path(target.source))
     allow = target.allow_library_calls or settings.allow_library_calls
     if target.kind == "kernelbench":
         reference_module = Path(target.reference).stem if target.reference else None
@@ -79,7 +79,7 @@ def _sanitize(
     else:
         spec = RunOnceSpec(target=target, artifact=built.artifact, gpu_index=settings.gpu_index)
         run = program(write_spec(spec, work_dir))
-    text = Path(target.source).read_text(encoding="utf-8")
+    text = read_source(Path(target.source))
     tools = ["memcheck"] + (["racecheck"] if "__shared__" in text else [])
     findings: list[HackFinding] = []
     for tool in tools:

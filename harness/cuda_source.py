@@ -40,6 +40,12 @@ class KernelDecl(msgspec.Struct, kw_only=True):
     end_line: int
 
 
+def read_source(path: Path) -> str:
+    """A source file's text. nvcc accepts any bytes in comments and strings, so a stray
+    Latin-1 byte must not make the file unreadable here: undecodable bytes become U+FFFD."""
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
 @cache
 def _parser() -> tree_sitter.Parser:
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
@@ -162,7 +168,7 @@ def global_kernels(source: str) -> list[KernelDecl]:
 def kernel_names(path: Path) -> list[str]:
     """The `__global__` kernels a target file defines, in source order: a .cu file's own, or
     those in the CUDA strings of a KernelBench solution (what its load_inline compiles)."""
-    text = path.read_text(encoding="utf-8")
+    text = read_source(path)
     if path.suffix != ".py":
         return [k.name for k in global_kernels(text)]
     try:

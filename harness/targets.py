@@ -23,7 +23,7 @@ from typing import Literal
 
 import msgspec
 
-from kernelblaster.harness.cuda_source import CFunction, extern_c_functions
+from kernelblaster.harness.cuda_source import CFunction, extern_c_functions, read_source
 from kernelblaster.harness.records import HarnessError
 from kernelblaster.settings import Settings, TargetConfig
 
@@ -179,10 +179,12 @@ def resolve_target(
     """The target for `source`, or an error saying why it can't be checked and how to fix it."""
     source = source.resolve()
     try:
-        text = source.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_source(source)
+    except OSError as exc:
         return HarnessError(
-            kind="bad_target", message=f"Cannot read {source}: {exc}", fix="Check the path."
+            kind="bad_target",
+            message=f"Cannot read {source}: {exc.strerror or exc}",
+            fix="Check that the file exists and that you may read it.",
         )
     for config in settings.targets:
         if Path(config.source).resolve() == source:

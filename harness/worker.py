@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.harness.build import build
+from kernelblaster.harness.cuda_source import read_source
 from kernelblaster.harness.processes import exit_with_parent
 from kernelblaster.harness.protocol_stream import ProtocolStream
 from kernelblaster.harness.records import (
@@ -23,7 +24,7 @@ from kernelblaster.harness.records import (
     WorkerRequest,
     WorkerResponse,
 )
-from kernelblaster.harness.target_build import build_spec
+from kernelblaster.harness.target_build import BuildSpecError, build_kernelbench, build_spec
 from kernelblaster.harness.targets import Target, detect_kind, resolve_target
 from kernelblaster.settings import Settings
 
@@ -66,16 +67,21 @@ def _target_for(
         return msgspec.structs.replace(resolved, source=str(built_from)), None
     if resolved.kind == "bad_target":
         return None, resolved
-    text = built_from.read_text(encoding="utf-8")
+    text = read_source(built_from)
     stand_in = Target(kind=detect_kind(source, text), source=str(built_from), entry="")
     return stand_in, resolved
 
 
 def _build(target: Target, settings: Settings) -> BuildResult:
     if target.kind == "kernelbench":
-        # load_inline builds the solution's CUDA when the module is imported (torch's cache).
-        return BuildResult(ok=True, source=target.source, arch=settings.arch or "")
-    return build(build_spec(target, settings), settings)
+        return build_kernelbench(target, settings)
+    try:
+        spec = build_spec(target, settings)
+    except BuildSpecError as exc:
+        return BuildResult(
+            ok=False, source=target.source, arch=settings.arch or "", error=exc.error
+        )
+    return build(spec, settings)
 
 
 def handle(request: WorkerRequest) -> WorkerResponse:

@@ -43,3 +43,32 @@ def test_check_of_an_unpaired_file_explains_pairing(capsys):
 def test_missing_file(capsys):
     assert main(["build", "/no/such/file.cu"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_stray_latin1_byte_in_a_comment_builds_as_nvcc_would(tmp_path, capsys):
+    source = tmp_path / "latin1.cu"
+    source.write_bytes(b"// caf\xe9 kernel\n__global__ void k(float* y) { y[0] = 1.0f; }\n")
+    assert main(["build", str(source), "--arch", "sm_90", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"]
+
+
+@pytest.mark.skipif(
+    pytest.importorskip("torch").version.cuda is not None, reason="needs a CPU-only PyTorch"
+)
+def test_an_extension_with_cpu_only_torch_says_a_cuda_build_is_needed(capsys):
+    assert main(["build", str(EXAMPLES / "bias_gelu_scale.cu"), "--arch", "sm_90", "--json"]) == 1
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["kind"] == "torch_missing"
+    assert "needs a CUDA build of PyTorch" in error["message"] and "CUDA_HOME" in error["message"]
+    assert "plain CUDA" in error["fix"]
+
+
+@pytest.mark.skipif(
+    pytest.importorskip("torch").version.cuda is not None, reason="needs a CPU-only PyTorch"
+)
+def test_building_a_kernelbench_solution_compiles_it_or_says_why_not(capsys):
+    solution = EXAMPLES / "kernelbench" / "19_ReLU_solution.py"
+    assert main(["build", str(solution), "--arch", "sm_90"]) == 1
+    out = capsys.readouterr().out
+    assert "None" not in out  # it used to print "built … (0.00 s): None" and succeed
+    assert "load_inline" in out and "CUDA build of PyTorch" in out

@@ -11,6 +11,7 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.harness.records import WorkerRequest
+from kernelblaster.harness import worker_process
 from kernelblaster.harness.worker_process import run_worker
 from kernelblaster.settings import Settings
 
@@ -99,3 +100,19 @@ def test_requests_are_sent_as_json(tmp_path):
     response = run_worker(_request(), settings)
     assert response.error is not None and response.error.message == "k.cu"
     assert msgspec.json.decode(msgspec.json.encode(_request()))["task"] == "check"
+
+
+def test_a_worker_stuck_compiling_is_told_to_raise_the_build_budget(tmp_path, monkeypatch):
+    # A 5 MB source that compiles past the budget is not "a kernel that never ends".
+    monkeypatch.setattr(worker_process, "_REPORT_GRACE_S", 0.2)
+    script = tmp_path / "compiling.py"
+    script.write_text(
+        "import sys, time\nsys.stdin.read()\n"
+        "print('{\"type\": \"progress\", \"phase\": \"build\", \"message\": \"nvcc\"}', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    settings = Settings(worker_command=[sys.executable, str(script)], build_timeout_s=0.5)
+    response = run_worker(_request(), settings)
+    assert response.error is not None and response.error.kind == "timeout"
+    assert "build phase did not finish" in response.error.message
+    assert "build_timeout_s" in response.error.fix and "never ends" not in response.error.fix
