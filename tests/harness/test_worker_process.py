@@ -10,8 +10,8 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.harness.records import WorkerRequest
 from kernelblaster.harness import worker_process
+from kernelblaster.harness.records import WorkerRequest
 from kernelblaster.harness.worker_process import run_worker
 from kernelblaster.settings import Settings
 
@@ -108,7 +108,8 @@ def test_a_worker_stuck_compiling_is_told_to_raise_the_build_budget(tmp_path, mo
     script = tmp_path / "compiling.py"
     script.write_text(
         "import sys, time\nsys.stdin.read()\n"
-        "print('{\"type\": \"progress\", \"phase\": \"build\", \"message\": \"nvcc\"}', flush=True)\n"
+        'print(\'{"type": "progress", "phase": "build", "message": "nvcc"}\','
+        " flush=True)\n"
         "time.sleep(60)\n"
     )
     settings = Settings(worker_command=[sys.executable, str(script)], build_timeout_s=0.5)
