@@ -68,6 +68,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     # language server among them) shares this process's start-up.
     from kernelblaster.agents.llm import LlmClient, LlmConfig
     from kernelblaster.agents.loop import optimize
+    from kernelblaster.kb.schema import KBError
     from kernelblaster.kb.store import default_path, open_or_fallback
 
     source = Path(args.file).resolve()
@@ -87,7 +88,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         )
         return 2
     original = source.read_text(encoding="utf-8")
-    kb, kb_message = open_or_fallback(default_path(settings.kb_path))
+    try:
+        kb, kb_message = open_or_fallback(default_path(settings.kb_path))
+    except KBError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if kb_message:
         print(kb_message, file=sys.stderr)
 

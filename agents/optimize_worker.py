@@ -14,6 +14,7 @@ from kernelblaster.agents.loop import optimize
 from kernelblaster.agents.records import OptimizeProgress, OptimizeRequest, OptimizeResponse
 from kernelblaster.harness.processes import exit_with_parent
 from kernelblaster.harness.protocol_stream import ProtocolStream
+from kernelblaster.kb.schema import KBError
 from kernelblaster.kb.store import default_path, open_or_fallback
 from kernelblaster.settings import Settings
 
@@ -28,7 +29,15 @@ def handle(request: OptimizeRequest, stream: ProtocolStream) -> OptimizeResponse
             error="Set llmBaseUrl (any OpenAI-compatible server) and llmModel, and put the API "
             f"key in the environment variable {settings.llm_api_key_env}.",
         )
-    kb, kb_message = open_or_fallback(default_path(settings.kb_path))
+    try:
+        kb, kb_message = open_or_fallback(default_path(settings.kb_path))
+    except KBError as exc:
+        return OptimizeResponse(
+            kernel=request.kernel,
+            improved=False,
+            message="The knowledge base can't be opened.",
+            error=str(exc),
+        )
     client = LlmClient(LlmConfig.from_settings(settings))
 
     def on_progress(step: int, total: int, message: str, best: float | None) -> None:

@@ -97,6 +97,14 @@ def _stats(args: argparse.Namespace) -> int:
 @_guarded
 def _show(args: argparse.Namespace) -> int:
     with _open(args) as kb:
+        known = sorted(state.id for state in kb.states())
+        if args.state and args.state not in known:
+            print(
+                f"kernelblaster kb: unknown state {args.state!r}; the KB knows: "
+                + ", ".join(known),
+                file=sys.stderr,
+            )
+            return 2
         if args.state and args.arch:
             ranked = kb.rank(args.arch, args.state)
             if args.json:

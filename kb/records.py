@@ -85,6 +85,18 @@ class Attempt(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     error_kind: str | None = None  # e.g. "nvcc", "llm_timeout", "static_check:library_call"
 
 
+MAX_NOTE_CHARS = 600  # one note; longer ones are cut with an ellipsis
+
+
+def clip_note(text: str) -> str:
+    """A note as the KB keeps it: stripped, and at most MAX_NOTE_CHARS long (prompts quote
+    notes, so one runaway note must not crowd out the rest)."""
+    text = text.strip()
+    if len(text) > MAX_NOTE_CHARS:
+        text = text[: MAX_NOTE_CHARS - 1].rstrip() + "…"
+    return text
+
+
 class Note(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A natural-language note on an entry (the textual gradient); every note is kept in
     history, the most recent few are what prompts see."""

@@ -31,12 +31,12 @@ from kernelblaster.kb.records import (
     RankedTechnique,
     State,
     Technique,
+    clip_note,
 )
 from kernelblaster.kb.schema import KBError, check_file, migrate
 from kernelblaster.kb.stats import validate_attempt
 
 BUSY_TIMEOUT_S = 30.0
-MAX_NOTE_CHARS = 600  # one note; longer ones are cut with an ellipsis
 PRIOR_RANGE = (0.1, 10.0)
 
 
@@ -48,12 +48,28 @@ def default_path(settings_kb_path: str | None = None) -> Path:
     return Path(platformdirs.user_data_dir("kernelblaster", appauthor=False)) / "kb.sqlite3"
 
 
+class KBUnwritableError(KBError):
+    """The KB's file or folder can't be written (read-only, or no permission): a fresh KB
+    beside it couldn't be written either."""
+
+
+def _unwritable(path: Path, exc: sqlite3.OperationalError) -> KBUnwritableError:
+    return KBUnwritableError(
+        f"knowledge base {path} can't be opened for writing ({exc}): the file or its folder is "
+        "read-only or not yours. Make both writable, or set kb_path / KERNELBLASTER_KB to a "
+        "file in a writable folder"
+    )
+
+
 def open_or_fallback(path: Path | str | None) -> tuple[KnowledgeBase, str | None]:
     """Open the KB at `path`; if it is corrupt or foreign, leave it untouched and open a fresh KB
-    beside it, returning a message that says so (None when the original opened)."""
+    beside it, returning a message that says so (None when the original opened). A KB that
+    can't be written raises KBUnwritableError."""
     path = Path(path) if path is not None else default_path()
     try:
         return KnowledgeBase.open(path), None
+    except KBUnwritableError:
+        raise
     except KBError as exc:
         fallback = path.with_name(f"{path.stem}.fresh{path.suffix or '.sqlite3'}")
         kb = KnowledgeBase.open(fallback)
@@ -70,11 +86,20 @@ class KnowledgeBase:
     @classmethod
     def open(cls, path: Path | str | None = None) -> KnowledgeBase:
         path = Path(path) if path is not None else default_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise KBUnwritableError(
+                f"the folder of the knowledge base {path} can't be created "
+                f"({exc.strerror or exc}); set kb_path / KERNELBLASTER_KB to a writable place"
+            ) from exc
         check_file(path)
-        conn = sqlite3.connect(
-            path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
+        try:
+            conn = sqlite3.connect(
+                path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.OperationalError as exc:
+            raise _unwritable(path, exc) from exc
         kb = cls(conn, path)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -83,6 +108,9 @@ class KnowledgeBase:
             conn.execute("PRAGMA synchronous = FULL")  # a committed attempt survives power loss
             migrate(conn, lambda: conn.execute("BEGIN IMMEDIATE"))
             kb._sync_catalog()
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            raise _unwritable(path, exc) from exc
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise KBError(f"knowledge base {path} can't be used: {exc}") from exc
@@ -213,11 +241,9 @@ class KnowledgeBase:
 
     def add_note(self, arch: str, state: str, technique: str, note: str) -> None:
         """Add a note to an entry's history; prompts see only the most recent few (bounded)."""
-        text = note.strip()
+        text = clip_note(note)
         if not text:
             raise ValueError("a KB note must not be empty")
-        if len(text) > MAX_NOTE_CHARS:
-            text = text[: MAX_NOTE_CHARS - 1].rstrip() + "…"
         entry = Note(
             id=uuid.uuid4().hex,
             arch=arch,

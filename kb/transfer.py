@@ -16,7 +16,7 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.kb import rows
-from kernelblaster.kb.records import KBExport
+from kernelblaster.kb.records import KBExport, clip_note
 from kernelblaster.kb.stats import validate_attempt
 from kernelblaster.kb.store import KnowledgeBase
 
@@ -122,7 +122,9 @@ def _merge_in(conn: sqlite3.Connection, data: KBExport) -> MergeReport:
         else:
             report.attempts_already_present += 1
     for note in data.notes:
-        report.notes_added += rows.insert_note(conn, note)
+        # An export is someone else's file: its notes are held to the same bound as ours.
+        clipped = msgspec.structs.replace(note, text=clip_note(note.text))
+        report.notes_added += rows.insert_note(conn, clipped)
     for prior in data.priors:
         rows.ensure_entry(conn, prior.arch, prior.state, prior.technique)
         cursor = conn.execute(

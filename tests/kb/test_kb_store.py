@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from kb_helpers import make_attempt
 
-from kernelblaster.kb import rows, store
+from kernelblaster.kb import rows
 from kernelblaster.kb.catalog import FINDING_IDS, CatalogError, load_catalog, parse_catalog
+from kernelblaster.kb.records import MAX_NOTE_CHARS
 from kernelblaster.kb.store import KnowledgeBase, default_path
 
 
@@ -120,7 +121,7 @@ def test_notes_are_bounded_and_history_is_kept(kb):
     assert len(entry.notes) <= rows.MAX_NOTES
     assert sum(len(n) for n in entry.notes) <= rows.MAX_NOTES_CHARS
     assert entry.notes[-1].startswith("y") and entry.notes[-1].endswith("…")
-    assert len(entry.notes[-1]) == store.MAX_NOTE_CHARS
+    assert len(entry.notes[-1]) == MAX_NOTE_CHARS
     assert entry.notes[0].startswith("note 13")  # the most recent ones, oldest first
     history = kb.note_history(arch="sm_90")
     assert len(history) == 21 and history[0].text.startswith("note 0")
