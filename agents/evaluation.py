@@ -19,7 +19,7 @@ from kernelblaster.harness.records import (
     ProfileReport,
     WorkerRequest,
 )
-from kernelblaster.harness.worker_process import run_worker
+from kernelblaster.harness.worker_process import run_harness_sync
 from kernelblaster.settings import Settings
 
 # Worker error kinds → the attempt outcome the KB records and the lowering feedback kind.
@@ -80,7 +80,7 @@ def evaluate(
         kernels=[kernel],
         sanitize=sanitize,
     )
-    response = run_worker(request, settings)
+    response = run_harness_sync(request, settings)
     if response.build is not None and not response.build.ok:
         return Evaluation(
             outcome="compile_error",

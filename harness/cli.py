@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.harness.records import WorkerProgress, WorkerRequest, WorkerResponse
-from kernelblaster.harness.worker_process import run_worker
+from kernelblaster.harness.worker_process import run_harness_sync
 from kernelblaster.settings import SettingsError, load_settings
 
 
@@ -39,7 +39,7 @@ def run_task(args: argparse.Namespace, task: str) -> WorkerResponse | None:
         sanitize=getattr(args, "sanitize", False),
     )
     quiet = args.json
-    return run_worker(
+    return run_harness_sync(
         request, settings, on_progress=(lambda _: None) if quiet else _progress_to_stderr
     )
 

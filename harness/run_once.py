@@ -28,8 +28,7 @@ def write_spec(spec: RunOnceSpec, directory: Path) -> Path:
 
 
 def program(spec_path: Path) -> list[str]:
-    # -P: never let the working directory shadow the installed package (see worker_process).
-    return [sys.executable, "-P", "-m", "kernelblaster.harness.run_once", str(spec_path)]
+    return [sys.executable, "-m", "kernelblaster.harness.run_once", str(spec_path)]
 
 
 def main(argv: list[str]) -> int:

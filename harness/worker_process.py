@@ -1,18 +1,16 @@
-"""Running the harness worker from synchronous code (the CLI, the optimize loop): start it,
-stream its progress, kill it on timeout. The language server has its own asyncio client."""
+"""Running the harness worker (build → verify → time → profile) from any process: its
+command, each phase's budget, and its failures turned into a WorkerResponse error, so the CLI,
+the optimize loop and the language server all handle one shape."""
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
+import asyncio
 import sys
-import threading
-import time
 from collections.abc import Callable
+from pathlib import Path
 
 import msgspec
 
-from kernelblaster.harness.processes import kill_worker, worker_environment
 from kernelblaster.harness.records import (
     HarnessError,
     WorkerMessage,
@@ -20,21 +18,18 @@ from kernelblaster.harness.records import (
     WorkerRequest,
     WorkerResponse,
 )
+from kernelblaster.harness.worker_client import SpareWorkers, WorkerFailed, run_worker
 from kernelblaster.settings import Settings
 
 _decoder = msgspec.json.Decoder(WorkerMessage)
-_EXIT_GRACE_S = 10.0  # how long a worker that has answered gets to exit on its own
-
-
-def worker_command(settings: Settings) -> list[str]:
-    # -P: don't put the working directory on sys.path. Run from a checkout of this repository,
-    # its top-level `kernelblaster/` folder would shadow the installed package's subpackages.
-    return settings.worker_command or [sys.executable, "-P", "-m", "kernelblaster.harness.worker"]
-
-
 # Past a tool's own timeout, the worker gets this long to report it (with the tool's log)
 # before it is presumed hung itself.
 _REPORT_GRACE_S = 15.0
+_LOG_TAIL = 2000
+
+
+def worker_command(settings: Settings) -> list[str]:
+    return settings.worker_command or [sys.executable, "-m", "kernelblaster.harness.worker"]
 
 
 def phase_timeout_s(phase: str, settings: Settings) -> float:
@@ -64,91 +59,66 @@ def _timeout_advice(phase: str) -> str:
     )
 
 
-def run_worker(
+def worker_error(failure: WorkerFailed, settings: Settings) -> HarnessError:
+    """What a worker that timed out, died or broke the protocol means for the user."""
+    phase = failure.phase or "build"
+    log = failure.log[-_LOG_TAIL:]
+    if failure.timed_out:
+        return HarnessError(
+            kind="timeout",
+            message=f"The {phase} phase did not finish within "
+            f"{phase_timeout_s(phase, settings):.0f} s; the worker was killed.",
+            fix=_timeout_advice(phase),
+            log=log,
+        )
+    if failure.exit_status is not None:
+        return HarnessError(
+            kind="crash",
+            message=f"The worker died during {phase} ({failure.exit_status}) without a result.",
+            fix="See the log; a segfault in a launcher often means a pointer/size mix-up. Save "
+            "(or run the command) again to retry.",
+            log=log,
+        )
+    return HarnessError(
+        kind="crash",
+        message=f"The worker failed during {phase}: {failure.message}.",
+        fix="Check the kernelblaster.workerCommand setting; otherwise this is a bug worth "
+        "reporting, with the log.",
+        log=log,
+    )
+
+
+async def run_harness(
+    request: WorkerRequest,
+    settings: Settings,
+    *,
+    on_progress: Callable[[WorkerProgress], None] = lambda _: None,
+    spares: SpareWorkers | None = None,
+    cwd: Path | None = None,
+) -> WorkerResponse:
+    """The worker's response; a worker that dies or overruns a phase becomes a response with
+    an error."""
+    try:
+        return await run_worker(
+            worker_command(settings),
+            request,
+            _decoder,
+            WorkerResponse,
+            on_progress,
+            timeout_s=lambda last: phase_timeout_s(last.phase if last else "build", settings),
+            cwd=cwd,
+            spares=spares,
+            gpu_index=settings.gpu_index,
+        )
+    except WorkerFailed as failure:
+        return WorkerResponse(error=worker_error(failure, settings))
+
+
+def run_harness_sync(
     request: WorkerRequest,
     settings: Settings,
     *,
     on_progress: Callable[[WorkerProgress], None] = lambda _: None,
 ) -> WorkerResponse:
-    """The worker's response; a worker that dies or overruns becomes a response with an error."""
-    process = subprocess.Popen(
-        worker_command(settings),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=worker_environment(),
-        start_new_session=True,  # its own process group, killed as one
-    )
-    assert process.stdin and process.stdout and process.stderr
-    process.stdin.write(msgspec.json.encode(request))
-    process.stdin.close()
-    stderr_chunks: list[bytes] = []
-    drain = threading.Thread(target=lambda: stderr_chunks.append(process.stderr.read()))
-    drain.start()
-    killed = threading.Event()
-    last_phase = "build"
-    deadline = time.monotonic() + phase_timeout_s(last_phase, settings)
-    finished = threading.Event()
-
-    def watchdog() -> None:
-        while not finished.wait(0.1):
-            if process.poll() is not None:
-                # The worker is gone. Children it left (a compile pool, a program it ran) must
-                # not keep the pipes open: a crash would be read as a hang.
-                kill_worker(process)
-                return
-            if time.monotonic() > deadline:
-                killed.set()
-                kill_worker(process)
-                return
-
-    threading.Thread(target=watchdog, daemon=True).start()
-    response: WorkerResponse | None = None
-    garbled: list[str] = []
-    try:
-        for line in process.stdout:
-            try:
-                message = _decoder.decode(line)
-            except msgspec.DecodeError as exc:
-                # The worker keeps fd 1 for the protocol, so this is a bug, not user output.
-                garbled.append(f"unreadable worker message ({exc}): {line[:300]!r}")
-                continue
-            if isinstance(message, WorkerProgress):
-                last_phase = message.phase
-                deadline = time.monotonic() + phase_timeout_s(last_phase, settings)
-                on_progress(message)
-            else:
-                response = message
-                # The answer is in. Stop reading: a child the worker left behind (a compile
-                # pool, a program it ran) may hold the pipe open long after the worker exits.
-                break
-    finally:
-        finished.set()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=_EXIT_GRACE_S)
-        # Also after a normal exit: whatever the worker left running in its group goes too.
-        kill_worker(process)
-        process.wait()
-        drain.join()
-    if response is not None:
-        return response
-    stderr = "\n".join([*garbled, b"".join(stderr_chunks).decode("utf-8", "replace")])
-    if killed.is_set():
-        return WorkerResponse(
-            error=HarnessError(
-                kind="timeout",
-                message=f"The {last_phase} phase did not finish within "
-                f"{phase_timeout_s(last_phase, settings):.0f} s; "
-                "the worker was killed.",
-                fix=_timeout_advice(last_phase),
-                log=stderr[-2000:],
-            )
-        )
-    return WorkerResponse(
-        error=HarnessError(
-            kind="crash",
-            message=f"The worker died during {last_phase} (exit {process.returncode}).",
-            fix="See the log; a segfault in a launcher often means a pointer/size mix-up.",
-            log=stderr[-2000:],
-        )
-    )
+    """`run_harness` for callers without an event loop (the CLI, the optimize loop)."""
+    return asyncio.run(run_harness(request, settings, on_progress=on_progress))

@@ -14,6 +14,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from kernelblaster import __version__
+from kernelblaster.harness.worker_client import SpareWorkers
 from kernelblaster.kb.records import RankedTechnique
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.server import code_actions, knowledge, optimize, pipeline, settings_sync
@@ -40,7 +41,6 @@ from kernelblaster.server.progress import CancelRegistry
 from kernelblaster.server.protocol import KernelBlasterProtocol, report_out_of_band
 from kernelblaster.server.trust import TrustGate
 from kernelblaster.server.watcher import CONFIG_NAMES, SourceWatcher
-from kernelblaster.server.worker_client import SpareWorkers
 from kernelblaster.settings import Settings
 
 if TYPE_CHECKING:

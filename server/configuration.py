@@ -75,13 +75,7 @@ def _camel_case(name: str) -> str:
 
 
 def optimize_worker_command(settings: Settings) -> list[str]:
-    # -P as for the harness worker: the working directory must not shadow the package.
-    return list(settings.optimize_worker_command) or [
-        sys.executable,
-        "-P",
-        "-m",
-        OPTIMIZE_WORKER_MODULE,
-    ]
+    return list(settings.optimize_worker_command) or [sys.executable, "-m", OPTIMIZE_WORKER_MODULE]
 
 
 def llm_missing_message(settings: Settings) -> str | None:

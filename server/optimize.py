@@ -17,6 +17,7 @@ from kernelblaster.agents.records import (
     OptimizeRequest,
     OptimizeResponse,
 )
+from kernelblaster.harness.worker_client import WorkerFailed, run_worker
 from kernelblaster.server import formatting
 from kernelblaster.server.cache import Candidate
 from kernelblaster.server.configuration import llm_missing_message, optimize_worker_command
@@ -25,7 +26,6 @@ from kernelblaster.server.kernel_locator import by_name, locate
 from kernelblaster.server.pipeline import refresh_ranking
 from kernelblaster.server.progress import JobReporter
 from kernelblaster.server.trust import UNTRUSTED_MESSAGE
-from kernelblaster.server.worker_client import WorkerFailed, run_worker
 
 if TYPE_CHECKING:
     from kernelblaster.server.app import KernelBlasterServer

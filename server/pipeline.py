@@ -12,27 +12,22 @@ import msgspec
 from lsprotocol import types
 
 from kernelblaster.agents.state import classify
+from kernelblaster.harness.cuda_source import read_source
 from kernelblaster.harness.records import (
-    HarnessError,
-    WorkerMessage,
     WorkerProgress,
     WorkerRequest,
     WorkerResponse,
 )
-from kernelblaster.harness.worker_process import worker_command
+from kernelblaster.harness.worker_process import run_harness
 from kernelblaster.server import diagnostics, formatting, knowledge
 from kernelblaster.server.cache import FileResult, new_result
 from kernelblaster.server.documents import text_hash, to_client_range
 from kernelblaster.server.kernel_locator import locate
 from kernelblaster.server.progress import JobReporter
 from kernelblaster.server.trust import UNTRUSTED_DIAGNOSTIC, UNTRUSTED_MESSAGE
-from kernelblaster.server.worker_client import WorkerFailed, run_worker
-from kernelblaster.settings import Settings
 
 if TYPE_CHECKING:
     from kernelblaster.server.app import KernelBlasterServer
-
-_decoder = msgspec.json.Decoder(WorkerMessage)
 
 
 def schedule(ls: KernelBlasterServer, path: Path, depth: str | None = None) -> None:
@@ -50,19 +45,14 @@ def explain_untrusted(ls: KernelBlasterServer) -> None:
         )
 
 
-def job_timeout_s(settings: Settings) -> float:
-    """An outer bound on a whole job; the worker enforces each step's own timeout first."""
-    return settings.build_timeout_s + 3 * settings.run_timeout_s + settings.profile_timeout_s + 60
-
-
 async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
     await ls.ready.wait()
     reporter = JobReporter(ls, ls.cancels, ls.uri_for(path), f"KernelBlaster: {path.name}")
     try:
         await reporter.begin("queued", f"{path.name}: waiting for the GPU")
         try:
-            text = await asyncio.to_thread(path.read_text, encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = await asyncio.to_thread(read_source, path)
+        except OSError as exc:
             reporter.end("failed", f"{path.name}: cannot read it: {exc}")
             return
         ls.snapshots[path] = text_hash(text)
@@ -91,28 +81,8 @@ async def _profile(
         reporter.report(message.phase, f"{path.name}: {message.message}", message.percent)
 
     reporter.report("build", f"{path.name}: starting the worker")
-    try:
-        return await run_worker(
-            worker_command(settings),
-            request,
-            _decoder,
-            WorkerResponse,
-            on_progress,
-            timeout_s=job_timeout_s(settings),
-            cwd=path.parent,
-            spares=ls.spare_workers,
-            gpu_index=settings.gpu_index,
-        )
-    except WorkerFailed as failure:
-        return WorkerResponse(error=_worker_error(failure))
-
-
-def _worker_error(failure: WorkerFailed) -> HarnessError:
-    return HarnessError(
-        kind="timeout" if failure.timed_out else "crash",
-        message=f"The KernelBlaster worker failed: {failure.message}",
-        fix="Its last output is in the server log; save again to retry.",
-        log=failure.log,
+    return await run_harness(
+        request, settings, on_progress=on_progress, spares=ls.spare_workers, cwd=path.parent
     )
 
 

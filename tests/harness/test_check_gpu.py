@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from kernelblaster.harness.records import WorkerRequest, WorkerResponse
-from kernelblaster.harness.worker_process import run_worker
+from kernelblaster.harness.worker_process import run_harness_sync
 from kernelblaster.settings import load_settings
 
 pytestmark = pytest.mark.gpu
@@ -38,7 +38,7 @@ def check(
         sanitize=sanitize,
         reference=str(reference) if reference else None,
     )
-    return run_worker(request, settings)
+    return run_harness_sync(request, settings)
 
 
 def hack_kinds(response: WorkerResponse) -> set[str]:

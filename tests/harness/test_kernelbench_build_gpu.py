@@ -5,15 +5,15 @@ Needs a CUDA build of PyTorch and nvcc."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from kernelblaster.cli import main
 
-from .test_check_gpu import EXAMPLES
-
 pytestmark = pytest.mark.gpu
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SOLUTION = EXAMPLES / "kernelbench" / "19_ReLU_solution.py"
 
 

@@ -12,7 +12,7 @@ import msgspec
 
 from kernelblaster.harness import worker_process
 from kernelblaster.harness.records import WorkerRequest
-from kernelblaster.harness.worker_process import run_worker
+from kernelblaster.harness.worker_process import run_harness_sync as run_worker
 from kernelblaster.settings import Settings
 
 # A worker that leaves a grandchild holding its stdout and stderr, as torch.compile's compile

@@ -81,7 +81,7 @@ async def test_crashed_worker_yields_a_diagnostic_and_the_next_save_works(client
     (crash,) = by_code(client.diagnostics[uri], "run")
     assert crash.severity == types.DiagnosticSeverity.Error
     assert crash.message.startswith(
-        "The KernelBlaster worker failed: the worker exited (killed by SIGSEGV)"
+        "The worker died during build (killed by SIGSEGV) without a result"
     )
     assert crash.data == {"kind": "crash"}
     assert crash.range.start == types.Position(0, 0)

@@ -9,7 +9,7 @@ import time
 import msgspec
 
 from kernelblaster.harness.records import WorkerMessage, WorkerRequest, WorkerResponse
-from kernelblaster.server.worker_client import SpareWorkers, run_worker
+from kernelblaster.harness.worker_client import SpareWorkers, run_worker
 
 # A worker that notes when it started and whether it was asked to prewarm, then answers.
 WORKER = r"""

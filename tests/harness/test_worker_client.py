@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from kernelblaster.harness.records import WorkerMessage, WorkerRequest, WorkerResponse
-from kernelblaster.server.worker_client import WorkerFailed, run_worker
+from kernelblaster.harness.worker_client import WorkerFailed, run_worker
 
 LEAVES_A_CHILD = r"""
 import os, subprocess, sys, time

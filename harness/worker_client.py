@@ -1,10 +1,13 @@
-"""Run a worker subprocess: one JSON request on stdin, JSON lines back (progress…, result).
+"""The one worker client: start a worker process, send one JSON request on stdin, read JSON
+lines back (progress…, result), and kill the worker's whole tree on timeout or cancellation.
 
 Generic over the two worker protocols (harness and optimize): the caller passes the decoder of
-the protocol's message union and the result type. All I/O is asyncio, so the server's event
-loop keeps answering while a worker runs. Cancelling the awaiting task, or running past the
-timeout, kills the worker's whole process group (nvcc, ncu and the profiled program with it),
-so a stale job never keeps the GPU busy."""
+the protocol's message union and the result type. asyncio at the core, so the language
+server's event loop keeps answering while a worker runs; `run_worker_sync` is the same for
+synchronous callers (the CLI, the optimize loop, benches). `timeout_s` is either one budget for
+the whole run or a function of the last progress message (the harness worker's phases have
+budgets of their own). Torch-free: every process kind imports it.
+"""
 
 from __future__ import annotations
 
@@ -29,13 +32,28 @@ _STDERR_TAIL_LINES = 30
 
 class WorkerFailed(Exception):
     """The worker could not be started, broke the protocol, timed out, or died without a
-    result. `log` is the tail of its stderr."""
+    result. `log` is the tail of its stderr; `phase` the last progress message's, if any."""
 
-    def __init__(self, message: str, *, log: str = "", timed_out: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        log: str = "",
+        timed_out: bool = False,
+        phase: str | None = None,
+        exit_status: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.log = log
         self.timed_out = timed_out
+        self.phase = phase
+        self.exit_status = exit_status  # "exit 3", "killed by SIGSEGV"
+
+
+# A budget: seconds for the whole run (None: unbounded), or seconds from each progress message
+# (None before the first) to the next message.
+Budget = float | None | Callable[[Any | None], float | None]
 
 
 async def _spawn(
@@ -95,7 +113,7 @@ async def run_worker(
     result_type: type[Result],
     on_progress: Callable[[Any], None],
     *,
-    timeout_s: float | None,
+    timeout_s: Budget,
     cwd: Path | None = None,
     spares: SpareWorkers | None = None,
     gpu_index: int = 0,
@@ -105,12 +123,14 @@ async def run_worker(
     process = await (
         spares.take(command, gpu_index) if spares is not None else _spawn(command, cwd)
     )
+    budget = timeout_s if callable(timeout_s) else (lambda _message: timeout_s)
     stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
     stderr_reader = asyncio.create_task(_collect(process.stderr, stderr_tail))
     reaper = asyncio.create_task(_kill_leftovers_on_exit(process))
     result: Result | None = None
+    last: Any = None
     try:
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout(_deadline(budget(None))) as deadline:
             await _send(process, msgspec.json.encode(request))
             assert process.stdout is not None
             while line := await process.stdout.readline():
@@ -122,17 +142,22 @@ async def run_worker(
                     raise WorkerFailed(
                         f"the worker wrote a line that is not its protocol ({exc}): {line[:200]!r}",
                         log="".join(stderr_tail),
+                        phase=getattr(last, "phase", None),
                     ) from exc
                 if isinstance(message, result_type):
                     result = message
                 else:
+                    last = message
+                    deadline.reschedule(_deadline(budget(message)))
                     on_progress(message)
             returncode = await process.wait()
     except TimeoutError as exc:
+        seconds = budget(last)
         raise WorkerFailed(
-            f"the worker ran longer than {timeout_s:.0f} s and was stopped",
+            f"the worker ran longer than {seconds:.0f} s and was stopped",
             log="".join(stderr_tail),
             timed_out=True,
+            phase=getattr(last, "phase", None),
         ) from exc
     finally:
         # Also after a normal exit: whatever the worker left running in its group goes too.
@@ -143,10 +168,21 @@ async def run_worker(
             await asyncio.wait_for(stderr_reader, timeout=1.0)
     if result is None:
         raise WorkerFailed(
-            f"the worker exited ({_describe_exit(returncode)}) without a result",
+            f"the worker exited ({describe_exit(returncode)}) without a result",
             log="".join(stderr_tail),
+            phase=getattr(last, "phase", None),
+            exit_status=describe_exit(returncode),
         )
     return result
+
+
+def run_worker_sync(*args: Any, **kwargs: Any) -> Any:
+    """`run_worker` for callers without an event loop (the CLI, the optimize loop)."""
+    return asyncio.run(run_worker(*args, **kwargs))
+
+
+def _deadline(seconds: float | None) -> float | None:
+    return None if seconds is None else asyncio.get_running_loop().time() + seconds
 
 
 async def _send(process: asyncio.subprocess.Process, payload: bytes) -> None:
@@ -174,10 +210,10 @@ async def _kill_leftovers_on_exit(process: asyncio.subprocess.Process) -> None:
     kill_worker(process)
 
 
-def _describe_exit(returncode: int) -> str:
+def describe_exit(returncode: int) -> str:
     if returncode < 0:
         try:
             return f"killed by {signal.Signals(-returncode).name}"
         except ValueError:
             return f"killed by signal {-returncode}"
-    return f"exit code {returncode}"
+    return f"exit {returncode}"

@@ -1,0 +1,41 @@
+"""A regular (non-editable) install works, also when run from the root of a checkout, where the
+top-level `kernelblaster/` folder comes first on sys.path (it used to hide every subpackage),
+and it ships the data files the code reads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from tests_paths import REPO
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    target = tmp_path_factory.mktemp("site")
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
+    subprocess.run([*command, str(REPO)], check=True, timeout=600, capture_output=True)
+    return target
+
+
+def _python(code: str, site, cwd) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize("where", ["checkout root", "elsewhere"])
+def test_every_subpackage_imports(installed, tmp_path, where):
+    cwd = REPO if where == "checkout root" else tmp_path
+    code = (
+        "import kernelblaster.agents.loop, kernelblaster.harness.worker, kernelblaster.kb.store, "
+        "kernelblaster.server.app; from kernelblaster.kb.catalog import load_catalog; "
+        "from kernelblaster.agents.prompting import load_template; load_template('lowering'); "
+        "print(len(load_catalog().technique))"
+    )
+    done = _python(code, installed, cwd)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) >= 30
