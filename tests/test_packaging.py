@@ -15,16 +15,17 @@ from tests_paths import REPO
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     target = tmp_path_factory.mktemp("site")
-    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
+    command = [sys.executable, "-m", "pip", "install", "-q", "--target", str(target)]
     subprocess.run([*command, str(REPO)], check=True, timeout=600, capture_output=True)
     return target
 
 
 def _python(code: str, site, cwd) -> subprocess.CompletedProcess:
+    # -S: not this venv's site-packages (its editable install would answer every import);
+    # only the regular install in `site`.
     env = {**os.environ, "PYTHONPATH": str(site)}
-    return subprocess.run(
-        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
-    )
+    command = [sys.executable, "-S", "-c", code]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("where", ["checkout root", "elsewhere"])
