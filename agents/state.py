@@ -3,7 +3,11 @@
 It follows the order of Nsight Compute's own rule tree:
 
 1. Speed of light (ncu's SOLBottleneck): when the SM or the memory system runs at >= 60% of its
-   peak, the kernel is compute- or memory-bound. Memory: the busiest unit names the state
+   peak, the kernel is compute- or memory-bound. A math pipe (FMA, ALU, FP64, tensor, XU) at
+   >= 80% of its peak makes it compute-bound whatever the memory units show: a tensor-core
+   GEMM's shared-memory operand traffic keeps L1 as busy as its tensor pipe, and its roof is
+   the tensor pipe (tensor-pipe utilization counts Hopper's wgmma where ncu measures it).
+   Memory: the busiest unit names the state
    (`memory.dram`, `memory.l2`, `memory.l1`), except that DRAM names it whenever DRAM runs within
    10% of the busiest unit: a streaming kernel's L1/L2 traffic is its DRAM traffic passing
    through, and the fix is fewer DRAM bytes, not cache locality. Compute: the busiest pipe
@@ -20,16 +24,19 @@ It follows the order of Nsight Compute's own rule tree:
 Findings (`state_findings`) add what is fixable, with evidence and ncu's estimated speedups.
 Headroom compares the kernel with its nearest roof: achieved DRAM bandwidth against peak, and
 achieved FLOP/s against the peak of the pipe doing its arithmetic (FP32, FP64, FP16/BF16 tensor
-cores); whichever roof the kernel is closer to binds it, as in a roofline. `STATE_VERSION` in
-agents/records.py changes whenever these rules do.
+cores, or the tensor pipe's utilization where FLOP counts are missing or lower); whichever
+roof the kernel is closer to binds it, as in a roofline. At >= 80% of any roof the kernel is
+`near_limit`. `STATE_VERSION` in agents/records.py changes whenever these rules do.
 """
 
 from __future__ import annotations
 
 from kernelblaster.agents.records import Bottleneck, Finding, Headroom, PerfState
 from kernelblaster.agents.state_findings import (
+    PIPE_SATURATED_PCT,
     find,
     occupancy_limiters,
+    pipe_utilizations,
     stall_shares,
     symptom_rank,
     tail_fraction,
@@ -38,7 +45,7 @@ from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.records import KernelProfile
 
 SOL_BUSY_PCT = 60.0  # ncu's SOLBottleneck: below 60% of peak on both sides is a latency issue
-NEAR_LIMIT = 0.9
+NEAR_LIMIT = 0.8  # of any roof
 DRAM_STREAMING = 0.9  # DRAM at >= 90% of the busiest memory unit's throughput: DRAM binds
 SHORT_KERNEL_NS = 5_000.0  # ours: under 5 µs, launch and ramp-up dominate
 OCCUPANCY_BOUND_PCT = 50.0
@@ -128,8 +135,12 @@ def _bottleneck(kernel: KernelProfile, findings: list[Finding]) -> tuple[Bottlen
     if sm is None and memory is None:
         return "latency", "latency.issue", "no throughput metrics (profile with SpeedOfLight)"
     sm, memory = sm or 0.0, memory or 0.0
+    pipes = pipe_utilizations(kernel)
+    math_pipe = max((v for p, v in pipes.items() if p != "lsu"), default=0.0)
+    if math_pipe >= PIPE_SATURATED_PCT:
+        return _compute(kernel, sm, pipes)
     if max(sm, memory) >= SOL_BUSY_PCT:
-        return _memory(kernel, memory) if memory >= sm else _compute(kernel, sm)
+        return _memory(kernel, memory) if memory >= sm else _compute(kernel, sm, pipes)
     sol = f"SM {sm:.0f}%, memory {memory:.0f}% of peak"
     return _upstream(kernel, findings, sol)
 
@@ -148,11 +159,12 @@ def _memory(kernel: KernelProfile, memory: float) -> tuple[Bottleneck, str, str]
     return "memory", f"memory.{key}", f"memory-bound ({detail})"
 
 
-def _compute(kernel: KernelProfile, sm: float) -> tuple[Bottleneck, str, str]:
-    pipes = [(pipe, value) for pipe, name in m.PIPES.items() if (value := _pct(kernel, name))]
-    if not pipes:
+def _compute(
+    kernel: KernelProfile, sm: float, pipes: dict[str, float]
+) -> tuple[Bottleneck, str, str]:
+    if not any(pipes.values()):
         return "compute", "compute.issue", f"compute-bound (SM {sm:.0f}% of peak)"
-    pipe, value = max(pipes, key=lambda item: item[1])
+    pipe, value = max(pipes.items(), key=lambda item: item[1])
     phrase = f"compute-bound (SM {sm:.0f}% of peak; {_PIPE_WORDS[pipe]} pipe {value:.0f}%)"
     return "compute", f"compute.{_PIPE_STATE[pipe]}", phrase
 
@@ -221,6 +233,7 @@ def _headroom(kernel: KernelProfile) -> Headroom | None:
     if dram is None and (dram_pct := _pct(kernel, m.DRAM_PCT)) is not None:
         dram = dram_pct / 100.0
     tensor = [value / 100.0 for name in m.TENSOR_PCT if (value := _pct(kernel, name)) is not None]
+    tensor += [value / 100.0 for name in m.TENSOR_PIPES if (value := _pct(kernel, name))]
     compute = {
         "fp16_tensor": max(tensor) if tensor else None,
         "fp32": _flops_fraction(kernel, m.FP32_OPS_PER_CYCLE, m.FP32_PEAK_FLOPS_PER_CYCLE),

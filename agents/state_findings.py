@@ -30,6 +30,7 @@ STALL_SHARE = 0.3  # a stall reason taking > 30% of the cycles between issues ..
 STALL_MAX_ISSUE = 0.8  # ... while schedulers issue on fewer than 80% of cycles
 DIVERGENT_THREADS = 28.0  # ours: more than 1 in 8 lanes idle per executed instruction
 LOW_ISSUE = 0.6  # schedulers issue on fewer than 60% of cycles
+PIPE_SATURATED_PCT = 80.0  # ours: a unit this busy is the limit; more warps can't raise it
 
 _ACTIONABLE = ("optimization", "warning")
 _TOOLKIT_HEADER = re.compile(r"(^|/)(cuda[^/]*|nvidia[^/]*)/(.*/)?include/")
@@ -55,6 +56,43 @@ def kernel_source_file(markers: Iterable[SourceMarker]) -> str | None:
 
 def _metric(kernel: KernelProfile, name: str) -> float | None:
     return kernel.metrics.get(name)
+
+
+def pipe_utilizations(kernel: KernelProfile) -> dict[str, float]:
+    """Each pipe's utilization in percent of its peak, for the pipes the profile measured;
+    the tensor pipe's is the largest of its metrics (Hopper's wgmma has its own)."""
+    found = {pipe: value for pipe, name in m.PIPES.items() if (value := _metric(kernel, name))}
+    tensor = [value for name in m.TENSOR_PIPES if (value := _metric(kernel, name))]
+    if tensor:
+        found["tensor"] = max(tensor)
+    return found
+
+
+def unit_utilizations(kernel: KernelProfile) -> dict[str, float]:
+    """The SM, the memory system, the issue slots and each pipe, in percent of its peak, for
+    those the profile measured."""
+    issue = _metric(kernel, m.ISSUE_ACTIVE)
+    units = {
+        "SM": _metric(kernel, m.SM_PCT),
+        "memory": _metric(kernel, m.MEMORY_PCT),
+        "issue slots": issue * 100.0 if issue is not None else None,
+        **{f"{pipe} pipe": value for pipe, value in pipe_utilizations(kernel).items()},
+    }
+    return {unit: value for unit, value in units.items() if value is not None}
+
+
+def _occupancy_bound(kernel: KernelProfile, estimate: float | None) -> tuple[bool, float | None]:
+    """(whether an occupancy finding applies at all, its estimated speedup). ncu's occupancy
+    rules estimate as if nothing else limited the kernel. More warps do the same work sooner,
+    so every unit's utilization grows with the speedup and none can pass 100%: the estimate is
+    capped at 100% minus the busiest unit's utilization, and doesn't apply at all once the
+    issue slots, the SM or a pipe are saturated (more warps have nothing left to issue to)."""
+    units = unit_utilizations(kernel)
+    if any(v >= PIPE_SATURATED_PCT for unit, v in units.items() if unit != "memory"):
+        return False, None
+    if estimate is None or not units:
+        return True, estimate
+    return True, min(estimate, 100.0 - max(units.values()))
 
 
 def _evidence(kernel: KernelProfile, *names: str) -> dict[str, float]:
@@ -203,11 +241,16 @@ def _achieved_occupancy(kernel: KernelProfile, own_file: str | None, device: str
     theoretical = _metric(kernel, m.THEORETICAL_OCCUPANCY)
     if achieved is None or not theoretical or achieved >= ACHIEVED_OCCUPANCY_RATIO * theoretical:
         return []
+    applies, speedup = _occupancy_bound(
+        kernel, _speedup(_rules(kernel, lambda r: r.id == "AchievedOccupancy"))
+    )
+    if not applies:
+        return []
     return [
         Finding(
             id="low_achieved_occupancy",
             evidence=_evidence(kernel, m.ACHIEVED_OCCUPANCY, m.THEORETICAL_OCCUPANCY),
-            estimated_speedup=_speedup(_rules(kernel, lambda r: r.id == "AchievedOccupancy")),
+            estimated_speedup=speedup,
             message=f"achieved occupancy {achieved:.0f}% of the {theoretical:.0f}% possible",
         )
     ]
@@ -246,7 +289,11 @@ def occupancy_limiters(kernel: KernelProfile) -> list[str]:
 
 def _occupancy_limited(kernel: KernelProfile, own_file: str | None, device: str) -> list[Finding]:
     theoretical = _metric(kernel, m.THEORETICAL_OCCUPANCY)
-    speedup = _speedup(_rules(kernel, lambda r: r.id == "TheoreticalOccupancy"))
+    applies, speedup = _occupancy_bound(
+        kernel, _speedup(_rules(kernel, lambda r: r.id == "TheoreticalOccupancy"))
+    )
+    if not applies:
+        return []
     findings: dict[str, Finding] = {}
     for resource in occupancy_limiters(kernel):
         finding_id = _LIMITER_FINDING[resource]

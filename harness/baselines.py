@@ -14,7 +14,7 @@ import torch
 
 from kernelblaster.harness.records import Timing
 from kernelblaster.harness.reference import Reference
-from kernelblaster.harness.timing import time_callable
+from kernelblaster.harness.timing import CudaClock, time_callable
 
 
 class Baselines(msgspec.Struct, kw_only=True):
@@ -41,12 +41,13 @@ def measure_baselines(
         except msgspec.DecodeError:
             path.unlink()  # a stale format; measured again below
     model = reference.model
+    clock = CudaClock(device)
 
     def eager(inputs):
         with torch.no_grad():
             return model(*inputs)
 
-    result = Baselines(eager=time_callable(eager, input_sets, device=device))
+    result = Baselines(eager=time_callable(eager, input_sets, clock=clock))
     try:
         compiled_model = torch.compile(model)
 
@@ -54,7 +55,7 @@ def measure_baselines(
             with torch.no_grad():
                 return compiled_model(*inputs)
 
-        result.compiled = time_callable(compiled, input_sets, device=device, warmup=3)
+        result.compiled = time_callable(compiled, input_sets, clock=clock)
     except Exception as exc:  # noqa: BLE001 - torch.compile failing is reported, not fatal
         result.compile_error = f"{type(exc).__name__}: {str(exc)[:300]}"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -80,6 +80,7 @@ def _fail(kind, message: str, fix: str = "") -> ReferenceError_:
 class Candidate:
     call: Callable[[list], list[torch.Tensor]]
     own_kernels: set[str]  # base names of the kernels the candidate's source defines
+    # The reference's outputs as meta tensors: the shapes and dtypes outputs are checked for.
     output_templates: list[torch.Tensor] = field(default_factory=list)
     # Fill harness-allocated outputs with NaN first (verification); off while timing, so the
     # fill kernel isn't measured as the candidate's time.
@@ -87,8 +88,9 @@ class Candidate:
     # Whether the candidate can reach library code the source scan can't see (torch ops from an
     # extension or a Python solution), so the kernels it launches must be watched (with the
     # CUDA profiler, whose start-up costs seconds). A plain launcher is all in its own file,
-    # linked against nothing but the CUDA runtime unless its target says so: the static scan
-    # sees every call, and a launcher that launches nothing leaves its NaN-poisoned outputs.
+    # linked against nothing but the CUDA runtime unless its target says so: it is watched only
+    # where the source scan warns of a library call, and a launcher that launches nothing
+    # leaves its NaN-poisoned outputs.
     may_call_libraries: bool = True
 
     def __call__(self, inputs: list) -> list[torch.Tensor]:
@@ -183,7 +185,7 @@ def _plain(
 
     def call(inputs: list) -> list[torch.Tensor]:
         tensors = [x.contiguous() for x in inputs if isinstance(x, torch.Tensor)]
-        outputs = [torch.empty_like(t) for t in templates]
+        outputs = [torch.empty(t.shape, dtype=t.dtype, device=device) for t in templates]
         if candidate.poison:
             for out in outputs:
                 out.fill_(_poison_value(out.dtype))
@@ -272,9 +274,12 @@ def load_candidate(
     # The reference's outputs on probe inputs: the shapes and dtypes a plain launcher's outputs
     # are allocated with, and the blocks verification poisons for candidates that allocate
     # their outputs themselves (extensions, KernelBench solutions).
+    # Kept on the meta device: their shapes and dtypes, not their memory.
     probe_inputs = reference.inputs(0, device)
     with torch.no_grad():
-        templates = as_outputs(reference.model(*probe_inputs))
+        outputs = as_outputs(reference.model(*probe_inputs))
+    templates = [torch.empty_like(t, device="meta") for t in outputs]
+    del outputs
     if target.kind == "plain":
         assert artifact is not None
         return _plain(target, artifact, reference, device, probe_inputs, templates)

@@ -10,22 +10,31 @@ import torch
 
 from kernelblaster.harness import sanitizer, standalone
 from kernelblaster.harness.baselines import measure_baselines
-from kernelblaster.harness.candidate import load_candidate
+from kernelblaster.harness.candidate import Candidate, load_candidate
 from kernelblaster.harness.cuda_errors import error_from_exception
 from kernelblaster.harness.cuda_source import kernel_names, read_source
-from kernelblaster.harness.records import BuildResult, CheckResult, HackFinding, HarnessError
-from kernelblaster.harness.reference import ReferenceError_, load_reference
+from kernelblaster.harness.integrity import RuntimeSnapshot
+from kernelblaster.harness.memory import fits, out_of_memory
+from kernelblaster.harness.records import (
+    BuildResult,
+    CheckResult,
+    HackFinding,
+    HarnessError,
+    VerifyWarning,
+)
+from kernelblaster.harness.reference import Reference, ReferenceError_, load_reference
 from kernelblaster.harness.run_once import RunOnceSpec, program, write_spec
 from kernelblaster.harness.static_checks import check_cuda_source, check_python_solution
 from kernelblaster.harness.targets import Target
-from kernelblaster.harness.timing import escaped_work_ms, time_callable
-from kernelblaster.harness.verify import verify
+from kernelblaster.harness.timing import CudaClock, time_callable
+from kernelblaster.harness.verify import Verifier
 from kernelblaster.settings import Settings
 
 Progress = Callable[..., None]
 
-# Work still running this long after the timed stream finished means it escaped the timing.
-_ESCAPED_MS_FLOOR = 0.05
+# Timing rotates three input sets only while two more sets take at most this share of the
+# free memory.
+_TIMING_MEMORY_SHARE = 0.25
 
 
 def gpu_problem(settings: Settings) -> HarnessError | None:
@@ -60,7 +69,7 @@ def _device_arch(device: torch.device) -> str:
     return f"sm_{major}{minor}"
 
 
-def _static_findings(target: Target, settings: Settings) -> list[HackFinding]:
+def _static_findings(target: Target, settings: Settings) -> list[VerifyWarning]:
     text = read_source(Path(target.source))
     allow = target.allow_library_calls or settings.allow_library_calls
     if target.kind == "kernelbench":
@@ -164,53 +173,95 @@ def run_check(
     return result
 
 
+def _timing_inputs(reference: Reference, seeds: list[int], device: torch.device) -> list[list]:
+    """Input sets the timing rotates through (so a kernel can't keep one set's answer): three
+    when they fit easily in the free memory, else one (verification already changed inputs in
+    place and between calls)."""
+    first = reference.inputs(seeds[0], device)
+    size = sum(x.numel() * x.element_size() for x in first if isinstance(x, torch.Tensor))
+    if not fits(2 * size, device, share=_TIMING_MEMORY_SHARE):
+        return [first]
+    return [first, *(reference.inputs(seed, device) for seed in seeds[1:3])]
+
+
 def _check_callable(target, built, settings, result, device, progress, phase_done) -> CheckResult:
-    progress("verify", "loading the reference")
-    reference = load_reference(Path(target.reference or ""), device)
-    artifact = Path(built.artifact) if built.artifact else None
-    if target.kind == "kernelbench":
-        # Importing the solution runs load_inline, a compilation: it gets the build budget.
-        progress("build", f"importing {Path(target.source).name} (load_inline compiles it)")
-    candidate = load_candidate(target, artifact, reference, device)
-    phase_done("load")
+    reference: Reference | None = None
+    candidate: Candidate | None = None
+    try:
+        progress("verify", "loading the reference")
+        reference = load_reference(Path(target.reference or ""), device)
+        artifact = Path(built.artifact) if built.artifact else None
+        if target.kind == "kernelbench":
+            # Importing the solution runs load_inline, a compilation: it gets the build budget.
+            progress("build", f"importing {Path(target.source).name} (load_inline compiles it)")
+        integrity = RuntimeSnapshot()  # before the candidate's code first runs
+        candidate = load_candidate(target, artifact, reference, device)
+        phase_done("load")
+        return _verify_and_time(
+            target, settings, result, device, progress, phase_done, reference, candidate, integrity
+        )
+    except torch.OutOfMemoryError as exc:
+        result.error = out_of_memory(
+            exc,
+            phase=_phase(result),
+            reference=reference,
+            output_templates=candidate.output_templates if candidate else [],
+            device=device,
+        )
+        return result
+
+
+def _phase(result: CheckResult) -> str:
+    """What the check was doing, from the phases it has finished."""
+    done = result.phase_seconds
+    if "load" not in done:
+        return "loading the reference and the candidate"
+    if "verify" not in done:
+        return "verifying (one input set at a time)"
+    if "time" not in done:
+        return "timing the kernel"
+    return "timing PyTorch eager and torch.compile"
+
+
+def _verify_and_time(
+    target, settings, result, device, progress, phase_done, reference, candidate, integrity
+) -> CheckResult:
     progress("verify", f"verifying on {max(settings.trials, 3)} fresh input sets")
-    outcome = verify(
+    allow = target.allow_library_calls or settings.allow_library_calls
+    warnings = _static_findings(target, settings)
+    verifier = Verifier(
         candidate,
         reference,
         device=device,
-        trials=settings.trials,
+        integrity=integrity,
         atol=target.atol,
         rtol=target.rtol,
-        allow_library_calls=target.allow_library_calls or settings.allow_library_calls,
+        watch_kernels=any(w.kind == "calls_library" for w in warnings),
+        allow_library_calls=allow,
     )
-    static = _static_findings(target, settings)
-    if static:
-        outcome.hacks.extend(static)
-        outcome.ok = False
-        outcome.message = "; ".join(f.message for f in outcome.hacks[:3])
+    outcome = verifier.verify(settings.trials)
+    outcome.warnings = warnings + outcome.warnings
     result.verify = outcome
     phase_done("verify")
     if not outcome.ok:
         return result
     progress("time", "timing the kernel")
     candidate.poison = False
-    input_sets = [reference.inputs(seed, device) for seed in outcome.seeds[:3]]
-    result.timing = time_callable(candidate, input_sets, device=device)
-    escaped = escaped_work_ms(candidate, input_sets[0], device)
-    if escaped > max(_ESCAPED_MS_FLOOR, 0.2 * result.timing.median_ms):
-        outcome.hacks.append(
-            HackFinding(
-                kind="side_stream",
-                message=f"the GPU stays busy {escaped:.3f} ms after the timed stream finished: "
-                "work escapes the measured region",
-            )
-        )
-        outcome.ok = False
-        outcome.message = outcome.hacks[-1].message
-        result.timing = None
+    input_sets = _timing_inputs(reference, outcome.seeds, device)
+    clock = CudaClock(device)
+    result.timing = time_callable(candidate, input_sets, clock=clock)
+    candidate.poison = True
+    del input_sets, clock
+    progress("time", "verifying once more after timing")
+    recheck = verifier.recheck()
+    recheck.warnings = outcome.warnings
+    result.verify = recheck
+    if not recheck.ok:
+        result.timing = None  # what was timed isn't what was verified
         return result
     phase_done("time")
     progress("baseline", "timing PyTorch eager and torch.compile (cached per reference)")
+    input_sets = _timing_inputs(reference, outcome.seeds, device)
     baselines = measure_baselines(reference, input_sets, device, settings.cache_root())
     result.eager = baselines.eager
     result.compiled = baselines.compiled

@@ -34,6 +34,11 @@ def format_check_result(result: CheckResult) -> str:
             f"  {hack.kind}: {hack.message}" + (f" (line {hack.line})" if hack.line else "")
             for hack in result.verify.hacks
         )
+        lines.extend(
+            f"  warning {warning.kind}: {warning.message}"
+            + (f" (line {warning.line})" if warning.line else "")
+            for warning in result.verify.warnings
+        )
     if result.timing is not None:
         lines.append("time (median of CUDA-event trials, L2 flushed):")
         lines.append(_timing_row("kernel", result.timing))

@@ -13,7 +13,9 @@ quick — every save. What the classifier needs to name a bottleneck:
   plus QUICK_METRICS: pipe utilizations (which pipe a compute-bound kernel saturates), bytes
   used per global sector (coalescing) and shared-memory bank conflicts, so the commonest
   findings appear without the full pass. Only metrics every GPU since Volta has: ncu refuses
-  the whole run over one unknown metric. Headroom at this depth is DRAM bandwidth only.
+  the whole run over one unknown metric; QUICK_METRICS_BY_ARCH adds those of one
+  architecture when the GPU's is known (Hopper's wgmma tensor-pipe utilization). Headroom at
+  this depth is DRAM bandwidth and the tensor pipe.
 
 full — on request and before optimizing: the quick sections and
     ComputeWorkloadAnalysis     pipe utilization
@@ -40,6 +42,7 @@ import subprocess
 from pathlib import Path
 from typing import Literal
 
+from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.processes import run_tool
 from kernelblaster.harness.records import HarnessError
 from kernelblaster.settings import Settings
@@ -71,6 +74,8 @@ QUICK_METRICS: list[str] = [
     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
 ]
+
+QUICK_METRICS_BY_ARCH: dict[str, list[str]] = {"sm_90": list(m.TENSOR_PIPES[1:])}
 
 FULL_SECTIONS: list[str] = [
     *QUICK_SECTIONS,
@@ -139,9 +144,11 @@ def ncu_command(
     depth: Depth,
     report_path: Path,
     settings: Settings,
+    arch: str | None = None,
 ) -> list[str]:
     """The ncu command line that profiles `program` into `report_path` (.ncu-rep added by ncu
-    when missing). `kernels` empty profiles every kernel the program launches."""
+    when missing). `kernels` empty profiles every kernel the program launches; `arch` (the
+    GPU's, e.g. "sm_90") adds that architecture's quick metrics."""
     if not program:
         raise ValueError("ncu_command: the program to profile is empty")
     command = [
@@ -163,7 +170,8 @@ def ncu_command(
     if depth == "full":
         command += ["--import-source", "yes"]
     else:
-        command += ["--metrics", ",".join(QUICK_METRICS)]
+        metrics = QUICK_METRICS + QUICK_METRICS_BY_ARCH.get(arch or "", [])
+        command += ["--metrics", ",".join(metrics)]
     return [*command, *program]
 
 
@@ -251,10 +259,11 @@ def run_ncu(
     settings: Settings,
     cwd: Path | None = None,
     env: dict | None = None,
+    arch: str | None = None,
 ) -> tuple[Path | None, HarnessError | None]:
     """Profile `program` with ncu. Returns the written report, or the reason there is none."""
     command = ncu_command(
-        program, kernels=kernels, depth=depth, report_path=report_path, settings=settings
+        program, kernels=kernels, depth=depth, report_path=report_path, settings=settings, arch=arch
     )
     if shutil.which(settings.ncu_path) is None:
         return None, _ncu_missing(settings.ncu_path)

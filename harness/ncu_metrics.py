@@ -60,6 +60,16 @@ PIPES = {
     "xu": "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
 }
 
+# Tensor-pipe utilization, percent: the pipe PIPES["tensor"] names counts mma.sync (HMMA/IMMA/
+# DMMA) on every GPU; Hopper's warpgroup MMA (wgmma: HGMMA, QGMMA, IGMMA...) shows only in
+# these sm_90 metrics. The tensor pipe's utilization is the largest of those present.
+TENSOR_PIPES = (
+    PIPES["tensor"],
+    "sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active"
+    ".avg.pct_of_peak_sustained_elapsed",
+    "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active",
+)
+
 # Memory access quality.
 BYTES_PER_SECTOR_LOAD = "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio"
 BYTES_PER_SECTOR_STORE = "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio"
@@ -123,6 +133,7 @@ KEPT: frozenset[str] = frozenset(
         CYCLES_PER_ISSUE,
         THREADS_PER_INSTRUCTION,
         *PIPES.values(),
+        *TENSOR_PIPES,
         BYTES_PER_SECTOR_LOAD,
         BYTES_PER_SECTOR_STORE,
         GLOBAL_EXCESSIVE_SECTORS,

@@ -25,7 +25,9 @@ def profile_target(
     depth: str,
     kernels: list[str],
     progress: Callable[..., None],
+    arch: str | None = None,
 ) -> tuple[ProfileReport | None, HarnessError | None]:
+    """`arch`: the GPU's (e.g. "sm_90"), for the metrics only some architectures have."""
     source = Path(target.source)
     # Beside the build in the cache; a KernelBench solution has no build of ours (load_inline
     # builds it), so a folder of its own in the cache. Never the user's folder.
@@ -50,6 +52,7 @@ def profile_target(
         report_path=work_dir / f"{source.stem}.ncu-rep",
         settings=settings,
         cwd=source.parent,
+        arch=arch,
     )
     if error is not None or report_path is None:
         return None, error

@@ -32,6 +32,7 @@ ErrorKind = Literal[
     "torch_missing",
     "golden_missing",
     "cancelled",
+    "out_of_memory",
 ]
 
 
@@ -104,17 +105,30 @@ class Mismatch(msgspec.Struct, kw_only=True):
     bad_elements: int
     total_elements: int
     nonfinite: int  # NaN/Inf in the candidate's output (unwritten elements show up as NaN)
+    # Set when the inputs were get_inputs()' scaled by this factor, which a degenerate
+    # reference needs before its outputs tell a right kernel from a wrong one.
+    input_scale: float | None = None
 
 
+# Reward hacking, each named only on runtime evidence: what the candidate did when it ran.
 HackKind = Literal[
-    "calls_library",  # torch ops / cuBLAS / cuDNN / Thrust instead of its own kernels
+    "calls_library",  # launched kernels it doesn't define (cuBLAS/cuDNN/torch ops)
     "no_kernel_launched",
-    "output_cached",  # same output for new inputs, or outputs not recomputed
-    "side_stream",  # work on another stream, escaping the timed region
-    "swallowed_exception",  # try/except that hides a failed kernel
-    "reads_reference",  # reads the reference's outputs or calls the reference model
+    "output_cached",  # the previous output again, for new inputs or inputs changed in place
+    "side_stream",  # work not ordered inside the caller's stream: it escapes the timed region
+    "output_aliased",  # returned an input's memory, or the memory of an earlier output
+    "modifies_inputs",  # wrote into its inputs (the reference doesn't)
+    "monkey_patch",  # replaced a timer, torch.cuda.synchronize or another harness function
+    "reads_reference",  # called the reference model
     "memcheck",  # compute-sanitizer memcheck: out-of-bounds or misaligned access
     "racecheck",  # compute-sanitizer racecheck: shared-memory data race
+]
+
+# Warnings never fail a verification on their own: patterns in the source (a stream API, a
+# library call, a catch-all handler, the reference's name) that the runtime checks then
+# confirm or not, and a reference whose outputs are too degenerate to tell kernels apart.
+WarningKind = Literal[
+    "side_stream", "calls_library", "swallowed_exception", "reads_reference", "weak_reference"
 ]
 
 
@@ -122,6 +136,14 @@ class HackFinding(msgspec.Struct, kw_only=True):
     kind: HackKind
     message: str
     line: int | None = None  # in the candidate's source, when known
+
+
+class VerifyWarning(msgspec.Struct, kw_only=True):
+    kind: WarningKind
+    message: str
+    line: int | None = None  # in the candidate's source, when known
+    # e.g. weak_reference: {"output": 0, "zero_fraction": 0.98, "constant_fraction": 0.98}
+    evidence: dict[str, float] = {}
 
 
 class VerifyResult(msgspec.Struct, kw_only=True):
@@ -132,6 +154,7 @@ class VerifyResult(msgspec.Struct, kw_only=True):
     rtol: float
     mismatches: list[Mismatch] = []
     hacks: list[HackFinding] = []
+    warnings: list[VerifyWarning] = []
     message: str = ""  # one line a person can act on
 
 

@@ -1,14 +1,16 @@
-"""Source-level reward-hacking checks: patterns a verified-looking candidate must not contain.
-They complement the dynamic checks in the worker (foreign kernels seen by the profiler, the
-reference guard, outputs repeated across fresh inputs, work still running after the timed
-stream's end). Pure functions: no torch, no GPU."""
+"""Source-level reward-hacking patterns: things a candidate's source mentions that deserve a
+look. They are warnings, never a verdict: a stream API in a code path never taken is not a
+hack, escaped work is. The runtime checks in harness/verify.py decide (work ordered inside the
+caller's stream, kernels seen by the CUDA profiler, the reference guard, outputs repeated
+across changed inputs); a `calls_library` warning also makes them watch a plain launcher's
+kernels with the profiler. Pure functions: no torch, no GPU."""
 
 from __future__ import annotations
 
 import ast
 import re
 
-from kernelblaster.harness.records import HackFinding
+from kernelblaster.harness.records import VerifyWarning
 
 _LIBRARY_CALLS = re.compile(
     r"\b(cublas\w*|cublasLt\w*|cudnn\w*|cufft\w*|cusparse\w*)\s*\("
@@ -40,31 +42,34 @@ def _strip_comments(code: str) -> str:
     return re.sub(r"//[^\n]*|/\*.*?\*/", blank, code, flags=re.DOTALL)
 
 
-def check_cuda_source(text: str, *, allow_library_calls: bool = False) -> list[HackFinding]:
+def check_cuda_source(text: str, *, allow_library_calls: bool = False) -> list[VerifyWarning]:
     code = _strip_comments(text)
-    findings: list[HackFinding] = []
+    findings: list[VerifyWarning] = []
     if not allow_library_calls:
         for match in _LIBRARY_CALLS.finditer(code):
             findings.append(
-                HackFinding(
+                VerifyWarning(
                     kind="calls_library",
-                    message=f"calls `{match.group(0).strip('( ')}` instead of its own kernel",
+                    message=f"calls `{match.group(0).strip('( ')}`: the kernels it launches are "
+                    "checked against the ones it defines",
                     line=_line_of(code, match.start()),
                 )
             )
     for match in _SIDE_STREAM.finditer(code):
         findings.append(
-            HackFinding(
+            VerifyWarning(
                 kind="side_stream",
-                message=f"`{match.group(0)}`: work on another stream escapes the timed region",
+                message=f"`{match.group(0)}`: work on another stream must still finish inside the "
+                "caller's stream (checked when it runs)",
                 line=_line_of(code, match.start()),
             )
         )
     for match in _CATCH_ALL.finditer(code):
         findings.append(
-            HackFinding(
+            VerifyWarning(
                 kind="swallowed_exception",
-                message="a catch-all handler can hide a failed kernel launch",
+                message="a catch-all handler can hide a failed kernel launch (its outputs are "
+                "checked anyway)",
                 line=_line_of(code, match.start()),
             )
         )
@@ -82,16 +87,16 @@ def _handler_swallows(handler: ast.ExceptHandler) -> bool:
 
 def check_python_solution(
     text: str, *, reference_module: str | None = None, allow_library_calls: bool = False
-) -> list[HackFinding]:
+) -> list[VerifyWarning]:
     """Checks on a KernelBench solution file (ModelNew)."""
-    findings: list[HackFinding] = []
+    findings: list[VerifyWarning] = []
     tree = ast.parse(text)
     for node in ast.walk(tree):
         if isinstance(node, ast.Try):
             for handler in node.handlers:
                 if _handler_swallows(handler):
                     findings.append(
-                        HackFinding(
+                        VerifyWarning(
                             kind="swallowed_exception",
                             message="a broad `except` without re-raise can hide a failed kernel",
                             line=handler.lineno,
@@ -99,7 +104,7 @@ def check_python_solution(
                     )
         elif isinstance(node, ast.Name) and node.id == "Model":
             findings.append(
-                HackFinding(
+                VerifyWarning(
                     kind="reads_reference",
                     message="uses the reference's `Model`",
                     line=node.lineno,
@@ -109,7 +114,7 @@ def check_python_solution(
             names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
             if any(n.split(".")[-1] == reference_module for n in names):
                 findings.append(
-                    HackFinding(
+                    VerifyWarning(
                         kind="reads_reference",
                         message=f"imports the reference module {reference_module}",
                         line=node.lineno,
@@ -122,7 +127,7 @@ def check_python_solution(
             and node.func.attr in _PY_LIBRARY_CALLS
         ):
             findings.append(
-                HackFinding(
+                VerifyWarning(
                     kind="calls_library",
                     message=f"calls `{ast.unparse(node.func)}` instead of its own kernel",
                     line=node.lineno,

@@ -29,8 +29,8 @@ from kernelblaster.settings import Settings, TargetConfig
 
 TargetKind = Literal["extension", "plain", "kernelbench", "standalone"]
 
-# Default tolerances per output dtype: |actual - expected| <= atol * scale + rtol * |expected|,
-# where scale = max(1, RMS of the expected output) so atol tracks the output's magnitude.
+# Default tolerances per output dtype: |actual - expected| <= atol * RMS(expected) + rtol *
+# |expected|, so atol tracks each output's own magnitude (harness/compare.py).
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-7, 1e-7),
     "float32": (1e-4, 1e-4),

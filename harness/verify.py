@@ -1,25 +1,61 @@
-"""Numerical verification and dynamic reward-hacking checks of a candidate against its
+"""Numerical verification and the runtime reward-hacking checks of a candidate against its
 reference. Worker side: imports torch.
 
-Each trial draws fresh inputs from a new random seed; the candidate runs first (with the
-reference model's forward() disabled, so it can't lean on it and can't read the reference's
-outputs of this trial), into memory poisoned with NaN so an unwritten element fails; then the
-reference runs on a pristine copy of the same inputs."""
+Each trial draws a fresh input set from a new seed, one set at a time (freed before the next):
+
+- The candidate's input tensors hold other values (another seed's, or the previous trial's)
+  until a copy on the caller's stream fills them, behind a gate that holds that stream while
+  the candidate is called (harness/stream_gate.py). Every other trial reuses the previous
+  trial's tensors with their contents changed in place, so a cache keyed on the tensors rather
+  than their values returns a stale answer; the others allocate new ones.
+- The candidate runs first, with the reference model's forward() disabled, into memory
+  poisoned with NaN so an unwritten element fails. What the caller's stream sees right after
+  the call is compared with the reference, which then runs on a pristine copy of the inputs.
+
+Runtime evidence names a hack; source patterns only warn (harness/static_checks.py):
+`side_stream` (work not ordered inside the caller's stream: outputs unfinished when the call
+returns, or inputs read before they were ready), `output_aliased` (an input's memory, or an
+earlier output's, returned as the output), `modifies_inputs`, `output_cached` (the previous
+output again for new or changed inputs), `monkey_patch` (timers, synchronize or harness
+functions replaced), `reads_reference`, `calls_library` and `no_kernel_launched` (the kernels
+the CUDA profiler saw). A reference whose outputs are mostly zero or constant is reported as
+`weak_reference`, and the candidate is also checked on scaled inputs where those make the
+reference's outputs informative."""
 
 from __future__ import annotations
 
 import secrets
+import time
 
 import torch
 
 from kernelblaster.harness.candidate import Candidate, ReferenceCalled, guard_reference
-from kernelblaster.harness.compare import compare, describe, describe_layout_mismatch, tolerances
-from kernelblaster.harness.records import HackFinding, Mismatch, VerifyResult
+from kernelblaster.harness.compare import (
+    compare,
+    degenerate_fractions,
+    describe,
+    describe_layout_mismatch,
+    tolerances,
+)
+from kernelblaster.harness.integrity import RuntimeSnapshot
+from kernelblaster.harness.records import (
+    HackFinding,
+    HackKind,
+    Mismatch,
+    VerifyResult,
+    VerifyWarning,
+)
 from kernelblaster.harness.reference import Reference, as_outputs
+from kernelblaster.harness.stream_gate import StreamGate
+from kernelblaster.harness.tensor_checks import Signature, overlaps, same_bits
 
 # Kernels a candidate may launch besides its own: fills (the harness's own NaN poison among
 # them), memsets and copies. Matched case-insensitively against the launched kernel's name.
 _HOUSEKEEPING = ("fill", "memset", "memcpy", "copy")
+# A reference output is weak when a zeros or constant output matches this share of it.
+WEAK_FRACTION = 0.9
+# Input scales tried, in order, when the reference is weak on get_inputs() as they are.
+INPUT_SCALES = (8.0, 0.125)
 
 
 def _poison_allocator(templates: list[torch.Tensor], device: torch.device) -> None:
@@ -46,100 +82,384 @@ def _is_own(name: str, candidate: Candidate) -> bool:
     return any(own in name for own in candidate.own_kernels)
 
 
-def _clone(inputs: list) -> list:
-    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+def _tensors(values: list) -> list[torch.Tensor]:
+    return [v for v in values if isinstance(v, torch.Tensor)]
 
 
-def verify(
-    candidate: Candidate,
-    reference: Reference,
-    *,
-    device: torch.device,
-    trials: int = 3,
-    atol: float | None = None,
-    rtol: float | None = None,
-    allow_library_calls: bool = False,
-) -> VerifyResult:
-    seeds = [secrets.randbelow(2**31 - 1) for _ in range(max(trials, 3))]
-    mismatches: list[Mismatch] = []
-    hacks: list[HackFinding] = []
-    layout_problem: str | None = None
-    previous: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
-    used_atol = used_rtol = 0.0
-    for trial, seed in enumerate(seeds):
-        inputs = reference.inputs(seed, device)
-        pristine = _clone(inputs)
-        _poison_allocator(candidate.output_templates, device)
+def _decoy_seed(seed: int) -> int:
+    return (seed * 2654435761 + 12345) % (2**31 - 1)
+
+
+def _scaled(inputs: list, scale: float) -> list:
+    return [
+        x * scale if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
+    ]
+
+
+class Verifier:
+    """Runs the trials against one reference and collects mismatches, hacks and warnings.
+    `recheck()` repeats one trial after timing, so a candidate that behaves only for its
+    first calls is caught too."""
+
+    def __init__(
+        self,
+        candidate: Candidate,
+        reference: Reference,
+        *,
+        device: torch.device,
+        integrity: RuntimeSnapshot,
+        atol: float | None = None,
+        rtol: float | None = None,
+        watch_kernels: bool = False,
+        allow_library_calls: bool = False,
+    ):
+        self.candidate, self.reference, self.device = candidate, reference, device
+        self.integrity = integrity
+        self.atol, self.rtol = atol, rtol
+        self.watch_kernels = watch_kernels or candidate.may_call_libraries
+        self.allow_library_calls = allow_library_calls
+        self.seeds: list[int] = []
+        self.mismatches: list[Mismatch] = []
+        self.hacks: list[HackFinding] = []
+        self.warnings: list[VerifyWarning] = []
+        self.layout_problem: str | None = None
+        self.used_tolerances = (0.0, 0.0)
+        self._gate: StreamGate | None = None
+        self._staged: list | None = None  # the candidate's input tensors of the last trial
+        self._previous: list[torch.Tensor] = []  # the last call's outputs, kept alive
+        self._previous_signatures: tuple[list[Signature], list[Signature]] | None = None
+        self._weak: dict[int, tuple[float, float]] = {}
+        self._check_integrity()  # a candidate may patch at import time
+        self._aliases_inputs, self._modifies_inputs = self._reference_habits()
+
+    # --- running the candidate ----------------------------------------------------------
+
+    def _hack(self, kind: HackKind, message: str) -> None:
+        if all(h.kind != kind for h in self.hacks):
+            self.hacks.append(HackFinding(kind=kind, message=message))
+
+    @property
+    def stopped(self) -> bool:
+        return self.layout_problem is not None or any(
+            h.kind in ("reads_reference", "monkey_patch") for h in self.hacks
+        )
+
+    def _check_integrity(self) -> bool:
+        """False (and the originals put back) when the candidate has patched the runtime."""
+        patched = self.integrity.changes()
+        if not patched:
+            return True
+        self.integrity.restore()
+        self._hack(
+            "monkey_patch",
+            f"replaced {', '.join(patched[:4])}: timers, synchronization and the harness's "
+            "functions must stay the real ones",
+        )
+        return False
+
+    def _call(self, inputs: list) -> list[torch.Tensor] | None:
+        """One guarded candidate call; None when it called the reference or patched the
+        runtime (recorded as hacks, originals restored)."""
         try:
-            with torch.no_grad(), guard_reference(reference):
-                actual = candidate(inputs)
-            torch.cuda.synchronize(device)
+            with torch.no_grad(), guard_reference(self.reference):
+                outputs = self.candidate(inputs)
         except ReferenceCalled as exc:
-            hacks.append(HackFinding(kind="reads_reference", message=str(exc)))
-            break
-        actual = [a.clone() for a in actual]
+            self._hack("reads_reference", str(exc))
+            return None
+        finally:
+            intact = self._check_integrity()
+        return outputs if intact and not self.stopped else None
+
+    def _reference_habits(self) -> tuple[bool, bool]:
+        """Whether the reference itself returns an input's memory, or changes its inputs:
+        then a candidate doing the same is only doing what it is asked."""
+        inputs = self.reference.inputs(0, self.device)
+        kept = [x.clone() for x in _tensors(inputs)]
         with torch.no_grad():
-            expected = as_outputs(reference.model(*pristine))
-        if len(actual) != len(expected):
-            layout_problem = f"{len(actual)} output(s), expected {len(expected)}"
-            break
-        for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
-            layout_problem = describe_layout_mismatch(a, e)
-            if layout_problem:
-                layout_problem = f"output {index}: {layout_problem}"
-                break
-            used_atol, used_rtol = tolerances(e.dtype, atol, rtol)
-            mismatch = compare(
-                a, e, atol=used_atol, rtol=used_rtol, output=index, trial=trial, seed=seed
-            )
-            if mismatch:
-                mismatches.append(mismatch)
-        if layout_problem:
-            break
-        if (
-            previous is not None
-            and all(torch.equal(a, p) for a, p in zip(actual, previous[0], strict=True))
-            and not all(torch.equal(e, p) for e, p in zip(expected, previous[1], strict=True))
+            outputs = as_outputs(self.reference.model(*inputs))
+        aliases = any(overlaps(o, x) for o in outputs for x in _tensors(inputs))
+        modifies = not all(same_bits(x, k) for x, k in zip(_tensors(inputs), kept, strict=True))
+        return aliases, modifies
+
+    def _expected(self, inputs: list) -> list[torch.Tensor]:
+        with torch.no_grad():
+            return as_outputs(self.reference.model(*inputs))
+
+    # --- one trial ----------------------------------------------------------------------
+
+    def _stage(self, seed: int, real: list, *, reuse: list | None = None) -> list:
+        """The tensors the candidate receives: `reuse`'s where they fit, else new ones holding
+        another seed's values. Either way they hold stale values until the gated copy."""
+        if reuse is None:
+            reuse = self.reference.inputs(_decoy_seed(seed), self.device)
+        staged = []
+        for old, new in zip(reuse, real, strict=True):
+            if not isinstance(new, torch.Tensor):
+                staged.append(new)
+            elif isinstance(old, torch.Tensor) and (old.shape, old.dtype) == (new.shape, new.dtype):
+                staged.append(old)
+            else:
+                staged.append(torch.empty_like(new))
+        return staged
+
+    def _open_gate(self, staged: list) -> StreamGate | None:
+        """The gate, sized on a first (warm-up) call that also shows how long a call takes."""
+        if self._gate is None:
+            gate = StreamGate(self.device)
+            torch.cuda.synchronize(self.device)
+            began = time.perf_counter()
+            outputs = self._call(staged)
+            gate.fit_to_call((time.perf_counter() - began) * 1000.0)
+            torch.cuda.synchronize(self.device)
+            if outputs is None:
+                return None
+            self._previous = list(outputs)
+            self._gate = gate
+        return self._gate
+
+    def _gated_call(self, staged: list, real: list) -> tuple[list, list] | None:
+        """Call the candidate behind the gate; (its outputs, what the caller's stream saw of
+        them when the call returned), or None when the call was refused."""
+        gate = self._open_gate(staged)
+        if gate is None:
+            return None
+        _poison_allocator(self.candidate.output_templates, self.device)
+        gate.close()
+        for into, values in zip(_tensors(staged), _tensors(real), strict=True):
+            into.copy_(values)  # behind the gate, on the caller's stream
+        returned = self._call(staged)
+        if returned is None:
+            return None
+        seen = [o.clone() for o in returned]  # on the caller's stream, right after the call
+        torch.cuda.synchronize(self.device)
+        return returned, seen
+
+    def trial(self, index: int, seed: int, *, reuse_inputs: bool) -> None:
+        self.seeds.append(seed)
+        real = self.reference.inputs(seed, self.device)
+        staged = self._stage(seed, real, reuse=self._staged if reuse_inputs else None)
+        self._staged = staged
+        called = self._gated_call(staged, real)
+        if called is None:
+            return
+        returned, seen = called
+        self._check_inputs_and_outputs(staged, real, returned, seen)
+        expected = self._expected(real)
+        del real
+        if not self._check_layout(seen, expected):
+            return
+        if index == 0:
+            self._measure_weakness(expected)
+        if self._compare(seen, expected, trial=index, seed=seed):
+            self._explain_mismatch(seen, expected, seed, reuse_inputs)
+        self._previous = returned
+        self._previous_signatures = (
+            [Signature.of(s) for s in seen],
+            [Signature.of(e) for e in expected],
+        )
+
+    def _check_inputs_and_outputs(self, staged, real, returned, seen) -> None:
+        inputs = _tensors(staged)
+        if not self._modifies_inputs and not all(
+            same_bits(x, r) for x, r in zip(inputs, _tensors(real), strict=True)
         ):
-            hacks.append(
-                HackFinding(
-                    kind="output_cached",
-                    message="returned the same output for new inputs (outputs cached across calls)",
+            self._hack("modifies_inputs", "wrote into its input tensors (the reference doesn't)")
+        for j, out in enumerate(returned):
+            if not self._aliases_inputs and any(overlaps(out, x) for x in inputs):
+                self._hack(
+                    "output_aliased", f"returned an input's memory as output {j} (not a new tensor)"
+                )
+            if any(overlaps(out, p) for p in self._previous):
+                self._hack(
+                    "output_aliased",
+                    f"output {j} is the memory of its previous call's output, which the caller "
+                    "still holds (a buffer reused across calls)",
+                )
+        if not all(same_bits(s, o) for s, o in zip(seen, returned, strict=True)):
+            self._hack(
+                "side_stream",
+                "its outputs were still being written after it returned: work on a stream the "
+                "caller's stream never waits for escapes the timed region",
+            )
+
+    def _check_layout(self, actual: list, expected: list) -> bool:
+        if len(actual) != len(expected):
+            self.layout_problem = f"{len(actual)} output(s), expected {len(expected)}"
+            return False
+        for j, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            problem = describe_layout_mismatch(a, e)
+            if problem:
+                self.layout_problem = f"output {j}: {problem}"
+                return False
+        return True
+
+    def _compare(
+        self, actual: list, expected: list, *, trial: int, seed: int, scale: float | None = None
+    ) -> list[Mismatch]:
+        found = []
+        for j, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            atol, rtol = tolerances(e.dtype, self.atol, self.rtol)
+            self.used_tolerances = (atol, rtol)
+            mismatch = compare(a, e, atol=atol, rtol=rtol, output=j, trial=trial, seed=seed)
+            if mismatch is not None:
+                mismatch.input_scale = scale
+                found.append(mismatch)
+        self.mismatches.extend(found)
+        return found
+
+    def _matches(self, actual: list, expected: list, seed: int) -> bool:
+        atol, rtol = self.used_tolerances
+        return all(
+            compare(a, e, atol=atol, rtol=rtol, output=j, trial=0, seed=seed) is None
+            for j, (a, e) in enumerate(zip(actual, expected, strict=True))
+        )
+
+    def _explain_mismatch(self, seen: list, expected: list, seed: int, reuse_inputs: bool) -> None:
+        """Name the hack behind a mismatch where the evidence shows one. Right on new tensors
+        with the GPU idle but wrong behind the gate on new tensors: its kernels don't wait for
+        the caller's stream. Otherwise, the previous call's output again: a cache."""
+        torch.cuda.synchronize(self.device)
+        idle = self._call(self.reference.inputs(seed, self.device))
+        torch.cuda.synchronize(self.device)
+        if idle is not None and self._matches(idle, expected, seed):
+            real = self.reference.inputs(seed, self.device)
+            gated = self._gated_call(self._stage(seed, real), real)
+            if gated is not None and not self._matches(gated[1], expected, seed):
+                self._hack(
+                    "side_stream",
+                    "its kernels don't wait for the caller's stream: they read the inputs "
+                    "before the caller's stream had written them (right only when the GPU is "
+                    "idle)",
+                )
+                return
+        if self._previous_signatures is not None:
+            old_seen, old_expected = self._previous_signatures
+            repeated = [Signature.of(s) for s in seen] == old_seen
+            if repeated and [Signature.of(e) for e in expected] != old_expected:
+                changed = "inputs changed in place" if reuse_inputs else "new inputs"
+                self._hack("output_cached", f"returned its previous output again for {changed}")
+
+    # --- after the trials ---------------------------------------------------------------
+
+    def _measure_weakness(self, expected: list[torch.Tensor]) -> None:
+        for j, e in enumerate(expected):
+            atol, rtol = tolerances(e.dtype, self.atol, self.rtol)
+            zeros, constant = degenerate_fractions(e, atol=atol, rtol=rtol)
+            if max(zeros, constant) >= WEAK_FRACTION:
+                self._weak[j] = (zeros, constant)
+
+    def _is_weak(self, expected: list[torch.Tensor]) -> bool:
+        for e in expected:
+            atol, rtol = tolerances(e.dtype, self.atol, self.rtol)
+            if not bool(torch.isfinite(e).all()):
+                return True
+            if max(degenerate_fractions(e, atol=atol, rtol=rtol)) >= WEAK_FRACTION:
+                return True
+        return False
+
+    def _check_scaled_inputs(self) -> float | None:
+        """Verify on inputs scaled so the weak reference's outputs become informative; the
+        scale used, or None when no scale makes them so."""
+        for scale in INPUT_SCALES:
+            inputs = _scaled(self.reference.inputs(self.seeds[0], self.device), scale)
+            pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            _poison_allocator(self.candidate.output_templates, self.device)
+            actual = self._call(inputs)
+            torch.cuda.synchronize(self.device)
+            if actual is None:
+                return None
+            actual = [a.clone() for a in actual]
+            expected = self._expected(pristine)
+            if self._is_weak(expected) or not self._check_layout(actual, expected):
+                continue
+            self._compare(actual, expected, trial=len(self.seeds), seed=self.seeds[0], scale=scale)
+            return scale
+        return None
+
+    def _report_weakness(self) -> None:
+        scale = self._check_scaled_inputs()
+        checked = (
+            f"; also verified on inputs scaled by {scale:g}, where it is not"
+            if scale is not None
+            else "; no input scale tried (x8, x0.125) makes it informative"
+        )
+        for j, (zeros, constant) in sorted(self._weak.items()):
+            self.warnings.append(
+                VerifyWarning(
+                    kind="weak_reference",
+                    message=f"the reference's output {j} is degenerate on get_inputs(): an "
+                    f"all-zeros output matches {zeros:.1%} of it, a constant one "
+                    f"{constant:.1%}{checked}",
+                    evidence={
+                        "output": float(j),
+                        "zero_fraction": zeros,
+                        "constant_fraction": constant,
+                        "input_scale": scale or 0.0,
+                    },
                 )
             )
-        previous = (actual, expected)
-    if not hacks and not layout_problem and candidate.may_call_libraries:
-        launched = launched_kernels(candidate, reference.inputs(seeds[0], device), device)
+
+    def _check_launched_kernels(self) -> None:
+        launched = launched_kernels(
+            self.candidate, self.reference.inputs(self.seeds[0], self.device), self.device
+        )
         foreign = {
             name
             for name in launched
-            if not _is_own(name, candidate) and not any(w in name.lower() for w in _HOUSEKEEPING)
+            if not _is_own(name, self.candidate)
+            and not any(w in name.lower() for w in _HOUSEKEEPING)
         }
-        if foreign and not allow_library_calls:
-            hacks.append(
-                HackFinding(
-                    kind="calls_library",
-                    message="launches kernels it doesn't define: " + ", ".join(sorted(foreign)[:3]),
-                )
+        if foreign and not self.allow_library_calls:
+            self._hack(
+                "calls_library",
+                "launches kernels it doesn't define: " + ", ".join(sorted(foreign)[:3]),
             )
-        if candidate.own_kernels and not any(_is_own(name, candidate) for name in launched):
-            hacks.append(HackFinding(kind="no_kernel_launched", message="none of its kernels ran"))
-    ok = not mismatches and not hacks and layout_problem is None
-    if layout_problem:
-        message = f"wrong result layout: {layout_problem}"
-    elif hacks:
-        message = "; ".join(h.message for h in hacks)
-    elif mismatches:
-        message = describe(mismatches[0])
-    else:
-        message = f"matches the reference on {len(seeds)} fresh input sets"
-    return VerifyResult(
-        ok=ok,
-        trials=len(seeds),
-        seeds=seeds,
-        atol=used_atol,
-        rtol=used_rtol,
-        mismatches=mismatches,
-        hacks=hacks,
-        message=message,
-    )
+        if self.candidate.own_kernels and not any(_is_own(n, self.candidate) for n in launched):
+            self._hack("no_kernel_launched", "none of its kernels ran")
+
+    # --- the whole verification ---------------------------------------------------------
+
+    def verify(self, trials: int = 3) -> VerifyResult:
+        for index in range(max(trials, 3)):
+            seed = secrets.randbelow(2**31 - 1)
+            self.trial(index, seed, reuse_inputs=index % 2 == 1)
+            if self.stopped:
+                break
+        self._staged, self._previous = None, []
+        if not self.stopped and self._weak:
+            self._report_weakness()
+        if not self.stopped and self.watch_kernels:
+            self._check_launched_kernels()
+        return self.result()
+
+    def recheck(self) -> VerifyResult:
+        """One more trial, on fresh inputs, after the candidate has been timed."""
+        self.trial(len(self.seeds), secrets.randbelow(2**31 - 1), reuse_inputs=False)
+        self._staged, self._previous = None, []
+        return self.result()
+
+    def result(self) -> VerifyResult:
+        ok = not self.mismatches and not self.hacks and self.layout_problem is None
+        if self.layout_problem:
+            message = f"wrong result layout: {self.layout_problem}"
+        elif self.hacks:
+            message = "; ".join(h.message for h in self.hacks)
+        elif self.mismatches:
+            message = describe(self.mismatches[0])
+        else:
+            message = (
+                f"matches the reference on {len(self.seeds)} fresh input sets "
+                "(new tensors and tensors changed in place)"
+            )
+        atol, rtol = self.used_tolerances
+        return VerifyResult(
+            ok=ok,
+            trials=len(self.seeds),
+            seeds=list(self.seeds),
+            atol=atol,
+            rtol=rtol,
+            mismatches=list(self.mismatches),
+            hacks=list(self.hacks),
+            warnings=list(self.warnings),
+            message=message,
+        )

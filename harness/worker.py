@@ -115,7 +115,13 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     from kernelblaster.harness import profile
 
     report, error = profile.profile_target(
-        target, built, settings, depth=request.depth, kernels=request.kernels, progress=progress
+        target,
+        built,
+        settings,
+        depth=request.depth,
+        kernels=request.kernels,
+        progress=progress,
+        arch=result.arch,
     )
     return WorkerResponse(build=built, check=result, profile=report, error=error)
 

@@ -185,24 +185,22 @@ def _error_diagnostics(result: FileResult, context: FileContext) -> list[types.D
 
 
 def _verify_diagnostics(check: CheckResult | None, context: FileContext) -> list[types.Diagnostic]:
-    if check is None or check.verify is None or check.verify.ok:
+    """An error for a failed verification and each hack behind it; a warning for each pattern
+    or weak reference it noticed, which never fails it on its own."""
+    if check is None or check.verify is None:
         return []
     verify = check.verify
     # Verification judges the target's outputs, not one kernel: pin it to the first kernel.
     anchor = context.kernels[0].name_range if context.kernels else line_range(context.lines, 0)
-    message = verify.message or "the output does not match the reference"
-    found = [_diagnostic(anchor, message, types.DiagnosticSeverity.Error, "verify")]
-    for hack in verify.hacks:
-        rng = line_range(context.lines, hack.line - 1) if hack.line else anchor
-        found.append(
-            _diagnostic(
-                rng,
-                hack.message,
-                types.DiagnosticSeverity.Error,
-                "verify",
-                data={"kind": hack.kind},
-            )
-        )
+    found = []
+    if not verify.ok:
+        message = verify.message or "the output does not match the reference"
+        found.append(_diagnostic(anchor, message, types.DiagnosticSeverity.Error, "verify"))
+    notes = [(hack, types.DiagnosticSeverity.Error) for hack in verify.hacks]
+    notes += [(warning, types.DiagnosticSeverity.Warning) for warning in verify.warnings]
+    for note, severity in notes:
+        rng = line_range(context.lines, note.line - 1) if note.line else anchor
+        found.append(_diagnostic(rng, note.message, severity, "verify", data={"kind": note.kind}))
     return found
 
 
