@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from kernelblaster.agents.records import Bottleneck, Finding, Headroom, PerfState
 from kernelblaster.agents.state_findings import (
-    PIPE_SATURATED_PCT,
     find,
+    math_pipe_saturated,
     occupancy_limiters,
     pipe_utilizations,
     stall_shares,
@@ -136,8 +136,7 @@ def _bottleneck(kernel: KernelProfile, findings: list[Finding]) -> tuple[Bottlen
         return "latency", "latency.issue", "no throughput metrics (profile with SpeedOfLight)"
     sm, memory = sm or 0.0, memory or 0.0
     pipes = pipe_utilizations(kernel)
-    math_pipe = max((v for p, v in pipes.items() if p != "lsu"), default=0.0)
-    if math_pipe >= PIPE_SATURATED_PCT:
+    if math_pipe_saturated(kernel):
         return _compute(kernel, sm, pipes)
     if max(sm, memory) >= SOL_BUSY_PCT:
         return _memory(kernel, memory) if memory >= sm else _compute(kernel, sm, pipes)

@@ -81,6 +81,13 @@ def unit_utilizations(kernel: KernelProfile) -> dict[str, float]:
     return {unit: value for unit, value in units.items() if value is not None}
 
 
+def math_pipe_saturated(kernel: KernelProfile) -> bool:
+    """Whether an arithmetic pipe (not the LSU, the memory instructions' path) runs at >= 80%
+    of its peak: the pipe is the kernel's roof, and its warps' waiting (few issued
+    instructions, stalls on the pipe) is that roof, not a latency problem."""
+    return any(v >= PIPE_SATURATED_PCT for p, v in pipe_utilizations(kernel).items() if p != "lsu")
+
+
 def _occupancy_bound(kernel: KernelProfile, estimate: float | None) -> tuple[bool, float | None]:
     """(whether an occupancy finding applies at all, its estimated speedup). ncu's occupancy
     rules estimate as if nothing else limited the kernel. More warps do the same work sooner,
@@ -328,7 +335,7 @@ def stall_shares(kernel: KernelProfile) -> dict[str, float]:
 
 def _stalls(kernel: KernelProfile, own_file: str | None, device: str) -> list[Finding]:
     issue = _metric(kernel, m.ISSUE_ACTIVE)
-    if issue is not None and issue >= STALL_MAX_ISSUE:
+    if (issue is not None and issue >= STALL_MAX_ISSUE) or math_pipe_saturated(kernel):
         return []
     findings = []
     for reason, share in stall_shares(kernel).items():
@@ -378,7 +385,7 @@ def _divergence(kernel: KernelProfile, own_file: str | None, device: str) -> lis
 def _issue(kernel: KernelProfile, own_file: str | None, device: str) -> list[Finding]:
     issue = _metric(kernel, m.ISSUE_ACTIVE)
     rules = _rules(kernel, lambda r: r.id == "IssueSlotUtilization")
-    if not rules and (issue is None or issue >= LOW_ISSUE):
+    if math_pipe_saturated(kernel) or (not rules and (issue is None or issue >= LOW_ISSUE)):
         return []
     return [
         Finding(

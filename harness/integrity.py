@@ -14,6 +14,7 @@ runs in; it is not a sandbox against code written to defeat KernelBlaster in par
 
 from __future__ import annotations
 
+import inspect
 import sys
 import time
 from dataclasses import dataclass, field
@@ -46,12 +47,24 @@ def _watched() -> dict[str, object]:
     return namespaces
 
 
+def _lookup(namespace: object, name: str) -> object:
+    """What `namespace.name` resolves to without calling descriptors: a module's own binding,
+    or a class's through its bases (torch.Tensor's methods live on torch._C.TensorBase, and
+    setting `torch.Tensor.relu` shadows the base's)."""
+    if isinstance(namespace, type):
+        return inspect.getattr_static(namespace, name, _MISSING)
+    return vars(namespace).get(name, _MISSING)
+
+
 def _bindings(label: str, namespace: object) -> dict[str, object]:
+    names = dir(namespace) if isinstance(namespace, type) else list(vars(namespace))
+    if label == "torch.nn.Module":
+        names = [name for name in names if name in _MODULE_CALL]
+    bindings = {name: _lookup(namespace, name) for name in names}
     return {
         name: value
-        for name, value in vars(namespace).items()
-        if (callable(value) or isinstance(value, staticmethod | classmethod))
-        and (label != "torch.nn.Module" or name in _MODULE_CALL)
+        for name, value in bindings.items()
+        if callable(value) or isinstance(value, staticmethod | classmethod)
     }
 
 
@@ -77,9 +90,8 @@ class RuntimeSnapshot:
 
     def _changed(self):
         for name, namespace in self.namespaces.items():
-            current = vars(namespace)
             for attribute, original in self.bindings[name].items():
-                now = current.get(attribute, _MISSING)
+                now = _lookup(namespace, attribute)
                 if now is not original and not _torch_wraps(now, original):
                     yield name, namespace, attribute, original
 
@@ -89,4 +101,7 @@ class RuntimeSnapshot:
 
     def restore(self) -> None:
         for _, namespace, attribute, original in list(self._changed()):
-            setattr(namespace, attribute, original)
+            if isinstance(namespace, type) and attribute in vars(namespace):
+                delattr(namespace, attribute)  # a shadowing patch: the base's binding returns
+            if _lookup(namespace, attribute) is not original:
+                setattr(namespace, attribute, original)

@@ -1,7 +1,9 @@
-"""Source-level reward-hacking checks, each on its own offending candidate."""
+"""Source-level reward-hacking patterns, each on its own offending candidate. They are
+warnings: runtime evidence alone fails a verification (tests/adversarial)."""
 
 from pathlib import Path
 
+from kernelblaster.harness.records import VerifyWarning
 from kernelblaster.harness.static_checks import check_cuda_source, check_python_solution
 
 TARGETS = Path(__file__).resolve().parents[1] / "fixtures" / "targets"
@@ -77,3 +79,21 @@ def test_inline_cuda_in_solution_is_scanned_with_file_lines():
 def test_kernelbench_example_solution_is_clean():
     solution = Path(__file__).resolve().parents[2] / "examples/kernelbench/19_ReLU_solution.py"
     assert check_python_solution(solution.read_text(), reference_module="19_ReLU") == []
+
+
+def test_a_stream_api_in_a_path_never_taken_is_a_warning_not_a_verdict():
+    # the honest solution of issue 12: a correct kernel, plus a debug path that is never taken
+    source = (
+        "__global__ void k(const float* x, float* y, int n) { /* ... */ }\n"
+        'extern "C" void launch(const float* x, float* y, int n, cudaStream_t s) {\n'
+        "    if (n < 0) {\n"
+        "        cudaStream_t side;\n"
+        "        cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);\n"
+        "    }\n"
+        "    k<<<(n + 255) / 256, 256, 0, s>>>(x, y, n);\n"
+        "}\n"
+    )
+    found = check_cuda_source(source)
+    assert [(f.kind, f.line) for f in found] == [("side_stream", 5), ("side_stream", 5)]
+    assert all(isinstance(f, VerifyWarning) for f in found)
+    assert "checked when it runs" in found[0].message

@@ -18,6 +18,7 @@ import pytest
 from kernelblaster.harness.ncu import (
     FULL_SECTIONS,
     QUICK_METRICS,
+    QUICK_METRICS_BY_ARCH,
     QUICK_SECTIONS,
     classify_ncu_failure,
     kernel_filter,
@@ -28,6 +29,7 @@ from kernelblaster.settings import Settings
 
 PROGRAM = ["/work/build/five", "--size", "4096"]
 RECORDED = Path(__file__).resolve().parent / "ncu_output"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def recorded(name: str) -> str:
@@ -63,6 +65,28 @@ def test_quick_command():
     assert _values(command, "--section") == QUICK_SECTIONS
     assert _values(command, "--metrics") == [",".join(QUICK_METRICS)]
     assert "--import-source" not in command
+
+
+def test_a_hopper_quick_pass_adds_the_wgmma_tensor_pipe_metrics():
+    settings = Settings()
+    hopper = ncu_command(
+        PROGRAM, kernels=[], depth="quick", report_path=Path("r"), settings=settings, arch="sm_90"
+    )
+    ampere = ncu_command(
+        PROGRAM, kernels=[], depth="quick", report_path=Path("r"), settings=settings, arch="sm_80"
+    )
+    (hopper_metrics,) = _values(hopper, "--metrics")
+    assert hopper_metrics.split(",") == QUICK_METRICS + QUICK_METRICS_BY_ARCH["sm_90"]
+    assert any("hgmma" in name for name in QUICK_METRICS_BY_ARCH["sm_90"])
+    assert _values(ampere, "--metrics") == [",".join(QUICK_METRICS)]
+
+
+def test_the_hopper_metrics_are_names_a_real_h100_report_has():
+    import ncu_report
+
+    report = ncu_report.load_report(str(FIXTURES / "ncu" / "h100-examples" / "matmul.ncu-rep"))
+    names = set(report.range_by_idx(0).action_by_idx(0).metric_names())
+    assert set(QUICK_METRICS_BY_ARCH["sm_90"]) <= names
 
 
 def test_full_command_imports_source_and_takes_every_section():
