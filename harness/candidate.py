@@ -85,6 +85,10 @@ class Candidate:
     # Fill harness-allocated outputs with NaN first (verification); off while timing, so the
     # fill kernel isn't measured as the candidate's time.
     poison: bool = True
+    # Wait for the device between preparing harness-allocated outputs and the launch: for
+    # verification's run on an idle GPU, where a launcher that doesn't wait for the caller's
+    # stream must not race the harness's own fill.
+    settle: bool = False
     # Whether the candidate can reach library code the source scan can't see (torch ops from an
     # extension or a Python solution), so the kernels it launches must be watched (with the
     # CUDA profiler, whose start-up costs seconds). A plain launcher is all in its own file,
@@ -189,6 +193,8 @@ def _plain(
         if candidate.poison:
             for out in outputs:
                 out.fill_(_poison_value(out.dtype))
+        if candidate.settle:
+            torch.cuda.synchronize(device)
         buffers = iter([*tensors, *(t for _, t in state), *outputs])
         first = tensors[0] if tensors else None
         args = []
@@ -304,21 +310,40 @@ class ReferenceCalled(RuntimeError):
     pass
 
 
+def _reference_model_classes(reference: Reference) -> list[type]:
+    """The reference's Model class, and the Model of every other copy of the reference file
+    imported since (a solution's own `from problem import Model`)."""
+    classes = [type(reference.model)]
+    path = reference.path.resolve()
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        model = getattr(module, "Model", None)
+        copy = file and isinstance(model, type) and Path(file).resolve() == path
+        if copy and model not in classes:
+            classes.append(model)
+    return classes
+
+
 class _ReferenceGuard:
     def __init__(self, reference: Reference):
-        self.model_class = type(reference.model)
+        self.model_classes = _reference_model_classes(reference)
 
     def __enter__(self):
-        self.original = self.model_class.forward
+        self.originals = [cls.__dict__.get("forward") for cls in self.model_classes]
 
         def refuse(*args, **kwargs):
             raise ReferenceCalled("the candidate called the reference model's forward()")
 
-        self.model_class.forward = refuse
+        for cls in self.model_classes:
+            cls.forward = refuse
         return self
 
     def __exit__(self, *exc):
-        self.model_class.forward = self.original
+        for cls, original in zip(self.model_classes, self.originals, strict=True):
+            if original is None:
+                del cls.forward
+            else:
+                cls.forward = original
         return False
 
 

@@ -23,6 +23,8 @@ _SIDE_STREAM = re.compile(
 )
 _CATCH_ALL = re.compile(r"\bcatch\s*\(\s*(\.\.\.|const\s+std::exception\s*&\s*\w*|std::exception)")
 
+# torch.cuda.Stream(...), torch.cuda.stream(...), torch.cuda.ExternalStream(...)
+_PY_STREAMS = {"Stream", "stream", "ExternalStream"}
 _PY_LIBRARY_CALLS = {
     "matmul", "mm", "bmm", "addmm", "einsum", "softmax", "log_softmax", "conv1d", "conv2d",
     "conv3d", "linear", "layer_norm", "batch_norm", "relu", "gelu", "sigmoid", "tanh",
@@ -120,6 +122,20 @@ def check_python_solution(
                         line=node.lineno,
                     )
                 )
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _PY_STREAMS
+            and "cuda" in ast.unparse(node.func.value)
+        ):
+            findings.append(
+                VerifyWarning(
+                    kind="side_stream",
+                    message=f"`{ast.unparse(node.func)}`: work on another stream must still "
+                    "finish inside the caller's stream (checked when it runs)",
+                    line=node.lineno,
+                )
+            )
         elif (
             not allow_library_calls
             and isinstance(node, ast.Call)

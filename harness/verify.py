@@ -202,13 +202,15 @@ class Verifier:
                 staged.append(torch.empty_like(new))
         return staged
 
-    def _open_gate(self, staged: list) -> StreamGate | None:
-        """The gate, sized on a first (warm-up) call that also shows how long a call takes."""
+    def _open_gate(self, seed: int) -> StreamGate | None:
+        """The gate, sized on a first (warm-up) call, on inputs of its own, that also shows
+        how long a call takes on the host."""
         if self._gate is None:
             gate = StreamGate(self.device)
+            warm_up = self.reference.inputs(_decoy_seed(_decoy_seed(seed)), self.device)
             torch.cuda.synchronize(self.device)
             began = time.perf_counter()
-            outputs = self._call(staged)
+            outputs = self._call(warm_up)
             gate.fit_to_call((time.perf_counter() - began) * 1000.0)
             torch.cuda.synchronize(self.device)
             if outputs is None:
@@ -217,10 +219,22 @@ class Verifier:
             self._gate = gate
         return self._gate
 
-    def _gated_call(self, staged: list, real: list) -> tuple[list, list] | None:
+    def _idle_call(self, inputs: list) -> list[torch.Tensor] | None:
+        """A call on a GPU with nothing else to do: everything before it has finished, and
+        everything it started has finished when it returns."""
+        torch.cuda.synchronize(self.device)
+        self.candidate.settle = True
+        try:
+            outputs = self._call(inputs)
+        finally:
+            self.candidate.settle = False
+        torch.cuda.synchronize(self.device)
+        return outputs
+
+    def _gated_call(self, seed: int, staged: list, real: list) -> tuple[list, list] | None:
         """Call the candidate behind the gate; (its outputs, what the caller's stream saw of
         them when the call returned), or None when the call was refused."""
-        gate = self._open_gate(staged)
+        gate = self._open_gate(seed)
         if gate is None:
             return None
         _poison_allocator(self.candidate.output_templates, self.device)
@@ -239,7 +253,7 @@ class Verifier:
         real = self.reference.inputs(seed, self.device)
         staged = self._stage(seed, real, reuse=self._staged if reuse_inputs else None)
         self._staged = staged
-        called = self._gated_call(staged, real)
+        called = self._gated_call(seed, staged, real)
         if called is None:
             return
         returned, seen = called
@@ -318,12 +332,10 @@ class Verifier:
         """Name the hack behind a mismatch where the evidence shows one. Right on new tensors
         with the GPU idle but wrong behind the gate on new tensors: its kernels don't wait for
         the caller's stream. Otherwise, the previous call's output again: a cache."""
-        torch.cuda.synchronize(self.device)
-        idle = self._call(self.reference.inputs(seed, self.device))
-        torch.cuda.synchronize(self.device)
+        idle = self._idle_call(self.reference.inputs(seed, self.device))
         if idle is not None and self._matches(idle, expected, seed):
             real = self.reference.inputs(seed, self.device)
-            gated = self._gated_call(self._stage(seed, real), real)
+            gated = self._gated_call(seed, self._stage(seed, real), real)
             if gated is not None and not self._matches(gated[1], expected, seed):
                 self._hack(
                     "side_stream",

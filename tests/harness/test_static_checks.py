@@ -97,3 +97,19 @@ def test_a_stream_api_in_a_path_never_taken_is_a_warning_not_a_verdict():
     assert [(f.kind, f.line) for f in found] == [("side_stream", 5), ("side_stream", 5)]
     assert all(isinstance(f, VerifyWarning) for f in found)
     assert "checked when it runs" in found[0].message
+
+
+def test_python_streams_are_warned_about_at_their_line():
+    source = (
+        "import torch\n"
+        "class ModelNew(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.side = torch.cuda.Stream()\n"
+        "    def forward(self, x):\n"
+        "        with torch.cuda.stream(self.side):\n"
+        "            return kernel(x)\n"
+    )
+    found = check_python_solution(source)
+    assert [(f.kind, f.line) for f in found] == [("side_stream", 5), ("side_stream", 7)]
+    assert "`torch.cuda.Stream`" in found[0].message

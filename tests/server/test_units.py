@@ -1,11 +1,22 @@
-"""Pure parts of the server: settings conversion, severities, kernel location."""
+"""Pure parts of the server: settings conversion, severities, kernel location, verification
+diagnostics."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lsprotocol import types
 
+from kernelblaster.harness.records import (
+    CheckResult,
+    HackFinding,
+    VerifyResult,
+    VerifyWarning,
+    WorkerResponse,
+)
+from kernelblaster.server.cache import FileResult
 from kernelblaster.server.configuration import apply_client_settings, parse_init_options, snake_case
-from kernelblaster.server.diagnostics import severity_for_gain
+from kernelblaster.server.diagnostics import FileContext, file_diagnostics, severity_for_gain
 from kernelblaster.server.kernel_locator import enclosing, locate
 from kernelblaster.settings import Settings
 
@@ -56,3 +67,52 @@ def test_kernels_are_located_in_characters_even_after_non_ascii_text():
     assert add.name_range.start == types.Position(2, line.index("add("))
     assert enclosing(spans, 3) is None
     assert enclosing(spans, 6).name == "broken"  # a body that doesn't compile: still found
+
+
+def _verified(verify: VerifyResult) -> list[types.Diagnostic]:
+    text = (
+        "__global__ void k(float* y) { y[0] = 1.0f; }\n"
+        'extern "C" void launch(float* y) {\n'
+        "    if (false) cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);\n"
+        "    k<<<1, 1>>>(y);\n"
+        "}\n"
+    )
+    result = FileResult(
+        source="/w/k.cu",
+        text_hash="h",
+        time=0.0,
+        response=WorkerResponse(
+            check=CheckResult(source="/w/k.cu", target_kind="plain", verify=verify)
+        ),
+    )
+    context = FileContext(
+        uri="file:///w/k.cu", path=Path("/w/k.cu"), lines=text.splitlines(), kernels=locate(text)
+    )
+    return [d for d in file_diagnostics(result, context, current=True) if d.code == "verify"]
+
+
+def test_a_source_pattern_warns_on_its_line_even_when_verification_passes():
+    warning = VerifyWarning(kind="side_stream", message="`cudaStreamCreateWithFlags`: ...", line=3)
+    (diagnostic,) = _verified(
+        VerifyResult(ok=True, trials=3, atol=1e-4, rtol=1e-4, warnings=[warning])
+    )
+    assert diagnostic.severity == types.DiagnosticSeverity.Warning
+    assert diagnostic.range.start.line == 2 and diagnostic.data == {"kind": "side_stream"}
+
+
+def test_a_hack_fails_with_an_error_and_warnings_stay_warnings():
+    verify = VerifyResult(
+        ok=False,
+        trials=3,
+        atol=1e-4,
+        rtol=1e-4,
+        hacks=[HackFinding(kind="side_stream", message="its outputs were still being written")],
+        warnings=[VerifyWarning(kind="weak_reference", message="degenerate reference")],
+        message="its outputs were still being written",
+    )
+    severities = [(d.severity, d.message) for d in _verified(verify)]
+    assert severities == [
+        (types.DiagnosticSeverity.Error, "its outputs were still being written"),
+        (types.DiagnosticSeverity.Error, "its outputs were still being written"),
+        (types.DiagnosticSeverity.Warning, "degenerate reference"),
+    ]

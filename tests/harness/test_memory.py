@@ -1,0 +1,48 @@
+"""How much memory a problem's inputs take, measured without allocating them (CPU)."""
+
+from pathlib import Path
+
+import torch
+
+from kernelblaster.harness.memory import input_bytes
+from kernelblaster.harness.reference import load_reference
+
+TARGETS = Path(__file__).resolve().parents[1] / "fixtures" / "targets"
+
+
+def test_input_size_comes_from_the_meta_device(tmp_path):
+    big = tmp_path / "big_ref.py"
+    big.write_text(
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, a, b):\n"
+        "        return a + b\n"
+        "def get_inputs():\n"
+        "    # 2 x 6.4 GB if it were allocated\n"
+        "    return [torch.randn(40_000, 40_000), torch.randn(40_000, 40_000), 3]\n"
+        "def get_init_inputs():\n"
+        "    return []\n"
+    )
+    reference = load_reference(big, torch.device("cpu"))
+    assert input_bytes(reference) == 2 * 40_000 * 40_000 * 4
+
+
+def test_inputs_that_need_values_have_no_size(tmp_path):
+    reads = tmp_path / "reads_ref.py"
+    reads.write_text(
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x\n"
+        "def get_inputs():\n"
+        "    n = int(torch.randint(1, 4, (1,)).item())\n"
+        "    return [torch.randn(n)]\n"
+        "def get_init_inputs():\n"
+        "    return []\n"
+    )
+    assert input_bytes(load_reference(reads, torch.device("cpu"))) is None
+
+
+def test_the_shared_relu_reference():
+    reference = load_reference(TARGETS / "relu_ref.py", torch.device("cpu"))
+    assert input_bytes(reference) == (1 << 16) * 4
