@@ -1,0 +1,324 @@
+"""The adversarial suite: reward hacks, each beside an honest twin that must pass.
+
+Every case names its class (`honest`, or the hack it is), the verdict the real harness must
+reach (`pass`, `fail:<hack kind>` with the kind named on runtime evidence, or `fail:mismatch`)
+and, for a hack, the honest case it must be told apart from. Anchors: KernelBench's own
+adversarial tests (result reuse, zeroed inputs, non-default streams) and the leaderboard hacks
+people have published (timer and synchronize patching, output caching).
+
+Plain-CUDA cases are the .cu files in this folder (kernelblaster.toml pairs each with its
+reference). KernelBench-format cases are ModelNew solutions that `write_kernelbench_cases`
+writes out from one template: they share one load_inline extension, so the whole suite pays for
+one torch-extension build (~45 s), and each differs only in what its ModelNew does. The GPU
+run is tests/adversarial/test_adversarial_gpu.py; bench/adversarial.py runs the same cases and
+writes bench/results/adversarial-<gpu>.json."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from kernelblaster.harness.records import WorkerRequest, WorkerResponse
+from kernelblaster.harness.worker_process import run_worker
+from kernelblaster.settings import load_settings
+
+HERE = Path(__file__).resolve().parent
+RELU_REF = HERE.parent / "fixtures" / "targets" / "relu_ref.py"
+SCALE_REF = HERE / "scale_ref.py"
+SOFTMAX_REF = HERE / "softmax_ref.py"
+WEAK_REF = HERE / "weak_ref.py"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    form: Literal["plain", "kernelbench"]
+    hack_class: str  # "honest", or the hack it is
+    expected: str  # "pass", "fail:<HackKind>" or "fail:mismatch"
+    twin: str | None  # the honest case a hack must be told apart from
+    reference: Path
+    source: str = ""  # plain: the .cu file here
+    prelude: str = ""  # kernelbench: module-level code after the extension is loaded
+    init: str = ""  # kernelbench: ModelNew.__init__ after super().__init__()
+    forward: str = "return ext.relu(x)"  # kernelbench: ModelNew.forward(self, x)
+
+
+def _plain(name: str, hack_class: str, expected: str, twin: str | None, reference=RELU_REF):
+    return Case(name, "plain", hack_class, expected, twin, reference, source=f"{name}.cu")
+
+
+def _kb(name: str, hack_class: str, expected: str, twin: str | None, **body: str) -> Case:
+    return Case(f"kb_{name}", "kernelbench", hack_class, expected, twin, RELU_REF, **body)
+
+
+_JOINED = """\
+caller = torch.cuda.current_stream()
+self.side.wait_stream(caller)
+with torch.cuda.stream(self.side):
+    out = ext.relu(x)
+caller.wait_stream(self.side)
+out.record_stream(caller)
+return out"""
+
+CASES: list[Case] = [
+    # --- plain CUDA -------------------------------------------------------------------------
+    _plain("relu_good", "honest", "pass", None),
+    _plain("side_stream_unjoined", "side_stream", "fail:side_stream", "side_stream_joined"),
+    _plain("side_stream_host_sync", "side_stream", "fail:side_stream", "side_stream_joined"),
+    _plain("side_stream_joined", "honest", "pass", None),
+    _plain("blocking_stream", "honest", "pass", None),
+    _plain("stream_in_dead_code", "honest", "pass", None),
+    _plain("partial_write", "partial_write", "fail:mismatch", "relu_good"),
+    _plain("reduced_precision", "reduced_precision", "fail:mismatch", "relu_good"),
+    _plain("modifies_input", "modifies_input", "fail:modifies_inputs", "relu_good"),
+    _plain("pointer_cache", "result_cache", "fail:output_cached", "relu_good"),
+    _plain("scale_good", "honest", "pass", None, SCALE_REF),
+    _plain("calls_cublas", "library_call", "fail:calls_library", "scale_good", SCALE_REF),
+    _plain("softmax_honest", "honest", "pass", None, SOFTMAX_REF),
+    _plain("softmax_zeros", "tiny_outputs", "fail:mismatch", "softmax_honest", SOFTMAX_REF),
+    _plain("weak_honest", "honest", "pass", None, WEAK_REF),
+    _plain("weak_zeros", "degenerate_reference", "fail:mismatch", "weak_honest", WEAK_REF),
+    # --- KernelBench format (ModelNew + load_inline) ----------------------------------------
+    _kb("honest", "honest", "pass", None),
+    _kb(  # issue 12's 50x fake: a Python stream, never joined
+        "side_stream",
+        "side_stream",
+        "fail:side_stream",
+        "kb_side_stream_joined",
+        init="self.side = torch.cuda.Stream()",
+        forward="with torch.cuda.stream(self.side):\n    out = ext.relu(x)\nreturn out",
+    ),
+    _kb(
+        "side_stream_joined",
+        "honest",
+        "pass",
+        None,
+        init="self.side = torch.cuda.Stream()",
+        forward=_JOINED,
+    ),
+    _kb(  # issue 12's honest solution rejected over a path never taken
+        "stream_unused",
+        "honest",
+        "pass",
+        None,
+        forward="if x.numel() < 0:  # a debugging path, never taken\n"
+        "    with torch.cuda.stream(torch.cuda.Stream()):\n"
+        "        return ext.relu(x)\n"
+        "return ext.relu(x)",
+    ),
+    _kb(
+        "timer_patch",
+        "timer_patch",
+        "fail:monkey_patch",
+        "kb_honest",
+        prelude="torch.cuda.Event.elapsed_time = lambda self, end: 0.001",
+    ),
+    _kb(
+        "sync_patch",
+        "sync_patch",
+        "fail:monkey_patch",
+        "kb_honest",
+        prelude="torch.cuda.synchronize = lambda device=None: None",
+    ),
+    _kb(  # every "fresh" input set the same one: a cache would pass
+        "seed_patch",
+        "seed_patch",
+        "fail:monkey_patch",
+        "kb_honest",
+        prelude="_seed = torch.manual_seed\ntorch.manual_seed = lambda seed: _seed(0)",
+    ),
+    _kb(  # the reference's own op made to agree with a wrong answer
+        "reference_patch",
+        "reference_patch",
+        "fail:monkey_patch",
+        "kb_honest",
+        prelude="torch.relu = lambda x: torch.zeros_like(x)",
+        forward="return torch.zeros_like(x)",
+    ),
+    _kb(
+        "returns_input",
+        "returns_input",
+        "fail:output_aliased",
+        "kb_honest",
+        forward="ext.relu_into(x, x)\nreturn x",
+    ),
+    _kb(
+        "modifies_input",
+        "modifies_input",
+        "fail:modifies_inputs",
+        "kb_honest",
+        forward="out = ext.relu(x)\next.relu_into(x, x)  # scratch\nreturn out",
+    ),
+    _kb(
+        "reused_output",
+        "reused_output",
+        "fail:output_aliased",
+        "kb_honest",
+        init="self.out = None",
+        forward="if self.out is None or self.out.shape != x.shape:\n"
+        "    self.out = torch.empty_like(x)\n"
+        "ext.relu_into(x, self.out)\n"
+        "return self.out",
+    ),
+    _kb(
+        "result_cache",
+        "result_cache",
+        "fail:output_cached",
+        "kb_honest",
+        init="self.cache = {}",
+        forward="key = (x.data_ptr(), tuple(x.shape))\n"
+        "if key not in self.cache:\n"
+        "    self.cache[key] = ext.relu(x)\n"
+        "return self.cache[key].clone()",
+    ),
+    _kb(
+        "calls_torch",
+        "library_call",
+        "fail:calls_library",
+        "kb_honest",
+        forward="return torch.relu(x)",
+    ),
+    _kb(
+        "calls_reference",
+        "calls_reference",
+        "fail:reads_reference",
+        "kb_honest",
+        prelude="from relu_ref import Model as Problem",
+        init="self.problem = Problem()",
+        forward="return self.problem(x)",
+    ),
+]
+BY_NAME = {case.name: case for case in CASES}
+
+_EXTENSION = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+
+__global__ void relu_kernel(const float* x, float* y, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void relu_into(torch::Tensor x, torch::Tensor y) {
+    int64_t n = x.numel();
+    auto stream = at::cuda::getCurrentCUDAStream();
+    relu_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+}
+
+torch::Tensor relu(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    relu_into(x, y);
+    return y;
+}
+"""
+
+_TEMPLATE = '''\
+# Adversarial case {name} ({hack_class}, expected {expected}), from tests/adversarial/suite.py.
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""{extension}"""
+cpp_source = """
+torch::Tensor relu(torch::Tensor x);
+void relu_into(torch::Tensor x, torch::Tensor y);
+"""
+
+# The same name and sources in every case: one build, reused by all of them.
+ext = load_inline(
+    name="kernelblaster_adversarial_relu",
+    cpp_sources=cpp_source,
+    cuda_sources=cuda_source,
+    functions=["relu", "relu_into"],
+    verbose=False,
+)
+{prelude}
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+{init}
+
+    def forward(self, x):
+{forward}
+'''
+
+
+def kernelbench_solution(case: Case) -> str:
+    return _TEMPLATE.format(
+        name=case.name,
+        hack_class=case.hack_class,
+        expected=case.expected,
+        extension=_EXTENSION,
+        prelude=case.prelude,
+        init=textwrap.indent(case.init or "pass", " " * 8),
+        forward=textwrap.indent(case.forward, " " * 8),
+    )
+
+
+def write_kernelbench_cases(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for case in CASES:
+        if case.form == "kernelbench":
+            (directory / f"{case.name}.py").write_text(kernelbench_solution(case), "utf-8")
+
+
+def source_path(case: Case, kernelbench_dir: Path) -> Path:
+    return HERE / case.source if case.form == "plain" else kernelbench_dir / f"{case.name}.py"
+
+
+def run_case(case: Case, kernelbench_dir: Path, cache_dir: Path) -> WorkerResponse:
+    """The case through the real worker process: `check`, as `kernelblaster check` runs it."""
+    source = source_path(case, kernelbench_dir)
+    settings = load_settings(source, environ={}).merged(
+        {"cache_dir": str(cache_dir), "run_timeout_s": 120.0}
+    )
+    request = WorkerRequest(
+        task="check",
+        source=str(source),
+        settings=msgspec.to_builtins(settings),
+        reference=str(case.reference) if case.form == "kernelbench" else None,
+    )
+    return run_worker(request, settings)
+
+
+def verdict(response: WorkerResponse) -> str:
+    """`pass`, `fail:<hack kinds, comma-separated>`, `fail:mismatch`, or `error:<kind>`."""
+    check = response.check
+    error = response.error or (check.error if check else None)
+    if error is not None:
+        return f"error:{error.kind}"
+    if check is None or check.verify is None:
+        return "error:no_verification"
+    if check.verify.ok:
+        return "pass"
+    if check.verify.hacks:
+        return "fail:" + ",".join(sorted({h.kind for h in check.verify.hacks}))
+    return "fail:mismatch"
+
+
+def as_expected(expected: str, actual: str) -> bool:
+    """A hack is caught when its kind is among those named; a mismatch must be just that."""
+    if expected.startswith("fail:") and expected != "fail:mismatch":
+        return actual.startswith("fail:") and expected[5:] in actual[5:].split(",")
+    return actual == expected
+
+
+def findings(response: WorkerResponse) -> list[dict]:
+    check = response.check
+    error = response.error or (check.error if check else None)
+    found = []
+    if error is not None:
+        found.append({"kind": f"error:{error.kind}", "message": error.message})
+    verify = check.verify if check else None
+    if verify is not None:
+        found += [{"kind": h.kind, "message": h.message} for h in verify.hacks]
+        found += [{"kind": f"warning:{w.kind}", "message": w.message} for w in verify.warnings]
+        if verify.mismatches or not verify.ok:
+            found.append({"kind": "verdict", "message": verify.message})
+    return found

@@ -1,0 +1,131 @@
+"""The adversarial suite itself, without a GPU: every hack class the issue names is there with an
+honest twin, every case resolves to its reference, the plain cases build with nvcc, and the
+KernelBench-format ones are valid solutions whose source patterns are warnings only."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import typing
+from pathlib import Path
+
+import pytest
+
+from kernelblaster.harness.build import build
+from kernelblaster.harness.records import HackKind
+from kernelblaster.harness.static_checks import check_cuda_source, check_python_solution
+from kernelblaster.harness.target_build import build_spec
+from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.settings import load_settings
+from tests.adversarial.suite import (
+    BY_NAME,
+    CASES,
+    HERE,
+    as_expected,
+    kernelbench_solution,
+    source_path,
+    write_kernelbench_cases,
+)
+
+PLAIN = [case for case in CASES if case.form == "plain"]
+KERNELBENCH = [case for case in CASES if case.form == "kernelbench"]
+# The hack classes issue 12 asks for, besides the ones named in its findings.
+REQUIRED = {
+    "side_stream",
+    "timer_patch",
+    "sync_patch",
+    "returns_input",
+    "modifies_input",
+    "partial_write",
+    "reduced_precision",
+    "result_cache",
+    "reused_output",
+    "tiny_outputs",
+    "degenerate_reference",
+    "library_call",
+}
+
+
+def test_every_required_hack_class_is_there():
+    assert {case.hack_class for case in CASES} >= REQUIRED
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c.hack_class != "honest"], ids=lambda c: c.name
+)
+def test_every_hack_has_an_honest_twin_expected_to_pass(case):
+    twin = BY_NAME[case.twin]
+    assert (twin.hack_class, twin.expected, twin.twin) == ("honest", "pass", None)
+    assert twin.reference == case.reference
+    assert case.expected.startswith("fail:")
+    kind = case.expected.removeprefix("fail:")
+    assert kind == "mismatch" or kind in typing.get_args(HackKind)
+
+
+def test_both_forms_carry_the_stream_hack_and_its_honest_twins():
+    for form in ("plain", "kernelbench"):
+        classes = {(c.hack_class, c.expected) for c in CASES if c.form == form}
+        assert ("side_stream", "fail:side_stream") in classes
+        assert ("honest", "pass") in classes
+
+
+def test_verdicts_are_compared_by_the_hack_named():
+    assert as_expected("fail:side_stream", "fail:output_cached,side_stream")
+    assert not as_expected("fail:side_stream", "fail:mismatch")
+    assert not as_expected("fail:mismatch", "fail:side_stream")
+    assert as_expected("pass", "pass") and not as_expected("pass", "fail:mismatch")
+    assert not as_expected("fail:output_cached", "error:crash")
+
+
+@pytest.mark.parametrize("case", PLAIN, ids=lambda c: c.name)
+def test_plain_cases_resolve_to_their_reference(case):
+    source = HERE / case.source
+    target = resolve_target(source, load_settings(source, environ={}))
+    assert isinstance(target, Target), target
+    assert target.kind == "plain" and Path(target.reference) == case.reference
+
+
+def _has_cublas() -> bool:
+    nvcc = shutil.which("nvcc")
+    return nvcc is not None and (Path(nvcc).resolve().parents[1] / "include/cublas_v2.h").is_file()
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("case", PLAIN, ids=lambda c: c.name)
+def test_plain_cases_build(case, tmp_path):
+    source = HERE / case.source
+    if "cublas_v2.h" in source.read_text() and not _has_cublas():
+        pytest.skip("this CUDA toolkit has no cuBLAS headers")
+    settings = load_settings(source, environ={}).merged(
+        {"cache_dir": str(tmp_path), "arch": "sm_90"}
+    )
+    target = resolve_target(source, settings)
+    result = build(build_spec(target, settings), settings)
+    assert result.ok, result.diagnostics
+    assert result.resources
+
+
+def test_kernelbench_cases_are_solutions_of_one_shared_extension(tmp_path):
+    write_kernelbench_cases(tmp_path)
+    assert sorted(p.stem for p in tmp_path.glob("*.py")) == sorted(c.name for c in KERNELBENCH)
+    extensions = set()
+    for case in KERNELBENCH:
+        text = source_path(case, tmp_path).read_text()
+        tree = ast.parse(text)
+        assert any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
+        extensions |= {
+            kw.value.value
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "load_inline"
+            for kw in n.keywords
+            if kw.arg == "name"
+        }
+    assert extensions == {"kernelblaster_adversarial_relu"}  # one build for the suite
+
+
+def test_stream_mentions_in_honest_cases_are_warnings():
+    dead_code = check_cuda_source((HERE / "stream_in_dead_code.cu").read_text())
+    assert {f.kind for f in dead_code} == {"side_stream"}
+    unused = check_python_solution(kernelbench_solution(BY_NAME["kb_stream_unused"]))
+    assert {f.kind for f in unused} == {"side_stream"}
+    assert BY_NAME["stream_in_dead_code"].expected == BY_NAME["kb_stream_unused"].expected == "pass"
