@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -68,12 +69,12 @@ def _poison_allocator(templates: list[torch.Tensor], device: torch.device) -> No
     del blocks
 
 
-def launched_kernels(candidate: Candidate, inputs: list, device: torch.device) -> set[str]:
-    """Names of the kernels one candidate call launches, as the CUDA profiler saw them."""
+def launched_kernels(call: Callable[[list], object], inputs: list, device) -> set[str]:
+    """Names of the kernels one call launches, as the CUDA profiler saw them."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        candidate(inputs)
+        call(inputs)
         torch.cuda.synchronize(device)
     return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
 
@@ -127,7 +128,9 @@ class Verifier:
         self._gate: StreamGate | None = None
         self._staged: list | None = None  # the candidate's input tensors of the last trial
         self._previous: list[torch.Tensor] = []  # the last call's outputs, kept alive
-        self._previous_signatures: tuple[list[Signature], list[Signature]] | None = None
+        # Signatures of the last call's outputs and of the reference's for its inputs, when
+        # those outputs were right: the answer a cache would hand out again.
+        self._last_right_answer: tuple[list[Signature], list[Signature]] | None = None
         self._weak: dict[int, tuple[float, float]] = {}
         self._check_integrity()  # a candidate may patch at import time
         self._aliases_inputs, self._modifies_inputs = self._reference_habits()
@@ -204,10 +207,11 @@ class Verifier:
 
     def _open_gate(self, seed: int) -> StreamGate | None:
         """The gate, sized on a first (warm-up) call, on inputs of its own, that also shows
-        how long a call takes on the host."""
+        how long a call takes on the host (and what a cache would hold after it)."""
         if self._gate is None:
             gate = StreamGate(self.device)
             warm_up = self.reference.inputs(_decoy_seed(_decoy_seed(seed)), self.device)
+            pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in warm_up]
             torch.cuda.synchronize(self.device)
             began = time.perf_counter()
             outputs = self._call(warm_up)
@@ -215,9 +219,22 @@ class Verifier:
             torch.cuda.synchronize(self.device)
             if outputs is None:
                 return None
-            self._previous = list(outputs)
+            self._remember(outputs, outputs, self._expected(pristine), seed)
             self._gate = gate
         return self._gate
+
+    def _remember(self, returned: list, seen: list, expected: list, seed: int) -> None:
+        """Keep the call's outputs alive (a later output in the same memory is a reused
+        buffer), and their signatures if they were right."""
+        self._previous = list(returned)
+        right = len(seen) == len(expected) and all(
+            (s.shape, s.dtype) == (e.shape, e.dtype) for s, e in zip(seen, expected, strict=True)
+        )
+        if right and self._matches(seen, expected, seed):
+            signatures = [Signature.of(s) for s in seen], [Signature.of(e) for e in expected]
+            self._last_right_answer = signatures
+        else:
+            self._last_right_answer = None
 
     def _idle_call(self, inputs: list) -> list[torch.Tensor] | None:
         """A call on a GPU with nothing else to do: everything before it has finished, and
@@ -266,11 +283,7 @@ class Verifier:
             self._measure_weakness(expected)
         if self._compare(seen, expected, trial=index, seed=seed):
             self._explain_mismatch(seen, expected, seed, reuse_inputs)
-        self._previous = returned
-        self._previous_signatures = (
-            [Signature.of(s) for s in seen],
-            [Signature.of(e) for e in expected],
-        )
+        self._remember(returned, seen, expected, seed)
 
     def _check_inputs_and_outputs(self, staged, real, returned, seen) -> None:
         inputs = _tensors(staged)
@@ -322,16 +335,17 @@ class Verifier:
         return found
 
     def _matches(self, actual: list, expected: list, seed: int) -> bool:
-        atol, rtol = self.used_tolerances
         return all(
             compare(a, e, atol=atol, rtol=rtol, output=j, trial=0, seed=seed) is None
             for j, (a, e) in enumerate(zip(actual, expected, strict=True))
+            for atol, rtol in [tolerances(e.dtype, self.atol, self.rtol)]
         )
 
     def _explain_mismatch(self, seen: list, expected: list, seed: int, reuse_inputs: bool) -> None:
         """Name the hack behind a mismatch where the evidence shows one. Right on new tensors
         with the GPU idle but wrong behind the gate on new tensors: its kernels don't wait for
-        the caller's stream. Otherwise, the previous call's output again: a cache."""
+        the caller's stream. Otherwise, the previous call's right answer again: a cache
+        (an output that is wrong every time, zeros say, is just wrong)."""
         idle = self._idle_call(self.reference.inputs(seed, self.device))
         if idle is not None and self._matches(idle, expected, seed):
             real = self.reference.inputs(seed, self.device)
@@ -344,8 +358,8 @@ class Verifier:
                     "idle)",
                 )
                 return
-        if self._previous_signatures is not None:
-            old_seen, old_expected = self._previous_signatures
+        if self._last_right_answer is not None:
+            old_seen, old_expected = self._last_right_answer
             repeated = [Signature.of(s) for s in seen] == old_seen
             if repeated and [Signature.of(e) for e in expected] != old_expected:
                 changed = "inputs changed in place" if reuse_inputs else "new inputs"
@@ -413,8 +427,10 @@ class Verifier:
 
     def _check_launched_kernels(self) -> None:
         launched = launched_kernels(
-            self.candidate, self.reference.inputs(self.seeds[0], self.device), self.device
+            self._call, self.reference.inputs(self.seeds[0], self.device), self.device
         )
+        if self.stopped:  # it patched the runtime or called the reference this time
+            return
         foreign = {
             name
             for name in launched

@@ -1,0 +1,84 @@
+"""Run the adversarial suite (tests/adversarial/suite.py) through the real harness on this
+machine's GPU: every reward hack must be caught and named, every honest twin must pass.
+
+    python bench/adversarial.py [--cases kb_side_stream relu_good ...]
+
+Each case runs as `kernelblaster check` runs it (a fresh worker process: build, verify, time,
+baselines). Writes bench/results/adversarial-<gpu>.json, one entry per case (name, `honest` or
+the hack class, expected and actual verdict, findings, seconds), prints a table, and exits 1
+if any case got a verdict other than the one expected. The KernelBench-format cases share one
+load_inline extension, built by the first of them (~45 s); torch.compile baselines are
+measured once per reference and cached."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.adversarial
+from common import write_result
+
+from tests.adversarial.suite import (
+    CASES,
+    as_expected,
+    findings,
+    run_case,
+    verdict,
+    write_kernelbench_cases,
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="*", help="only these case names")
+    args = parser.parse_args()
+    chosen = [case for case in CASES if not args.cases or case.name in args.cases]
+    entries = []
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kb-adversarial-") as scratch:
+        kernelbench_dir, cache_dir = Path(scratch) / "kernelbench", Path(scratch) / "cache"
+        write_kernelbench_cases(kernelbench_dir)
+        for case in chosen:
+            started = time.perf_counter()
+            response = run_case(case, kernelbench_dir, cache_dir)
+            actual = verdict(response)
+            timing = response.check.timing if response.check else None
+            entries.append(
+                {
+                    "name": case.name,
+                    "form": case.form,
+                    "class": case.hack_class,
+                    "twin": case.twin,
+                    "expected": case.expected,
+                    "actual": actual,
+                    "as_expected": as_expected(case.expected, actual),
+                    "findings": findings(response),
+                    "kernel_ms": timing.median_ms if timing else None,
+                    "seconds": round(time.perf_counter() - started, 2),
+                }
+            )
+            print(_row(entries[-1]), flush=True)
+    caught = sum(e["as_expected"] for e in entries)
+    total_s = round(time.perf_counter() - began, 1)
+    path = write_result(
+        "adversarial", {"cases": entries, "as_expected": caught, "total": len(entries),
+                        "seconds": total_s},
+    )  # fmt: skip
+    print(f"{caught} of {len(entries)} cases as expected in {total_s} s; wrote {path}")
+    return 0 if caught == len(entries) else 1
+
+
+def _row(entry: dict) -> str:
+    mark = "ok " if entry["as_expected"] else "BAD"
+    return (
+        f"{mark} {entry['name']:<24} {entry['class']:<22} expected {entry['expected']:<22} "
+        f"got {entry['actual']:<34} {entry['seconds']:6.1f} s"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
