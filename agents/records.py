@@ -22,7 +22,9 @@ class Finding(msgspec.Struct, kw_only=True):
 
 
 class Headroom(msgspec.Struct, kw_only=True):
-    roof: Literal["dram_bandwidth", "fp32", "fp16_tensor", "fp64", "none"]
+    # sm_throughput: the SM's speed of light, the roof of a compute-bound kernel whose pipes
+    # don't show which one binds it
+    roof: Literal["dram_bandwidth", "fp32", "fp16_tensor", "fp64", "sm_throughput", "none"]
     achieved_fraction: float  # achieved over the roof's peak, 0..1
 
 

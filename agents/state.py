@@ -4,9 +4,10 @@ It follows the order of Nsight Compute's own rule tree:
 
 1. Speed of light (ncu's SOLBottleneck): when the SM or the memory system runs at >= 60% of its
    peak, the kernel is compute- or memory-bound. A math pipe (FMA, ALU, FP64, tensor, XU) at
-   >= 80% of its peak makes it compute-bound whatever the memory units show: a tensor-core
-   GEMM's shared-memory operand traffic keeps L1 as busy as its tensor pipe, and its roof is
-   the tensor pipe (tensor-pipe utilization counts Hopper's wgmma where ncu measures it).
+   >= 80% of its peak, or the SM at >= 80% with the tensor pipe busy (>= 60%), makes it
+   compute-bound whatever the memory units show: a tensor-core GEMM's shared-memory operand
+   traffic keeps L1 as busy as its tensor pipe, and its roof is the tensor pipe (tensor-pipe
+   utilization counts Hopper's wgmma where ncu measures it).
    Memory: the busiest unit names the state
    (`memory.dram`, `memory.l2`, `memory.l1`), except that DRAM names it whenever DRAM runs within
    10% of the busiest unit: a streaming kernel's L1/L2 traffic is its DRAM traffic passing
@@ -22,11 +23,13 @@ It follows the order of Nsight Compute's own rule tree:
    > 30% of the cycles between issues, `latency.divergence`, else `latency.issue`).
 
 Findings (`state_findings`) add what is fixable, with evidence and ncu's estimated speedups.
-Headroom compares the kernel with its nearest roof: achieved DRAM bandwidth against peak, and
+Headroom compares the kernel with its nearest roof: achieved DRAM bandwidth against peak,
 achieved FLOP/s against the peak of the pipe doing its arithmetic (FP32, FP64, FP16/BF16 tensor
-cores, or the tensor pipe's utilization where FLOP counts are missing or lower); whichever
-roof the kernel is closer to binds it, as in a roofline. At >= 80% of any roof the kernel is
-`near_limit`. `STATE_VERSION` in agents/records.py changes whenever these rules do.
+cores) or that pipe's utilization where higher (a quick pass has no FLOP counts), and, for a
+compute-bound kernel at >= 80% of the SM's speed of light, that speed of light; whichever
+roof the kernel is closest to binds it, as in a roofline. At >= 80% of any roof the kernel is
+`near_limit`, and ncu's occupancy estimates, which assume nothing else limits it, are capped
+or dropped (state_findings). `STATE_VERSION` in agents/records.py changes whenever these rules do.
 """
 
 from __future__ import annotations
@@ -71,7 +74,13 @@ _PIPE_WORDS = {
     "xu": "XU",
     "lsu": "LSU",
 }
-_ROOF_WORDS = {"dram_bandwidth": "DRAM", "fp32": "FP32", "fp64": "FP64", "fp16_tensor": "tensor"}
+_ROOF_WORDS = {
+    "dram_bandwidth": "DRAM",
+    "fp32": "FP32",
+    "fp64": "FP64",
+    "fp16_tensor": "tensor",
+    "sm_throughput": "SM",
+}
 _HOVER = (
     ("sm_throughput_pct", m.SM_PCT),
     ("memory_throughput_pct", m.MEMORY_PCT),
@@ -89,7 +98,7 @@ def classify(kernel: KernelProfile, *, arch: str, device: str = "") -> PerfState
     words the messages; the same profile always gives the same state."""
     findings = find(kernel, device=device)
     bottleneck, state, phrase = _bottleneck(kernel, findings)
-    headroom = _headroom(kernel)
+    headroom = _headroom(kernel, compute_bound=bottleneck == "compute")
     near_limit = headroom is not None and headroom.achieved_fraction >= NEAR_LIMIT
     parts = [phrase]
     if near_limit and headroom is not None:
@@ -136,7 +145,8 @@ def _bottleneck(kernel: KernelProfile, findings: list[Finding]) -> tuple[Bottlen
         return "latency", "latency.issue", "no throughput metrics (profile with SpeedOfLight)"
     sm, memory = sm or 0.0, memory or 0.0
     pipes = pipe_utilizations(kernel)
-    if math_pipe_saturated(kernel):
+    tensor_cores_at_sm_roof = sm >= NEAR_LIMIT * 100 and pipes.get("tensor", 0.0) >= SOL_BUSY_PCT
+    if math_pipe_saturated(kernel) or tensor_cores_at_sm_roof:
         return _compute(kernel, sm, pipes)
     if max(sm, memory) >= SOL_BUSY_PCT:
         return _memory(kernel, memory) if memory >= sm else _compute(kernel, sm, pipes)
@@ -224,23 +234,41 @@ def _flops_fraction(kernel: KernelProfile, ops: tuple[str, str, str], peak: str)
     return _ratio(add + mul + 2.0 * fma, _pct(kernel, peak))
 
 
-def _headroom(kernel: KernelProfile) -> Headroom | None:
+def _headroom(kernel: KernelProfile, *, compute_bound: bool) -> Headroom | None:
     per_second = _pct(kernel, m.DRAM_BYTES_PER_SECOND)
     peak_per_cycle = _pct(kernel, m.DRAM_BYTES_PEAK_PER_CYCLE)
     cycles = _pct(kernel, m.DRAM_CYCLES_PER_SECOND)
     dram = _ratio(per_second, peak_per_cycle * cycles if peak_per_cycle and cycles else None)
     if dram is None and (dram_pct := _pct(kernel, m.DRAM_PCT)) is not None:
         dram = dram_pct / 100.0
+    pipes = {pipe: value / 100.0 for pipe, value in pipe_utilizations(kernel).items()}
     tensor = [value / 100.0 for name in m.TENSOR_PCT if (value := _pct(kernel, name)) is not None]
-    tensor += [value / 100.0 for name in m.TENSOR_PIPES if (value := _pct(kernel, name))]
+    # A roof is reached by FLOPs at the pipe's peak rate, or by the pipe busy every cycle
+    # (what a quick pass measures, and what counts mma instructions whatever their FLOPs).
+    # The ALU pipe (integer and logic) is no FLOP roof.
     compute = {
-        "fp16_tensor": max(tensor) if tensor else None,
-        "fp32": _flops_fraction(kernel, m.FP32_OPS_PER_CYCLE, m.FP32_PEAK_FLOPS_PER_CYCLE),
-        "fp64": _flops_fraction(kernel, m.FP64_OPS_PER_CYCLE, m.FP64_PEAK_FLOPS_PER_CYCLE),
+        "fp16_tensor": [*tensor, pipes.get("tensor")],
+        "fp32": [
+            _flops_fraction(kernel, m.FP32_OPS_PER_CYCLE, m.FP32_PEAK_FLOPS_PER_CYCLE),
+            pipes.get("fma"),
+        ],
+        "fp64": [
+            _flops_fraction(kernel, m.FP64_OPS_PER_CYCLE, m.FP64_PEAK_FLOPS_PER_CYCLE),
+            pipes.get("fp64"),
+        ],
     }
-    roofs = {roof: value for roof, value in compute.items() if value}
+    roofs = {
+        roof: max(measured)
+        for roof, values in compute.items()
+        if (measured := [value for value in values if value])
+    }
     if dram is not None:
         roofs["dram_bandwidth"] = dram
+    # A compute-bound kernel at the SM's speed of light is at a roof even when no single
+    # pipe shows it (the SM's throughput is the busiest of its units).
+    sm = (_pct(kernel, m.SM_PCT) or 0.0) / 100.0
+    if compute_bound and sm >= NEAR_LIMIT > max(roofs.values(), default=0.0):
+        roofs["sm_throughput"] = sm
     if not roofs:
         return None
     roof = max(sorted(roofs), key=lambda name: roofs[name])

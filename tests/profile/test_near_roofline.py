@@ -15,8 +15,12 @@ from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.records import KernelProfile, LaunchConfig, RuleResult
 
 HOPPER_TENSOR_PIPE, HOPPER_GMMA_ISSUE = m.TENSOR_PIPES[1:]
-OCCUPANCY = {"occupancy_limited_registers", "occupancy_limited_shared_memory",
-             "occupancy_limited_block_size", "low_achieved_occupancy"}  # fmt: skip
+OCCUPANCY = {
+    "occupancy_limited_registers",
+    "occupancy_limited_shared_memory",
+    "occupancy_limited_block_size",
+    "low_achieved_occupancy",
+}
 
 NVJET_METRICS = {
     m.DURATION: 1_210_000.0,
@@ -138,3 +142,24 @@ def test_near_limit_from_80_percent_of_any_roof(fraction, near):
     state = classify(streaming, arch="sm_90")
     assert state.headroom is not None and state.headroom.roof == "dram_bandwidth"
     assert state.near_limit is near
+
+
+def test_tensor_cores_busy_at_the_sm_roof_are_compute_bound_even_below_saturation():
+    # if ncu measures the tensor pipe at 70% while the SM runs at 94%: still no memory.l1
+    busy = nvjet(**{HOPPER_TENSOR_PIPE: 70.0, HOPPER_GMMA_ISSUE: 70.0})
+    state = classify(busy, arch="sm_90")
+    assert state.state == "compute.tensor" and state.near_limit
+    assert state.headroom is not None
+    assert state.headroom.roof == "sm_throughput"
+    assert state.headroom.achieved_fraction == pytest.approx(0.942)
+    assert "at 94% of the SM roof" in state.summary
+
+
+def test_a_compute_bound_kernel_below_the_sm_roof_is_not_near_its_limit():
+    fma = nvjet(
+        **{HOPPER_TENSOR_PIPE: 0.0, HOPPER_GMMA_ISSUE: 0.0, m.PIPES["fma"]: 72.0},
+        **{m.SM_PCT: 75.0, m.MEMORY_PCT: 40.0},
+    )
+    state = classify(fma, arch="sm_90")
+    assert state.state == "compute.fp32" and not state.near_limit
+    assert state.headroom is not None and state.headroom.roof == "fp32"
