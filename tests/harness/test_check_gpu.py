@@ -112,18 +112,20 @@ def test_cached_output_is_named(cache_dir):
     assert "output_cached" in hack_kinds(check(TARGETS / "cached_output.cu", cache_dir))
 
 
-def test_side_stream_is_named(cache_dir):
-    assert "side_stream" in hack_kinds(check(TARGETS / "side_stream.cu", cache_dir))
+def test_side_stream_is_named_from_what_ran_not_from_the_source(cache_dir):
+    verify = check(TARGETS / "side_stream.cu", cache_dir).check.verify
+    assert [h.kind for h in verify.hacks] == ["side_stream"]
+    assert "side_stream" in {w.kind for w in verify.warnings}  # the source scan only warns
 
 
 def test_library_call_is_named(cache_dir):
     assert "calls_library" in hack_kinds(check(TARGETS / "library_call.cu", cache_dir))
 
 
-def test_swallowed_exception_and_torch_op_are_named(cache_dir):
-    assert {"swallowed_exception", "calls_library"} <= hack_kinds(
-        check(TARGETS / "swallowed.cu", cache_dir)
-    )
+def test_torch_op_is_caught_at_runtime_and_the_catch_all_is_a_warning(cache_dir):
+    verify = check(TARGETS / "swallowed.cu", cache_dir).check.verify
+    assert not verify.ok and "calls_library" in {h.kind for h in verify.hacks}
+    assert {"swallowed_exception", "calls_library"} <= {w.kind for w in verify.warnings}
 
 
 def test_solution_calling_the_reference_is_named(cache_dir):
@@ -188,3 +190,60 @@ def test_wrong_arch_is_reported(cache_dir, tmp_path):
     shutil.copy(TARGETS / "relu_ref.py", tmp_path / "good.py")
     response = check(tmp_path / "good.cu", cache_dir, arch="sm_20")
     assert response.error.kind == "wrong_arch"
+
+
+SLOW_KERNEL = """
+#include <cuda_runtime.h>
+// ReLU whose first thread spins for 300 ms (the GPU's global timer counts nanoseconds).
+__global__ void relu_k(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i == 0) {
+        unsigned long long start, now;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+        do {
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        } while (now - start < 300000000ULL);
+    }
+    if (i < n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+extern "C" void relu(const float* x, float* y, int n, cudaStream_t s) {
+    relu_k<<<(n + 255) / 256, 256, 0, s>>>(x, y, n);
+}
+"""
+
+
+def test_a_300_ms_kernel_is_timed_a_few_times_within_the_run_timeout(cache_dir, tmp_path):
+    (tmp_path / "slow.cu").write_text(SLOW_KERNEL)
+    shutil.copy(TARGETS / "relu_ref.py", tmp_path / "slow.py")
+    result = check(tmp_path / "slow.cu", cache_dir, run_timeout_s=30.0).check
+    assert result.verify.ok, result.verify.message
+    # one second of device time: three repetitions, not 200 (a minute)
+    assert 1 <= result.timing.repetitions <= 3
+    assert result.timing.median_ms >= 290.0
+
+
+OOM_REFERENCE = """
+import torch
+from torch import nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        # a 4 TiB intermediate: no GPU holds it
+        return x.unsqueeze(0).expand(1 << 20, -1).contiguous().sum(0)
+
+def get_inputs():
+    return [torch.randn(1 << 20)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_out_of_memory_is_reported_as_such_with_what_the_problem_needs(cache_dir, tmp_path):
+    shutil.copy(TARGETS / "good.cu", tmp_path / "huge.cu")
+    (tmp_path / "huge.py").write_text(OOM_REFERENCE)
+    error = check(tmp_path / "huge.cu", cache_dir).error
+    assert error is not None and error.kind == "out_of_memory", error
+    assert "ran out of memory" in error.message and "One input set is" in error.message
+    assert "GiB free now" in error.message and "get_inputs()" in error.fix
+    assert check(TARGETS / "good.cu", cache_dir).check.verify.ok  # the next run works
