@@ -47,8 +47,10 @@ class Case:
     forward: str = "return ext.relu(x)"  # kernelbench: ModelNew.forward(self, x)
 
 
-def _plain(name: str, hack_class: str, expected: str, twin: str | None, reference=RELU_REF):
-    return Case(name, "plain", hack_class, expected, twin, reference, source=f"{name}.cu")
+def _plain(
+    name: str, hack_class: str, expected: str, twin: str | None, reference=RELU_REF, source=""
+):
+    return Case(name, "plain", hack_class, expected, twin, reference, source or f"{name}.cu")
 
 
 def _kb(name: str, hack_class: str, expected: str, twin: str | None, **body: str) -> Case:
@@ -68,7 +70,13 @@ CASES: list[Case] = [
     # --- plain CUDA -------------------------------------------------------------------------
     _plain("relu_good", "honest", "pass", None),
     _plain("side_stream_unjoined", "side_stream", "fail:side_stream", "side_stream_joined"),
-    _plain("side_stream_host_sync", "side_stream", "fail:side_stream", "side_stream_joined"),
+    _plain(  # the host waits for its side stream: complete outputs, but never ordered
+        "side_stream_host_sync",
+        "side_stream",
+        "fail:side_stream",
+        "side_stream_joined",
+        source="../fixtures/targets/side_stream.cu",
+    ),
     _plain("side_stream_joined", "honest", "pass", None),
     _plain("blocking_stream", "honest", "pass", None),
     _plain("stream_in_dead_code", "honest", "pass", None),
