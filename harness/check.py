@@ -128,7 +128,10 @@ def run_check(
     *,
     progress: Progress,
     sanitize: bool = False,
+    integrity: RuntimeSnapshot | None = None,
 ) -> CheckResult:
+    """`integrity`: the runtime as it was before the candidate's code first ran, when that was
+    before this call (a KernelBench solution's build imports it); else taken here."""
     device = torch.device("cuda", settings.gpu_index)
     torch.cuda.set_device(device)
     result = CheckResult(
@@ -154,7 +157,9 @@ def run_check(
     else:
         kernels = set(kernel_names(Path(target.source)))
         try:
-            result = _check_callable(target, built, settings, result, device, progress, phase_done)
+            result = _check_callable(
+                target, built, settings, result, device, progress, phase_done, integrity
+            )
         except ReferenceError_ as exc:
             result.error = exc.error
         except RuntimeError as exc:
@@ -184,7 +189,9 @@ def _timing_inputs(reference: Reference, seeds: list[int], device: torch.device)
     return [first, *(reference.inputs(seed, device) for seed in seeds[1:3])]
 
 
-def _check_callable(target, built, settings, result, device, progress, phase_done) -> CheckResult:
+def _check_callable(
+    target, built, settings, result, device, progress, phase_done, integrity
+) -> CheckResult:
     reference: Reference | None = None
     candidate: Candidate | None = None
     try:
@@ -194,7 +201,7 @@ def _check_callable(target, built, settings, result, device, progress, phase_don
         if target.kind == "kernelbench":
             # Importing the solution runs load_inline, a compilation: it gets the build budget.
             progress("build", f"importing {Path(target.source).name} (load_inline compiles it)")
-        integrity = RuntimeSnapshot()  # before the candidate's code first runs
+        integrity = integrity or RuntimeSnapshot()  # before the candidate's code first runs
         candidate = load_candidate(target, artifact, reference, device)
         phase_done("load")
         return _verify_and_time(

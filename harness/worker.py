@@ -89,6 +89,13 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     target, target_error = _target_for(request, settings)
     if target is None:
         return WorkerResponse(error=target_error)
+    integrity = None
+    if target.kind == "kernelbench" and request.task != "build":
+        # A solution's code first runs when its build imports it: whatever it patches from
+        # then on must show against a snapshot taken before (imports torch, as the build does).
+        from kernelblaster.harness.integrity import RuntimeSnapshot
+
+        integrity = RuntimeSnapshot()
     progress("build", f"building {Path(target.source).name}")
     built = _build(target, settings)
     if request.task == "build" or not built.ok:
@@ -107,6 +114,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
         settings,
         progress=progress,
         sanitize=request.sanitize,
+        integrity=integrity,
     )
     failed_verification = result.verify is not None and not result.verify.ok
     if request.task == "check" or result.error is not None or failed_verification:

@@ -23,7 +23,7 @@ from typing import Literal
 import msgspec
 
 from kernelblaster.harness.records import WorkerRequest, WorkerResponse
-from kernelblaster.harness.worker_process import run_worker
+from kernelblaster.harness.worker_process import run_harness_sync
 from kernelblaster.settings import load_settings
 
 HERE = Path(__file__).resolve().parent
@@ -292,7 +292,7 @@ def run_case(case: Case, kernelbench_dir: Path, cache_dir: Path) -> WorkerRespon
         settings=msgspec.to_builtins(settings),
         reference=str(case.reference) if case.form == "kernelbench" else None,
     )
-    return run_worker(request, settings)
+    return run_harness_sync(request, settings)
 
 
 def verdict(response: WorkerResponse) -> str:
