@@ -53,6 +53,9 @@ def _watched() -> dict[str, object]:
     for name, module in list(sys.modules.items()):
         if name.startswith("kernelblaster.harness.") and module is not None:
             namespaces[name] = module
+            for attribute, value in vars(module).items():  # and its own classes' methods
+                if isinstance(value, type) and value.__module__ == name:
+                    namespaces[f"{name}.{attribute}"] = value
     return namespaces
 
 
@@ -66,7 +69,10 @@ def _lookup(namespace: object, name: str) -> object:
 
 
 def _bindings(label: str, namespace: object) -> dict[str, object]:
-    names = dir(namespace) if isinstance(namespace, type) else list(vars(namespace))
+    # torch's classes through their bases (Tensor's methods live on its C base); the
+    # harness's own classes by what they define
+    through_bases = isinstance(namespace, type) and label.startswith("torch")
+    names = dir(namespace) if through_bases else list(vars(namespace))
     if label == "torch.nn.Module":
         names = [name for name in names if name in _MODULE_CALL]
     bindings = {name: _lookup(namespace, name) for name in names}

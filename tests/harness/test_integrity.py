@@ -1,6 +1,8 @@
 """Runtime patches a candidate makes (timers, synchronize, torch ops, the harness's own
 functions) are named and undone; torch's own lazy wrappers are not reported."""
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -71,3 +73,18 @@ def test_new_attributes_are_not_changes(snapshot):
         assert snapshot.changes() == []
     finally:
         del torch.cuda.some_new_helper
+
+
+def test_a_snapshot_taken_before_the_harness_is_imported_still_guards_it():
+    # the worker snapshots before a KernelBench solution's build imports it, when check and
+    # verify may not be imported yet
+    script = (
+        "from kernelblaster.harness.integrity import RuntimeSnapshot\n"
+        "snapshot = RuntimeSnapshot()\n"
+        "import kernelblaster.harness.verify as verify\n"
+        "verify.Verifier.verify = lambda self, trials=3: None\n"
+        "print(snapshot.changes())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['kernelblaster.harness.verify.Verifier.verify']"
