@@ -11,6 +11,11 @@ _DEVICE_FAULTS = (
     "illegal instruction",
     "out of bounds",
 )
+OUT_OF_MEMORY_FIX = (
+    "Make get_inputs() smaller (fewer or smaller tensors), free memory the kernel allocates for "
+    "itself, or run on a GPU with more memory; other processes on the GPU count too "
+    "(nvidia-smi)."
+)
 
 
 def error_from_exception(exc: BaseException, *, kernels: set[str]) -> HarnessError:
@@ -27,6 +32,14 @@ def error_from_exception(exc: BaseException, *, kernels: set[str]) -> HarnessErr
                 "guards; `kernelblaster check --sanitize` runs compute-sanitizer to find the line."
             ),
             kernel=kernel,
+        )
+    if "out of memory" in text.lower():  # e.g. cudaErrorMemoryAllocation from a launcher
+        return HarnessError(
+            kind="out_of_memory",
+            message=f"The GPU ran out of memory: {first_line}",
+            fix=OUT_OF_MEMORY_FIX,
+            kernel=kernel,
+            log=text[-2000:],
         )
     return HarnessError(
         kind="crash",

@@ -13,6 +13,7 @@ import traceback
 
 import torch
 
+from kernelblaster.harness.cuda_errors import OUT_OF_MEMORY_FIX
 from kernelblaster.harness.records import HarnessError
 from kernelblaster.harness.reference import Reference
 
@@ -75,7 +76,5 @@ def out_of_memory(
         kind="out_of_memory",
         message=f"The GPU ran out of memory while {phase}: {first_line}.{size} The GPU has "
         f"{total / GIB:.1f} GiB, {free / GIB:.1f} GiB free now.",
-        fix="Make get_inputs() smaller (fewer or smaller tensors), free memory the kernel "
-        "allocates for itself, or run on a GPU with more memory; other processes on the GPU "
-        "count too (nvidia-smi).",
+        fix=OUT_OF_MEMORY_FIX,
     )

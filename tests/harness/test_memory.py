@@ -1,9 +1,11 @@
-"""How much memory a problem's inputs take, measured without allocating them (CPU)."""
+"""How much memory a problem's inputs take, measured without allocating them, and running out
+of memory reported as such (CPU)."""
 
 from pathlib import Path
 
 import torch
 
+from kernelblaster.harness.cuda_errors import error_from_exception
 from kernelblaster.harness.memory import input_bytes
 from kernelblaster.harness.reference import load_reference
 
@@ -46,3 +48,15 @@ def test_inputs_that_need_values_have_no_size(tmp_path):
 def test_the_shared_relu_reference():
     reference = load_reference(TARGETS / "relu_ref.py", torch.device("cpu"))
     assert input_bytes(reference) == (1 << 16) * 4
+
+
+def test_an_out_of_memory_error_is_not_reported_as_a_shape_problem():
+    # what a launcher's failed cudaMalloc surfaces as at the next synchronize
+    error = error_from_exception(
+        RuntimeError("CUDA error: out of memory\nCUDA kernel errors might be reported later"),
+        kernels={"relu_k"},
+    )
+    assert error.kind == "out_of_memory" and "shapes" not in error.fix
+    assert error.message == "The GPU ran out of memory: CUDA error: out of memory"
+    other = error_from_exception(RuntimeError("expected scalar type Float"), kernels={"k"})
+    assert other.kind == "crash"
