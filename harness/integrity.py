@@ -19,6 +19,7 @@ import inspect
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -83,13 +84,18 @@ def _bindings(label: str, namespace: object) -> dict[str, object]:
     }
 
 
+_TORCH_DIR = Path(torch.__file__).resolve().parent
+
+
 def _torch_wraps(current: object, original: object) -> bool:
-    """Whether `current` is torch's own wrapper around `original` (functools.wraps chain)."""
+    """Whether `current` is torch's own wrapper around `original`: a functools.wraps chain of
+    functions whose code is in torch's package (wraps copies `__module__`, not the code)."""
     seen = 0
     while current is not None and seen < 8:
         if current is original:
             return True
-        if not str(getattr(current, "__module__", "")).startswith("torch"):
+        code = getattr(current, "__code__", None)
+        if code is None or not Path(code.co_filename).resolve().is_relative_to(_TORCH_DIR):
             return False
         current, seen = getattr(current, "__wrapped__", None), seen + 1
     return False

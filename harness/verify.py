@@ -16,11 +16,12 @@ Runtime evidence names a hack; source patterns only warn (harness/static_checks.
 `side_stream` (work not ordered inside the caller's stream: outputs unfinished when the call
 returns, or inputs read before they were ready), `output_aliased` (an input's memory, or an
 earlier output's, returned as the output), `modifies_inputs`, `output_cached` (the previous
-output again for new or changed inputs), `monkey_patch` (timers, synchronize or harness
-functions replaced), `reads_reference`, `calls_library` and `no_kernel_launched` (the kernels
-the CUDA profiler saw). A reference whose outputs are mostly zero or constant is reported as
-`weak_reference`, and the candidate is also checked on scaled inputs where those make the
-reference's outputs informative."""
+right answer again, for new or changed inputs), `monkey_patch` (timers, synchronize, the seed,
+torch ops or harness functions replaced), `reads_reference`, `calls_library` and
+`no_kernel_launched` (the kernels the CUDA profiler saw). A reference whose outputs are mostly
+zero or constant is reported as `weak_reference`, and the candidate is also checked on scaled
+inputs where those make the reference's outputs informative. `recheck()` runs one more trial
+after timing."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Runtime patches a candidate makes (timers, synchronize, torch ops, the harness's own
 functions) are named and undone; torch's own lazy wrappers are not reported."""
 
+import functools
 import subprocess
 import sys
 import time
@@ -58,6 +59,17 @@ def test_patching_an_op_the_reference_calls_or_the_harness_is_named(snapshot):
 def test_seeding_patched_to_repeat_inputs_is_named(snapshot):
     # a constant seed would make every "fresh" input set the same one, so a cache would pass
     torch.manual_seed = lambda seed: None
+    assert snapshot.changes() == ["torch.manual_seed"]
+
+
+def test_a_wrapper_dressed_as_torchs_is_still_a_patch(snapshot):
+    real = torch.manual_seed
+
+    @functools.wraps(real)  # copies __module__ and sets __wrapped__, as torch's wrappers do
+    def always_zero(seed):
+        return real(0)
+
+    torch.manual_seed = always_zero
     assert snapshot.changes() == ["torch.manual_seed"]
 
 
