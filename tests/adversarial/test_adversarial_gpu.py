@@ -3,8 +3,6 @@ runtime evidence, every honest twin passing (and timed)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from kernelblaster.harness.records import WorkerResponse
@@ -84,8 +82,9 @@ def test_every_hack_kind_comes_with_a_message(run):
 
 
 def test_kernelbench_cases_share_one_extension_build(run):
-    # every KernelBench case imports the one extension; once built, importing it is quick
-    loads = [run(c.name).check.phase_seconds.get("load") for c in CASES if c.form == "kernelbench"]
-    assert all(seconds is not None for seconds in loads)
-    assert sorted(loads)[len(loads) // 2] < 30.0  # the median: no rebuild per case
-    assert Path(run("kb_honest").check.source).suffix == ".py"
+    # building a solution is importing it (its load_inline): the first case compiles the
+    # shared extension, the others find it built
+    builds = [run(c.name).build for c in CASES if c.form == "kernelbench"]
+    assert all(build.ok for build in builds)
+    seconds = sorted(build.seconds for build in builds)
+    assert seconds[len(seconds) // 2] < 30.0  # the median: no rebuild per case
