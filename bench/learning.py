@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import re
 import sys
 import tempfile
 import time
@@ -38,11 +37,15 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common
+from common import RESULTS, slug
+
 from kernelblaster.agents.loop import optimize
 from kernelblaster.agents.replay import ReplayModel, ReplayTask
 from kernelblaster.agents.replay_table import (
     NAIVE,
     LearningTable,
+    LibraryError,
     Task,
     load_library,
     read_table,
@@ -53,7 +56,6 @@ from kernelblaster.settings import Settings
 
 BENCH = Path(__file__).resolve().parent
 LIBRARY = BENCH / "learning" / "tasks"
-RESULTS = BENCH / "results"
 LEARNING_ARMS = ("persistent", "greedy", "fresh")  # arms whose predictions come from a KB
 SETTINGS = Settings()
 
@@ -358,10 +360,6 @@ def plot(result: dict, path: Path) -> None:
     plt.close(figure)
 
 
-def _slug(device: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-").lower()
-
-
 DEFAULTS = Config(tables=[])
 
 
@@ -406,8 +404,12 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap=args.bootstrap,
         seed=args.seed,
     )
-    result = run(config)
-    out = args.out or RESULTS / f"learning-{_slug(result['table']['device'])}.json"
+    try:
+        result = run(config)
+    except LibraryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = args.out or RESULTS / f"learning-{slug(result['table']['device'])}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(msgspec.json.format(msgspec.json.encode(result), indent=1).decode() + "\n")
     image = args.plot or out.with_suffix(".png")

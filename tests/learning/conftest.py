@@ -1,0 +1,63 @@
+"""Fixtures for the learning environment's tests: the real task library and a hand-made table
+over part of it (fixture_table.py: invented numbers, clearly a fixture)."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from fixture_table import LIBRARY, fixture_table
+
+from kernelblaster.agents.replay import ReplayTask
+from kernelblaster.agents.replay_table import LearningTable, Task, load_library, write_table
+from kernelblaster.kb.store import KnowledgeBase
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def library() -> list[Task]:
+    return load_library(LIBRARY)
+
+
+@pytest.fixture(scope="session")
+def table() -> LearningTable:
+    return fixture_table()
+
+
+@pytest.fixture
+def table_path(tmp_path, table) -> Path:
+    path = tmp_path / "learning-table-fixture.json"
+    write_table(path, table)
+    return path
+
+
+@pytest.fixture
+def kb(tmp_path):
+    with KnowledgeBase.open(tmp_path / "kb.sqlite3") as store:
+        yield store
+
+
+@pytest.fixture
+def replay_of(library, table):
+    def make(name: str, seed: int = 0) -> ReplayTask:
+        task = next(t for t in library if t.task == name)
+        return ReplayTask(task, table, rng=random.Random(seed))
+
+    return make
+
+
+def load_script(relative: str) -> ModuleType:
+    """A bench script, imported by path (bench/ is not a package)."""
+    path = REPO / relative
+    name = "bench_" + path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
