@@ -90,7 +90,7 @@ class ReplayTask:
         self._variants: dict[str, str] = {}  # source digest -> variant name
         self._sources: dict[str, str] = {}
         for name in [NAIVE, *(v.name for v in task.variant)]:
-            text = task.source_path(name).read_text("utf-8")
+            text = task.source_text(name)
             self._sources[name] = text
             self._variants[source_digest(text)] = name
         self._edges = {

@@ -60,6 +60,9 @@ class Task(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             return Path(self.folder) / self.naive
         return Path(self.folder) / next(v.file for v in self.variant if v.name == variant)
 
+    def source_text(self, variant: str) -> str:
+        return self.source_path(variant).read_text("utf-8")
+
     @property
     def reference(self) -> Path:
         return (Path(self.folder) / self.naive).with_suffix(".py")

@@ -84,7 +84,7 @@ def _build_log(response: WorkerResponse) -> str:
 
 def measure(task: Task, variant: str, response: WorkerResponse, seconds: float) -> Measurement:
     """The table's record of one worker response (or MachineProblem)."""
-    text = task.source_path(variant).read_text("utf-8")
+    text = task.source_text(variant)
     entry = Measurement(
         task=task.task,
         variant=variant,
@@ -128,7 +128,7 @@ def pending(tasks: list[Task], table: LearningTable) -> list[tuple[Task, str]]:
     todo = []
     for task in tasks:
         for variant in [NAIVE, *(v.name for v in task.variant)]:
-            digest = source_digest(task.source_path(variant).read_text("utf-8"))
+            digest = source_digest(task.source_text(variant))
             done = table.measurement(task.task, variant)
             if done is None or done.source_sha256 != digest:
                 todo.append((task, variant))

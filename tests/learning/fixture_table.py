@@ -107,7 +107,7 @@ def fixture_table() -> LearningTable:
     )
     for task in tasks:
         for variant, (result, state, near_limit) in HAND_MADE[task.task].items():
-            text = task.source_path(variant).read_text("utf-8")
+            text = task.source_text(variant)
             entry = Measurement(
                 task=task.task,
                 variant=variant,
