@@ -43,7 +43,7 @@ from kernelblaster.agents.replay_table import (
 )
 from kernelblaster.agents.state import classify
 from kernelblaster.harness.records import WorkerRequest, WorkerResponse
-from kernelblaster.harness.worker_process import run_worker
+from kernelblaster.harness.worker_process import run_harness_sync
 from kernelblaster.settings import Settings
 
 LIBRARY = Path(__file__).resolve().parent / "tasks"
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(todo)} kernel(s) to measure on {device} -> {out}", flush=True)
 
     def build(item: tuple[Task, str]) -> WorkerResponse:
-        return run_worker(_request(*item, "build", settings), settings)
+        return run_harness_sync(_request(*item, "build", settings), settings)
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         builds = list(pool.map(build, todo))
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         if built.build is not None and not built.build.ok:
             response = built
         else:
-            response = run_worker(_request(task, variant, "profile", settings), settings)
+            response = run_harness_sync(_request(task, variant, "profile", settings), settings)
         try:
             entry = measure(task, variant, response, time.monotonic() - started)
         except MachineProblem as exc:

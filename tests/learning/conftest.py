@@ -3,11 +3,8 @@ over part of it (fixture_table.py: invented numbers, clearly a fixture)."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from fixture_table import LIBRARY, fixture_table
@@ -15,8 +12,6 @@ from fixture_table import LIBRARY, fixture_table
 from kernelblaster.agents.replay import ReplayTask
 from kernelblaster.agents.replay_table import LearningTable, Task, load_library, write_table
 from kernelblaster.kb.store import KnowledgeBase
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
@@ -49,15 +44,3 @@ def replay_of(library, table):
         return ReplayTask(task, table, rng=random.Random(seed))
 
     return make
-
-
-def load_script(relative: str) -> ModuleType:
-    """A bench script, imported by path (bench/ is not a package)."""
-    path = REPO / relative
-    name = "bench_" + path.stem
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module

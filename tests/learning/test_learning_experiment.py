@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
-from conftest import REPO
+from bench_scripts import REPO
 
 ARMS = ("persistent", "greedy", "fresh", "uniform")
 

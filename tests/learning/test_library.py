@@ -13,7 +13,7 @@ from fixture_table import LIBRARY
 
 from kernelblaster.agents.replay_table import NAIVE, LibraryError, load_library, load_task
 from kernelblaster.harness.records import WorkerRequest
-from kernelblaster.harness.worker_process import run_worker
+from kernelblaster.harness.worker_process import run_harness_sync
 from kernelblaster.settings import Settings
 
 
@@ -71,7 +71,7 @@ def test_every_variant_builds_unless_it_is_meant_to_fail(library):
             reference=str(task.reference),
             settings=msgspec.to_builtins(settings),
         )
-        return item, run_worker(request, settings).build
+        return item, run_harness_sync(request, settings).build
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(build, kernels))

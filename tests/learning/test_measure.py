@@ -9,11 +9,11 @@ import sys
 
 import msgspec
 import pytest
-from conftest import REPO, load_script
+from bench_scripts import REPO, load_script
 
 from kernelblaster.agents.replay_table import NAIVE, read_table
 from kernelblaster.harness.records import WorkerRequest
-from kernelblaster.harness.worker_process import run_worker
+from kernelblaster.harness.worker_process import run_harness_sync
 from kernelblaster.settings import Settings
 
 measure = load_script("bench/learning/measure.py")
@@ -26,7 +26,7 @@ def _worker(task, variant, kind, settings):
         reference=str(task.reference),
         settings=msgspec.to_builtins(settings),
     )
-    return run_worker(request, settings)
+    return run_harness_sync(request, settings)
 
 
 @pytest.mark.nvcc
