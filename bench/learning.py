@@ -159,8 +159,11 @@ def run_arm(
     index: int,
     *,
     train_table: LearningTable | None = None,
+    label: str | None = None,
 ) -> list[TaskRun]:
-    """One arm over one ordering: training tasks (for the arms that learn), then held-out."""
+    """One arm over one ordering: training tasks (for the arms that learn), then held-out,
+    with the training tasks replayed from `train_table` when given. Its KBs are files
+    `<label>-<ordering>-<position>` in `scratch`."""
     k, temperature = config.top_k, config.temperature
     if arm == "greedy":
         temperature = 0.0
@@ -175,7 +178,7 @@ def run_arm(
             if kb is None or memoryless:
                 if kb is not None:
                     kb.close()
-                kb = KnowledgeBase.open(scratch / f"{arm}-{index}-{position}.sqlite3")
+                kb = KnowledgeBase.open(scratch / f"{label or arm}-{index}-{position}.sqlite3")
             source = train_table if (train_table is not None and not held_out) else table
             seed = config.seed * 1_000_003 + index * 1000 + position
             runs.append(
@@ -285,13 +288,13 @@ def run(config: Config) -> dict:
             train, test = ordering_of(tasks, config, index)
             for arm in arms:
                 runs[arm].append(run_arm(arm, train, test, table, config, Path(scratch), index))
-            for other in others:
+            for number, other in enumerate(others):
                 usable = [t for t in train if other.measurement(t.task, NAIVE) is not None]
                 name = f"transfer from {other.device}"
                 transfer.setdefault(name, []).append(
                     run_arm(
                         "persistent", usable, test, table, config, Path(scratch), index,
-                        train_table=other,
+                        train_table=other, label=f"transfer{number}",
                     )
                 )  # fmt: skip
             oracle.append({t.task: oracle_best(t, table, config) for t in test})

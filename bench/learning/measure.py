@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", help="comma-separated task names (default: all)")
     parser.add_argument("--out", type=Path, help="table JSON (default: under bench/results/)")
     parser.add_argument(
-        "--budget-s", type=float, default=540.0, help="stop before starting a kernel past this"
+        "--budget-s", type=float, default=480.0, help="stop before starting a kernel past this"
     )
     parser.add_argument("--jobs", type=int, default=8, help="parallel builds")
     args = parser.parse_args(argv)

@@ -65,3 +65,35 @@ def test_without_a_table_it_says_what_to_do(tmp_path):
     )  # fmt: skip
     assert done.returncode != 0
     assert "not a learning table" in done.stderr
+
+
+def test_with_a_second_gpus_table_the_transfer_arm_runs(tmp_path, table_path, table):
+    import msgspec
+
+    from kernelblaster.agents.replay_table import write_table
+
+    other = msgspec.structs.replace(
+        table,
+        device="NVIDIA H200 (test fixture)",
+        measurements=[
+            msgspec.structs.replace(m, time_ms=m.time_ms * 0.8 if m.time_ms else None)
+            for m in table.measurements
+        ],
+    )
+    other_path = tmp_path / "learning-table-h200-fixture.json"
+    write_table(other_path, other)
+    out = tmp_path / "learning.json"
+    done = subprocess.run(
+        [
+            sys.executable, str(REPO / "bench" / "learning.py"), "--table", str(table_path),
+            "--table", str(other_path), "--orderings", "2", "--rollouts", "1", "--depth", "3",
+            "--bootstrap", "50", "--out", str(out),
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    arms = json.loads(out.read_text())["arms"]
+    transfer = arms["transfer from NVIDIA H200 (test fixture)"]
+    assert "transfer" not in arms
+    oracle = np.array(arms["oracle"]["per_ordering"])
+    assert (np.array(transfer["per_ordering"]) <= oracle + 1e-9).all()
