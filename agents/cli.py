@@ -1,4 +1,5 @@
-"""`kernelblaster analyze REPORT.ncu-rep`: classify every kernel of a saved Nsight Compute report.
+"""`kernelblaster analyze REPORT.ncu-rep`: classify every kernel of a saved Nsight Compute report
+and rank what to try for each with the knowledge base (the ranking the editor's hover shows).
 
 Works on any machine (no GPU, no ncu): the report is read with the `ncu_report` package.
 """
@@ -20,6 +21,11 @@ from kernelblaster.harness.check_report import format_check_result, format_error
 from kernelblaster.harness.cli import add_target_arguments, run_task
 from kernelblaster.harness.ncu_reader import ReportError, read_report, remap_sources
 from kernelblaster.harness.records import KernelProfile, ProfileReport
+from kernelblaster.kb.records import RankedTechnique
+from kernelblaster.kb.store import default_path, open_or_fallback
+from kernelblaster.settings import SettingsError, load_settings
+
+TEXT_TECHNIQUES = 5  # ranked techniques printed per kernel (JSON has them all)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -63,13 +69,16 @@ def cmd_profile(args: argparse.Namespace) -> int:
         shutil.copy(report.report_path, args.keep)
     states = [classify(kernel, arch=report.arch, device=report.device) for kernel in report.kernels]
     source = Path(args.file).resolve()
+    rankings = _rank(states, source)
+    if rankings is None:
+        return 2
     if args.json:
-        document = _json_document(report, states)
+        document = _json_document(report, states, rankings)
         document["check"] = msgspec.to_builtins(response.check) if response.check else None
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(document).decode(), indent=2))
         sys.stdout.write("\n")
     else:
-        print(_text(report, states, source))
+        print(_text(report, states, rankings, source))
     return 0
 
 
@@ -86,13 +95,31 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             return 2
         report = _map_source(report, source)
     states = [classify(kernel, arch=report.arch, device=report.device) for kernel in report.kernels]
+    rankings = _rank(states, source or Path(args.report).resolve())
+    if rankings is None:
+        return 2
     if args.json:
-        document = _json_document(report, states)
+        document = _json_document(report, states, rankings)
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(document).decode(), indent=2))
         sys.stdout.write("\n")
     else:
-        print(_text(report, states, source))
+        print(_text(report, states, rankings, source))
     return 0
+
+
+def _rank(states: list[PerfState], near: Path) -> list[list[RankedTechnique]] | None:
+    """Each state's ranking from the user's KB (the workspace of `near` names it, as for the
+    editor); None after printing why the settings can't be read."""
+    try:
+        settings = load_settings(near)
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    kb, problem = open_or_fallback(default_path(settings.kb_path))
+    if problem:
+        print(f"warning: {problem}", file=sys.stderr)
+    with kb:
+        return [kb.rank(state.arch, state.state, state.findings) for state in states]
 
 
 def _map_source(report: ProfileReport, source: Path) -> ProfileReport:
@@ -108,25 +135,38 @@ def _map_source(report: ProfileReport, source: Path) -> ProfileReport:
     return remap_sources(report, matching)
 
 
-def _kernel_json(kernel: KernelProfile, state: PerfState) -> dict[str, Any]:
+def _kernel_json(
+    kernel: KernelProfile, state: PerfState, ranked: list[RankedTechnique]
+) -> dict[str, Any]:
     body = msgspec.to_builtins(state)
     return {
         "name": body.pop("kernel"),
         "demangled": kernel.demangled,
         "file": kernel_source_file(kernel.markers),
         **body,
+        "ranking": [
+            {
+                "technique": r.technique,
+                "predicted_speedup": r.predicted_speedup,
+                "confidence": r.confidence,
+                "basis": r.basis,
+            }
+            for r in ranked
+        ],
     }
 
 
-def _json_document(report: ProfileReport, states: list[PerfState]) -> dict[str, Any]:
+def _json_document(
+    report: ProfileReport, states: list[PerfState], rankings: list[list[RankedTechnique]]
+) -> dict[str, Any]:
     return {
         "report": report.report_path,
         "device": report.device,
         "arch": report.arch,
         "depth": report.depth,
         "kernels": [
-            _kernel_json(kernel, state)
-            for kernel, state in zip(report.kernels, states, strict=True)
+            _kernel_json(kernel, state, ranked)
+            for kernel, state, ranked in zip(report.kernels, states, rankings, strict=True)
         ],
     }
 
@@ -137,10 +177,15 @@ def _source_lines(source: Path | None) -> list[str]:
     return source.read_text(encoding="utf-8", errors="replace").splitlines()
 
 
-def _text(report: ProfileReport, states: list[PerfState], source: Path | None) -> str:
+def _text(
+    report: ProfileReport,
+    states: list[PerfState],
+    rankings: list[list[RankedTechnique]],
+    source: Path | None,
+) -> str:
     text_lines = _source_lines(source)
     out = [f"{report.report_path}: {report.device} ({report.arch}), {len(states)} kernel(s)"]
-    for kernel, state in zip(report.kernels, states, strict=True):
+    for kernel, state, ranked in zip(report.kernels, states, rankings, strict=True):
         duration = f"  {kernel.duration_ns / 1e3:.1f} µs" if kernel.duration_ns else ""
         out += ["", f"{kernel.name}  [{state.state}]{duration}", f"  {state.summary}"]
         if state.headroom is not None:
@@ -164,4 +209,11 @@ def _text(report: ProfileReport, states: list[PerfState], source: Path | None) -
                     else ""
                 )
                 out.append(f"      {Path(file or '?').name}:{line}  {shown}".rstrip())
+        if ranked:
+            out.append("  to try (knowledge base):")
+        for position, technique in enumerate(ranked[:TEXT_TECHNIQUES], start=1):
+            out.append(
+                f"    {position}. {technique.title}: predicted {technique.predicted_speedup:.2f}x "
+                f"(confidence {technique.confidence:.0%}; {technique.explanation})"
+            )
     return "\n".join(out)

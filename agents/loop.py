@@ -4,7 +4,10 @@ re-profile → re-classify → record, then a textual-gradient policy update.
 Each rollout starts from the original kernel; each step samples a technique from the KB's
 ranking for the *current* state (weighted random top-k), so the state is re-derived after every
 verified step, as the paper intends. Every attempt is written to the KB as it happens, so a
-cancelled run keeps what it learned. The user's file is never touched here."""
+cancelled run keeps what it learned. The user's file is never touched here.
+
+The harness (`evaluate_fn`) and the lowering agent (`lower_fn`) are parameters: the replay mode
+(agents/replay.py) answers both from a measured table."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import msgspec
 
 from kernelblaster.agents.evaluation import Evaluation, evaluate
 from kernelblaster.agents.llm import LlmClient, LlmError, Usage
-from kernelblaster.agents.lowering import Feedback, LoweringInput, lower
+from kernelblaster.agents.lowering import Feedback, LoweringInput, LoweringResult, lower
 from kernelblaster.agents.policy_update import update_policy
 from kernelblaster.agents.records import PerfState
 from kernelblaster.agents.soft_verify import soft_verify
@@ -34,6 +37,7 @@ from kernelblaster.settings import Settings
 MIN_SPEEDUP = 1.02
 
 Evaluate = Callable[..., Evaluation]
+Lower = Callable[..., LoweringResult]  # lower()'s signature; the replay mode scripts it
 
 
 class Step(msgspec.Struct, kw_only=True):
@@ -134,6 +138,8 @@ def optimize(
     on_progress: Callable[[int, int, str, float | None], None] = lambda *_: None,
     cancelled: Callable[[], bool] = lambda: False,
     evaluate_fn: Evaluate = evaluate,
+    lower_fn: Lower = lower,
+    temperature: float = 1.0,
 ) -> OptimizeOutcome:
     outcome = OptimizeOutcome(kernel=kernel)
     target = resolve_target(source, settings)
@@ -171,7 +177,12 @@ def optimize(
                 break
             forced = technique if (rollout == 0 and step_index == 0) else None
             choice = _choose(
-                kb, current.state, k=k, forced=forced, seed=None if seed is None else seed + done
+                kb,
+                current.state,
+                k=k,
+                forced=forced,
+                seed=None if seed is None else seed + done,
+                temperature=temperature,
             )
             if choice is None:
                 break
@@ -179,7 +190,8 @@ def optimize(
                 source, current, choice, kernel,
                 target=target, settings=settings, client=client, kb=kb,
                 reference_text=reference_text,
-                constraints=constraints, evaluate_fn=evaluate_fn, rollout=rollout, depth=step_index,
+                constraints=constraints, evaluate_fn=evaluate_fn, lower_fn=lower_fn,
+                rollout=rollout, depth=step_index,
             )  # fmt: skip
             if candidate is not None:
                 candidate.state = _known_state(client, kb, candidate.state, outcome)
@@ -287,7 +299,13 @@ def _known_state(
 
 
 def _choose(
-    kb: KnowledgeBase, state: PerfState, *, k: int, forced: str | None, seed: int | None
+    kb: KnowledgeBase,
+    state: PerfState,
+    *,
+    k: int,
+    forced: str | None,
+    seed: int | None,
+    temperature: float,
 ) -> RankedTechnique | None:
     ranked = kb.rank(state.arch, state.state, state.findings)
     if forced is not None:
@@ -313,7 +331,7 @@ def _choose(
                 notes=[],
                 explanation=technique.prior_source,
             )
-    picked = select(ranked[: max(k, 1)], 1, seed=seed)
+    picked = select(ranked[: max(k, 1)], 1, temperature=temperature, seed=seed)
     return picked[0] if picked else None
 
 
@@ -330,6 +348,7 @@ def _step(
     reference_text: str,
     constraints: list[str],
     evaluate_fn: Evaluate,
+    lower_fn: Lower,
     rollout: int,
     depth: int,
 ) -> tuple[Step, _Point | None]:
@@ -354,7 +373,7 @@ def _step(
 
     technique = _technique(kb, choice)
     try:
-        lowered = lower(
+        lowered = lower_fn(
             client,
             LoweringInput(
                 source=current.source,

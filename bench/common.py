@@ -25,10 +25,14 @@ def device_name() -> str:
     return f"cpu-{platform.node()}"
 
 
+def slug(device: str) -> str:
+    """A device name as a file-name part: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-").lower()
+
+
 def write_result(kind: str, payload: dict) -> Path:
     device = device_name()
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-").lower()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{kind}-{slug}.json"
+    path = RESULTS / f"{kind}-{slug(device)}.json"
     path.write_text(json.dumps({"device": device, **payload}, indent=2) + "\n")
     return path

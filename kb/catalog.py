@@ -1,4 +1,5 @@
-"""The shipped seed catalog (kb/catalog/catalog.toml): performance states and techniques."""
+"""The shipped seed catalog (kb/catalog/catalog.toml): performance states, the findings the
+classifier reports, and techniques."""
 
 from __future__ import annotations
 
@@ -6,30 +7,12 @@ import hashlib
 import tomllib
 from functools import cache
 from importlib import resources
+from typing import Literal
 
 import msgspec
 
 from kernelblaster.kb.records import State, Technique
 
-FINDING_IDS = frozenset(
-    {
-        "uncoalesced_global_access",
-        "shared_bank_conflicts",
-        "small_grid",
-        "tail_effect",
-        "low_achieved_occupancy",
-        "occupancy_limited_registers",
-        "occupancy_limited_shared_memory",
-        "occupancy_limited_block_size",
-        "stall_long_scoreboard",
-        "stall_barrier",
-        "stall_math_pipe_throttle",
-        "stall_lg_throttle",
-        "thread_divergence",
-        "low_issue_utilization",
-        "register_spills",
-    }
-)
 BOTTLENECKS = frozenset({"memory", "compute", "latency", "occupancy", "launch"})
 
 
@@ -37,8 +20,20 @@ class CatalogError(ValueError):
     """The catalog file is malformed; the message names the entry and the problem."""
 
 
+FindingKind = Literal["cause", "stall", "symptom"]
+
+
+class CatalogFinding(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A finding the classifier can report, and how directly fixing it fixes the kernel."""
+
+    id: str  # e.g. "uncoalesced_global_access"
+    kind: FindingKind  # a defect in the code, a stall reason, or a general symptom
+    description: str = ""
+
+
 class Catalog(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     state: list[State]
+    finding: list[CatalogFinding] = []
     technique: list[Technique]
     digest: str = ""  # sha256 of the file, so a KB re-syncs only when the catalog changed
 
@@ -59,10 +54,17 @@ def load_catalog() -> Catalog:
     return parse_catalog(text)
 
 
+@cache
+def finding_kinds() -> dict[str, FindingKind]:
+    """The shipped catalog's finding id -> kind."""
+    return {finding.id: finding.kind for finding in load_catalog().finding}
+
+
 def _validate(catalog: Catalog) -> None:
     state_ids = [s.id for s in catalog.state]
+    finding_ids = [f.id for f in catalog.finding]
     technique_ids = [t.id for t in catalog.technique]
-    for kind, ids in (("state", state_ids), ("technique", technique_ids)):
+    for kind, ids in (("state", state_ids), ("finding", finding_ids), ("technique", technique_ids)):
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         if duplicates:
             raise CatalogError(f"catalog: duplicate {kind} ids {duplicates}")
@@ -74,7 +76,7 @@ def _validate(catalog: Catalog) -> None:
         where = f"catalog: technique {technique.id}"
         if unknown := sorted(set(technique.addresses_states) - known_states):
             raise CatalogError(f"{where} addresses unknown states {unknown}")
-        if unknown := sorted(set(technique.addresses_findings) - FINDING_IDS):
+        if unknown := sorted(set(technique.addresses_findings) - set(finding_ids)):
             raise CatalogError(f"{where} addresses unknown findings {unknown}")
         if not technique.addresses_states and not technique.addresses_findings:
             raise CatalogError(f"{where} addresses no state or finding")

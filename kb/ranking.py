@@ -9,16 +9,23 @@ The model, per (arch, state, technique):
 - predicted speedup = P(verified) x gain + (1 - P(verified)) x 1 (a failed attempt leaves the
   kernel as it was), so failures lower the expected value as surely as regressions do.
 Attempts on other architectures count OTHER_ARCH_WEIGHT each when this arch has none.
+
+Before any measurement the prior is the catalog's rule of thumb, raised toward ncu's estimated
+speedup for each of the kernel's findings the technique addresses, as far as it addresses it
+directly (`directness`); a technique aimed at none of the findings is capped at the least
+promising one that is, so it never outranks it untried.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 
 import msgspec
 
-from kernelblaster.kb.records import Basis, EntryStats, RankedTechnique, Technique
+from kernelblaster.kb.catalog import finding_kinds
+from kernelblaster.kb.records import Basis, EntryStats, FindingLike, RankedTechnique, Technique
 from kernelblaster.kb.rows import EntryRow
 from kernelblaster.kb.stats import EntryCounts
 
@@ -104,6 +111,22 @@ def select(
 
 # --- assembling predictions for entries and rankings -----------------------------------------
 
+# How directly a technique addresses a finding: the share of the way from the technique's prior
+# to ncu's estimate for that finding that its prior is raised. ncu's estimate is what fixing the
+# finding would save at best, so even the fix of a defect realizes only part of it; a stall
+# reason or a general symptom has many causes, so its estimate speaks less for any one technique.
+KIND_WEIGHT = {"cause": 0.8, "stall": 0.4, "symptom": 0.2}
+SECONDARY_WEIGHT = 0.5  # for a finding a technique lists after its primary (first) one
+
+
+class Prior(msgspec.Struct, kw_only=True):
+    """The gain expected of a technique before any measurement, and where it comes from."""
+
+    gain: float
+    basis: Basis  # "prior" or "ncu_estimate"
+    explanation: str
+    learned: bool = False  # set for this entry by the policy update
+
 
 def addresses(technique: Technique, state: str, finding_ids: set[str]) -> bool:
     """Whether `technique` targets `state` (full id or its bottleneck) or one of the findings."""
@@ -119,37 +142,102 @@ def same_bottleneck(technique: Technique, state: str) -> bool:
     return any(target.split(".")[0] == bottleneck for target in technique.addresses_states)
 
 
-def _prior(
-    technique: Technique, here: EntryRow | None, ncu_gains: dict[str, float | None]
-) -> tuple[float, Basis, str]:
-    """The gain expected before any measurement, what kind of prior it is, and its source.
-    A prior set by the policy update for this entry wins; then ncu's estimate for a finding the
-    technique addresses (kernel-specific); then the catalog's rule of thumb."""
+def directness(technique: Technique, finding: str) -> float:
+    """0 when `technique` does not address `finding`; else its weight (see KIND_WEIGHT)."""
+    if finding not in technique.addresses_findings:
+        return 0.0
+    weight = KIND_WEIGHT[finding_kinds().get(finding, "symptom")]
+    return weight if technique.addresses_findings[0] == finding else weight * SECONDARY_WEIGHT
+
+
+def prior(technique: Technique, here: EntryRow | None, ncu_gains: dict[str, float | None]) -> Prior:
+    """A prior set by the policy update for this entry wins. Otherwise the catalog's rule of
+    thumb, raised toward ncu's estimate for each finding the technique addresses, as far as it
+    addresses it directly (the largest raise counts)."""
     if here is not None and here.prior_speedup is not None:
         gain = here.prior_speedup
-        return gain, "prior", f"prior {gain:.2f}x set by policy update: {here.prior_source}"
-    matched = [
-        (gain, finding)
-        for finding, gain in ncu_gains.items()
-        if gain is not None and finding in technique.addresses_findings
+        return Prior(
+            gain=gain,
+            basis="prior",
+            explanation=f"prior {gain:.2f}x set by policy update: {here.prior_source}",
+            learned=True,
+        )
+    base = technique.prior_speedup
+    best = Prior(
+        gain=base, basis="prior", explanation=f"prior {base:.2f}x ({technique.prior_source})"
+    )
+    for finding, estimate in sorted(ncu_gains.items()):
+        weight = directness(technique, finding)
+        if estimate is None or weight == 0.0 or estimate <= base:
+            continue  # an estimate only raises the techniques that address its finding
+        gain = math.exp(math.log(base) + weight * (math.log(estimate) - math.log(base)))
+        if gain > best.gain:
+            saved = 100.0 * (1.0 - 1.0 / estimate)
+            best = Prior(
+                gain=gain,
+                basis="ncu_estimate",
+                explanation=f"ncu: fixing {finding} saves up to ~{saved:.0f}% ({estimate:.2f}x); "
+                f"prior {base:.2f}x raised to {gain:.2f}x (directness {weight:.2f})",
+            )
+    return best
+
+
+def rank_all(
+    techniques: dict[str, Technique],
+    arch: str,
+    state: str,
+    findings: Sequence[FindingLike],
+    here: dict[str, EntryRow],
+    pooled: dict[str, EntryCounts],
+    notes: dict[str, list[str]],
+) -> list[RankedTechnique]:
+    """The ranking of `state`'s techniques on `arch`, best predicted speedup first, from the
+    KB's rows: this arch's entries (`here`), other archs' pooled counts, and recent notes."""
+    ncu_gains = {f.id: ncu_gain(f.estimated_speedup) for f in findings}
+    # Techniques aimed at this state (or its findings); for a state nothing aims at yet, those
+    # aimed at any state of its bottleneck; failing that, everything. Plus any technique
+    # with an entry for this state here or a record of it on another arch.
+    candidates = {tid for tid, t in techniques.items() if addresses(t, state, set(ncu_gains))} or {
+        tid for tid, t in techniques.items() if same_bottleneck(t, state)
+    }
+    candidates = candidates or set(techniques)
+    candidates |= set(here) | set(pooled)  # an entry exists once tried, noted or re-primed
+    known = {tid: techniques[tid] for tid in candidates}  # recording creates the technique row
+    priors = {tid: prior(known[tid], here.get(tid), ncu_gains) for tid in candidates}
+    aimed = {tid for tid in candidates if set(ncu_gains) & set(known[tid].addresses_findings)}
+    # Before it is tried, a technique aimed at none of what ncu found can't be expected to do
+    # better than the least promising one aimed at some of it.
+    floor = min((priors[tid].gain for tid in aimed if not priors[tid].learned), default=None)
+    for tid in candidates - aimed:
+        if floor is not None and not priors[tid].learned and priors[tid].gain > floor:
+            priors[tid] = Prior(
+                gain=floor,
+                basis="prior",
+                explanation=f"{priors[tid].explanation}; capped at {floor:.2f}x: it addresses "
+                "none of the kernel's findings",
+            )
+    ranked = [
+        rank_technique(
+            known[tid], arch, priors[tid], here.get(tid), pooled.get(tid), notes.get(tid, [])
+        )
+        for tid in candidates
     ]
-    if matched:
-        gain, finding = max(matched)
-        saved = 100.0 * (1.0 - 1.0 / gain)
-        return gain, "ncu_estimate", f"ncu: fixing {finding} saves ~{saved:.0f}% ({gain:.2f}x)"
-    gain = technique.prior_speedup
-    return gain, "prior", f"prior {gain:.2f}x ({technique.prior_source})"
+    ranked.sort(
+        key=lambda r: (-r.predicted_speedup, r.technique not in aimed, -r.confidence, r.technique)
+    )
+    return ranked
 
 
 def rank_technique(
     technique: Technique,
     arch: str,
+    start: Prior,
     here: EntryRow | None,
     pooled: EntryCounts | None,
-    ncu_gains: dict[str, float | None],
     notes: list[str],
 ) -> RankedTechnique:
-    prior_gain, basis, explanation = _prior(technique, here, ncu_gains)
+    basis: Basis = start.basis
+    explanation = start.explanation
     prior_confidence = PRIOR_CONFIDENCE[basis]
     counts, weight = EntryCounts(), 1.0
     if here is not None and here.counts.attempts:
@@ -160,7 +248,7 @@ def rank_technique(
         explanation += (
             f"; none on {arch}, {pooled.attempts} on other architectures (weighted {weight})"
         )
-    p = predict(prior_gain, counts, weight=weight, prior_confidence=prior_confidence)
+    p = predict(start.gain, counts, weight=weight, prior_confidence=prior_confidence)
     return RankedTechnique(
         technique=technique.id,
         title=technique.title,

@@ -206,28 +206,7 @@ class KnowledgeBase:
             here = {row.technique: row for row in rows.entry_rows(conn, arch=arch, state=state)}
             pooled = rows.pooled_counts(conn, state, exclude_arch=arch)
             notes = rows.recent_notes(conn, arch, state)
-        ncu_gains = {f.id: ranking.ncu_gain(f.estimated_speedup) for f in findings}
-        # Techniques aimed at this state (or its findings); for a state nothing aims at yet, those
-        # aimed at any state of its bottleneck; failing that, everything. Plus any technique
-        # with an entry for this state here or a record of it on another arch.
-        candidates = {
-            tid for tid, t in techniques.items() if ranking.addresses(t, state, set(ncu_gains))
-        } or {tid for tid, t in techniques.items() if ranking.same_bottleneck(t, state)}
-        candidates = candidates or set(techniques)
-        candidates |= set(here) | set(pooled)  # an entry exists once tried, noted or re-primed
-        ranked = [
-            ranking.rank_technique(
-                techniques[tid],
-                arch,
-                here.get(tid),
-                pooled.get(tid),
-                ncu_gains,
-                notes.get(tid, []),
-            )
-            for tid in candidates
-        ]
-        ranked.sort(key=lambda r: (-r.predicted_speedup, -r.confidence, r.technique))
-        return ranked
+        return ranking.rank_all(techniques, arch, state, findings, here, pooled, notes)
 
     # --- updates -----------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import msgspec
@@ -41,7 +42,7 @@ def test_unknown_state_without_findings_offers_every_technique(kb):
     assert len(kb.rank("sm_90", "mystery")) == len(kb.techniques())
 
 
-def test_ncu_estimate_replaces_the_rule_of_thumb(kb):
+def test_ncu_estimate_raises_the_rule_of_thumb_of_the_techniques_addressing_it(kb):
     assert ncu_gain(50.0) == pytest.approx(2.0)
     assert ncu_gain(99.0) == pytest.approx(4.0)  # capped
     assert ncu_gain(None) is None and ncu_gain(0.0) is None
@@ -49,7 +50,9 @@ def test_ncu_estimate_replaces_the_rule_of_thumb(kb):
     ranked = kb.rank("sm_90", "memory.dram", findings)
     top = ranked[0]
     assert top.technique == "coalesce_global_access"
-    assert top.basis == "ncu_estimate" and top.gain_if_verified == pytest.approx(4.0)
+    # the primary fix of a defect: 80% of the way from the catalog's 1.6x to ncu's 4x
+    assert top.basis == "ncu_estimate"
+    assert top.gain_if_verified == pytest.approx(math.exp(0.2 * math.log(1.6) + 0.8 * math.log(4)))
     assert "uncoalesced_global_access" in top.explanation
 
 
@@ -138,7 +141,7 @@ def test_rank_accepts_the_classifiers_findings(kb):
     without = _by_id(kb.rank("sm_90", "memory.shared"))["shared_memory_padding"]
     padding = _by_id(kb.rank("sm_90", "memory.shared", [finding]))["shared_memory_padding"]
     assert padding.basis == "ncu_estimate" and without.basis == "prior"
-    assert padding.gain_if_verified == pytest.approx(1 / 0.7)
+    assert 1.2 < padding.gain_if_verified < 1 / 0.7  # raised toward ncu's 30% (1.43x)
     assert padding.predicted_speedup > without.predicted_speedup
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 from profile_cases import CASES
 
@@ -11,6 +12,7 @@ from kernelblaster.cli import main
 
 FIVE = next(case for case in CASES if case.name == "h100-five")
 NAIVE3 = next(case for case in CASES if case.name == "h200-naive3")
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def test_json_shape(capsys):
@@ -72,3 +74,28 @@ def test_bad_inputs_exit_2_with_a_message(tmp_path, capsys):
     assert "holds no profiled kernels" in capsys.readouterr().err
     assert main(["analyze", str(FIVE.report), "--source", str(tmp_path / "gone.cu")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_json_ranks_each_kernel_as_the_hover_does(capsys, fresh_kb):
+    from kernelblaster.agents.state import classify
+    from kernelblaster.harness.ncu_reader import read_report
+    from kernelblaster.kb.store import KnowledgeBase
+    from kernelblaster.server.knowledge import rank_states
+
+    report_path = FIXTURES / "ncu" / "h100-examples" / "softmax.ncu-rep"
+    assert main(["analyze", str(report_path), "--json"]) == 0
+    (kernel,) = json.loads(capsys.readouterr().out)["kernels"]
+    ranking = kernel["ranking"]
+    assert all(set(r) == {"technique", "predicted_speedup", "confidence", "basis"} for r in ranking)
+    assert ranking[0]["technique"] == "coalesce_global_access"
+    assert ranking[0]["basis"] == "ncu_estimate"
+
+    report = read_report(report_path)
+    state = classify(report.kernels[0], arch=report.arch, device=report.device)
+    with KnowledgeBase.open(fresh_kb) as kb:
+        hover = rank_states(kb, {state.kernel: state})[state.kernel]
+    assert [r["technique"] for r in ranking] == [r.technique for r in hover]
+    assert [r["predicted_speedup"] for r in ranking] == [r.predicted_speedup for r in hover]
+
+    assert main(["analyze", str(report_path)]) == 0
+    assert "1. Coalesce global memory accesses: predicted 2.75x" in capsys.readouterr().out

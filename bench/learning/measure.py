@@ -1,0 +1,227 @@
+"""Measure every kernel of the learning library (bench/learning/tasks) once with the real
+harness, and write the table the replay mode of the loop and bench/learning.py read.
+
+Each kernel goes through a harness worker as the editor's save does: nvcc build, verification
+against the task's reference on fresh inputs, timing (CUDA events, L2 flushed; median and the
+spread across the timed repetitions), Nsight Compute (quick sections) and classification of
+the kernel that takes most of the time. Builds run first, in parallel on the CPU (the build
+cache then serves the GPU phase); GPU work runs one kernel at a time.
+
+    python bench/learning/measure.py                 # resumes; stops before --budget-s runs out
+    python bench/learning/measure.py --tasks softmax,matmul --out /tmp/table.json
+
+The table, bench/results/learning-table-<gpu>.json, is rewritten (atomically) after every
+kernel, so a run killed at any point loses at most the kernel in progress; a rerun skips every
+kernel already measured from the same source. Needs a GPU with ncu access.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import msgspec
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common
+from common import RESULTS, device_name, slug
+
+from kernelblaster.agents.loop import MIN_SPEEDUP
+from kernelblaster.agents.replay_table import (
+    NAIVE,
+    LearningTable,
+    Measurement,
+    Task,
+    load_library,
+    read_table,
+    source_digest,
+    spread_from_quantiles,
+    transitions,
+    write_table,
+)
+from kernelblaster.agents.state import classify
+from kernelblaster.harness.records import WorkerRequest, WorkerResponse
+from kernelblaster.harness.worker_process import run_harness_sync
+from kernelblaster.settings import Settings
+
+LIBRARY = Path(__file__).resolve().parent / "tasks"
+DETAIL_CHARS = 600
+# Harness error kinds a variant causes itself -> its outcome; any other kind (no GPU, ncu
+# permissions, a missing tool) is the machine's problem and stops the run.
+VARIANT_ERRORS = {
+    "build_failed": "build_error",
+    "entry_missing": "build_error",
+    "shape_mismatch": "wrong",
+    "illegal_memory_access": "crash",
+    "crash": "crash",
+    "timeout": "timeout",
+}
+
+
+class MachineProblem(Exception):
+    """The harness could not measure anything here; the message says what and how to fix it."""
+
+
+def _request(task: Task, variant: str, kind: str, settings: Settings) -> WorkerRequest:
+    return WorkerRequest(
+        task=kind,  # type: ignore[arg-type]
+        source=str(task.source_path(variant)),
+        reference=str(task.reference),
+        settings=msgspec.to_builtins(settings),
+        depth="quick",
+    )
+
+
+def _build_log(response: WorkerResponse) -> str:
+    build = response.build
+    if build is None:
+        return ""
+    lines = [f"line {d.line}: {d.message}" for d in build.diagnostics if d.severity == "error"]
+    return "\n".join(lines)[:DETAIL_CHARS]
+
+
+def measure(task: Task, variant: str, response: WorkerResponse, seconds: float) -> Measurement:
+    """The table's record of one worker response (or MachineProblem)."""
+    text = task.source_text(variant)
+    entry = Measurement(
+        task=task.task,
+        variant=variant,
+        source_sha256=source_digest(text),
+        outcome="verified",
+        seconds=round(seconds, 2),
+    )
+    check = response.check
+    if response.build is not None and not response.build.ok:
+        entry.outcome, entry.detail = "build_error", _build_log(response)
+        return entry
+    if check is not None and check.verify is not None and not check.verify.ok:
+        entry.outcome, entry.detail = "wrong", check.verify.message[:DETAIL_CHARS]
+        return entry
+    error = response.error or (check.error if check else None)
+    if error is not None:
+        outcome = VARIANT_ERRORS.get(error.kind)
+        if outcome is None:
+            raise MachineProblem(f"{error.kind}: {error.message} {error.fix}".strip())
+        entry.outcome = outcome  # type: ignore[assignment]
+        entry.detail = f"{error.message}\n{error.log}".strip()[:DETAIL_CHARS]
+        return entry
+    profile = response.profile
+    if check is None or check.timing is None or profile is None or not profile.kernels:
+        raise MachineProblem(f"{task.task}/{variant}: verified but not timed and profiled")
+    timing = check.timing
+    entry.time_ms, entry.p20_ms, entry.p80_ms = timing.median_ms, timing.p20_ms, timing.p80_ms
+    entry.repetitions = timing.repetitions
+    entry.spread = spread_from_quantiles(timing.p20_ms, timing.p80_ms)
+    entry.detail = check.verify.message if check.verify else ""
+    entry.eager_ms = check.eager.median_ms if check.eager else None
+    entry.compile_ms = check.compiled.median_ms if check.compiled else None
+    entry.kernel_ns = {k.name: k.duration_ns or 0.0 for k in profile.kernels}
+    dominant = max(profile.kernels, key=lambda k: k.duration_ns or 0.0)
+    entry.state = classify(dominant, arch=profile.arch, device=profile.device)
+    return entry
+
+
+def pending(tasks: list[Task], table: LearningTable) -> list[tuple[Task, str]]:
+    """Kernels without a measurement of their current source; each task's naive kernel first."""
+    todo = []
+    for task in tasks:
+        for variant in [NAIVE, *(v.name for v in task.variant)]:
+            digest = source_digest(task.source_text(variant))
+            done = table.measurement(task.task, variant)
+            if done is None or done.source_sha256 != digest:
+                todo.append((task, variant))
+    return todo
+
+
+def record(table: LearningTable, tasks: list[Task], entry: Measurement, out: Path) -> None:
+    table.measurements = [
+        m for m in table.measurements if (m.task, m.variant) != (entry.task, entry.variant)
+    ]
+    table.measurements.append(entry)
+    table.transitions = transitions(tasks, table)
+    write_table(out, table)
+
+
+def _expected(task: Task, variant: str) -> str:
+    found = next((v for v in task.variant if v.name == variant), None)
+    return (
+        "verified" if found is None or found.expect in ("success", "regression") else found.expect
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", help="comma-separated task names (default: all)")
+    parser.add_argument("--out", type=Path, help="table JSON (default: under bench/results/)")
+    parser.add_argument(
+        "--budget-s", type=float, default=480.0, help="stop before starting a kernel past this"
+    )
+    parser.add_argument("--jobs", type=int, default=8, help="parallel builds")
+    args = parser.parse_args(argv)
+    began = time.monotonic()
+    tasks = load_library(LIBRARY)
+    if args.tasks:
+        wanted = set(args.tasks.split(","))
+        tasks = [t for t in tasks if t.task in wanted]
+        if unknown := wanted - {t.task for t in tasks}:
+            print(f"error: unknown task(s) {sorted(unknown)}", file=sys.stderr)
+            return 2
+    device = device_name()
+    out = args.out or RESULTS / f"learning-table-{slug(device)}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    table = (
+        read_table(out)
+        if out.is_file()
+        else LearningTable(device=device, arch="", min_speedup=MIN_SPEEDUP)
+    )
+    settings = Settings()
+    todo = pending(tasks, table)
+    print(f"{len(todo)} kernel(s) to measure on {device} -> {out}", flush=True)
+
+    def build(item: tuple[Task, str]) -> WorkerResponse:
+        return run_harness_sync(_request(*item, "build", settings), settings)
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        builds = list(pool.map(build, todo))
+    per_kernel: list[float] = []
+    measured = 0
+    for (task, variant), built in zip(todo, builds, strict=True):
+        expected = max(per_kernel[-5:], default=15.0)
+        if time.monotonic() - began + expected > args.budget_s:
+            break
+        started = time.monotonic()
+        if built.build is not None and not built.build.ok:
+            response = built
+        else:
+            response = run_harness_sync(_request(task, variant, "profile", settings), settings)
+        try:
+            entry = measure(task, variant, response, time.monotonic() - started)
+        except MachineProblem as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        if entry.state is not None:
+            table.arch = table.arch or entry.state.arch
+        record(table, tasks, entry, out)
+        per_kernel.append(entry.seconds)
+        measured += 1
+        surprise = "" if entry.outcome == _expected(task, variant) else "  (NOT as expected)"
+        timing = f" {entry.time_ms:.4f} ms ±{entry.spread:.1%}" if entry.time_ms else ""
+        state = f" [{entry.state.state}]" if entry.state else ""
+        print(
+            f"{task.task}/{variant}: {entry.outcome}{timing}{state} in {entry.seconds:.1f} s"
+            f"{surprise}",
+            flush=True,
+        )
+    left = len(todo) - measured
+    print(
+        f"measured {measured}, {left} left"
+        + (": run again to continue" if left else "; table complete")
+        + f" ({time.monotonic() - began:.0f} s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

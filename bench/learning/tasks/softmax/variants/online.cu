@@ -1,0 +1,49 @@
+// algebraic_simplification from block_row: online softmax. One pass keeps a running max and a
+// sum rescaled whenever the max grows, and (max, sum) pairs merge the same way in the block
+// reduction; the row is read twice instead of three times.
+#include <cuda_runtime.h>
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
+    float top = fmaxf(m, m2);
+    if (top == -INFINITY) return;  // both empty
+    s = s * expf(m - top) + s2 * expf(m2 - top);
+    m = top;
+}
+
+__global__ void softmax_online(const float* __restrict__ x, float* __restrict__ y, int cols) {
+    __shared__ float max_part[kThreads];
+    __shared__ float sum_part[kThreads];
+    const float* in = x + (size_t)blockIdx.x * cols;
+    float* out = y + (size_t)blockIdx.x * cols;
+    int t = threadIdx.x;
+    float m = -INFINITY, s = 0.0f;
+    for (int c = t; c < cols; c += kThreads) {
+        float v = in[c];
+        if (v > m) {
+            s *= expf(m - v);
+            m = v;
+        }
+        s += expf(v - m);
+    }
+    max_part[t] = m;
+    sum_part[t] = s;
+    __syncthreads();
+    for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+        if (t < stride) {
+            float mm = max_part[t], ss = sum_part[t];
+            merge(mm, ss, max_part[t + stride], sum_part[t + stride]);
+            max_part[t] = mm;
+            sum_part[t] = ss;
+        }
+        __syncthreads();
+    }
+    float row_max = max_part[0];
+    float inv = 1.0f / sum_part[0];
+    for (int c = t; c < cols; c += kThreads) out[c] = expf(in[c] - row_max) * inv;
+}
+
+extern "C" void softmax(const float* x, float* y, int batch_size, int dim, cudaStream_t stream) {
+    softmax_online<<<batch_size, kThreads, 0, stream>>>(x, y, dim);
+}

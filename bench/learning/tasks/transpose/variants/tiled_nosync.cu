@@ -1,0 +1,29 @@
+// shared_memory_tiling from naive: a 32x32 tile staged in shared memory. Wrong: there is no
+// barrier between filling the tile and reading it back transposed, so warps read entries that
+// other warps have not written yet.
+#include <cuda_runtime.h>
+
+constexpr int kTile = 32;
+constexpr int kRows = 8;  // threads per block in y; each handles kTile / kRows rows
+
+__global__ void transpose_tiled_nosync(const float* __restrict__ x, float* __restrict__ y, int rows,
+                                int cols) {
+    __shared__ float tile[kTile][kTile];
+    int c = blockIdx.x * kTile + threadIdx.x;
+    int r0 = blockIdx.y * kTile + threadIdx.y;
+    for (int j = 0; j < kTile; j += kRows) {
+        if (r0 + j < rows && c < cols) tile[threadIdx.y + j][threadIdx.x] = x[(size_t)(r0 + j) * cols + c];
+    }
+    int out_c = blockIdx.y * kTile + threadIdx.x;  // a column of x is a row of y
+    int out_r0 = blockIdx.x * kTile + threadIdx.y;
+    for (int j = 0; j < kTile; j += kRows) {
+        if (out_r0 + j < cols && out_c < rows)
+            y[(size_t)(out_r0 + j) * rows + out_c] = tile[threadIdx.x][threadIdx.y + j];
+    }
+}
+
+extern "C" void transpose(const float* x, float* y, int rows, int cols, cudaStream_t stream) {
+    dim3 block(kTile, kRows);
+    dim3 grid((cols + kTile - 1) / kTile, (rows + kTile - 1) / kTile);
+    transpose_tiled_nosync<<<grid, block, 0, stream>>>(x, y, rows, cols);
+}

@@ -1,0 +1,99 @@
+"""bench/learning.py end to end, in a tiny configuration on the fixture table: the structure
+of its JSON and plot, and properties any correct run has (the oracle is an upper bound,
+curves never fall with more budget, wasted steps never exceed the budget)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+from bench_scripts import REPO
+
+ARMS = ("persistent", "greedy", "fresh", "uniform")
+
+
+def test_tiny_experiment(tmp_path, table_path):
+    out = tmp_path / "learning.json"
+    plot = tmp_path / "learning.png"
+    done = subprocess.run(
+        [
+            sys.executable, str(REPO / "bench" / "learning.py"), "--table", str(table_path),
+            "--orderings", "4", "--rollouts", "2", "--depth", "3", "--bootstrap", "200",
+            "--out", str(out), "--plot", str(plot),
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert result["budgets"] == [1, 2, 3, 4, 5, 6]
+    assert sorted(result["tasks"]) == ["gelu", "layernorm", "matmul", "row_sum", "softmax"]
+    arms = result["arms"]
+    assert set(arms) == {*ARMS, "oracle", "transfer"}
+    assert "only one GPU's table" in arms["transfer"]["skipped"]
+
+    oracle = np.array(arms["oracle"]["per_ordering"])
+    assert oracle.shape == (4, 6) and (oracle >= 1).all()
+    assert (np.diff(oracle, axis=1) >= 0).all()
+    for arm in ARMS:
+        entry = arms[arm]
+        best = np.array(entry["per_ordering"])
+        assert (best >= 1).all(), arm
+        assert (best <= oracle + 1e-9).all(), f"{arm} beat the oracle"
+        assert (np.diff(best, axis=1) >= -1e-12).all(), f"{arm}: more budget, worse kernel"
+        assert all(r >= 1 - 1e-9 for r in entry["regret"]["mean"])
+        wasted = entry["wasted_steps"]["mean"]
+        assert all(0 <= w <= b for w, b in zip(wasted, result["budgets"], strict=True))
+        assert wasted == sorted(wasted)
+        mean, (low, high) = entry["best_speedup"]["mean"], entry["best_speedup"]["ci95"]
+        assert all(lo <= m <= hi for lo, m, hi in zip(low, mean, high, strict=True))
+    # every ordering's sequence: 3 training tasks (round(0.6 * 5)), then 2 held out
+    errors = arms["persistent"]["prediction_error_by_position"]["mean"]
+    assert len(errors) == 5 and all(e >= 0 for e in errors)
+    assert "prediction_error_by_position" not in arms["uniform"]
+    # the oracle's best within a rollout on this table: softmax's and layernorm's
+    # block_row -> online -> online_vec4 chain, matmul's 3xTF32, ...
+    assert arms["oracle"]["best_speedup"]["mean"][-1] > 5
+
+
+def test_without_a_table_it_says_what_to_do(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "learning.py"), "--table", str(tmp_path / "no.json")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "not a learning table" in done.stderr
+
+
+def test_with_a_second_gpus_table_the_transfer_arm_runs(tmp_path, table_path, table):
+    import msgspec
+
+    from kernelblaster.agents.replay_table import write_table
+
+    other = msgspec.structs.replace(
+        table,
+        device="NVIDIA H200 (test fixture)",
+        measurements=[
+            msgspec.structs.replace(m, time_ms=m.time_ms * 0.8 if m.time_ms else None)
+            for m in table.measurements
+        ],
+    )
+    other_path = tmp_path / "learning-table-h200-fixture.json"
+    write_table(other_path, other)
+    out = tmp_path / "learning.json"
+    done = subprocess.run(
+        [
+            sys.executable, str(REPO / "bench" / "learning.py"), "--table", str(table_path),
+            "--table", str(other_path), "--orderings", "2", "--rollouts", "1", "--depth", "3",
+            "--bootstrap", "50", "--out", str(out),
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    arms = json.loads(out.read_text())["arms"]
+    transfer = arms["transfer from NVIDIA H200 (test fixture)"]
+    assert "transfer" not in arms
+    oracle = np.array(arms["oracle"]["per_ordering"])
+    assert (np.array(transfer["per_ordering"]) <= oracle + 1e-9).all()

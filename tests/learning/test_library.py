@@ -1,0 +1,84 @@
+"""The task library (bench/learning/tasks): its shape, its validation, and real nvcc builds of
+every variant (the build failures must be the ones meant to fail)."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import msgspec
+import pytest
+from fixture_table import LIBRARY
+
+from kernelblaster.agents.replay_table import NAIVE, LibraryError, load_library, load_task
+from kernelblaster.harness.records import WorkerRequest
+from kernelblaster.harness.worker_process import run_harness_sync
+from kernelblaster.settings import Settings
+
+
+def test_the_library_covers_the_kinds_of_kernels_with_paths_and_failures(library):
+    assert len(library) >= 10
+    categories = Counter(t.category for t in library)
+    for category in ("elementwise", "reduction", "softmax", "norm", "gemm", "convolution"):
+        assert categories[category] >= 1, category
+    assert categories["fusion"] >= 2
+    expectations = Counter()
+    for task in library:
+        assert len(task.variant) >= 5, task.task
+        assert task.reference.name == f"{task.task}.py"
+        two_step = [e for e in task.edges() if e[0] != NAIVE]
+        assert two_step, f"{task.task} has no rewrite of a rewrite"
+        expectations.update(v.expect for v in task.variant)
+    assert min(expectations[k] for k in ("success", "regression", "build_error", "wrong")) >= 5
+    assert sum(len(t.variant) for t in library) >= 60
+
+
+def test_a_manifest_naming_an_unknown_technique_or_variant_is_refused(tmp_path):
+    source = LIBRARY / "gelu"
+    task = tmp_path / "gelu"
+    shutil.copytree(source, task)
+    manifest = task / "manifest.toml"
+    text = manifest.read_text()
+    manifest.write_text(
+        text.replace('technique = "vectorized_loads" }', 'technique = "magic" }', 1)
+    )
+    with pytest.raises(LibraryError, match="'magic', not a catalog technique"):
+        load_task(manifest)
+    manifest.write_text(text.replace('{ from = "vec4"', '{ from = "vec8"', 1))
+    with pytest.raises(LibraryError, match="unknown variant 'vec8'"):
+        load_task(manifest)
+    manifest.write_text(
+        text.replace('technique = "thread_coarsening" }]', 'technique = "vectorized_loads" }]', 1)
+    )
+    with pytest.raises(LibraryError, match=r"\(naive, vectorized_loads\) already leads"):
+        load_task(manifest)
+    with pytest.raises(LibraryError, match="holds no task"):
+        load_library(tmp_path / "nothing")
+
+
+@pytest.mark.nvcc
+def test_every_variant_builds_unless_it_is_meant_to_fail(library):
+    settings = Settings(arch="sm_90")
+    kernels = [(t, NAIVE, "verified") for t in library]
+    kernels += [(t, v.name, v.expect) for t in library for v in t.variant]
+
+    def build(item):
+        task, variant, _ = item
+        request = WorkerRequest(
+            task="build",
+            source=str(task.source_path(variant)),
+            reference=str(task.reference),
+            settings=msgspec.to_builtins(settings),
+        )
+        return item, run_harness_sync(request, settings).build
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(build, kernels))
+    wrong = []
+    for (task, variant, expect), built in results:
+        meant_to_fail = expect == "build_error"
+        errors = [d.message for d in built.diagnostics if d.severity == "error"]
+        if built.ok == meant_to_fail or (meant_to_fail and not errors):
+            wrong.append(f"{task.task}/{variant}: ok={built.ok}, expected {expect}, {errors[:1]}")
+    assert wrong == []

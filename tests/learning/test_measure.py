@@ -1,0 +1,90 @@
+"""bench/learning/measure.py: what a harness response becomes in the table (real worker runs:
+nvcc here; the whole table on a GPU)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import msgspec
+import pytest
+from bench_scripts import REPO, load_script
+
+from kernelblaster.agents.replay_table import NAIVE, read_table
+from kernelblaster.harness.records import WorkerRequest
+from kernelblaster.harness.worker_process import run_harness_sync
+from kernelblaster.settings import Settings
+
+measure = load_script("bench/learning/measure.py")
+
+
+def _worker(task, variant, kind, settings):
+    request = WorkerRequest(
+        task=kind,
+        source=str(task.source_path(variant)),
+        reference=str(task.reference),
+        settings=msgspec.to_builtins(settings),
+    )
+    return run_harness_sync(request, settings)
+
+
+@pytest.mark.nvcc
+def test_a_build_failure_is_recorded_with_the_compilers_words(library):
+    gelu = next(t for t in library if t.task == "gelu")
+    response = _worker(gelu, "vec4_ldg", "build", Settings(arch="sm_90"))
+    entry = measure.measure(gelu, "vec4_ldg", response, 1.0)
+    assert entry.outcome == "build_error" and entry.time_ms is None
+    assert 'cannot be used to initialize an entity of type "const float4' in entry.detail
+
+
+@pytest.mark.nvcc
+def test_a_machine_that_cannot_run_kernels_stops_the_run(library, tmp_path):
+    gelu = next(t for t in library if t.task == "gelu")
+    response = _worker(gelu, NAIVE, "profile", Settings(arch="sm_90", cache_dir=str(tmp_path)))
+    if response.profile is not None:
+        pytest.skip("this machine can run kernels")
+    assert response.error is not None and response.error.kind in (
+        "torch_missing",
+        "no_gpu",
+        "no_driver",
+    )
+    with pytest.raises(measure.MachineProblem):
+        measure.measure(gelu, NAIVE, response, 1.0)
+
+
+def test_pending_skips_what_the_table_has_from_the_same_source(library, table):
+    todo = measure.pending(library, table)
+    fixture_tasks = {m.task for m in table.measurements}
+    assert not any(task.task in fixture_tasks for task, _ in todo)
+    transpose = [variant for task, variant in todo if task.task == "transpose"]
+    assert transpose[0] == NAIVE and len(transpose) == 7
+    changed = msgspec.structs.replace(table, measurements=list(table.measurements))
+    first = changed.measurements[0]
+    changed.measurements[0] = msgspec.structs.replace(first, source_sha256="stale")
+    assert (first.task, first.variant) in {
+        (t.task, v) for t, v in measure.pending(library, changed)
+    }
+
+
+@pytest.mark.gpu
+def test_measuring_a_task_on_the_gpu_gives_the_expected_outcomes(library, tmp_path):
+    out = tmp_path / "table.json"
+    done = subprocess.run(
+        [
+            sys.executable, str(REPO / "bench/learning/measure.py"),
+            "--tasks", "gelu", "--out", str(out),
+        ],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    print(done.stdout, done.stderr)
+    assert done.returncode == 0
+    table = read_table(out)
+    gelu = next(t for t in library if t.task == "gelu")
+    measured = {m.variant: m for m in table.measurements}
+    assert measured[NAIVE].outcome == "verified" and measured[NAIVE].state is not None
+    for variant in gelu.variant:
+        expected = "verified" if variant.expect in ("success", "regression") else variant.expect
+        assert measured[variant.name].outcome == expected, variant.name
+    assert len(table.transitions) == len(gelu.edges())
+    assert json.loads(out.read_text())["format"] == "kernelblaster-learning-table"
