@@ -80,7 +80,7 @@ def open_or_fallback(location: Path | str | None) -> tuple[KnowledgeBase, str | 
         from kernelblaster.kb.team import TeamKnowledgeBase
 
         try:
-            return TeamKnowledgeBase.open(str(location), personal_path())
+            return TeamKnowledgeBase.connect(str(location), personal_path())
         except KBError as exc:
             kb = KnowledgeBase.open(personal_path())
             return kb, f"{exc}. Using your personal knowledge base {kb.path} until then."
