@@ -21,9 +21,8 @@ import os
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit
 
-from kernelblaster.kb.database import KBReadOnly, KBUnreachable
+from kernelblaster.kb.database import PASSWORD_HINT, KBReadOnly, KBUnreachable, password_problem
 from kernelblaster.kb.schema import OUR_TABLES, KBError
 
 if TYPE_CHECKING:
@@ -41,23 +40,12 @@ _DDL_TYPES = [
     # v2 gave each note carried over from v1 a random id; a new PostgreSQL database has none
     (re.compile(re.escape("lower(hex(randomblob(16)))")), "md5(random()::text)"),
 ]
-_PASSWORD_HINT = (
-    "give the password through PGPASSWORD, a password file (~/.pgpass or PGPASSFILE) or a "
-    "service file (PGSERVICEFILE), never in settings"
-)
-
-
-def refuse_password(url: str) -> None:
-    """Raise KBError if `url` carries a password (in its user part or as a parameter)."""
-    parts = urlsplit(url)
-    parameters = [name for name in parse_qs(parts.query) if "password" in name.lower()]
-    if parts.password is not None or parameters:
-        raise KBError(f"the knowledge base URL contains a password: remove it and {_PASSWORD_HINT}")
 
 
 class PostgresDatabase:
     def __init__(self, url: str):
-        refuse_password(url)
+        if problem := password_problem(url):
+            raise KBError(problem)
         self.location = url
         self.read_only = False
         self._conn: psycopg.Connection | None = None
@@ -85,7 +73,7 @@ class PostgresDatabase:
             if "password" in reason or "authentication" in reason:
                 raise KBError(
                     f"the team knowledge base at {self.location} refused the login ({reason}); "
-                    + _PASSWORD_HINT
+                    + PASSWORD_HINT
                 ) from exc
             raise KBUnreachable(
                 f"the team knowledge base at {self.location} can't be reached ({reason})"

@@ -4,7 +4,9 @@ Reads and writes go to the server while it answers. When it can't be reached (at
 in the middle of a call), they go to the local SQLite KB (the personal one) instead, and each
 change recorded there also goes into its outbox (kb.outbox), in the same local transaction. A
 lost connection is retried at once (the server may just have restarted), then every RETRY_S
-seconds; once the server answers, the outbox is sent in one server transaction and then cleared.
+seconds; once the server answers, the outbox is sent in one server transaction and then cleared
+(and looked at again every RETRY_S seconds: another process sharing the local KB may have left
+changes there).
 Every change is idempotent (attempts and notes by id, priors by time), so a send cut short
 between the server's commit and the outbox's clearing is sent again harmlessly: nothing is lost,
 nothing is counted twice. A read-only role ranks from the server and learns only locally.
@@ -35,7 +37,8 @@ class TeamKnowledgeBase(KnowledgeBase):
         super().__init__(db)
         self.local = local
         self.problem: str | None = None  # why the server is not in use, while it is not
-        self._retry_at = 0.0
+        self._retry_at = 0.0  # when to try an unreachable server again (monotonic clock)
+        self._outbox_due = 0.0  # when to look at the outbox again
 
     @classmethod
     def connect(cls, url: str, local_path: Path) -> tuple[TeamKnowledgeBase, str | None]:
@@ -93,20 +96,25 @@ class TeamKnowledgeBase(KnowledgeBase):
         return self.local._apply(changes, queue_for=self._db.location)
 
     def _reachable(self) -> bool:
-        """Whether the server can be used now; reconnects (and sends the outbox) when due."""
+        """Whether the server can be used now. Reconnects when due, and sends the outbox on
+        reconnecting and every RETRY_S seconds (another process sharing the local KB may have
+        left changes there)."""
         with self._lock:
-            if self._db.connected:
+            now = time.monotonic()
+            if self._db.connected and now < self._outbox_due:
                 return True
-            if time.monotonic() < self._retry_at:
+            if not self._db.connected and now < self._retry_at:
                 return False
             try:
-                self._db.connect()
-                self._prepare()
+                if not self._db.connected:
+                    self._db.connect()
+                    self._prepare()
                 self._send_outbox()
             except KBUnreachable as exc:
                 self._lost(exc)
-                self._retry_at = time.monotonic() + RETRY_S
+                self._retry_at = now + RETRY_S
                 return False
+            self._outbox_due = now + RETRY_S
             self.problem = None
             return True
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import msgspec
 import platformdirs
 
+from kernelblaster.kb.database import password_problem
 from kernelblaster.trust import TrustListError, is_trusted
 
 CONFIG_FILE = "kernelblaster.toml"
@@ -81,6 +82,13 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     worker_command: list[str] = []
     optimize_worker_command: list[str] = []
     targets: list[TargetConfig] = []
+
+    def __post_init__(self) -> None:
+        # A team KB's password belongs to PGPASSWORD or a password file, never to settings
+        # (which are files, environment dumps and LSP traffic): refuse it here, before it goes
+        # anywhere.
+        if self.kb_path and (problem := password_problem(self.kb_path)):
+            raise ValueError(f"kb_path: {problem}")
 
     def merged(self, overrides: dict[str, Any]) -> Settings:
         """A copy with `overrides` applied (unknown keys are an error, None keeps the value)."""
