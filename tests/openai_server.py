@@ -285,3 +285,24 @@ def _completion(entry: Reply, model: str) -> dict[str, Any]:
             "total_tokens": prompt + completion,
         }
     return payload
+
+
+def reply_by_agent(replies: dict[str, Scripted]) -> Callable[[RecordedRequest], Scripted]:
+    """A responder that gives each of our agents its reply, whatever order their requests come
+    in. An agent is named by its prompt template (agents/prompts/<name>.md: "lowering",
+    "soft_verify", "perf_gap", ...) and recognised by the opening of its system message; any
+    other request gets a 400, which the client does not retry."""
+    from kernelblaster.agents.prompting import load_template
+
+    openings = {
+        name: load_template(name)[0][1].template.split("$")[0].splitlines()[0] for name in replies
+    }
+
+    def respond(request: RecordedRequest) -> Scripted:
+        system = str(request.messages[0].get("content", "")) if request.messages else ""
+        for name, opening in openings.items():
+            if system.startswith(opening):
+                return replies[name]
+        return HttpError(400, f"no scripted reply for a prompt starting {system[:60]!r}")
+
+    return respond

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from openai_server import HttpError, RecordedRequest, Scripted, reply
+from openai_server import RecordedRequest, Scripted, reply, reply_by_agent
 from test_loop import RecordedHarness, cuda, soft
 
 FIRST_TOGETHER = 2  # how many first candidate evaluations wait for each other
@@ -60,20 +61,14 @@ class GpuLoggingHarness(RecordedHarness):
             return
 
 
-def by_prompt(candidate: str) -> callable:
-    """A responder: the lowering agent gets `candidate` (e.g. "broken", "verified 0.5"), the
-    other agents a reply that changes nothing."""
-
-    def respond(request: RecordedRequest) -> Scripted:
-        system = request.messages[0]["content"] if request.messages else ""
-        if system.startswith("You are an expert CUDA performance engineer"):
-            return reply(cuda(candidate))
-        if system.startswith("You review optimized CUDA kernels"):
-            return reply(soft(True))
-        if system.startswith("You analyse how well"):
-            return reply(json.dumps({"analyses": []}))
-        if system.startswith("You update a CUDA optimization knowledge base"):
-            return reply(json.dumps({"updates": []}))
-        return HttpError(500, f"no scripted reply for a prompt starting {system[:60]!r}")
-
-    return respond
+def by_prompt(candidate: str) -> Callable[[RecordedRequest], Scripted]:
+    """The lowering agent gets `candidate` (e.g. "broken", "verified 0.5"), the other agents a
+    reply that changes nothing."""
+    return reply_by_agent(
+        {
+            "lowering": reply(cuda(candidate)),
+            "soft_verify": reply(soft(True)),
+            "perf_gap": reply(json.dumps({"analyses": []})),
+            "parameter_update": reply(json.dumps({"updates": []})),
+        }
+    )
