@@ -30,16 +30,26 @@ def runner_for(settings: Settings) -> RunRollouts:
     taking the GPUs in turn); one worker runs the rollouts one after another."""
     gpus = settings.gpus()
     workers = max(settings.parallel_gpu_jobs, len(gpus))
-    return in_sequence if workers == 1 else on_gpus(gpus, workers)
+    return in_sequence if workers == 1 else OnGpus(gpus, workers)
 
 
-def on_gpus(gpus: list[int], workers: int | None = None) -> RunRollouts:
-    """Run the rollouts on `workers` threads (default: one per GPU), worker i on
-    gpus[i % len(gpus)], each taking the next rollout not yet started. A rollout that hits an
-    error (the LLM or the harness gone) stops the others at their next step."""
-    workers = workers or len(gpus)
+def on_gpus(gpus: list[int]) -> RunRollouts:
+    """One worker per GPU."""
+    return OnGpus(gpus, len(gpus))
 
-    def run(plan: RolloutPlan, rollouts: int, services: RolloutServices) -> list[RolloutResult]:
+
+@dataclasses.dataclass(frozen=True)
+class OnGpus:
+    """Run the rollouts on `workers` threads, worker i on gpus[i % len(gpus)], each taking the
+    next rollout not yet started. A rollout that hits an error (the LLM or the harness gone)
+    stops the others at their next step."""
+
+    gpus: list[int]
+    workers: int
+
+    def __call__(
+        self, plan: RolloutPlan, rollouts: int, services: RolloutServices
+    ) -> list[RolloutResult]:
         next_rollout = iter(range(rollouts))
         results: list[RolloutResult] = []
         lock, stop = threading.Lock(), threading.Event()
@@ -48,8 +58,10 @@ def on_gpus(gpus: list[int], workers: int | None = None) -> RunRollouts:
         )
 
         def work(slot: int) -> None:
-            settings = msgspec.structs.replace(plan.settings, gpu_index=gpus[slot % len(gpus)])
-            on_gpu = msgspec.structs.replace(plan, settings=settings)
+            gpu = self.gpus[slot % len(self.gpus)]
+            on_gpu = msgspec.structs.replace(
+                plan, settings=msgspec.structs.replace(plan.settings, gpu_index=gpu)
+            )
             try:
                 while not stop.is_set():
                     with lock:
@@ -65,10 +77,8 @@ def on_gpus(gpus: list[int], workers: int | None = None) -> RunRollouts:
                 stop.set()  # a crash ends the run: the others stop at their next step
                 raise
 
-        count = max(1, min(workers, rollouts))
+        count = max(1, min(self.workers, rollouts))
         with ThreadPoolExecutor(max_workers=count, thread_name_prefix="rollout") as pool:
             for future in [pool.submit(work, slot) for slot in range(count)]:
                 future.result()
         return results
-
-    return run

@@ -217,13 +217,18 @@ def _sync(args: argparse.Namespace) -> int:
     location = _resolve(args)
     if not is_postgres_url(location):
         raise ValueError(f"{location} is not a team KB (a postgresql:// URL): nothing to sync")
-    kb, problem = TeamKnowledgeBase.connect(str(location), personal_path())
+    kb, _ = TeamKnowledgeBase.connect(str(location), personal_path())
     with kb:
-        if problem:
-            raise KBError(problem)
-        waiting = kb.waiting()
-    print(f"sent everything waiting for {location}" if not waiting else f"{waiting} still waiting")
-    return 0 if not waiting else 1
+        waiting, problem = kb.waiting(), kb.problem
+    if waiting:
+        print(
+            f"kernelblaster kb: {waiting} changes still wait in {personal_path()}"
+            + (f": {problem}" if problem else ""),
+            file=sys.stderr,
+        )
+        return 1
+    print(f"sent everything waiting for {location}")
+    return 0
 
 
 def _print_report(report: msgspec.Struct) -> None:

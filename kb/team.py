@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kernelblaster.kb import outbox
-from kernelblaster.kb.database import Database, KBReadOnly, KBUnreachable
+from kernelblaster.kb.database import Database, KBUnreachable
 from kernelblaster.kb.postgres_db import PostgresDatabase
 from kernelblaster.kb.records import Change
 from kernelblaster.kb.store import KnowledgeBase
@@ -74,26 +74,29 @@ class TeamKnowledgeBase(KnowledgeBase):
     # --- where each call goes ----------------------------------------------------------------
 
     def _read(self, query: Callable[[Database], T]) -> T:
-        for _ in range(2):
-            if not self._reachable():
-                break
-            try:
-                return super()._read(query)
-            except KBUnreachable as exc:
-                self._lost(exc)
-        return self.local._read(query)
+        return self._server_or_local(
+            lambda: KnowledgeBase._read(self, query), lambda: self.local._read(query)
+        )
 
     def _apply(self, changes: Sequence[Change], *, queue_for: str | None = None) -> list[bool]:
+        if self._reachable() and self._db.read_only:
+            return self.local._apply(changes)  # a read-only role learns only locally
+        return self._server_or_local(
+            lambda: KnowledgeBase._apply(self, changes),
+            lambda: self.local._apply(changes, queue_for=self._db.location),
+        )
+
+    def _server_or_local(self, on_server: Callable[[], T], locally: Callable[[], T]) -> T:
+        """`on_server()` while the server answers (a connection lost mid-call is tried again at
+        once: the server may just have restarted), else `locally()`."""
         for _ in range(2):
             if not self._reachable():
                 break
             try:
-                return super()._apply(changes)
+                return on_server()
             except KBUnreachable as exc:
                 self._lost(exc)
-            except KBReadOnly:
-                return self.local._apply(changes)
-        return self.local._apply(changes, queue_for=self._db.location)
+        return locally()
 
     def _reachable(self) -> bool:
         """Whether the server can be used now. Reconnects when due, and sends the outbox on
@@ -128,6 +131,6 @@ class TeamKnowledgeBase(KnowledgeBase):
         waiting = self.local._read(lambda conn: outbox.pending(conn, target))
         if not waiting or self._db.read_only:
             return
-        super()._apply([item.change for item in waiting])  # to the server
+        KnowledgeBase._apply(self, [item.change for item in waiting])  # to the server
         with self.local.write_transaction() as conn:
             outbox.remove(conn, target, waiting)

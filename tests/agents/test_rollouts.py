@@ -16,33 +16,20 @@ from pathlib import Path
 
 import pytest
 from rollout_harness import GpuLoggingHarness, by_prompt
-from test_loop import SOFTMAX
+from test_loop import run_loop
 
-from kernelblaster.agents.loop import optimize
-from kernelblaster.agents.rollout_runners import on_gpus, runner_for
+from kernelblaster.agents.loop import in_sequence
+from kernelblaster.agents.rollout_runners import OnGpus, on_gpus, runner_for
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
 TESTS = Path(__file__).resolve().parents[1]
 
 
-def _optimize(client, kb, harness, run_rollouts):
-    """Three rollouts of one step each, greedy (k=1), on GPUs 0 and 1; every candidate the
-    scripted LLM writes fails to compile, which lowers its technique's predicted speedup."""
-    return optimize(
-        SOFTMAX,
-        SOFTMAX.read_text(),
-        "softmax_rowthread",
-        settings=Settings(gpu_index=[0, 1]),
-        client=client,
-        kb=kb,
-        evaluate_fn=harness,
-        rollouts=3,
-        depth=1,
-        k=1,
-        seed=7,
-        run_rollouts=run_rollouts,
-    )
+def _three_greedy_rollouts(client, kb, harness, run_rollouts):
+    """Three rollouts of one step each, greedy (k=1); every candidate the scripted LLM writes
+    fails to compile, which lowers its technique's predicted speedup."""
+    return run_loop(client, kb, harness, rollouts=3, depth=1, k=1, run_rollouts=run_rollouts)
 
 
 def _assert_later_rollouts_saw_earlier_results(outcome, kb) -> None:
@@ -60,16 +47,17 @@ def _assert_later_rollouts_saw_earlier_results(outcome, kb) -> None:
 
 
 def test_settings_choose_the_runner():
-    assert runner_for(Settings()).__name__ == "in_sequence"
-    assert runner_for(Settings(gpu_index=[0, 1])).__name__ == "run"
-    assert runner_for(Settings(gpu_index=0, parallel_gpu_jobs=2)).__name__ == "run"
+    assert runner_for(Settings()) is in_sequence
+    assert runner_for(Settings(gpu_index=[0, 1])) == OnGpus(gpus=[0, 1], workers=2)
+    assert runner_for(Settings(gpu_index=[2, 3], parallel_gpu_jobs=4)) == OnGpus([2, 3], 4)
+    assert runner_for(Settings(gpu_index=1, parallel_gpu_jobs=2)) == OnGpus([1], 2)
 
 
 def test_one_worker_per_gpu_sharing_the_kb(openai_server, client, tmp_path):
     openai_server.responder = by_prompt("broken")
     harness = GpuLoggingHarness(tmp_path / "harness")
     with KnowledgeBase.open(tmp_path / "kb.sqlite3") as kb:
-        outcome = _optimize(client, kb, harness, on_gpus([0, 1]))
+        outcome = _three_greedy_rollouts(client, kb, harness, on_gpus([0, 1]))
         _assert_later_rollouts_saw_earlier_results(outcome, kb)
     evaluations = harness.evaluations()
     assert {e["gpu_index"] for e in evaluations} == {0, 1}
@@ -90,18 +78,8 @@ def test_an_error_in_one_rollout_stops_the_others(openai_server, client, tmp_pat
 
     openai_server.responder = by_prompt("verified 0.5")
     with KnowledgeBase.open(tmp_path / "kb.sqlite3") as kb:
-        outcome = optimize(
-            SOFTMAX,
-            SOFTMAX.read_text(),
-            "softmax_rowthread",
-            settings=Settings(),
-            client=client,
-            kb=kb,
-            evaluate_fn=Gone(tmp_path / "harness"),
-            rollouts=6,
-            depth=2,
-            k=3,
-            run_rollouts=on_gpus([0, 1]),
+        outcome = run_loop(
+            client, kb, Gone(tmp_path / "harness"), rollouts=6, run_rollouts=on_gpus([0, 1])
         )
     assert outcome.error is not None and "no CUDA device" in outcome.error
     assert not outcome.cancelled
@@ -164,7 +142,7 @@ def test_rollouts_as_ray_tasks_on_fake_gpus_land_in_the_same_kb(
     openai_server.responder = by_prompt("broken")
     harness = GpuLoggingHarness(tmp_path / "harness")
     with KnowledgeBase.open(tmp_path / "kb.sqlite3") as kb:
-        outcome = _optimize(client, kb, harness, on_ray(ray_cluster))
+        outcome = _three_greedy_rollouts(client, kb, harness, on_ray(ray_cluster))
         _assert_later_rollouts_saw_earlier_results(outcome, kb)  # recorded by the tasks
     evaluations = harness.evaluations()
     assert os.getpid() not in {e["pid"] for e in evaluations}  # ran in Ray's workers

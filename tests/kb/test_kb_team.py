@@ -197,6 +197,8 @@ def test_a_server_down_at_start_is_said_and_the_outbox_waits(
         assert "can't be reached" in message and "sent when it is back" in message
         kb.record(make_attempt())
         assert kb.waiting() == 1
+    assert main(["kb", "--kb", url, "sync"]) == 1
+    assert "1 changes still wait" in capsys.readouterr().err
     own_server.start()
     assert main(["kb", "--kb", url, "sync"]) == 0
     assert "sent everything waiting" in capsys.readouterr().out
