@@ -3,8 +3,8 @@ for the same rollouts: the real harness builds, verifies, times and profiles eve
 its rollout's GPU, and a scripted OpenAI-compatible server (tests/openai_server.py) answers each
 agent at once with real optimized CUDA (bench/scripted/), so the ratio is the harness's work.
 
-    python3 bench/rollouts.py                          # needs 2 GPUs; ~6 min on an H200 pair
-    python3 bench/rollouts.py --rollouts 8 --depth 2 --example softmax --gpus 0,1
+    python3 bench/rollouts.py                          # needs 2 GPUs; ~8 min on an H200 pair
+    python3 bench/rollouts.py --rollouts 8 --depth 3 --example softmax --gpus 0,1
 
 Every step gets the same rewrite, so every rollout does the same work whichever technique it
 samples: the first step from the original kernel verifies faster, later ones verify without a
@@ -13,9 +13,10 @@ the PyTorch baselines of each GPU); each timed run starts from an empty KB. The 
 also profiles the original first and runs compute-sanitizer on the best candidate last, on one
 GPU: that part does not shrink with more GPUs, so the rollout phase is timed on its own too.
 
-Writes bench/results/rollouts-<gpu>.json: per run the wall time of the whole call and of its
-rollout phase, the steps and their outcomes, and per GPU the evaluations it ran and for how
-long both GPUs were busy at once; then the 1-GPU / N-GPU ratios."""
+Writes bench/results/rollouts-<gpu>.json (after each run, so a run cut short keeps the first):
+per run the wall time of the whole call and of its rollout phase, the steps and their outcomes,
+and per GPU the evaluations it ran and for how long both GPUs were busy at once; then the
+1-GPU / N-GPU ratios."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--example", choices=sorted(CASES), default="softmax")
     parser.add_argument("--rollouts", type=int, default=8)
-    parser.add_argument("--depth", type=int, default=2)
+    parser.add_argument("--depth", type=int, default=3)
     parser.add_argument("--gpus", default="0,1", help="the GPUs of the parallel run")
     args = parser.parse_args()
     gpus = [int(g) for g in args.gpus.split(",")]
@@ -63,6 +64,15 @@ def main() -> int:
         "perf_gap": server_module.reply(json.dumps({"analyses": []})),
         "parameter_update": server_module.reply(json.dumps({"updates": []})),
     }
+    payload: dict = {
+        "example": args.example,
+        "kernel": kernel,
+        "rollouts": args.rollouts,
+        "depth": args.depth,
+        "gpus": gpus,
+        "goal": ">= 1.8x wall-time ratio for 2 GPUs",
+        "runs": [],
+    }
     responder = server_module.reply_by_agent(replies)
     with (
         tempfile.TemporaryDirectory() as scratch_dir,
@@ -73,29 +83,20 @@ def main() -> int:
             shutil.copy(file, scratch / file.name)
         bench = _Bench(scratch, scratch / f"{args.example}.cu", kernel, server.base_url)
         print(f"warming up on GPUs {gpus}", flush=True)
-        warmup = bench.run("warmup", gpus, rollouts=len(gpus), depth=1)
-        runs = [warmup]
+        payload["warmup"] = last = bench.run("warmup", gpus, rollouts=len(gpus), depth=1)
         for name, on in (("1 GPU", gpus[:1]), (f"{len(gpus)} GPUs", gpus)):
-            if runs[-1]["error"] or not runs[-1]["steps"]:
-                print(f"stopped: the {runs[-1]['name']} run failed; no result written", flush=True)
+            if last["error"] or not last["steps"]:
+                print(f"stopped: the {last['name']} run failed", flush=True)
                 return 1
-            runs.append(bench.run(name, on, args.rollouts, args.depth))
-    _, one, many = runs
-    payload = {
-        "example": args.example,
-        "kernel": kernel,
-        "rollouts": args.rollouts,
-        "depth": args.depth,
-        "gpus": gpus,
-        "warmup": warmup,
-        "runs": [one, many],
-        "same_steps": one["steps"] == many["steps"],
-        "ratio_wall": one["wall_s"] / many["wall_s"],
-        "ratio_rollout_phase": one["rollout_phase_s"] / many["rollout_phase_s"],
-        "goal": ">= 1.8x wall-time ratio for 2 GPUs",
-    }
+            payload["runs"].append(last := bench.run(name, on, args.rollouts, args.depth))
+            path = write_result("rollouts", payload)  # after each run: a timeout keeps the first
+    one, many = payload["runs"]
+    payload["same_steps"] = one["steps"] == many["steps"]
+    payload["ratio_wall"] = one["wall_s"] / many["wall_s"]
+    payload["ratio_rollout_phase"] = one["rollout_phase_s"] / many["rollout_phase_s"]
+    path = write_result("rollouts", payload)
     print(json.dumps({k: payload[k] for k in ("same_steps", "ratio_wall", "ratio_rollout_phase")}))
-    print(f"wrote {write_result('rollouts', payload)}")
+    print(f"wrote {path}")
     return 0
 
 
