@@ -6,10 +6,10 @@ change recorded there also goes into its outbox (kb.outbox), in the same local t
 lost connection is retried at once (the server may just have restarted), then every RETRY_S
 seconds; once the server answers, the outbox is sent in one server transaction and then cleared
 (and looked at again every RETRY_S seconds: another process sharing the local KB may have left
-changes there).
-Every change is idempotent (attempts and notes by id, priors by time), so a send cut short
-between the server's commit and the outbox's clearing is sent again harmlessly: nothing is lost,
-nothing is counted twice. A read-only role ranks from the server and learns only locally.
+changes there). Every change is idempotent (attempts and notes by id, priors by time), so a send
+cut short between the server's commit and the outbox's clearing is sent again harmlessly:
+nothing is lost, nothing is counted twice. A read-only role ranks from the server and learns
+only locally.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class TeamKnowledgeBase(KnowledgeBase):
             kb._send_outbox()
         except KBUnreachable as exc:
             kb._lost(exc)
+            kb._retry_at = time.monotonic() + RETRY_S
             return kb, (
                 f"{exc}; what is learned meanwhile is kept in {kb.local.path} and sent when it "
                 "is back"
