@@ -4,7 +4,11 @@ re-profile → re-classify → record, then a textual-gradient policy update.
 Each rollout starts from the original kernel; each step samples a technique from the KB's
 ranking for the *current* state (weighted random top-k), so the state is re-derived after every
 verified step, as the paper intends. Every attempt is written to the KB as it happens, so a
-cancelled run keeps what it learned. The user's file is never touched here.
+cancelled run keeps what it learned, and rollouts running at the same time rank with each
+other's results as they land. A rollout is a unit of work (`run_rollout`: a picklable
+RolloutPlan in, a RolloutResult out) that `optimize` hands to a runner: one after another here
+(`in_sequence`), one worker per GPU (agents.rollout_runners) or Ray tasks (agents.ray_rollouts).
+The user's file is never touched here.
 
 The harness (`evaluate_fn`) and the lowering agent (`lower_fn`) are parameters: the replay mode
 (agents/replay.py) answers both from a measured table."""
@@ -12,9 +16,11 @@ The harness (`evaluate_fn`) and the lowering agent (`lower_fn`) are parameters: 
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -85,6 +91,51 @@ class _Point(msgspec.Struct, kw_only=True):
     compile_ms: float | None = None
 
 
+class RolloutPlan(msgspec.Struct, kw_only=True):
+    """What every rollout of one optimize run shares; plain data, so it can be sent to another
+    process or host. `settings` names the GPU the rollout runs on."""
+
+    source: Path
+    kernel: str
+    origin: _Point
+    target: Target
+    reference_text: str
+    constraints: list[str]
+    depth: int
+    k: int
+    technique: str | None = None  # forced for the first step of rollout 0
+    seed: int | None = None
+    temperature: float = 1.0  # of the top-k sampling
+    settings: Settings
+
+
+class RolloutResult(msgspec.Struct, kw_only=True):
+    rollout: int
+    steps: list[Step] = []
+    verified: list[_Point] = []  # the candidates that beat where their step started
+    attempts: list[Attempt] = []  # as recorded in the KB
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cancelled: bool = False
+    error: str | None = None  # the LLM or the harness became unavailable
+
+
+@dataclass(frozen=True)
+class RolloutServices:
+    """The live objects a rollout uses, shared by the rollouts of one process."""
+
+    client: LlmClient
+    kb: KnowledgeBase
+    evaluate_fn: Evaluate
+    lower_fn: Lower
+    cancelled: Callable[[], bool]
+    # after each step: a line saying what happened, and the time of a new verified candidate
+    report: Callable[[str, float | None], None]
+
+
+RunRollouts = Callable[[RolloutPlan, int, RolloutServices], list[RolloutResult]]
+
+
 def _hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -140,7 +191,9 @@ def optimize(
     evaluate_fn: Evaluate = evaluate,
     lower_fn: Lower = lower,
     temperature: float = 1.0,
+    run_rollouts: RunRollouts | None = None,
 ) -> OptimizeOutcome:
+    """`run_rollouts` runs the rollouts (default: one after another, on settings.gpu)."""
     outcome = OptimizeOutcome(kernel=kernel)
     target = resolve_target(source, settings)
     if not isinstance(target, Target):
@@ -154,69 +207,41 @@ def optimize(
     origin.state = _known_state(client, kb, origin.state, outcome)
     arch = origin.state.arch
     outcome.arch, outcome.original_time_ms = arch, origin.time_ms
-    reference_text = Path(target.reference).read_text("utf-8") if target.reference else ""
-    constraints = constraints_for(target, settings)
+    plan = RolloutPlan(
+        source=source,
+        kernel=kernel,
+        origin=origin,
+        target=target,
+        reference_text=Path(target.reference).read_text("utf-8") if target.reference else "",
+        constraints=constraints_for(target, settings),
+        depth=depth,
+        k=k,
+        technique=technique,
+        seed=seed,
+        temperature=temperature,
+        settings=settings,
+    )
+    services = RolloutServices(
+        client=client,
+        kb=kb,
+        evaluate_fn=evaluate_fn,
+        lower_fn=lower_fn,
+        cancelled=cancelled,
+        report=_Progress(rollouts * depth, origin.time_ms, on_progress),
+    )
+    results = (run_rollouts or in_sequence)(plan, rollouts, services)
     verified: list[_Point] = []
     run_attempts: list[Attempt] = []
-    total = rollouts * depth
-    done = 0
-    for rollout in range(rollouts):
-        current = origin
-        for step_index in range(depth):
-            if cancelled():
-                outcome.cancelled = True
-                break
-            done += 1
-            if current.state.near_limit:
-                on_progress(
-                    done,
-                    total,
-                    f"rollout {rollout + 1}: at the roof, stopping",
-                    _x(verified, origin),
-                )
-                break
-            forced = technique if (rollout == 0 and step_index == 0) else None
-            choice = _choose(
-                kb,
-                current.state,
-                k=k,
-                forced=forced,
-                seed=None if seed is None else seed + done,
-                temperature=temperature,
-            )
-            if choice is None:
-                break
-            step, candidate = _step(
-                source, current, choice, kernel,
-                target=target, settings=settings, client=client, kb=kb,
-                reference_text=reference_text,
-                constraints=constraints, evaluate_fn=evaluate_fn, lower_fn=lower_fn,
-                rollout=rollout, depth=step_index,
-            )  # fmt: skip
-            if candidate is not None:
-                candidate.state = _known_state(client, kb, candidate.state, outcome)
-                step.state_after = candidate.state.state
-            outcome.steps.append(step)
-            outcome.prompt_tokens += step.prompt_tokens
-            outcome.completion_tokens += step.completion_tokens
-            attempt = _attempt(step, arch, kernel, current.source, candidate)
-            kb.record(attempt)
-            run_attempts.append(attempt)
-            if step.fatal:
-                outcome.error = step.detail
-                break
-            if candidate is not None and step.outcome == "success":
-                current = candidate
-                verified.append(candidate)
-            on_progress(
-                done,
-                total,
-                f"rollout {rollout + 1} step {step_index + 1}: {step.technique} predicted "
-                f"{step.predicted_speedup:.2f}x, {_measured(step)}",
-                _x(verified, origin),
-            )
-        if outcome.cancelled or outcome.error:
-            break
+    for result in sorted(results, key=lambda r: r.rollout):
+        outcome.steps += result.steps
+        outcome.prompt_tokens += result.prompt_tokens
+        outcome.completion_tokens += result.completion_tokens
+        outcome.cancelled = outcome.cancelled or result.cancelled
+        outcome.error = outcome.error or result.error
+        verified += result.verified
+        run_attempts += result.attempts
+    # Rollouts that another's error stopped count as stopped by it, not as cancelled by the user.
+    outcome.cancelled = outcome.cancelled and outcome.error is None
     if run_attempts and not outcome.cancelled and outcome.error is None:
         outcome.policy_notes = _update_policy(client, kb, arch, run_attempts, outcome)
     best = _memory_safe_best(
@@ -225,9 +250,87 @@ def optimize(
     return _finish(outcome, origin, best)
 
 
-def _x(verified: list[_Point], origin: _Point) -> float:
-    """The best speedup so far."""
-    return origin.time_ms / min([origin.time_ms, *(p.time_ms for p in verified)])
+def in_sequence(plan: RolloutPlan, rollouts: int, services: RolloutServices) -> list[RolloutResult]:
+    """The rollouts one after another; none starts after one was cancelled or hit an error."""
+    results: list[RolloutResult] = []
+    for rollout in range(rollouts):
+        results.append(run_rollout(plan, rollout, services))
+        if results[-1].cancelled or results[-1].error:
+            break
+    return results
+
+
+def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> RolloutResult:
+    """One trajectory of up to plan.depth steps from the original kernel, each attempt
+    recorded in the KB as it happens."""
+    kb, client = services.kb, services.client
+    result = RolloutResult(rollout=rollout)
+    current = plan.origin
+    for step_index in range(plan.depth):
+        if services.cancelled():
+            result.cancelled = True
+            break
+        if current.state.near_limit:
+            services.report(f"rollout {rollout + 1}: at the roof, stopping", None)
+            break
+        forced = plan.technique if (rollout == 0 and step_index == 0) else None
+        step_seed = None if plan.seed is None else plan.seed + rollout * plan.depth + step_index + 1
+        choice = _choose(
+            kb,
+            current.state,
+            k=plan.k,
+            forced=forced,
+            seed=step_seed,
+            temperature=plan.temperature,
+        )
+        if choice is None:
+            break
+        step, candidate = _step(
+            plan.source, current, choice, plan.kernel,
+            target=plan.target, settings=plan.settings, client=client, kb=kb,
+            reference_text=plan.reference_text, constraints=plan.constraints,
+            evaluate_fn=services.evaluate_fn, lower_fn=services.lower_fn,
+            rollout=rollout, depth=step_index,
+        )  # fmt: skip
+        if candidate is not None:
+            candidate.state = _known_state(client, kb, candidate.state, result)
+            step.state_after = candidate.state.state
+        result.steps.append(step)
+        result.prompt_tokens += step.prompt_tokens
+        result.completion_tokens += step.completion_tokens
+        attempt = _attempt(step, plan.origin.state.arch, plan.kernel, current.source, candidate)
+        kb.record(attempt)
+        result.attempts.append(attempt)
+        if step.fatal:
+            result.error = step.detail
+            break
+        improved = candidate is not None and step.outcome == "success"
+        if improved:
+            current = candidate
+            result.verified.append(candidate)
+        services.report(
+            f"rollout {rollout + 1} step {step_index + 1}: {step.technique} predicted "
+            f"{step.predicted_speedup:.2f}x, {_measured(step)}",
+            candidate.time_ms if improved else None,
+        )
+    return result
+
+
+class _Progress:
+    """Counts the steps of rollouts that may run at once, and reports each with the best speedup
+    so far."""
+
+    def __init__(self, total: int, original_ms: float, on_progress: Callable[..., None]):
+        self._total, self._original_ms, self._on_progress = total, original_ms, on_progress
+        self._done, self._best_ms = 0, original_ms
+        self._lock = threading.Lock()
+
+    def __call__(self, message: str, verified_ms: float | None) -> None:
+        with self._lock:
+            self._done += 1
+            if verified_ms is not None:
+                self._best_ms = min(self._best_ms, verified_ms)
+            self._on_progress(self._done, self._total, message, self._original_ms / self._best_ms)
 
 
 def _memory_safe_best(
@@ -279,7 +382,7 @@ def _measured(step: Step) -> str:
 
 
 def _known_state(
-    client: LlmClient, kb: KnowledgeBase, state: PerfState, outcome: OptimizeOutcome
+    client: LlmClient, kb: KnowledgeBase, state: PerfState, outcome: OptimizeOutcome | RolloutResult
 ) -> PerfState:
     """`state` under the KB's name for it. The classifier's ids are the KB's own except for
     rarer states the catalog lacks; for those the state extractor (an LLM) picks the closest

@@ -68,6 +68,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     # language server among them) shares this process's start-up.
     from kernelblaster.agents.llm import LlmClient, LlmConfig
     from kernelblaster.agents.loop import optimize
+    from kernelblaster.agents.rollout_runners import runner_for
     from kernelblaster.kb.schema import KBError
     from kernelblaster.kb.store import default_path, open_or_fallback
 
@@ -77,9 +78,20 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         return 2
     try:
         settings = load_settings(source)
+        if args.gpus:
+            settings = settings.merged({"gpu_index": args.gpus.split(",")})
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.ray:
+        try:
+            from kernelblaster.agents.ray_rollouts import on_ray
+        except ImportError:
+            print("error: --ray needs ray: pip install 'kernelblaster[ray]'", file=sys.stderr)
+            return 2
+        run_rollouts = on_ray(args.ray)
+    else:
+        run_rollouts = runner_for(settings)
     if not settings.llm_base_url and not settings.llm_api_key():
         print(
             "error: no LLM endpoint: set KERNELBLASTER_LLM_BASE_URL (any OpenAI-compatible "
@@ -115,6 +127,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             technique=args.technique,
             seed=args.seed,
             on_progress=progress,
+            run_rollouts=run_rollouts,
         )
     if args.json:
         sys.stdout.write(msgspec.json.encode(outcome).decode() + "\n")
@@ -146,6 +159,16 @@ def register(subparsers) -> None:
     parser.add_argument("--depth", type=int, help="steps per trajectory (default: settings.depth)")
     parser.add_argument("--technique", help="force this KB technique for the first step")
     parser.add_argument("--seed", type=int, help="seed for technique sampling")
+    parser.add_argument(
+        "--gpus",
+        help="run rollouts at once, one per GPU, on these (e.g. 0,1; default: gpuIndex)",
+    )
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run each rollout as a Ray task needing one GPU, on the cluster at ADDRESS "
+        "(auto, HOST:PORT, or ray://HOST:PORT)",
+    )
     parser.add_argument("--apply", action="store_true", help="replace FILE with the best result")
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
     parser.set_defaults(func=cmd_optimize)

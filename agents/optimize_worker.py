@@ -12,6 +12,7 @@ import msgspec
 from kernelblaster.agents.llm import LlmClient, LlmConfig
 from kernelblaster.agents.loop import optimize
 from kernelblaster.agents.records import OptimizeProgress, OptimizeRequest, OptimizeResponse
+from kernelblaster.agents.rollout_runners import runner_for
 from kernelblaster.harness.processes import exit_with_parent
 from kernelblaster.harness.protocol_stream import ProtocolStream
 from kernelblaster.kb.schema import KBError
@@ -59,6 +60,7 @@ def handle(request: OptimizeRequest, stream: ProtocolStream) -> OptimizeResponse
             technique=request.technique,
             seed=request.seed,
             on_progress=on_progress,
+            run_rollouts=runner_for(settings),
         )
     if outcome.improved and outcome.speedup is not None:
         message = (

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import platform
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
 
 RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def openai_server_module() -> ModuleType:
+    """tests/openai_server.py, the scripted OpenAI-compatible server (not an installed module)."""
+    spec = importlib.util.spec_from_file_location("openai_server", REPO / "tests/openai_server.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["openai_server"] = module  # dataclasses look their module up while defining
+    spec.loader.exec_module(module)
+    return module
 
 
 def device_name() -> str:

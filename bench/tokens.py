@@ -9,7 +9,6 @@ Writes bench/results/tokens-<gpu>.json and prints each step and the KB entries i
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import sys
@@ -17,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result
+from common import openai_server_module, write_result
 
 from kernelblaster.agents.llm import LlmClient, LlmConfig
 from kernelblaster.agents.loop import optimize
@@ -33,16 +32,8 @@ CASES = {
 }
 
 
-def _server_module():
-    spec = importlib.util.spec_from_file_location("openai_server", REPO / "tests/openai_server.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["openai_server"] = module  # dataclasses look their module up while defining
-    spec.loader.exec_module(module)
-    return module
-
-
 def main() -> int:
-    server_module = _server_module()
+    server_module = openai_server_module()
     results = {}
     with tempfile.TemporaryDirectory() as scratch, server_module.OpenAITestServer() as server:
         kb_path = Path(scratch) / "kb.sqlite3"

@@ -54,10 +54,10 @@ def gpu_problem(settings: Settings) -> HarnessError | None:
             fix="Run on a machine with an NVIDIA GPU and driver (`nvidia-smi` must work). "
             "Build diagnostics and resource usage still work without one.",
         )
-    if settings.gpu_index >= torch.cuda.device_count():
+    if settings.gpu >= torch.cuda.device_count():
         return HarnessError(
             kind="no_gpu",
-            message=f"GPU index {settings.gpu_index} doesn't exist "
+            message=f"GPU index {settings.gpu} doesn't exist "
             f"({torch.cuda.device_count()} GPU(s) visible).",
             fix="Set gpuIndex to a visible GPU.",
         )
@@ -86,7 +86,7 @@ def _sanitize(
     if target.kind == "standalone":
         run = [str(built.artifact), *target.args]
     else:
-        spec = RunOnceSpec(target=target, artifact=built.artifact, gpu_index=settings.gpu_index)
+        spec = RunOnceSpec(target=target, artifact=built.artifact, gpu_index=settings.gpu)
         run = program(write_spec(spec, work_dir))
     text = read_source(Path(target.source))
     tools = ["memcheck"] + (["racecheck"] if "__shared__" in text else [])
@@ -132,7 +132,7 @@ def run_check(
 ) -> CheckResult:
     """`integrity`: the runtime as it was before the candidate's code first ran, when that was
     before this call (a KernelBench solution's build imports it); else taken here."""
-    device = torch.device("cuda", settings.gpu_index)
+    device = torch.device("cuda", settings.gpu)
     torch.cuda.set_device(device)
     result = CheckResult(
         source=target.source,

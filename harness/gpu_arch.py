@@ -32,7 +32,7 @@ def is_arch_name(arch: str) -> bool:
 def detect_arch(settings: Settings) -> ArchChoice:
     if settings.arch:
         return ArchChoice(arch=settings.arch, detected=False, note="from the `arch` setting")
-    return _query_gpu(shutil.which("nvidia-smi"), settings.gpu_index)
+    return _query_gpu(shutil.which("nvidia-smi"), settings.gpu)
 
 
 @cache

@@ -269,13 +269,11 @@ def run_ncu(
         return None, _ncu_missing(settings.ncu_path)
     report = _report_file(report_path)
     report.unlink(missing_ok=True)  # a stale report must never pass for this run's
+    env = {**(env or {}), "TMPDIR": str(_lock_dir(settings))}
     try:
         # The profiled program is ncu's child: a timeout ends it too.
         done = run_tool(
-            command,
-            cwd=cwd,
-            env={**os.environ, **env} if env is not None else None,
-            timeout=settings.profile_timeout_s,
+            command, cwd=cwd, env={**os.environ, **env}, timeout=settings.profile_timeout_s
         )
     except FileNotFoundError:
         return None, _ncu_missing(settings.ncu_path)
@@ -300,6 +298,19 @@ def run_ncu(
             log=output[-_LOG_TAIL:],
         )
     return report, None
+
+
+def _lock_dir(settings: Settings) -> Path:
+    """ncu serializes every profile on the machine through one lock file,
+    $TMPDIR/nsight-compute-lock. A TMPDIR per physical GPU keeps the profiles of one GPU in turn
+    while profiles on different GPUs (rollouts running at once) overlap; being ours, it also
+    can't be a lock file another user left in /tmp."""
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    visible = [d for d in visible if d]
+    gpu = visible[settings.gpu] if settings.gpu < len(visible) else str(settings.gpu)
+    directory = settings.cache_root() / "ncu-tmp" / re.sub(r"[^A-Za-z0-9_.-]", "_", f"gpu-{gpu}")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
 
 
 def _ncu_missing(ncu_path: str) -> HarnessError:

@@ -40,7 +40,7 @@ def profile_target(
     if target.kind == "standalone":
         command = [str(built.artifact), *target.args]
     else:
-        spec = RunOnceSpec(target=target, artifact=built.artifact, gpu_index=settings.gpu_index)
+        spec = RunOnceSpec(target=target, artifact=built.artifact, gpu_index=settings.gpu)
         command = program(write_spec(spec, work_dir))
     names = kernels or kernel_names(source)
     progress("profile", f"ncu ({depth}) on {', '.join(names) or 'all kernels'}")

@@ -108,7 +108,7 @@ async def run_harness(
             timeout_s=lambda last: phase_timeout_s(last.phase if last else "build", settings),
             cwd=cwd,
             spares=spares,
-            gpu_index=settings.gpu_index,
+            gpu_index=settings.gpu,
         )
     except WorkerFailed as failure:
         return WorkerResponse(error=worker_error(failure, settings))

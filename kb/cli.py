@@ -10,8 +10,9 @@ from pathlib import Path
 
 import msgspec
 
+from kernelblaster.kb.database import is_postgres_url
 from kernelblaster.kb.schema import KBError
-from kernelblaster.kb.store import KnowledgeBase, default_path
+from kernelblaster.kb.store import KnowledgeBase, default_path, personal_path
 from kernelblaster.kb.transfer import export_kb, import_kb, merge_kb, read_export, write_export
 from kernelblaster.settings import SettingsError, load_settings
 
@@ -19,7 +20,9 @@ from kernelblaster.settings import SettingsError, load_settings
 def register(subparsers: argparse._SubParsersAction) -> None:
     kb = subparsers.add_parser("kb", help="inspect, export, import and merge the knowledge base")
     kb.add_argument(
-        "--kb", type=Path, help="KB file (default: $KERNELBLASTER_KB, then kb_path, then data dir)"
+        "--kb",
+        help="KB file or team KB URL (postgresql://...); default: $KERNELBLASTER_KB, then "
+        "kb_path, then the data dir",
     )
     commands = kb.add_subparsers(dest="kb_command", required=True, metavar="KB_COMMAND")
 
@@ -50,10 +53,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     merge.add_argument("file", type=Path)
     merge.set_defaults(func=_merge)
 
+    commands.add_parser(
+        "sync", help="send a team KB what was recorded while its server was unreachable"
+    ).set_defaults(func=_sync)
 
-def _resolve(args: argparse.Namespace) -> Path:
+
+def _resolve(args: argparse.Namespace) -> Path | str:
     if args.kb is not None:
-        return args.kb
+        return args.kb if is_postgres_url(args.kb) else Path(args.kb)
     return default_path(load_settings().kb_path)
 
 
@@ -200,6 +207,27 @@ def _merge(args: argparse.Namespace) -> int:
     with _open(args) as kb:
         report = merge_kb(kb, data)
     _print_report(report)
+    return 0
+
+
+@_guarded
+def _sync(args: argparse.Namespace) -> int:
+    from kernelblaster.kb.team import TeamKnowledgeBase
+
+    location = _resolve(args)
+    if not is_postgres_url(location):
+        raise ValueError(f"{location} is not a team KB (a postgresql:// URL): nothing to sync")
+    kb, _ = TeamKnowledgeBase.connect(str(location), personal_path())
+    with kb:
+        waiting, problem = kb.waiting(), kb.problem
+    if waiting:
+        print(
+            f"kernelblaster kb: {waiting} changes still wait in {personal_path()}"
+            + (f": {problem}" if problem else ""),
+            file=sys.stderr,
+        )
+        return 1
+    print(f"sent everything waiting for {location}")
     return 0
 
 

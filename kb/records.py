@@ -140,6 +140,11 @@ class PriorOverride(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     time: float
 
 
+# What a KB learns, one record at a time: what its writes take and what a team KB's outbox holds
+# while the server is unreachable.
+Change = Attempt | Note | PriorOverride | State
+
+
 class RankedTechnique(msgspec.Struct, kw_only=True):
     technique: str  # id
     title: str

@@ -1,10 +1,10 @@
 """SQL on an open KB connection: reading and writing rows as records. Functions that write run
 inside the caller's write transaction (KnowledgeBase.write_transaction), so the store and
-kb.transfer compose them into one atomic change."""
+kb.transfer compose them into one atomic change. The SQL is the dialect SQLite and PostgreSQL
+share (`ON CONFLICT` upserts, `?` placeholders), so both back ends run exactly this code."""
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -12,7 +12,8 @@ from typing import NamedTuple
 import msgspec
 
 from kernelblaster.kb.catalog import BOTTLENECKS
-from kernelblaster.kb.records import Attempt, Note, Technique
+from kernelblaster.kb.database import Connection
+from kernelblaster.kb.records import Attempt, Change, Note, PriorOverride, State, Technique
 from kernelblaster.kb.stats import EntryCounts, fold
 
 MAX_NOTES = 8  # notes per entry that prompts see
@@ -51,7 +52,7 @@ def where(**columns: str | None) -> tuple[str, list[str]]:
 # --- techniques and states -------------------------------------------------------------------
 
 
-def put_technique(conn: sqlite3.Connection, technique: Technique, *, from_catalog: bool) -> None:
+def put_technique(conn: Connection, technique: Technique, *, from_catalog: bool) -> None:
     values = msgspec.structs.asdict(technique)
     for name in _TECHNIQUE_JSON:
         values[name] = msgspec.json.encode(values[name]).decode()
@@ -66,20 +67,20 @@ def put_technique(conn: sqlite3.Connection, technique: Technique, *, from_catalo
     _bump_techniques_revision(conn)
 
 
-def techniques_revision(conn: sqlite3.Connection) -> int:
+def techniques_revision(conn: Connection) -> int:
     """Changes whenever a technique is added or updated, so readers can cache the table."""
     row = conn.execute("SELECT value FROM meta WHERE key = 'techniques_revision'").fetchone()
     return int(row[0]) if row else 0
 
 
-def _bump_techniques_revision(conn: sqlite3.Connection) -> None:
+def _bump_techniques_revision(conn: Connection) -> None:
     conn.execute(
         "INSERT INTO meta (key, value) VALUES ('techniques_revision', '1') ON CONFLICT (key) "
-        "DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        "DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + 1 AS TEXT)"
     )
 
 
-def load_techniques(conn: sqlite3.Connection) -> dict[str, Technique]:
+def load_techniques(conn: Connection) -> dict[str, Technique]:
     rows = conn.execute(
         f"SELECT {', '.join(_TECHNIQUE_FIELDS)} FROM techniques ORDER BY category, id"
     )
@@ -92,29 +93,39 @@ def load_techniques(conn: sqlite3.Connection) -> dict[str, Technique]:
     return techniques
 
 
-def ensure_state(conn: sqlite3.Connection, state: str, description: str = "") -> bool:
-    """Add `state` if unknown; True if it was added."""
+def new_state(state: str, description: str = "") -> State:
+    """A state first seen in an attempt or proposed by the state extractor: its bottleneck is
+    its id's prefix when that names one."""
     prefix = state.split(".")[0]
+    bottleneck = prefix if prefix in BOTTLENECKS else "unknown"
+    return State(id=state, bottleneck=bottleneck, description=description)
+
+
+def ensure_state(conn: Connection, state: str, description: str = "") -> bool:
+    """Add `state` if unknown; True if it was added."""
+    added = new_state(state, description)
     cursor = conn.execute(
-        "INSERT OR IGNORE INTO states (id, bottleneck, description) VALUES (?, ?, ?)",
-        (state, prefix if prefix in BOTTLENECKS else "unknown", description),
+        "INSERT INTO states (id, bottleneck, description) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        (added.id, added.bottleneck, added.description),
     )
     return cursor.rowcount > 0
 
 
-def ensure_entry(conn: sqlite3.Connection, arch: str, state: str, technique: str) -> None:
+def ensure_entry(conn: Connection, arch: str, state: str, technique: str) -> None:
     """Create the entry, its state and its technique if missing (nothing is silently dropped)."""
     ensure_state(conn, state)
     added = conn.execute(
-        "INSERT OR IGNORE INTO techniques (id, category, title, description, how_to_apply, "
+        "INSERT INTO techniques (id, category, title, description, how_to_apply, "
         "prior_source) VALUES (?, 'learned', ?, 'A technique first seen in a recorded attempt.', "
-        "'', 'no prior: first seen in a recorded attempt, assumed neutral (1.0x)')",
+        "'', 'no prior: first seen in a recorded attempt, assumed neutral (1.0x)') "
+        "ON CONFLICT DO NOTHING",
         (technique, technique.replace("_", " ")),
     )
     if added.rowcount:
         _bump_techniques_revision(conn)
     conn.execute(
-        "INSERT OR IGNORE INTO entries (arch, state, technique, updated) VALUES (?, ?, ?, ?)",
+        "INSERT INTO entries (arch, state, technique, updated) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT DO NOTHING",
         (arch, state, technique, time.time()),
     )
 
@@ -126,17 +137,17 @@ def attempt_from_row(row: Sequence[object]) -> Attempt:
     return Attempt(**dict(zip(ATTEMPT_FIELDS, row, strict=True)))
 
 
-def insert_attempt(conn: sqlite3.Connection, attempt: Attempt) -> bool:
+def insert_attempt(conn: Connection, attempt: Attempt) -> bool:
     """Insert unless an attempt with this id exists; True if inserted."""
     cursor = conn.execute(
-        f"INSERT OR IGNORE INTO attempts ({ATTEMPT_COLUMNS}) "
-        f"VALUES ({', '.join('?' * len(ATTEMPT_FIELDS))})",
+        f"INSERT INTO attempts ({ATTEMPT_COLUMNS}) "
+        f"VALUES ({', '.join('?' * len(ATTEMPT_FIELDS))}) ON CONFLICT DO NOTHING",
         msgspec.structs.astuple(attempt),
     )
     return cursor.rowcount > 0
 
 
-def record_in(conn: sqlite3.Connection, attempt: Attempt) -> bool:
+def record_in(conn: Connection, attempt: Attempt) -> bool:
     """Insert the attempt and fold it into its entry; False if the id was already there."""
     if not insert_attempt(conn, attempt):
         return False
@@ -155,7 +166,7 @@ def record_in(conn: sqlite3.Connection, attempt: Attempt) -> bool:
     return True
 
 
-def refold_entry(conn: sqlite3.Connection, arch: str, state: str, technique: str) -> None:
+def refold_entry(conn: Connection, arch: str, state: str, technique: str) -> None:
     """Recompute an entry's statistics from all its attempts (after a merge)."""
     ensure_entry(conn, arch, state, technique)
     counts = EntryCounts()
@@ -169,7 +180,7 @@ def refold_entry(conn: sqlite3.Connection, arch: str, state: str, technique: str
     _write_counts(conn, (arch, state, technique), counts)
 
 
-def _write_counts(conn: sqlite3.Connection, key: tuple[str, str, str], c: EntryCounts) -> None:
+def _write_counts(conn: Connection, key: tuple[str, str, str], c: EntryCounts) -> None:
     conn.execute(
         "UPDATE entries SET "
         + ", ".join(f"{n} = ?" for n in _COUNT_FIELDS)
@@ -178,7 +189,7 @@ def _write_counts(conn: sqlite3.Connection, key: tuple[str, str, str], c: EntryC
     )
 
 
-def entry_rows(conn: sqlite3.Connection, **filters: str | None) -> list[EntryRow]:
+def entry_rows(conn: Connection, **filters: str | None) -> list[EntryRow]:
     clause, params = where(**filters)
     rows = conn.execute(_ENTRY_SELECT + clause + " ORDER BY arch, state, technique", params)
     return [_entry_row(row) for row in rows]
@@ -189,7 +200,7 @@ def _entry_row(row: Sequence) -> EntryRow:
     return EntryRow(*row[:3], EntryCounts(*row[3 : 3 + n]), *row[3 + n :])
 
 
-def pooled_counts(conn: sqlite3.Connection, state: str, exclude_arch: str) -> dict:
+def pooled_counts(conn: Connection, state: str, exclude_arch: str) -> dict:
     """Per technique, the counts of `state` summed over every other architecture (the log
     mean is the measurement-weighted mean; the pooled variance is not needed and left 0)."""
     rows = conn.execute(
@@ -205,17 +216,17 @@ def pooled_counts(conn: sqlite3.Connection, state: str, exclude_arch: str) -> di
 # --- notes -----------------------------------------------------------------------------------
 
 
-def insert_note(conn: sqlite3.Connection, note: Note) -> bool:
+def insert_note(conn: Connection, note: Note) -> bool:
     ensure_entry(conn, note.arch, note.state, note.technique)
     cursor = conn.execute(
-        "INSERT OR IGNORE INTO notes (id, arch, state, technique, time, text) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO notes (id, arch, state, technique, time, text) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         (note.id, note.arch, note.state, note.technique, note.time, note.text),
     )
     return cursor.rowcount > 0
 
 
-def load_notes(conn: sqlite3.Connection, **filters: str | None) -> list[Note]:
+def load_notes(conn: Connection, **filters: str | None) -> list[Note]:
     clause, params = where(**filters)
     rows = conn.execute(
         f"SELECT id, arch, state, technique, time, text FROM notes{clause} ORDER BY time, id",
@@ -226,12 +237,12 @@ def load_notes(conn: sqlite3.Connection, **filters: str | None) -> list[Note]:
     ]
 
 
-def recent_notes(conn: sqlite3.Connection, arch: str, state: str) -> dict[str, list[str]]:
+def recent_notes(conn: Connection, arch: str, state: str) -> dict[str, list[str]]:
     """Per technique of (arch, state): the bounded recent notes prompts see."""
     rows = conn.execute(
         "SELECT technique, text FROM (SELECT technique, text, row_number() OVER "
         "(PARTITION BY technique ORDER BY time DESC, id DESC) AS recency FROM notes "
-        "WHERE arch = ? AND state = ?) WHERE recency <= ? ORDER BY technique, recency",
+        "WHERE arch = ? AND state = ?) AS ranked WHERE recency <= ? ORDER BY technique, recency",
         (arch, state, MAX_NOTES),
     )
     newest_first: dict[str, list[str]] = {}
@@ -249,3 +260,40 @@ def bounded(newest_first: list[str]) -> list[str]:
             break
         kept.append(text)
     return kept[::-1]
+
+
+# --- priors and changes ----------------------------------------------------------------------
+
+
+def put_prior(conn: Connection, prior: PriorOverride) -> bool:
+    """Set an entry's prior unless it already has a newer one; True if it was set."""
+    ensure_entry(conn, prior.arch, prior.state, prior.technique)
+    cursor = conn.execute(
+        "UPDATE entries SET prior_speedup = ?, prior_source = ?, prior_time = ?, updated = ? "
+        "WHERE arch = ? AND state = ? AND technique = ? "
+        "AND (prior_time IS NULL OR prior_time < ?)",
+        (
+            prior.prior_speedup,
+            prior.prior_source,
+            prior.time,
+            prior.time,
+            prior.arch,
+            prior.state,
+            prior.technique,
+            prior.time,
+        ),
+    )
+    return cursor.rowcount > 0
+
+
+def apply_change(conn: Connection, change: Change) -> bool:
+    """Apply one learned change; each is idempotent (an attempt or note by its id, a state by
+    its id, a prior by its time), so applying it twice changes nothing the second time.
+    True if it changed the KB."""
+    if isinstance(change, Attempt):
+        return record_in(conn, change)
+    if isinstance(change, Note):
+        return insert_note(conn, change)
+    if isinstance(change, PriorOverride):
+        return put_prior(conn, change)
+    return ensure_state(conn, change.id, change.description)

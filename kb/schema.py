@@ -1,16 +1,20 @@
-"""The KB's SQLite schema as a list of forward migrations, and the checks run when a file opens.
+"""The KB's schema as a list of forward migrations, and the checks run when an SQLite file opens.
 
-A fresh file runs every step from version 0, so the migration path is the only way a schema
-comes into being and is exercised on every new KB. `PRAGMA user_version` is the schema version;
-`PRAGMA application_id` marks the file as ours, so a foreign SQLite file is recognised and left
-alone.
+A fresh database runs every step from version 0, so the migration path is the only way a schema
+comes into being and is exercised on every new KB, on both back ends: the steps are written in
+SQLite's types and each back end renders them in its own (`Database.ddl`). In SQLite,
+`PRAGMA user_version` is the schema version and `PRAGMA application_id` marks the file as ours,
+so a foreign SQLite file is recognised and left alone.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kernelblaster.kb.database import Database
 
 APPLICATION_ID = 0x4B424B42  # "KBKB"
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -125,8 +129,22 @@ CREATE INDEX entries_by_state ON entries (state, technique);
 ALTER TABLE attempts ADD COLUMN error_kind TEXT;
 """
 
-# MIGRATIONS[i] takes a file from version i to version i + 1.
-MIGRATIONS: list[str] = [V1_DDL, V2_DDL]
+# Version 3: the outbox of a team KB (PostgreSQL): what was recorded while its server could not be
+# reached waits here, in the local SQLite KB, until it is sent (kb.team). `target` is the team
+# KB's URL, `id` the record's key (an attempt's or a note's id, a state id, an entry for a prior).
+V3_DDL = """
+CREATE TABLE outbox (
+    target TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    id TEXT NOT NULL,
+    queued REAL NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (target, kind, id)
+);
+"""
+
+# MIGRATIONS[i] takes a database from version i to version i + 1.
+MIGRATIONS: list[str] = [V1_DDL, V2_DDL, V3_DDL]
 SCHEMA_VERSION = len(MIGRATIONS)
 OUR_TABLES = frozenset({"meta", "states", "techniques", "entries", "attempts"})
 
@@ -179,10 +197,7 @@ def check_file(path: Path) -> None:
             "KERNELBLASTER_KB at a kernelblaster KB file or a path that does not exist yet"
         )
     if app_id == APPLICATION_ID and version > SCHEMA_VERSION:
-        raise KBError(
-            f"knowledge base {path} has schema version {version}, newer than this kernelblaster "
-            f"understands ({SCHEMA_VERSION}); upgrade kernelblaster to use it"
-        )
+        raise too_new(path, version)
     if app_id == APPLICATION_ID and version and not tables >= OUR_TABLES:
         raise KBError(
             f"knowledge base {path} is missing tables {sorted(OUR_TABLES - tables)}; it was left "
@@ -190,29 +205,38 @@ def check_file(path: Path) -> None:
         )
 
 
-def migrate(conn: sqlite3.Connection, begin: Callable[[], None]) -> int:
+def migrate(db: Database) -> int:
     """Bring the schema up to SCHEMA_VERSION in one write transaction (another process may have
     migrated already; the version is re-read once the write lock is held). Returns the version
-    the file had."""
-    if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+    the database had."""
+    if db.schema_version() == SCHEMA_VERSION:
         return SCHEMA_VERSION
-    begin()
+    db.begin(write=True)
     try:
-        found = conn.execute("PRAGMA user_version").fetchone()[0]
+        found = db.schema_version()
+        if found > SCHEMA_VERSION:
+            raise too_new(db.location, found)
         for step in MIGRATIONS[found:]:
-            for statement in _statements(step):
-                conn.execute(statement)
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("COMMIT")
+            for statement in _statements(db.ddl(step)):
+                db.execute(statement)
+        db.set_schema_version(SCHEMA_VERSION)
+        db.commit()
     except BaseException:
-        conn.execute("ROLLBACK")
+        db.rollback()
         raise
     return found
 
 
+def too_new(location: Path | str, version: int) -> KBError:
+    return KBError(
+        f"knowledge base {location} has schema version {version}, newer than this kernelblaster "
+        f"understands ({SCHEMA_VERSION}); upgrade kernelblaster to use it"
+    )
+
+
 def _statements(script: str) -> list[str]:
-    """Split a DDL script into statements (executescript would commit our transaction)."""
+    """Split a DDL script into statements (SQLite's executescript would commit our transaction;
+    PostgreSQL takes one statement per call with parameters)."""
     statements, pending = [], ""
     for line in script.splitlines(keepends=True):
         pending += line

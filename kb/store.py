@@ -1,28 +1,40 @@
-"""The per-user knowledge base: an SQLite file (WAL) shared by every editor window and CLI run.
+"""The knowledge base: the store every part of kernelblaster reads and writes, on one of two back
+ends (kb.database): an SQLite file, the per-user default, or a team's PostgreSQL server.
 
-Every write is one `BEGIN IMMEDIATE` transaction, so an attempt and the statistics it changes
-land together or not at all, concurrent writers queue on `busy_timeout` instead of failing, and
-a process killed mid-write leaves only what was committed.
+Every write is one write transaction that excludes other writers (SQLite's file lock, or an
+advisory lock on PostgreSQL), so an attempt and the statistics it changes land together or not at
+all, concurrent writers queue instead of failing, and a process killed mid-write leaves only what
+was committed. Every public method goes through `_read` or `_apply`, which is where kb.team
+steps in to keep working while its server is unreachable.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import platformdirs
 
-from kernelblaster.kb import ranking, rows
+from kernelblaster.kb import outbox, ranking, rows
 from kernelblaster.kb.catalog import load_catalog
+from kernelblaster.kb.database import (
+    Connection,
+    Database,
+    KBReadOnly,
+    KBUnwritableError,
+    is_postgres_url,
+    open_database,
+)
 from kernelblaster.kb.records import (
     Attempt,
+    Change,
     EntryStats,
     FindingLike,
     KBSummary,
@@ -33,39 +45,46 @@ from kernelblaster.kb.records import (
     Technique,
     clip_note,
 )
-from kernelblaster.kb.schema import KBError, check_file, migrate
+from kernelblaster.kb.schema import SCHEMA_VERSION, KBError, migrate
 from kernelblaster.kb.stats import validate_attempt
 
-BUSY_TIMEOUT_S = 30.0
 PRIOR_RANGE = (0.1, 10.0)
 
+T = TypeVar("T")
 
-def default_path(settings_kb_path: str | None = None) -> Path:
-    """KERNELBLASTER_KB, else the `kb_path` setting, else the platform's per-user data dir."""
-    chosen = os.environ.get("KERNELBLASTER_KB") or settings_kb_path
-    if chosen:
-        return Path(chosen).expanduser()
+
+def personal_path() -> Path:
+    """The per-user SQLite KB in the platform's data directory."""
     return Path(platformdirs.user_data_dir("kernelblaster", appauthor=False)) / "kb.sqlite3"
 
 
-class KBUnwritableError(KBError):
-    """The KB's file or folder can't be written (read-only, or no permission): a fresh KB
-    beside it couldn't be written either."""
+def default_path(settings_kb_path: str | None = None) -> Path | str:
+    """KERNELBLASTER_KB, else the `kb_path` setting, else the personal KB: a file path, or a
+    PostgreSQL URL (kept a string: a Path would fold its `//`)."""
+    chosen = os.environ.get("KERNELBLASTER_KB") or settings_kb_path
+    if chosen:
+        return chosen if is_postgres_url(chosen) else Path(chosen).expanduser()
+    return personal_path()
 
 
-def _unwritable(path: Path, exc: sqlite3.OperationalError) -> KBUnwritableError:
-    return KBUnwritableError(
-        f"knowledge base {path} can't be opened for writing ({exc}): the file or its folder is "
-        "read-only or not yours. Make both writable, or set kb_path / KERNELBLASTER_KB to a "
-        "file in a writable folder"
-    )
+def open_or_fallback(location: Path | str | None) -> tuple[KnowledgeBase, str | None]:
+    """Open the KB at `location` for a long-running user (the loop, the language server),
+    returning a message for the user when it is not quite what was asked (None when it is).
 
+    A file that is corrupt or foreign is left untouched and a fresh KB opened beside it; one that
+    can't be written raises KBUnwritableError (a fresh one beside it couldn't be written either).
+    A team KB (PostgreSQL URL) keeps working while its server is unreachable (kb.team); one that
+    can't be used at all (foreign tables, refused login) gives way to the personal KB."""
+    location = location if location is not None else default_path()
+    if is_postgres_url(location):
+        from kernelblaster.kb.team import TeamKnowledgeBase
 
-def open_or_fallback(path: Path | str | None) -> tuple[KnowledgeBase, str | None]:
-    """Open the KB at `path`; if it is corrupt or foreign, leave it untouched and open a fresh KB
-    beside it, returning a message that says so (None when the original opened). A KB that
-    can't be written raises KBUnwritableError."""
-    path = Path(path) if path is not None else default_path()
+        try:
+            return TeamKnowledgeBase.connect(str(location), personal_path())
+        except KBError as exc:
+            kb = KnowledgeBase.open(personal_path())
+            return kb, f"{exc}. Using your personal knowledge base {kb.path} until then."
+    path = Path(location)
     try:
         return KnowledgeBase.open(path), None
     except KBUnwritableError:
@@ -77,48 +96,52 @@ def open_or_fallback(path: Path | str | None) -> tuple[KnowledgeBase, str | None
 
 
 class KnowledgeBase:
-    def __init__(self, connection: sqlite3.Connection, path: Path):
-        self.path = path
-        self._conn = connection
+    def __init__(self, db: Database):
+        self._db = db
         self._lock = threading.RLock()  # one connection, shared by the server's threads
-        self._technique_cache: tuple[int, dict[str, Technique]] = (-1, {})
+        # (connection, revision, techniques): rank() is hot, the table rarely changes
+        self._technique_cache: tuple[object, int, dict[str, Technique]] = (None, -1, {})
+
+    @property
+    def path(self) -> Path | str:
+        """The file, or the team KB's URL (never with a password)."""
+        return self._db.location
 
     @classmethod
-    def open(cls, path: Path | str | None = None) -> KnowledgeBase:
-        path = Path(path) if path is not None else default_path()
+    def open(cls, location: Path | str | None = None) -> KnowledgeBase:
+        kb = cls(open_database(location if location is not None else default_path()))
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise KBUnwritableError(
-                f"the folder of the knowledge base {path} can't be created "
-                f"({exc.strerror or exc}); set kb_path / KERNELBLASTER_KB to a writable place"
-            ) from exc
-        check_file(path)
-        try:
-            conn = sqlite3.connect(
-                path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.OperationalError as exc:
-            raise _unwritable(path, exc) from exc
-        kb = cls(conn, path)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")  # a committed attempt survives power loss
-            migrate(conn, lambda: conn.execute("BEGIN IMMEDIATE"))
-            kb._sync_catalog()
-        except sqlite3.OperationalError as exc:
-            conn.close()
-            raise _unwritable(path, exc) from exc
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise KBError(f"knowledge base {path} can't be used: {exc}") from exc
+            kb._prepare()
+        except BaseException:
+            kb.close()
+            raise
         return kb
+
+    def _prepare(self) -> None:
+        """Bring the schema and the catalog up to date (a read-only KB must already be)."""
+        db = self._db
+        try:
+            if db.read_only:
+                self._require_current_schema()
+                return
+            migrate(db)
+            self._sync_catalog()
+        except db.driver_error as exc:
+            raise db.failure(exc) from exc
+
+    def _require_current_schema(self) -> None:
+        found = self._db.schema_version()
+        if found != SCHEMA_VERSION:
+            raise KBError(
+                f"knowledge base {self._db.location} has schema version {found} and this role "
+                f"may only read it; this kernelblaster needs version {SCHEMA_VERSION}: open it "
+                "once with a role that may create and alter its tables (e.g. "
+                "`kernelblaster kb stats --kb URL`), then read-only roles can use it"
+            )
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._db.close()
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -129,33 +152,51 @@ class KnowledgeBase:
     # --- transactions ------------------------------------------------------------------------
 
     @contextmanager
-    def write_transaction(self) -> Iterator[sqlite3.Connection]:
-        """One BEGIN IMMEDIATE transaction: committed when the block ends, rolled back if it
-        raises."""
+    def write_transaction(self) -> Iterator[Connection]:
+        """One write transaction: committed when the block ends, rolled back if it raises."""
+        if self._db.read_only:
+            raise KBReadOnly(
+                f"knowledge base {self._db.location} is read-only for this role: it can rank "
+                "but not record; use a role with INSERT and UPDATE on its tables to learn"
+            )
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")  # waits up to busy_timeout for the lock
+            self._db.begin(write=True)  # waits for other writers
             try:
-                yield self._conn
+                yield self._db
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._db.rollback()
                 raise
-            self._conn.execute("COMMIT")
+            self._db.commit()
 
     @contextmanager
-    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+    def _snapshot(self) -> Iterator[Database]:
         """A read transaction, so several queries see one consistent state."""
         with self._lock:
-            self._conn.execute("BEGIN")
+            self._db.begin(write=False)
             try:
-                yield self._conn
+                yield self._db
             finally:
-                self._conn.execute("COMMIT")
+                self._db.commit()
+
+    def _read(self, query: Callable[[Database], T]) -> T:
+        """Run `query` in one read transaction."""
+        with self._snapshot() as conn:
+            return query(conn)
+
+    def _apply(self, changes: Sequence[Change], *, queue_for: str | None = None) -> list[bool]:
+        """Apply `changes` in one write transaction (True for each that changed the KB); with
+        `queue_for`, also keep them in the outbox for that team KB, in the same transaction."""
+        with self.write_transaction() as conn:
+            applied = [rows.apply_change(conn, change) for change in changes]
+            if queue_for is not None:
+                outbox.push(conn, queue_for, changes)
+            return applied
 
     # --- catalog -----------------------------------------------------------------------------
 
     def _sync_catalog(self) -> None:
         catalog = load_catalog()
-        row = self._conn.execute("SELECT value FROM meta WHERE key = 'catalog_digest'").fetchone()
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'catalog_digest'").fetchone()
         if row and row[0] == catalog.digest:
             return
         with self.write_transaction() as conn:
@@ -169,31 +210,34 @@ class KnowledgeBase:
             for technique in catalog.technique:
                 rows.put_technique(conn, technique, from_catalog=True)
             conn.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('catalog_digest', ?)",
+                "INSERT INTO meta (key, value) VALUES ('catalog_digest', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (catalog.digest,),
             )
 
-    def _techniques(self, conn: sqlite3.Connection) -> dict[str, Technique]:
+    def _techniques(self, conn: Connection) -> dict[str, Technique]:
         """The techniques table, re-read only when its revision changed (rank() is hot)."""
         revision = rows.techniques_revision(conn)
-        if self._technique_cache[0] != revision:
-            self._technique_cache = (revision, rows.load_techniques(conn))
-        return self._technique_cache[1]
+        cached_conn, cached_revision, techniques = self._technique_cache
+        if cached_conn is not conn or cached_revision != revision:
+            techniques = rows.load_techniques(conn)
+            self._technique_cache = (conn, revision, techniques)
+        return techniques
 
     def techniques(self) -> list[Technique]:
-        with self._snapshot() as conn:
-            return list(self._techniques(conn).values())
+        return self._read(lambda conn: list(self._techniques(conn).values()))
 
     def states(self) -> list[State]:
-        with self._snapshot() as conn:
+        def query(conn: Connection) -> list[State]:
             found = conn.execute("SELECT id, bottleneck, description, arch FROM states ORDER BY id")
             return [State(id=r[0], bottleneck=r[1], description=r[2], arch=r[3]) for r in found]
+
+        return self._read(query)
 
     def ensure_state(self, state: str, description: str = "") -> bool:
         """Add a state (e.g. one the state extractor proposed) if it is not known yet; True if
         it was added."""
-        with self.write_transaction() as conn:
-            return rows.ensure_state(conn, state, description)
+        return self._apply([rows.new_state(state, description)])[0]
 
     # --- ranking -----------------------------------------------------------------------------
 
@@ -201,11 +245,16 @@ class KnowledgeBase:
         self, arch: str, state: str, findings: Sequence[FindingLike] = ()
     ) -> list[RankedTechnique]:
         """Techniques for `state` on `arch` (and the findings), best predicted speedup first."""
-        with self._snapshot() as conn:
-            techniques = self._techniques(conn)
-            here = {row.technique: row for row in rows.entry_rows(conn, arch=arch, state=state)}
-            pooled = rows.pooled_counts(conn, state, exclude_arch=arch)
-            notes = rows.recent_notes(conn, arch, state)
+
+        def query(conn: Connection):
+            return (
+                self._techniques(conn),
+                {row.technique: row for row in rows.entry_rows(conn, arch=arch, state=state)},
+                rows.pooled_counts(conn, state, exclude_arch=arch),
+                rows.recent_notes(conn, arch, state),
+            )
+
+        techniques, here, pooled, notes = self._read(query)
         return ranking.rank_all(techniques, arch, state, findings, here, pooled, notes)
 
     # --- updates -----------------------------------------------------------------------------
@@ -215,8 +264,7 @@ class KnowledgeBase:
         states and techniques are created. Returns False if this attempt id was already stored
         (recording it again changes nothing)."""
         validate_attempt(attempt)
-        with self.write_transaction() as conn:
-            return rows.record_in(conn, attempt)
+        return self._apply([attempt])[0]
 
     def add_note(self, arch: str, state: str, technique: str, note: str) -> None:
         """Add a note to an entry's history; prompts see only the most recent few (bounded)."""
@@ -231,8 +279,7 @@ class KnowledgeBase:
             time=time.time(),
             text=text,
         )
-        with self.write_transaction() as conn:
-            rows.insert_note(conn, entry)
+        self._apply([entry])
 
     def set_prior(
         self, arch: str, state: str, technique: str, predicted_speedup: float, reason: str
@@ -245,14 +292,15 @@ class KnowledgeBase:
             )
         if not reason.strip():
             raise ValueError("set_prior needs a reason saying where the prior comes from")
-        now = time.time()
-        with self.write_transaction() as conn:
-            rows.ensure_entry(conn, arch, state, technique)
-            conn.execute(
-                "UPDATE entries SET prior_speedup = ?, prior_source = ?, prior_time = ?, "
-                "updated = ? WHERE arch = ? AND state = ? AND technique = ?",
-                (predicted_speedup, reason.strip(), now, now, arch, state, technique),
-            )
+        prior = PriorOverride(
+            arch=arch,
+            state=state,
+            technique=technique,
+            prior_speedup=predicted_speedup,
+            prior_source=reason.strip(),
+            time=time.time(),
+        )
+        self._apply([prior])
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -263,12 +311,14 @@ class KnowledgeBase:
     def entries(
         self, *, arch: str | None = None, state: str | None = None, technique: str | None = None
     ) -> list[EntryStats]:
-        with self._snapshot() as conn:
-            techniques = self._techniques(conn)
+        def query(conn: Database):
             found = rows.entry_rows(conn, arch=arch, state=state, technique=technique)
             notes = {
                 key: rows.recent_notes(conn, *key) for key in {(r.arch, r.state) for r in found}
             }
+            return self._techniques(conn), found, notes
+
+        techniques, found, notes = self._read(query)
         return [
             ranking.entry_stats(
                 r, techniques.get(r.technique), notes[r.arch, r.state].get(r.technique, [])
@@ -280,8 +330,9 @@ class KnowledgeBase:
         self, *, arch: str | None = None, state: str | None = None, technique: str | None = None
     ) -> list[Note]:
         """Every note ever added (oldest first), including those no longer shown to prompts."""
-        with self._snapshot() as conn:
-            return rows.load_notes(conn, arch=arch, state=state, technique=technique)
+        return self._read(
+            lambda conn: rows.load_notes(conn, arch=arch, state=state, technique=technique)
+        )
 
     def attempts(
         self,
@@ -296,13 +347,12 @@ class KnowledgeBase:
         sql = f"SELECT {rows.ATTEMPT_COLUMNS} FROM attempts{clause} ORDER BY time DESC, id DESC"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        with self._snapshot() as conn:
-            return [rows.attempt_from_row(row) for row in conn.execute(sql, params)]
+        return self._read(
+            lambda conn: [rows.attempt_from_row(row) for row in conn.execute(sql, params)]
+        )
 
     def priors(self) -> list[PriorOverride]:
         """Priors set by the policy update (not derivable from attempts, so exported)."""
-        with self._snapshot() as conn:
-            found = rows.entry_rows(conn)
         return [
             PriorOverride(
                 arch=r.arch,
@@ -312,37 +362,38 @@ class KnowledgeBase:
                 prior_source=r.prior_source or "",
                 time=r.prior_time or r.updated,
             )
-            for r in found
+            for r in self._read(rows.entry_rows)
             if r.prior_speedup is not None
         ]
 
     def summary(self) -> KBSummary:
-        with self._snapshot() as conn:
+        return self._read(_summary)
 
-            def count(sql: str) -> int:
-                return conn.execute(sql).fetchone()[0]
 
-            def grouped(column: str) -> dict[str, int]:
-                found = conn.execute(
-                    f"SELECT {column}, count(*) AS n FROM attempts GROUP BY {column} "
-                    f"ORDER BY n DESC, {column}"
-                )
-                return dict(found.fetchall())
+def _summary(conn: Database) -> KBSummary:
+    def count(sql: str) -> int:
+        return conn.execute(sql).fetchone()[0]
 
-            prompt, completion = conn.execute(
-                "SELECT coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) "
-                "FROM attempts"
-            ).fetchone()
-            return KBSummary(
-                path=str(self.path),
-                schema_version=conn.execute("PRAGMA user_version").fetchone()[0],
-                attempts=count("SELECT count(*) FROM attempts"),
-                outcomes=grouped("outcome"),
-                architectures=grouped("arch"),
-                entries_with_attempts=count("SELECT count(*) FROM entries WHERE attempts > 0"),
-                notes=count("SELECT count(*) FROM notes"),
-                techniques=count("SELECT count(*) FROM techniques"),
-                states=count("SELECT count(*) FROM states"),
-                prompt_tokens=prompt,
-                completion_tokens=completion,
-            )
+    def grouped(column: str) -> dict[str, int]:
+        found = conn.execute(
+            f"SELECT {column}, count(*) AS n FROM attempts GROUP BY {column} "
+            f"ORDER BY n DESC, {column}"
+        )
+        return dict(found.fetchall())
+
+    prompt, completion = conn.execute(
+        "SELECT coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) FROM attempts"
+    ).fetchone()
+    return KBSummary(
+        path=str(conn.location),
+        schema_version=conn.schema_version(),
+        attempts=count("SELECT count(*) FROM attempts"),
+        outcomes=grouped("outcome"),
+        architectures=grouped("arch"),
+        entries_with_attempts=count("SELECT count(*) FROM entries WHERE attempts > 0"),
+        notes=count("SELECT count(*) FROM notes"),
+        techniques=count("SELECT count(*) FROM techniques"),
+        states=count("SELECT count(*) FROM states"),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+    )

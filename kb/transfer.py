@@ -8,7 +8,6 @@ double count anything. Notes are keyed by id too; of two priors for one entry th
 from __future__ import annotations
 
 import os
-import sqlite3
 import tempfile
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.kb import rows
+from kernelblaster.kb.database import Connection
 from kernelblaster.kb.records import KBExport, clip_note
 from kernelblaster.kb.stats import validate_attempt
 from kernelblaster.kb.store import KnowledgeBase
@@ -103,7 +103,7 @@ def _validate(data: KBExport) -> None:
         validate_attempt(attempt)
 
 
-def _merge_in(conn: sqlite3.Connection, data: KBExport) -> MergeReport:
+def _merge_in(conn: Connection, data: KBExport) -> MergeReport:
     report = MergeReport()
     touched: set[tuple[str, str, str]] = set()
     known = rows.load_techniques(conn)
@@ -126,22 +126,7 @@ def _merge_in(conn: sqlite3.Connection, data: KBExport) -> MergeReport:
         clipped = msgspec.structs.replace(note, text=clip_note(note.text))
         report.notes_added += rows.insert_note(conn, clipped)
     for prior in data.priors:
-        rows.ensure_entry(conn, prior.arch, prior.state, prior.technique)
-        cursor = conn.execute(
-            "UPDATE entries SET prior_speedup = ?, prior_source = ?, prior_time = ? "
-            "WHERE arch = ? AND state = ? AND technique = ? "
-            "AND (prior_time IS NULL OR prior_time < ?)",
-            (
-                prior.prior_speedup,
-                prior.prior_source,
-                prior.time,
-                prior.arch,
-                prior.state,
-                prior.technique,
-                prior.time,
-            ),
-        )
-        report.priors_updated += cursor.rowcount
+        report.priors_updated += rows.put_prior(conn, prior)
     for key in touched:
         rows.refold_entry(conn, *key)
     report.entries_recomputed = len(touched)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import msgspec
 import platformdirs
 
+from kernelblaster.kb.database import password_problem
 from kernelblaster.trust import TrustListError, is_trusted
 
 CONFIG_FILE = "kernelblaster.toml"
@@ -60,8 +61,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     atol: float | None = None
     rtol: float | None = None
     allow_library_calls: bool = False
-    # GPU
-    gpu_index: int = 0
+    # GPU: one index, or a list of them that `optimize` spreads its rollouts over (one worker
+    # per GPU; more if parallel_gpu_jobs asks for more)
+    gpu_index: int | list[int] = 0
     parallel_gpu_jobs: int = 1
     # LLM (OpenAI-compatible endpoint)
     llm_base_url: str | None = None
@@ -82,11 +84,26 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     optimize_worker_command: list[str] = []
     targets: list[TargetConfig] = []
 
+    def __post_init__(self) -> None:
+        # A team KB's password belongs to PGPASSWORD or a password file, never to settings
+        # (which are files, environment dumps and LSP traffic): refuse it here, before it goes
+        # anywhere.
+        if self.kb_path and (problem := password_problem(self.kb_path)):
+            raise ValueError(f"kb_path: {problem}")
+
     def merged(self, overrides: dict[str, Any]) -> Settings:
         """A copy with `overrides` applied (unknown keys are an error, None keeps the value)."""
         current = msgspec.to_builtins(self)
         current.update({k: v for k, v in overrides.items() if v is not None})
         return _convert(current, "settings")
+
+    @property
+    def gpu(self) -> int:
+        """The GPU a single job runs on: gpu_index, or the first of its list."""
+        return self.gpus()[0]
+
+    def gpus(self) -> list[int]:
+        return [self.gpu_index] if isinstance(self.gpu_index, int) else self.gpu_index or [0]
 
     def cache_root(self) -> Path:
         """Where builds, baselines and scratch files go: `cache_dir`, else the per-user cache."""
@@ -187,6 +204,8 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
         value = environ.get(ENV_PREFIX + name.upper())
         if value is not None:
             found[name] = value
+    if "," in found.get("gpu_index", ""):  # KERNELBLASTER_GPU_INDEX=0,1: a list
+        found["gpu_index"] = found["gpu_index"].split(",")
     if "KERNELBLASTER_KB" in environ and "kb_path" not in found:
         found["kb_path"] = environ["KERNELBLASTER_KB"]
     return found

@@ -60,7 +60,7 @@ class KernelBlasterServer(LanguageServer):
         self.cancels = CancelRegistry()
         self.cache = ResultCache()
         self.kb: KnowledgeBase | None = None
-        self.kb_requested: Path | None = None
+        self.kb_requested: Path | str | None = None  # a file, or a team KB URL
         self.ranked: dict[Path, dict[str, list[RankedTechnique]]] = {}
         self.candidates: dict[Path, dict[str, Candidate]] = {}
         self.snapshots: dict[Path, str] = {}  # hash of the text each file's last job read

@@ -15,11 +15,12 @@ from kernelblaster.kb.store import KnowledgeBase, default_path, open_or_fallback
 from kernelblaster.server import formatting
 
 
-def resolve_path(kb_path_setting: str | None) -> Path:
+def resolve_path(kb_path_setting: str | None) -> Path | str:
+    """The KB file, or a team KB's URL."""
     return default_path(kb_path_setting)
 
 
-def open_kb(path: Path) -> tuple[KnowledgeBase, str | None]:
+def open_kb(path: Path | str) -> tuple[KnowledgeBase, str | None]:
     """The KB at `path`; a corrupt one is left alone and a fresh one opened beside it, with a
     message for the user."""
     return open_or_fallback(path)

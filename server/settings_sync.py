@@ -70,7 +70,7 @@ def _supports_configuration(ls: KernelBlasterServer) -> bool:
     return bool(workspace and workspace.configuration)
 
 
-async def _open_kb(ls: KernelBlasterServer, path: Path, problems: list[str]) -> None:
+async def _open_kb(ls: KernelBlasterServer, path: Path | str, problems: list[str]) -> None:
     if ls.kb is not None and ls.kb_requested == path:
         return
     try:

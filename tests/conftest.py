@@ -1,4 +1,5 @@
-"""Shared test configuration: the `gpu` marker skips tests when no usable NVIDIA GPU is present."""
+"""Shared test configuration: the `gpu` marker skips tests when no usable NVIDIA GPU is present;
+`postgres_server` is a real PostgreSQL server for the session (skipped without its binaries)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from postgres_server import PostgresServer, find_bindir
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -34,3 +36,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if "nvcc" in item.keywords and not HAS_NVCC:
             item.add_marker(skip_nvcc)
+
+
+NO_POSTGRES = (
+    "no PostgreSQL server binaries (initdb, pg_ctl) on PATH or in /usr/lib/postgresql/*/bin: "
+    "install Debian's `postgresql` package (apt-get install postgresql) to run the team-KB tests"
+)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip(NO_POSTGRES)
+    server = PostgresServer(bindir).init()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.destroy()

@@ -3,10 +3,12 @@
 It listens on 127.0.0.1 on a random port, in a background thread, and speaks the two calls our
 client makes: `POST /v1/chat/completions` and `GET /v1/models`. Each chat request takes the next
 entry of the script (a normal reply with or without `usage`, an HTTP error with headers such as
-Retry-After, a delay longer than the client's timeout, or a raw body). Like a real server it
-answers 404 `model_not_found` for a model it does not serve and, when given an `api_key`, 401
-for any other key (echoing the key's tail the way OpenAI does, so tests can check that we never
-repeat it). Every request is recorded so tests can assert on prompts and headers.
+Retry-After, a delay longer than the client's timeout, or a raw body); once the script is used
+up, a `responder` function, if given, makes the reply from the request (for clients running at
+once, whose requests come in no fixed order). Like a real server it answers 404
+`model_not_found` for a model it does not serve and, when given an `api_key`, 401 for any other
+key (echoing the key's tail the way OpenAI does, so tests can check that we never repeat it).
+Every request is recorded so tests can assert on prompts and headers.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -98,8 +100,10 @@ class OpenAITestServer:
         *,
         models: Iterable[str] = ("test-model",),
         api_key: str | None = None,
+        responder: Callable[[RecordedRequest], Scripted] | None = None,
     ) -> None:
         self.script: deque[Scripted] = deque(script)
+        self.responder = responder
         self.models = list(models)
         self.api_key = api_key
         self.requests: list[RecordedRequest] = []
@@ -146,10 +150,12 @@ class OpenAITestServer:
 
     # --- request handling -------------------------------------------------------------------
 
-    def _next(self) -> Scripted:
+    def _next(self, request: RecordedRequest) -> Scripted:
         with self._lock:
             if self.script:
                 return self.script.popleft()
+        if self.responder is not None:
+            return self.responder(request)
         return HttpError(
             500, "test server script exhausted: the test sent more requests than it scripted"
         )
@@ -181,7 +187,7 @@ class OpenAITestServer:
                     body = json.loads(raw) if raw else None
                 except json.JSONDecodeError:
                     body = None
-                server._record(self, body)
+                request = server._record(self, body)
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._send_error(HttpError(404, f"no route {self.path}"))
                     return
@@ -202,7 +208,7 @@ class OpenAITestServer:
                         )
                     )
                     return
-                self._send_scripted(server._next(), model)
+                self._send_scripted(server._next(request), model)
 
             def _send_scripted(self, entry: Scripted, model: str) -> None:
                 if isinstance(entry, HttpError):
@@ -247,10 +253,14 @@ class OpenAITestServer:
 
         return Handler
 
-    def _record(self, handler: BaseHTTPRequestHandler, body: dict[str, Any] | None) -> None:
+    def _record(
+        self, handler: BaseHTTPRequestHandler, body: dict[str, Any] | None
+    ) -> RecordedRequest:
         headers = {k.lower(): v for k, v in handler.headers.items()}
+        request = RecordedRequest(handler.command, handler.path, headers, body)
         with self._lock:
-            self.requests.append(RecordedRequest(handler.command, handler.path, headers, body))
+            self.requests.append(request)
+        return request
 
 
 def _completion(entry: Reply, model: str) -> dict[str, Any]:
@@ -275,3 +285,24 @@ def _completion(entry: Reply, model: str) -> dict[str, Any]:
             "total_tokens": prompt + completion,
         }
     return payload
+
+
+def reply_by_agent(replies: dict[str, Scripted]) -> Callable[[RecordedRequest], Scripted]:
+    """A responder that gives each of our agents its reply, whatever order their requests come
+    in. An agent is named by its prompt template (agents/prompts/<name>.md: "lowering",
+    "soft_verify", "perf_gap", ...) and recognised by the opening of its system message; any
+    other request gets a 400, which the client does not retry."""
+    from kernelblaster.agents.prompting import load_template
+
+    openings = {
+        name: load_template(name)[0][1].template.split("$")[0].splitlines()[0] for name in replies
+    }
+
+    def respond(request: RecordedRequest) -> Scripted:
+        system = str(request.messages[0].get("content", "")) if request.messages else ""
+        for name, opening in openings.items():
+            if system.startswith(opening):
+                return replies[name]
+        return HttpError(400, f"no scripted reply for a prompt starting {system[:60]!r}")
+
+    return respond

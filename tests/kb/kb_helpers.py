@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import sqlite3
 import uuid
 
 from kernelblaster.kb.records import VERIFIED_OUTCOMES, Attempt
@@ -70,3 +71,14 @@ def _summary(attempts, successes, regressions, failures, mean_log):
         failures,
         None if mean_log is None else round(mean_log, 9),
     )
+
+
+def integrity(location) -> str:
+    """SQLite's own check of a KB file; a PostgreSQL server looks after its own storage."""
+    if isinstance(location, str):
+        return "ok"
+    conn = sqlite3.connect(location)
+    try:
+        return conn.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        conn.close()

@@ -24,9 +24,9 @@ def test_path_follows_the_environment(capsys, monkeypatch, tmp_path):
     assert _run(capsys, "kb", "--kb", "x.sqlite3", "path")[1] == "x.sqlite3\n"
 
 
-def test_stats_show_export_merge_import(capsys, monkeypatch, tmp_path):
+def test_stats_show_export_merge_import(capsys, monkeypatch, tmp_path, new_location):
     monkeypatch.chdir(tmp_path)
-    mine, theirs = tmp_path / "mine.sqlite3", tmp_path / "theirs.sqlite3"
+    mine, theirs = new_location("mine"), new_location("theirs")
     with KnowledgeBase.open(mine) as kb:
         kb.record(make_attempt(measured_speedup=1.8, prompt_tokens=900, completion_tokens=300))
         kb.record(make_attempt(outcome="wrong_result"))
@@ -79,7 +79,7 @@ def test_stats_show_export_merge_import(capsys, monkeypatch, tmp_path):
 
     code, _, err = _run(capsys, "kb", "--kb", str(mine), "import", str(exported))
     assert code == 1 and "already holds 3 attempts" in err
-    fresh = tmp_path / "fresh.sqlite3"
+    fresh = new_location("fresh")
     code, out, _ = _run(capsys, "kb", "--kb", str(fresh), "import", str(exported))
     assert code == 0 and "attempts added: 1" in out
 

@@ -1,4 +1,6 @@
-"""Corrupt, foreign and too-new files are refused and left untouched; v1 files migrate."""
+"""Corrupt, foreign and too-new KBs are refused and left untouched; v1 KBs migrate. The damage
+tests are about SQLite files; foreign tables, newer versions and migration are tested on both
+back ends."""
 
 from __future__ import annotations
 
@@ -7,10 +9,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from kb_helpers import make_attempt
+from kb_helpers import integrity, make_attempt
 
 from kernelblaster.kb import schema
-from kernelblaster.kb.schema import APPLICATION_ID, SCHEMA_VERSION, KBError
+from kernelblaster.kb.database import open_database
+from kernelblaster.kb.schema import SCHEMA_VERSION, KBError
 from kernelblaster.kb.store import KnowledgeBase, open_or_fallback
 
 
@@ -29,7 +32,8 @@ def test_a_file_that_is_not_sqlite_is_refused_untouched(tmp_path):
     assert _fingerprint(path) == before
 
 
-def test_a_damaged_kb_is_refused_untouched(kb_path):
+def test_a_damaged_kb_is_refused_untouched(tmp_path):
+    kb_path = tmp_path / "kb.sqlite3"
     with KnowledgeBase.open(kb_path) as kb:
         for _ in range(300):
             kb.record(make_attempt())
@@ -54,13 +58,28 @@ def test_a_foreign_sqlite_file_is_refused_untouched(tmp_path):
     assert _fingerprint(path) == before
 
 
-def test_a_kb_from_a_newer_version_is_refused(kb_path):
-    KnowledgeBase.open(kb_path).close()
-    with sqlite3.connect(kb_path) as conn:
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    conn.close()
+def test_a_kb_from_a_newer_version_is_refused(kb_location):
+    KnowledgeBase.open(kb_location).close()
+    db = open_database(kb_location)
+    db.begin(write=True)
+    db.set_schema_version(SCHEMA_VERSION + 1)
+    db.commit()
+    db.close()
     with pytest.raises(KBError, match=r"newer than this kernelblaster.*upgrade"):
-        KnowledgeBase.open(kb_path)
+        KnowledgeBase.open(kb_location)
+
+
+def test_foreign_tables_in_a_team_database_are_refused_untouched(postgres_server):
+    database = postgres_server.create_database("foreign")
+    postgres_server.admin("CREATE TABLE attempts (who TEXT, score INTEGER)", database)
+    postgres_server.admin("INSERT INTO attempts VALUES ('ann', 3)", database)
+    with pytest.raises(KBError, match=r"tables of another application \(attempts\).*untouched"):
+        KnowledgeBase.open(postgres_server.url(database))
+    tables = postgres_server.admin(
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public'", database
+    )
+    assert tables == [("attempts",)]
+    assert postgres_server.admin("SELECT * FROM attempts", database) == [("ann", 3)]
 
 
 def test_fallback_opens_a_fresh_kb_beside_a_corrupt_one(tmp_path):
@@ -78,38 +97,52 @@ def test_fallback_opens_a_fresh_kb_beside_a_corrupt_one(tmp_path):
     healthy.close()
 
 
-def _schema_of(path: Path) -> dict[str, list[tuple]]:
-    conn = sqlite3.connect(path)
-    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    shape = {t: [r[1:] for r in conn.execute(f"PRAGMA table_info({t})")] for t in tables}
-    shape["indexes"] = sorted(
-        conn.execute(
-            "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND "
-            "name NOT LIKE 'sqlite_autoindex%'"
+def _schema_of(location) -> dict:
+    """Tables with their columns (name, type, not null, default, primary key) and indexes."""
+    db = open_database(location)
+    if isinstance(location, str):
+        columns = db.execute(
+            "SELECT table_name, column_name, data_type, is_nullable, column_default, "
+            "ordinal_position FROM information_schema.columns WHERE table_schema = 'public' "
+            "ORDER BY table_name, ordinal_position"
         ).fetchall()
-    )
-    conn.close()
+        indexes = db.execute(
+            "SELECT indexname, tablename, indexdef FROM pg_indexes WHERE schemaname = 'public' "
+            "ORDER BY indexname"
+        ).fetchall()
+        shape = {"columns": columns, "indexes": indexes}
+    else:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        shape = {t: [r[1:] for r in db.execute(f"PRAGMA table_info({t})")] for t in tables}
+        shape["indexes"] = sorted(
+            db.execute(
+                "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND "
+                "name NOT LIKE 'sqlite_autoindex%'"
+            ).fetchall()
+        )
+    db.close()
     return shape
 
 
-def test_v1_file_migrates_to_the_current_schema(tmp_path):
-    v1 = tmp_path / "v1.sqlite3"
-    conn = sqlite3.connect(v1)
-    conn.executescript(schema.V1_DDL)
-    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute("PRAGMA user_version = 1")
-    conn.execute(
+def test_v1_kb_migrates_to_the_current_schema(new_location):
+    v1 = new_location("v1")
+    db = open_database(v1)  # made by hand, as kernelblaster 0.1 left it
+    db.begin(write=True)
+    for statement in schema._statements(db.ddl(schema.V1_DDL)):
+        db.execute(statement)
+    db.set_schema_version(1)
+    db.execute(
         "INSERT INTO entries (arch, state, technique, attempts, successes, n_measured, "
         "mean_log_speedup, notes, updated) VALUES ('sm_80', 'memory.dram', "
         "'coalesce_global_access', 1, 1, 1, 0.4054651081081644, 'transposing via smem worked', 5.0)"
     )
-    conn.execute(
+    db.execute(
         "INSERT INTO attempts (id, time, arch, kernel, source_hash, candidate_hash, before_state, "
         "technique, predicted_speedup, measured_speedup, outcome) VALUES ('a1', 4.0, 'sm_80', "
         "'transpose', 'h0', 'h1', 'memory.dram', 'coalesce_global_access', 1.4, 1.5, 'success')"
     )
-    conn.commit()
-    conn.close()
+    db.commit()
+    db.close()
 
     with KnowledgeBase.open(v1) as kb:
         (old,) = kb.attempts()
@@ -123,12 +156,10 @@ def test_v1_file_migrates_to_the_current_schema(tmp_path):
         entry = kb.entry("sm_80", "memory.dram", "coalesce_global_access")
         assert (entry.attempts, entry.failures) == (2, 1)
         assert kb.attempts()[0].error_kind == "nvcc"
-        assert len(kb.techniques()) >= 25  # the catalog was seeded into the migrated file
+        assert len(kb.techniques()) >= 25  # the catalog was seeded into the migrated KB
+        assert kb.summary().schema_version == SCHEMA_VERSION
 
-    fresh = tmp_path / "fresh.sqlite3"
+    fresh = new_location("fresh")
     KnowledgeBase.open(fresh).close()
     assert _schema_of(v1) == _schema_of(fresh)
-    check = sqlite3.connect(v1)
-    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    assert check.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    check.close()
+    assert integrity(v1) == "ok"

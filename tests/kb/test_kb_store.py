@@ -168,17 +168,17 @@ def test_default_path_precedence(monkeypatch, tmp_path):
     assert default_path("~/team.kb") == tmp_path / "env.kb"
 
 
-def test_catalog_sync_happens_once_and_reopen_keeps_data(kb_path):
-    with KnowledgeBase.open(kb_path) as kb:
+def test_catalog_sync_happens_once_and_reopen_keeps_data(kb_location):
+    with KnowledgeBase.open(kb_location) as kb:
         kb.record(make_attempt())
-    with KnowledgeBase.open(kb_path) as kb:
+    with KnowledgeBase.open(kb_location) as kb:
         assert len(kb.attempts()) == 1
         assert len(kb.techniques()) == len(load_catalog().technique)
 
 
-def test_a_technique_learned_by_another_process_reaches_rank(kb, kb_path):
+def test_a_technique_learned_by_another_process_reaches_rank(kb, kb_location):
     assert "tma_multicast" not in {r.technique for r in kb.rank("sm_90", "memory.l2")}
-    with KnowledgeBase.open(kb_path) as other:  # another editor window or CLI run
+    with KnowledgeBase.open(kb_location) as other:  # another editor window or CLI run
         other.record(make_attempt(before_state="memory.l2", technique="tma_multicast"))
     assert "tma_multicast" in {r.technique for r in kb.rank("sm_90", "memory.l2")}
     assert "tma_multicast" in {t.id for t in kb.techniques()}

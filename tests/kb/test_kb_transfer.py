@@ -47,11 +47,11 @@ def _content(kb: KnowledgeBase):
     )
 
 
-def test_export_import_round_trip(tmp_path, kb):
+def test_export_import_round_trip(tmp_path, kb, new_location):
     _learn(kb, "sm_90", 30)
     path = tmp_path / "team.json"
     write_export(path, export_kb(kb))
-    with KnowledgeBase.open(tmp_path / "other.sqlite3") as other:
+    with KnowledgeBase.open(new_location("other")) as other:
         report = import_kb(other, read_export(path))
         assert report.attempts_added == 31 and report.notes_added == 1
         assert _content(other) == _content(kb)
@@ -59,9 +59,9 @@ def test_export_import_round_trip(tmp_path, kb):
     assert not list(tmp_path.glob(".team.json.*"))  # the atomic write left no temp file
 
 
-def test_merge_adds_without_double_counting(tmp_path, kb):
+def test_merge_adds_without_double_counting(kb, new_location):
     _learn(kb, "sm_90", 12)
-    with KnowledgeBase.open(tmp_path / "colleague.sqlite3") as colleague:
+    with KnowledgeBase.open(new_location("colleague")) as colleague:
         _learn(colleague, "sm_80", 9)
         shared = kb.attempts()[:5]
         for attempt in shared:  # attempts both already hold (e.g. from an earlier merge)
@@ -82,9 +82,9 @@ def test_merge_adds_without_double_counting(tmp_path, kb):
     assert {n.arch for n in kb.note_history()} == {"sm_80", "sm_90"}
 
 
-def test_merge_keeps_the_newer_prior(tmp_path, kb):
+def test_merge_keeps_the_newer_prior(kb, new_location):
     kb.set_prior("sm_90", "memory.dram", "kernel_fusion", 1.1, "older local view")
-    with KnowledgeBase.open(tmp_path / "b.sqlite3") as other:
+    with KnowledgeBase.open(new_location("b")) as other:
         other.set_prior("sm_90", "memory.dram", "kernel_fusion", 1.6, "newer team view")
         newer = export_kb(other)
     merge_kb(kb, newer)
@@ -96,9 +96,9 @@ def test_merge_keeps_the_newer_prior(tmp_path, kb):
     assert kb.entry("sm_90", "memory.dram", "kernel_fusion").prior_speedup == 1.6
 
 
-def test_import_refuses_to_overwrite_learned_data_unless_asked(tmp_path, kb):
+def test_import_refuses_to_overwrite_learned_data_unless_asked(kb, new_location):
     _learn(kb, "sm_90", 3)
-    with KnowledgeBase.open(tmp_path / "b.sqlite3") as other:
+    with KnowledgeBase.open(new_location("b")) as other:
         _learn(other, "sm_80", 6)
         theirs = export_kb(other)
     before = _content(kb)

@@ -247,3 +247,18 @@ def test_no_report_written(tmp_path):
     report, error = _run(tmp_path, ncu)
     assert report is None and error is not None
     assert error.kind == "crash" and "wrote no report" in error.message
+
+
+def test_each_gpu_has_its_own_ncu_lock(tmp_path, monkeypatch):
+    """ncu serializes all profiles through $TMPDIR/nsight-compute-lock: profiles of one GPU share
+    a TMPDIR (and so take turns), profiles of different GPUs don't (rollouts on two GPUs profile
+    at once). Under CUDA_VISIBLE_DEVICES (e.g. in a Ray task) the physical GPU names it."""
+    ncu = _fake_ncu(tmp_path, 'echo "$TMPDIR" >> "$(dirname "$0")/tmpdirs"\nexit 1\n')
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    for gpu in (0, 1, 0):
+        _run(tmp_path, ncu, gpu_index=gpu, cache_dir=str(tmp_path / "cache"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    _run(tmp_path, ncu, gpu_index=0, cache_dir=str(tmp_path / "cache"))
+    first, second, again, remapped = (ncu.parent / "tmpdirs").read_text().split()
+    assert first == again != second == remapped
+    assert Path(first).is_dir() and Path(first).parent == tmp_path / "cache" / "ncu-tmp"

@@ -1,0 +1,150 @@
+"""Rollouts at once: one worker per GPU in this process, or Ray tasks on a real local Ray cluster
+with two fake GPUs. Either way the rollouts share one KB, every attempt lands in it, and a
+rollout that starts later ranks with what the earlier ones recorded."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from rollout_harness import GpuLoggingHarness, by_prompt
+from test_loop import run_loop
+
+from kernelblaster.agents.loop import in_sequence
+from kernelblaster.agents.rollout_runners import OnGpus, on_gpus, runner_for
+from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.settings import Settings
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def _three_greedy_rollouts(client, kb, harness, run_rollouts):
+    """Three rollouts of one step each, greedy (k=1); every candidate the scripted LLM writes
+    fails to compile, which lowers its technique's predicted speedup."""
+    return run_loop(client, kb, harness, rollouts=3, depth=1, k=1, run_rollouts=run_rollouts)
+
+
+def _assert_later_rollouts_saw_earlier_results(outcome, kb) -> None:
+    assert outcome.error is None and not outcome.cancelled
+    first, second, third = sorted(outcome.steps, key=lambda s: s.rollout)
+    assert [s.rollout for s in (first, second, third)] == [0, 1, 2]
+    assert {s.outcome for s in (first, second, third)} == {"compile_error"}
+    # The first two ranked the empty KB at the same time; the third started once a GPU was free,
+    # after one of them had recorded its failure, and ranked with it.
+    choice = {s.rollout: (s.technique, s.predicted_speedup) for s in (first, second, third)}
+    assert choice[0] == choice[1] and choice[2] != choice[0]
+    recorded = kb.attempts()
+    assert sorted(a.outcome for a in recorded) == ["compile_error"] * 3
+    assert {a.technique for a in recorded} == {first.technique, third.technique}
+
+
+def test_settings_choose_the_runner():
+    assert runner_for(Settings()) is in_sequence
+    assert runner_for(Settings(gpu_index=[0, 1])) == OnGpus(gpus=[0, 1], workers=2)
+    assert runner_for(Settings(gpu_index=[2, 3], parallel_gpu_jobs=4)) == OnGpus([2, 3], 4)
+    assert runner_for(Settings(gpu_index=1, parallel_gpu_jobs=2)) == OnGpus([1], 2)
+
+
+def test_one_worker_per_gpu_sharing_the_kb(openai_server, client, tmp_path):
+    openai_server.responder = by_prompt("broken")
+    harness = GpuLoggingHarness(tmp_path / "harness")
+    with KnowledgeBase.open(tmp_path / "kb.sqlite3") as kb:
+        outcome = _three_greedy_rollouts(client, kb, harness, on_gpus([0, 1]))
+        _assert_later_rollouts_saw_earlier_results(outcome, kb)
+    evaluations = harness.evaluations()
+    assert {e["gpu_index"] for e in evaluations} == {0, 1}
+    assert {e["pid"] for e in evaluations} == {os.getpid()}  # threads of this process
+
+
+def test_an_error_in_one_rollout_stops_the_others(openai_server, client, tmp_path):
+    # The harness goes away (a GPU lost, ncu gone): every rollout would fail the same way.
+    class Gone(GpuLoggingHarness):
+        def __call__(self, source, text, kernel, settings, **options):
+            if "KB_RESULT" in text:
+                from kernelblaster.agents.evaluation import Evaluation
+                from kernelblaster.harness.records import HarnessError
+
+                error = HarnessError(kind="no_gpu", message="no CUDA device", fix="attach one")
+                return Evaluation(outcome="error", error=error)
+            return super().__call__(source, text, kernel, settings, **options)
+
+    openai_server.responder = by_prompt("verified 0.5")
+    with KnowledgeBase.open(tmp_path / "kb.sqlite3") as kb:
+        outcome = run_loop(
+            client, kb, Gone(tmp_path / "harness"), rollouts=6, run_rollouts=on_gpus([0, 1])
+        )
+    assert outcome.error is not None and "no CUDA device" in outcome.error
+    assert not outcome.cancelled
+    assert len(outcome.steps) <= 2  # the rollouts running then; none started afterwards
+
+
+# --- Ray -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ray_cluster():
+    """A real Ray head node with two fake GPUs, started like a user would (`ray start`), whose
+    workers can import the test helpers; stopped by its process group at the end."""
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install -e '.[dev]')")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    temp = tempfile.mkdtemp(prefix="kbray-")  # short: Ray's socket paths must stay short
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS / "agents")]),
+        "RAY_AUTH_MODE": "disabled",  # a throwaway local cluster: no token in ~/.ray
+    }
+    head = subprocess.Popen(
+        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block",
+         f"--port={port}", "--num-cpus=4", "--num-gpus=2", "--include-dashboard=false",
+         "--disable-usage-stats", f"--temp-dir={temp}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                ray.init(address=address, log_to_driver=False)
+                break
+            except (ConnectionError, RuntimeError):
+                if time.monotonic() > deadline or head.poll() is not None:
+                    raise
+                time.sleep(1)
+        yield address
+    finally:
+        ray.shutdown()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        subprocess.run(["rm", "-rf", temp], check=False)
+
+
+def test_rollouts_as_ray_tasks_on_fake_gpus_land_in_the_same_kb(
+    ray_cluster, openai_server, client, tmp_path, monkeypatch
+):
+    from kernelblaster.agents.ray_rollouts import on_ray
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    openai_server.responder = by_prompt("broken")
+    harness = GpuLoggingHarness(tmp_path / "harness")
+    with KnowledgeBase.open(tmp_path / "kb.sqlite3") as kb:
+        outcome = _three_greedy_rollouts(client, kb, harness, on_ray(ray_cluster))
+        _assert_later_rollouts_saw_earlier_results(outcome, kb)  # recorded by the tasks
+    evaluations = harness.evaluations()
+    assert os.getpid() not in {e["pid"] for e in evaluations}  # ran in Ray's workers
+    assert {e["gpu_index"] for e in evaluations} == {0}  # the one GPU each task sees...
+    assert {e["visible"] for e in evaluations} == {"0", "1"}  # ...is one of the two
