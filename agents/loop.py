@@ -8,7 +8,6 @@ cancelled run keeps what it learned. The user's file is never touched here."""
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from kernelblaster.agents.soft_verify import soft_verify
 from kernelblaster.agents.state_extractor import refine_state
 from kernelblaster.harness.targets import Target, resolve_target
 from kernelblaster.kb.ranking import select
-from kernelblaster.kb.records import Attempt, RankedTechnique, Technique
+from kernelblaster.kb.records import Attempt, RankedTechnique, Technique, code_hash
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
@@ -79,10 +78,6 @@ class _Point(msgspec.Struct, kw_only=True):
     techniques: list[str] = []
     eager_ms: float | None = None
     compile_ms: float | None = None
-
-
-def _hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def constraints_for(target: Target, settings: Settings) -> list[str]:
@@ -245,8 +240,8 @@ def _memory_safe_best(
                 time=time.time(),
                 arch=origin.state.arch,
                 kernel=kernel,
-                source_hash=_hash(origin.source),
-                candidate_hash=_hash(candidate.source),
+                source_hash=code_hash(origin.source),
+                candidate_hash=code_hash(candidate.source),
                 before_state=origin.state.state,
                 technique=candidate.techniques[-1],
                 predicted_speedup=1.0,
@@ -346,7 +341,7 @@ def _step(
 
     def check(candidate: str) -> Feedback | None:
         evaluation = evaluate_fn(source, candidate, kernel, settings)
-        evaluations[_hash(candidate)] = evaluation
+        evaluations[code_hash(candidate)] = evaluation
         latest.append(evaluation)
         if evaluation.error is not None:  # not the candidate's fault: stop retrying
             raise _HarnessUnavailable(evaluation.error.message)
@@ -379,7 +374,7 @@ def _step(
         step.outcome = latest[-1].outcome if latest else "error"
         step.detail = "; ".join(lowered.failures)[-500:]
         return step, None
-    evaluation = evaluations[_hash(lowered.source)]
+    evaluation = evaluations[code_hash(lowered.source)]
     try:
         verdict = soft_verify(
             client,
@@ -443,8 +438,8 @@ def _attempt(
         time=time.time(),
         arch=arch,
         kernel=kernel,
-        source_hash=_hash(started_from),
-        candidate_hash=_hash(candidate.source) if candidate else "",
+        source_hash=code_hash(started_from),
+        candidate_hash=code_hash(candidate.source) if candidate else "",
         before_state=step.state_before,
         after_state=step.state_after,
         technique=step.technique,
