@@ -92,9 +92,8 @@ describe('KernelBlaster in VS Code', () => {
   });
 
   it('restarts the server once the workspace is trusted, and shows the saved profile', async () => {
-    await vscode.command('Workspaces: Manage Workspace Trust');
-    await vscode.clickButton('.workspace-trust-editor', 'Trust');
-    await vscode.wait('Restricted Mode to end', async () => (await vscode.statusBar('status.workspaceTrust')).length === 0);
+    await vscode.trustWorkspace();
+    await vscode.wait('the KernelBlaster status bar item', async () => (await vscode.statusBar('kernelblaster')).length > 0);
     await vscode.openFile('softmax.cu');
     await vscode.command('Problems: Focus on Problems View');
     // The H100 profile saved beside the file: its performance state and the lines ncu blames.
@@ -142,12 +141,12 @@ describe('KernelBlaster in VS Code', () => {
     await vscode.command('KernelBlaster: Show Knowledge Base');
     await vscode.wait('the knowledge-base tab', () => vscode.isActiveTab('KernelBlaster Knowledge Base'));
     const view = await vscode.webviewFrame('#track-records');
-    const records = await view.$$eval('tr.record', (rows) => rows.map((row) => row.textContent ?? ''));
+    const records = await view.$$eval('tr.record', (rows) => rows.map((row) => row.textContent));
     assert.ok(records.some((r) => r.includes('Coalesce global memory accesses')), records.join('\n'));
     assert.equal(await view.$$eval('tr.record svg.plot circle.dot', (dots) => dots.length), 5);
     const notes = await view.$$eval('td.notes li', (items) => items.map((i) => i.textContent));
-    assert.ok(notes.some((n) => n?.includes('give each row to a warp')), JSON.stringify(notes));
-    const attempts = await view.$$eval('#workspace tr.attempt', (rows) => rows.map((row) => row.textContent ?? ''));
+    assert.ok(notes.some((n) => n.includes('give each row to a warp')), JSON.stringify(notes));
+    const attempts = await view.$$eval('#workspace tr.attempt', (rows) => rows.map((row) => row.textContent));
     assert.equal(attempts.length, 2, attempts.join('\n'));
     assert.ok(await view.$('#workspace pre.diff .added'), 'the kept candidate’s diff');
     await vscode.shot('06-knowledge-base');
@@ -191,9 +190,7 @@ describe('KernelBlaster in VS Code', () => {
     await vscode.open(`${server?.url ?? ''}/?folder=${encodeURIComponent(workspaceWithoutTorch)}`);
     // activated by workspaceContains:**/kernelblaster.toml, before any .cu is opened
     await vscode.wait('the KernelBlaster status bar item', async () => (await vscode.statusBar('kernelblaster')).length > 0);
-    await vscode.command('Workspaces: Manage Workspace Trust');
-    await vscode.clickButton('.workspace-trust-editor', 'Trust');
-    await vscode.wait('Restricted Mode to end', async () => (await vscode.statusBar('status.workspaceTrust')).length === 0);
+    await vscode.trustWorkspace();
     await vscode.openFile('softmax.cu');
     await vscode.page.keyboard.type('// saved\n');
     await vscode.page.keyboard.down('Control');

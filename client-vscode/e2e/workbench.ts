@@ -6,7 +6,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
-import puppeteer, { type Browser, type Frame, type Page } from 'puppeteer-core';
+import puppeteer, { type Browser, type ElementHandle, type Frame, type Page } from 'puppeteer-core';
 
 export const CLIENT = path.resolve(__dirname, '..', '..', '..');
 export const REPO = path.resolve(CLIENT, '..');
@@ -40,7 +40,7 @@ export async function waitFor<T>(
     }
     if (Date.now() > deadline) {
       const shot = page === undefined ? '' : await screenshot(page, `timeout-${what.replace(/[^a-z0-9]+/gi, '-').slice(0, 60)}`);
-      throw new Error(`timed out after ${String(timeoutMs / 1000)} s waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}; screen: ${shot}`);
+      throw new Error(`timed out after ${String(timeoutMs / 1000)} s waiting for ${what}${last instanceof Error ? ` (last error: ${last.message})` : ''}; screen: ${shot}`);
     }
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }
@@ -173,14 +173,11 @@ export class Workbench {
   }
 
   async goToLine(line: number, column: number): Promise<void> {
-    await this.page.keyboard.down('Control');
-    await this.page.keyboard.press('KeyG');
-    await this.page.keyboard.up('Control');
-    const input = await this.page.waitForSelector('.quick-input-widget .quick-input-box input', { visible: true });
-    await input?.type(`${String(line)}:${String(column)}`);
+    const input = await this.openQuickInput('Control+KeyG');
+    await input.type(`${String(line)}:${String(column)}`);
     await this.wait(`the quick input to offer line ${String(line)}`, () =>
       this.page.evaluate(
-        (expected) => document.querySelector('.quick-input-widget .quick-input-message, .quick-input-list')?.textContent?.includes(expected),
+        (expected) => document.querySelector('.quick-input-widget .quick-input-message, .quick-input-list')?.textContent.includes(expected),
         `line ${String(line)}`,
       ),
     );
@@ -204,7 +201,7 @@ export class Workbench {
       (part) =>
         [...document.querySelectorAll('.statusbar-item')]
           .filter((item) => item.id.includes(part))
-          .map((item) => (item.getAttribute('aria-label') ?? item.textContent ?? '').trim()),
+          .map((item) => (item.getAttribute('aria-label') ?? item.textContent).trim()),
       idPart,
     );
   }
@@ -212,7 +209,7 @@ export class Workbench {
   /** Messages of the notification toasts on screen. */
   async toasts(): Promise<string[]> {
     return this.page.evaluate(() =>
-      [...document.querySelectorAll('.notifications-toasts .notification-list-item-message')].map((m) => m.textContent ?? ''),
+      [...document.querySelectorAll('.notifications-toasts .notification-list-item-message')].map((m) => m.textContent),
     );
   }
 
@@ -222,7 +219,7 @@ export class Workbench {
     const messages = await this.wait('the notification center', () =>
       this.page.evaluate(() => {
         const center = document.querySelector('.notifications-center.visible');
-        return center === null ? undefined : [...center.querySelectorAll('.notification-list-item-message')].map((m) => m.textContent ?? '');
+        return center === null ? undefined : [...center.querySelectorAll('.notification-list-item-message')].map((m) => m.textContent);
       }),
     );
     await this.page.keyboard.press('Escape');
@@ -232,7 +229,7 @@ export class Workbench {
   /** The rows of the Problems view (opened with its command), as their accessible labels. */
   async problems(): Promise<string[]> {
     return this.page.evaluate(() =>
-      [...document.querySelectorAll('.markers-panel .monaco-list-row')].map((row) => row.getAttribute('aria-label') ?? row.textContent ?? ''),
+      [...document.querySelectorAll('.markers-panel .monaco-list-row')].map((row) => row.getAttribute('aria-label') ?? row.textContent),
     );
   }
 
@@ -248,7 +245,7 @@ export class Workbench {
   async actionWidget(): Promise<{ title: string; disabled: boolean }[]> {
     return this.page.evaluate(() =>
       [...document.querySelectorAll('.action-widget .monaco-list-row.action')].map((row) => ({
-        title: row.textContent?.trim() ?? '',
+        title: row.textContent.trim(),
         disabled: row.classList.contains('option-disabled') || row.getAttribute('aria-disabled') === 'true',
       })),
     );
@@ -266,13 +263,31 @@ export class Workbench {
     });
   }
 
+  /** Trusts the open folder from the Workspace Trust editor, then closes that (modal) editor. */
+  async trustWorkspace(): Promise<void> {
+    await this.command('Workspaces: Manage Workspace Trust');
+    await this.clickButton('.workspace-trust-editor', 'Trust');
+    await this.wait('Restricted Mode to end', async () => (await this.statusBar('status.workspaceTrust')).length === 0);
+    let pressedAt = 0;
+    await this.wait('the Workspace Trust editor to close', async () => {
+      if ((await this.page.$('.workspace-trust-editor')) === null) {
+        return true;
+      }
+      if (Date.now() - pressedAt > 3000) {
+        pressedAt = Date.now();
+        await this.page.keyboard.press('Escape');
+      }
+      return false;
+    });
+  }
+
   /** Clicks the first button (or link-button) whose text starts with `text`. */
   async clickButton(within: string, text: string): Promise<void> {
     const clicked = await this.wait(`a "${text}" button in ${within}`, () =>
       this.page.evaluate(
         (scope, label) => {
           const button = [...document.querySelectorAll(`${scope} .monaco-button, ${scope} button`)].find((b) =>
-            (b.textContent ?? '').trim().startsWith(label),
+            b.textContent.trim().startsWith(label),
           );
           (button as HTMLElement | undefined)?.click();
           return button !== undefined;
@@ -287,20 +302,12 @@ export class Workbench {
   }
 
   private async quickInput(key: string, text: string, expectedRow: string): Promise<void> {
-    const [modifier, name] = key.includes('+') ? key.split('+') : [undefined, key];
-    if (modifier !== undefined) {
-      await this.page.keyboard.down(modifier as 'Control');
-    }
-    await this.page.keyboard.press(name as 'F1');
-    if (modifier !== undefined) {
-      await this.page.keyboard.up(modifier as 'Control');
-    }
-    const input = await this.page.waitForSelector('.quick-input-widget .quick-input-box input', { visible: true, timeout: TIMEOUT_MS });
-    await input?.type(text);
+    const input = await this.openQuickInput(key);
+    await input.type(text);
     try {
       await this.wait(`"${expectedRow}" to be offered`, () =>
         this.page.evaluate(
-          (expected) => document.querySelector('.quick-input-list .monaco-list-row.focused')?.textContent?.includes(expected),
+          (expected) => document.querySelector('.quick-input-list .monaco-list-row.focused')?.textContent.includes(expected),
           expectedRow,
         ),
       );
@@ -310,6 +317,35 @@ export class Workbench {
     }
     await this.page.keyboard.press('Enter');
     await this.wait('the quick input to close', () => this.quickInputClosed());
+  }
+
+  private async openQuickInput(key: string): Promise<ElementHandle> {
+    // A key pressed while the workbench reloads or restores focus is lost: press it again
+    // until the quick input shows.
+    let pressedAt = 0;
+    const input = await this.wait(`the quick input (${key})`, async () => {
+      const open = await this.page.$('.quick-input-widget .quick-input-box input');
+      if (open !== null && (await open.isVisible())) {
+        return open;
+      }
+      if (Date.now() - pressedAt > 3000) {
+        pressedAt = Date.now();
+        await this.pressKey(key);
+      }
+      return undefined;
+    });
+    return input;
+  }
+
+  private async pressKey(key: string): Promise<void> {
+    const [modifier, name] = key.includes('+') ? key.split('+') : [undefined, key];
+    if (modifier !== undefined) {
+      await this.page.keyboard.down(modifier as 'Control');
+    }
+    await this.page.keyboard.press(name as 'F1');
+    if (modifier !== undefined) {
+      await this.page.keyboard.up(modifier as 'Control');
+    }
   }
 
   private quickInputClosed(): Promise<boolean> {
