@@ -15,7 +15,6 @@ import msgspec
 import pytest
 
 from kernelblaster.harness.records import WorkerRequest, WorkerResponse
-from kernelblaster.harness.worker_process import run_worker
 from kernelblaster.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,12 +63,22 @@ def _assert_torch_missing(response: WorkerResponse, python: Path) -> None:
     assert f"`{python} -m pip install torch`" in response.error.fix
 
 
+def _run_worker(python: Path, request: WorkerRequest, env: dict[str, str]) -> WorkerResponse:
+    done = subprocess.run(
+        [str(python), "-P", "-m", "kernelblaster.harness.worker"],
+        input=msgspec.json.encode(request),
+        capture_output=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    last = done.stdout.decode().strip().splitlines()[-1]
+    return msgspec.json.decode(last, type=WorkerResponse)
+
+
 @pytest.mark.nvcc
 def test_the_kernel_is_built_then_torch_is_reported_missing(python_without_torch, tmp_path):
-    settings = Settings(
-        worker_command=[str(python_without_torch), "-P", "-m", "kernelblaster.harness.worker"]
-    )
-    response = run_worker(_request(tmp_path), settings)
+    response = _run_worker(python_without_torch, _request(tmp_path), {})
     _assert_torch_missing(response, python_without_torch)
     assert response.build is not None and response.build.ok
     assert {r.demangled.split("(")[0] for r in response.build.resources} == {"softmax_rowthread"}
@@ -77,13 +86,5 @@ def test_the_kernel_is_built_then_torch_is_reported_missing(python_without_torch
 
 @pytest.mark.nvcc
 def test_a_prewarmed_spare_worker_reports_torch_missing(python_without_torch, tmp_path):
-    done = subprocess.run(
-        [str(python_without_torch), "-P", "-m", "kernelblaster.harness.worker"],
-        input=msgspec.json.encode(_request(tmp_path)),
-        capture_output=True,
-        env={**os.environ, "KERNELBLASTER_PREWARM": "0"},
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr.decode()
-    last = done.stdout.decode().strip().splitlines()[-1]
-    _assert_torch_missing(msgspec.json.decode(last, type=WorkerResponse), python_without_torch)
+    response = _run_worker(python_without_torch, _request(tmp_path), {"KERNELBLASTER_PREWARM": "0"})
+    _assert_torch_missing(response, python_without_torch)
