@@ -15,7 +15,6 @@ The harness (`evaluate_fn`) and the lowering agent (`lower_fn`) are parameters: 
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 import uuid
@@ -34,7 +33,7 @@ from kernelblaster.agents.soft_verify import soft_verify
 from kernelblaster.agents.state_extractor import refine_state
 from kernelblaster.harness.targets import Target, resolve_target
 from kernelblaster.kb.ranking import select
-from kernelblaster.kb.records import Attempt, RankedTechnique, Technique
+from kernelblaster.kb.records import Attempt, RankedTechnique, Technique, code_hash
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
@@ -134,10 +133,6 @@ class RolloutServices:
 
 
 RunRollouts = Callable[[RolloutPlan, int, RolloutServices], list[RolloutResult]]
-
-
-def _hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def constraints_for(target: Target, settings: Settings) -> list[str]:
@@ -360,8 +355,8 @@ def _memory_safe_best(
                 time=time.time(),
                 arch=origin.state.arch,
                 kernel=kernel,
-                source_hash=_hash(origin.source),
-                candidate_hash=_hash(candidate.source),
+                source_hash=code_hash(origin.source),
+                candidate_hash=code_hash(candidate.source),
                 before_state=origin.state.state,
                 technique=candidate.techniques[-1],
                 predicted_speedup=1.0,
@@ -468,7 +463,7 @@ def _step(
 
     def check(candidate: str) -> Feedback | None:
         evaluation = evaluate_fn(source, candidate, kernel, settings)
-        evaluations[_hash(candidate)] = evaluation
+        evaluations[code_hash(candidate)] = evaluation
         latest.append(evaluation)
         if evaluation.error is not None:  # not the candidate's fault: stop retrying
             raise _HarnessUnavailable(evaluation.error.message)
@@ -501,7 +496,7 @@ def _step(
         step.outcome = latest[-1].outcome if latest else "error"
         step.detail = "; ".join(lowered.failures)[-500:]
         return step, None
-    evaluation = evaluations[_hash(lowered.source)]
+    evaluation = evaluations[code_hash(lowered.source)]
     try:
         verdict = soft_verify(
             client,
@@ -565,8 +560,8 @@ def _attempt(
         time=time.time(),
         arch=arch,
         kernel=kernel,
-        source_hash=_hash(started_from),
-        candidate_hash=_hash(candidate.source) if candidate else "",
+        source_hash=code_hash(started_from),
+        candidate_hash=code_hash(candidate.source) if candidate else "",
         before_state=step.state_before,
         after_state=step.state_after,
         technique=step.technique,

@@ -13,7 +13,7 @@ export default tseslint.config(
   },
   {
     // node:test's describe/it return promises the runner itself awaits.
-    files: ['test/**/*.ts'],
+    files: ['test/**/*.ts', 'e2e/**/*.ts'],
     rules: {
       '@typescript-eslint/no-floating-promises': [
         'error',

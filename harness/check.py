@@ -24,6 +24,7 @@ from kernelblaster.harness.records import (
 )
 from kernelblaster.harness.reference import Reference, ReferenceError_, load_reference
 from kernelblaster.harness.run_once import RunOnceSpec, program, write_spec
+from kernelblaster.harness.setup_errors import torch_cpu_only
 from kernelblaster.harness.static_checks import check_cuda_source, check_python_solution
 from kernelblaster.harness.targets import Target
 from kernelblaster.harness.timing import CudaClock, time_callable
@@ -40,11 +41,7 @@ _TIMING_MEMORY_SHARE = 0.25
 def gpu_problem(settings: Settings) -> HarnessError | None:
     """Why kernels can't run here, or None."""
     if torch.version.cuda is None:
-        return HarnessError(
-            kind="torch_missing",
-            message=f"This PyTorch ({torch.__version__}) is a CPU-only build.",
-            fix="Install a CUDA build of PyTorch matching your driver (see pytorch.org).",
-        )
+        return torch_cpu_only(torch.__version__)
     if not torch.cuda.is_available():
         has_device_nodes = Path("/dev/nvidiactl").exists()
         return HarnessError(

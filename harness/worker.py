@@ -24,6 +24,7 @@ from kernelblaster.harness.records import (
     WorkerRequest,
     WorkerResponse,
 )
+from kernelblaster.harness.setup_errors import is_torch, torch_missing
 from kernelblaster.harness.target_build import BuildSpecError, build_kernelbench, build_spec
 from kernelblaster.harness.targets import Target, detect_kind, resolve_target
 from kernelblaster.settings import Settings
@@ -103,8 +104,12 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     if target_error is not None and not (target.kind == "standalone" and request.task == "profile"):
         return WorkerResponse(build=built, error=target_error)
 
-    from kernelblaster.harness import check  # imports torch: only past the build
-
+    try:
+        from kernelblaster.harness import check  # imports torch: only past the build
+    except ModuleNotFoundError as exc:
+        if not is_torch(exc):
+            raise
+        return WorkerResponse(build=built, error=torch_missing())
     gpu_error = check.gpu_problem(settings)
     if gpu_error is not None:
         return WorkerResponse(build=built, error=gpu_error)
@@ -136,8 +141,14 @@ def handle(request: WorkerRequest) -> WorkerResponse:
 
 def _prewarm(gpu_index: int) -> None:
     """A spare worker (started before its request exists, see server/worker_client.py) pays
-    for the torch import and the CUDA context while it waits instead of on the next save."""
-    import torch
+    for the torch import and the CUDA context while it waits instead of on the next save.
+    Without torch there is nothing to warm: the request itself reports it (`torch_missing`)."""
+    try:
+        import torch
+    except ModuleNotFoundError as exc:
+        if not is_torch(exc):
+            raise
+        return
 
     if torch.cuda.is_available() and gpu_index < torch.cuda.device_count():
         torch.empty(1, device=torch.device("cuda", gpu_index))  # creates the context

@@ -14,6 +14,7 @@ from kernelblaster.kb.database import is_postgres_url
 from kernelblaster.kb.schema import KBError
 from kernelblaster.kb.store import KnowledgeBase, default_path, personal_path
 from kernelblaster.kb.transfer import export_kb, import_kb, merge_kb, read_export, write_export
+from kernelblaster.kb.view import kb_view
 from kernelblaster.settings import SettingsError, load_settings
 
 
@@ -33,7 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stats.set_defaults(func=_stats)
 
     show = commands.add_parser(
-        "show", help="entries with their record; with --state and --arch, the ranking"
+        "show",
+        help="entries with their record (--json: with measured speedups and recent attempts); "
+        "with --state and --arch, the ranking",
     )
     show.add_argument("--state", help="state id, e.g. memory.dram")
     show.add_argument("--arch", help="GPU architecture, e.g. sm_90")
@@ -135,14 +138,14 @@ def _show(args: argparse.Namespace) -> int:
                 ],
             )
             return 0
+        if args.json:
+            print(msgspec.json.encode(kb_view(kb, arch=args.arch, state=args.state)).decode())
+            return 0
         entries = [
             e
             for e in kb.entries(arch=args.arch, state=args.state)
             if e.attempts or e.notes or e.prior_speedup is not None
         ]
-    if args.json:
-        print(msgspec.json.encode(entries).decode())
-        return 0
     if not entries:
         print("no attempts, notes or priors recorded yet")
         return 0

@@ -8,6 +8,7 @@ there is deliberately no field for endpoints, API keys or user paths.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Literal, Protocol
 
 import msgspec
@@ -62,6 +63,11 @@ class State(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     bottleneck: Bottleneck
     description: str = ""
     arch: str | None = None  # None: meaningful on every architecture
+
+
+def code_hash(text: str) -> str:
+    """The hash `Attempt.source_hash` and `candidate_hash` hold of a kernel's source text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 class Attempt(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

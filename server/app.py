@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from kernelblaster import __version__
@@ -336,5 +336,15 @@ def profile_command(ls: KernelBlasterServer, *args: Any) -> None:
 async def knowledge_base_command(ls: KernelBlasterServer, *args: Any) -> dict:
     await ls.ready.wait()
     if ls.kb is None:
-        return {"markdown": "The knowledge base could not be opened: see kernelblaster.kbPath."}
-    return {"markdown": await asyncio.to_thread(knowledge.markdown, ls.kb)}
+        raise JsonRpcInternalError(
+            "The knowledge base could not be opened: see kernelblaster.kbPath."
+        )
+    documents = {
+        path: document.source
+        for uri, document in ls.workspace.text_documents.items()
+        if (path := uri_to_path(uri)) is not None and is_kernel_source(path)
+    }
+    answer = await asyncio.to_thread(
+        knowledge.knowledge_base_answer, ls.kb, documents, dict(ls.candidates)
+    )
+    return msgspec.to_builtins(answer)

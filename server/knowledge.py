@@ -1,18 +1,23 @@
 """The server's view of the knowledge base: opening it per the settings, ranking the profiled
-kernels of a file, and the Markdown of `kernelblaster.knowledgeBase`.
+kernels of a file, and the answer to `kernelblaster.knowledgeBase` (the view's data).
 
 Every call touches SQLite, which may wait on another writer (an optimize worker, a CLI run), so
 the server calls these through `asyncio.to_thread`, never on its event loop."""
 
 from __future__ import annotations
 
-import math
+import difflib
 from pathlib import Path
 
+import msgspec
+
 from kernelblaster.agents.records import PerfState
-from kernelblaster.kb.records import RankedTechnique
+from kernelblaster.kb.records import Attempt, RankedTechnique, code_hash
 from kernelblaster.kb.store import KnowledgeBase, default_path, open_or_fallback
-from kernelblaster.server import formatting
+from kernelblaster.kb.view import KBView, kb_view
+from kernelblaster.server.cache import Candidate
+from kernelblaster.server.documents import path_to_uri
+from kernelblaster.server.kernel_locator import locate
 
 
 def resolve_path(kb_path_setting: str | None) -> Path | str:
@@ -34,41 +39,124 @@ def rank_states(
     }
 
 
-def markdown(kb: KnowledgeBase) -> str:
-    techniques = {t.id: t for t in kb.techniques()}
-    entries = [e for e in kb.entries() if e.attempts > 0]
-    summary = kb.summary()
-    lines = [
-        f"# KernelBlaster knowledge base\n\n`{kb.path}` — {summary.techniques} techniques, "
-        f"{summary.states} states, {summary.attempts} recorded attempts.",
+class KernelLink(msgspec.Struct, kw_only=True):
+    """Where a kernel of this workspace is defined, for the view's links back to it."""
+
+    kernel: str
+    uri: str
+    line: int  # 0-based line of its name in the `__global__` declaration
+
+
+class CandidateDiff(msgspec.Struct, kw_only=True):
+    """The kept best verified rewrite of a kernel, against the source as it is now."""
+
+    kernel: str
+    source_uri: str
+    candidate_uri: str
+    speedup: float | None
+    techniques: list[str]
+    diff: str  # unified diff, source → candidate; "" once the candidate was applied
+    truncated: bool  # the diff was cut at DIFF_LINES lines
+
+
+class WorkspaceHistory(msgspec.Struct, kw_only=True):
+    kernels: list[KernelLink]
+    attempts: list[Attempt]  # most recent first
+    candidates: list[CandidateDiff]
+
+
+class KnowledgeBaseAnswer(msgspec.Struct, kw_only=True):
+    """`kernelblaster.knowledgeBase`: the data of `kernelblaster kb show --json` and this
+    workspace's part of it."""
+
+    kb: KBView
+    workspace: WorkspaceHistory
+
+
+DIFF_LINES = 400
+# Attempts looked through for this workspace's: the replay buffer's most recent ones.
+SCANNED_ATTEMPTS = 2000
+WORKSPACE_ATTEMPTS = 50
+
+
+def knowledge_base_answer(
+    kb: KnowledgeBase,
+    documents: dict[Path, str],
+    candidates: dict[Path, dict[str, Candidate]],
+) -> KnowledgeBaseAnswer:
+    """`documents`: the open kernel sources and their text. Blocking (SQLite, candidate files)."""
+    kept = [
+        (source, candidate, _read(Path(candidate.path)))
+        for source, by_kernel in candidates.items()
+        for candidate in by_kernel.values()
     ]
-    if not entries:
-        lines.append(
-            "\nNo optimization attempts recorded yet: predictions come from the catalog's priors "
-            'and ncu\'s estimates. Every verified outcome of "Optimize kernel" is added here.'
-        )
-    current = None
-    for entry in sorted(entries, key=lambda e: (e.arch, e.state, -e.predicted_speedup)):
-        if (entry.arch, entry.state) != current:
-            current = (entry.arch, entry.state)
-            lines += ["", f"## `{entry.state}` on {entry.arch}", ""]
-        technique = techniques.get(entry.technique)
-        title = technique.title if technique else entry.technique
-        mean = math.exp(entry.mean_log_speedup) if entry.mean_log_speedup is not None else None
-        record = formatting.track_record(
-            attempts=entry.attempts,
-            successes=entry.successes,
-            regressions=entry.regressions,
-            failures=entry.failures,
-            mean_speedup=mean,
-        )
-        lines.append(
-            f"- **{title}** — predicted {formatting.factor(entry.predicted_speedup)} "
-            f"(confidence {entry.confidence:.0%}); {record}"
-        )
-        lines += [f"  - {note}" for note in entry.notes[-2:]]
-    lines += ["", "## Techniques", ""]
-    lines += [
-        f"- **{t.title}** (`{t.id}`, {t.category}): {t.description}" for t in techniques.values()
+    known = {code_hash(text) for text in documents.values()}
+    known |= {code_hash(text) for _, _, text in kept if text is not None}
+    kernels = [
+        KernelLink(kernel=span.name, uri=path_to_uri(path), line=span.name_range.start.line)
+        for path, text in documents.items()
+        for span in locate(text)
     ]
-    return "\n".join(lines)
+    return KnowledgeBaseAnswer(
+        kb=kb_view(kb),
+        workspace=WorkspaceHistory(
+            kernels=kernels,
+            attempts=linked_attempts(kb.attempts(limit=SCANNED_ATTEMPTS), known)[
+                :WORKSPACE_ATTEMPTS
+            ],
+            candidates=[
+                _candidate_diff(source, candidate, text, documents.get(source))
+                for source, candidate, text in kept
+                if text is not None
+            ],
+        ),
+    )
+
+
+def linked_attempts(attempts: list[Attempt], known_hashes: set[str]) -> list[Attempt]:
+    """The attempts connected to the given sources: one that started from or produced a known
+    text makes the other end known too, so a chain of steps (and a source that became one of
+    its candidates) is followed to its end. The order of `attempts` is kept."""
+    known = set(known_hashes)
+    linked: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for attempt in attempts:
+            ends = {attempt.source_hash, attempt.candidate_hash} - {""}
+            if attempt.id not in linked and ends & known:
+                linked.add(attempt.id)
+                known |= ends
+                grew = True
+    return [a for a in attempts if a.id in linked]
+
+
+def _candidate_diff(
+    source: Path, candidate: Candidate, candidate_text: str, source_text: str | None
+) -> CandidateDiff:
+    if source_text is None:
+        source_text = _read(source) or ""
+    lines = list(
+        difflib.unified_diff(
+            source_text.splitlines(keepends=True),
+            candidate_text.splitlines(keepends=True),
+            fromfile=source.name,
+            tofile=Path(candidate.path).name,
+        )
+    )
+    return CandidateDiff(
+        kernel=candidate.kernel,
+        source_uri=path_to_uri(source),
+        candidate_uri=path_to_uri(Path(candidate.path)),
+        speedup=candidate.speedup,
+        techniques=candidate.techniques,
+        diff="".join(lines[:DIFF_LINES]),
+        truncated=len(lines) > DIFF_LINES,
+    )
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None  # deleted or unreadable since it was found: left out of the view

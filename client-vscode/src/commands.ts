@@ -3,15 +3,16 @@
 
 import * as vscode from 'vscode';
 
+import { parseKnowledgeBase } from './kbModel';
 import { kernelAtCursor } from './kernelAtCursor';
-import type { KnowledgeBaseView } from './knowledgeBaseView';
+import { type KnowledgeBaseView, SHOW_KNOWLEDGE_BASE_COMMAND } from './knowledgeBaseView';
 import type { ServerSession } from './session';
 import { SHOW_OUTPUT_COMMAND } from './statusBar';
 
 export const COMMANDS = {
   optimizeAtCursor: 'kernelblaster.optimizeAtCursor',
   profileFile: 'kernelblaster.profileFile',
-  showKnowledgeBase: 'kernelblaster.showKnowledgeBase',
+  showKnowledgeBase: SHOW_KNOWLEDGE_BASE_COMMAND,
   restartServer: 'kernelblaster.restartServer',
   showOutput: SHOW_OUTPUT_COMMAND,
 } as const;
@@ -32,7 +33,7 @@ export function registerCommands(
     }
   };
   return [
-    vscode.commands.registerCommand(COMMANDS.optimizeAtCursor, run('Optimize', () => optimizeAtCursor(session))),
+    vscode.commands.registerCommand(COMMANDS.optimizeAtCursor, run('Optimize', () => optimizeAtCursor(session, output))),
     vscode.commands.registerCommand(COMMANDS.profileFile, run('Profile', () => profileFile(session))),
     vscode.commands.registerCommand(
       COMMANDS.showKnowledgeBase,
@@ -45,7 +46,7 @@ export function registerCommands(
   ];
 }
 
-async function optimizeAtCursor(session: ServerSession): Promise<void> {
+async function optimizeAtCursor(session: ServerSession, output: vscode.OutputChannel): Promise<void> {
   const editor = await cudaEditorReadyToRun('optimize');
   if (editor === undefined) {
     return;
@@ -81,7 +82,8 @@ async function optimizeAtCursor(session: ServerSession): Promise<void> {
   ]);
   const result = parseOptimizeResult(answer);
   if (!result.applied) {
-    void vscode.window.showWarningMessage(`KernelBlaster: ${result.message}`);
+    // The server has already shown why (window/showMessage): saying it again would show it twice.
+    output.appendLine(`Optimize ${kernel}: ${result.message}`);
     return;
   }
   const show = await vscode.window.showInformationMessage(`KernelBlaster: ${result.message}`, 'Show Diff');
@@ -109,11 +111,7 @@ async function showKnowledgeBase(session: ServerSession, view: KnowledgeBaseView
   if (connection === undefined) {
     return;
   }
-  const answer = await connection.executeCommand('kernelblaster.knowledgeBase', []);
-  if (!isRecord(answer) || typeof answer.markdown !== 'string') {
-    throw new Error(`the server answered ${JSON.stringify(answer)} instead of {"markdown": ...}`);
-  }
-  await view.show(answer.markdown);
+  view.show(parseKnowledgeBase(await connection.executeCommand('kernelblaster.knowledgeBase', [])));
 }
 
 /** The active CUDA editor, in a trusted workspace; otherwise undefined after saying why. */

@@ -102,6 +102,30 @@ export function renderStatus(state: StatusState): StatusView {
   };
 }
 
+/** The language status item (the `{}` beside the language mode of a CUDA editor). */
+export interface LanguageStatusView {
+  readonly text: string;
+  readonly detail: string;
+  readonly severity: 'information' | 'warning' | 'error';
+  readonly busy: boolean;
+}
+
+export function renderLanguageStatus(state: StatusState): LanguageStatusView {
+  const busy = state.jobs.length > 0;
+  switch (state.server) {
+    case 'starting':
+      return { text: 'KernelBlaster: starting', detail: 'language server', severity: 'information', busy: true };
+    case 'notInstalled':
+      return { text: 'KernelBlaster: server not found', detail: 'see the output', severity: 'error', busy: false };
+    case 'stopped':
+      return { text: 'KernelBlaster: stopped', detail: 'restart the server', severity: 'error', busy: false };
+    case 'running':
+      return state.trusted
+        ? { text: 'KernelBlaster: ready', detail: busy ? 'working' : 'builds, verifies and profiles on save', severity: 'information', busy }
+        : { text: 'KernelBlaster: Restricted Mode', detail: 'nothing is built or run', severity: 'warning', busy };
+  }
+}
+
 /** A `kernelblaster/jobStatus` payload, checked; undefined when it doesn't have that shape. */
 export function parseJobStatus(params: unknown): JobStatus | undefined {
   if (typeof params !== 'object' || params === null) {

@@ -10,6 +10,7 @@ import type * as vscode from 'vscode';
 import { type Activated, type ActivationDeps, activateWith } from '../src/activation';
 import type { ConnectionEvents, InitializationOptions, ServerConnection } from '../src/connection';
 import type { PythonCheck, ServerLaunch } from '../src/discovery';
+import { KB_ANSWER } from './kbFixture';
 import {
   changeConfiguration,
   grantTrust,
@@ -263,7 +264,7 @@ describe('commands', () => {
     assert.deepEqual(messages('information'), ['KernelBlaster: second: 1.9× faster (coalesced loads)']);
   });
 
-  it('takes the kernel from the state diagnostic and reports an unapplied result as a warning', async () => {
+  it('takes the kernel from the state diagnostic and leaves an unapplied result to the server', async () => {
     const { connections, answers, activated } = activate();
     answers.set('kernelblaster.optimize', { applied: false, message: 'no verified faster candidate' });
     await activated.started;
@@ -276,7 +277,9 @@ describe('commands', () => {
     assert.deepEqual(connections[0].requests[0].args, [
       { uri: 'file:///ws/gen.cu', kernel: 'relu_k', technique: null, version: 7 },
     ]);
-    assert.deepEqual(messages('warning'), ['KernelBlaster: no verified faster candidate']);
+    // The server already said why with window/showMessage: the client only logs it.
+    assert.deepEqual(mock.messages, []);
+    assert.ok(mock.outputLines.includes('Optimize relu_k: no verified faster candidate'));
   });
 
   it('asks which kernel when the cursor is above several, and stops if none is picked', async () => {
@@ -308,17 +311,37 @@ describe('commands', () => {
     assert.deepEqual(messages('warning'), ['Open a CUDA file (.cu) to profile it with KernelBlaster.']);
   });
 
-  it('shows the knowledge base as a markdown preview of a read-only document', async () => {
-    const { answers, activated } = activate();
-    answers.set('kernelblaster.knowledgeBase', { markdown: '# Knowledge base\n\n| state | technique |' });
+  it('shows the knowledge base in one webview, reused, whose links open kernels and diffs', async () => {
+    const { answers, connections, activated } = activate();
+    answers.set('kernelblaster.knowledgeBase', KB_ANSWER);
     await activated.started;
     await command('kernelblaster.showKnowledgeBase');
-    const preview = mock.executed.find((e) => e.command === 'markdown.showPreview');
-    assert.ok(preview !== undefined);
-    const uri = preview.args[0] as Uri;
-    assert.equal(uri.scheme, 'kernelblaster-kb');
-    const provider = mock.contentProviders.get('kernelblaster-kb');
-    assert.equal(provider?.provideTextDocumentContent(uri), '# Knowledge base\n\n| state | technique |');
+    assert.equal(mock.panels.length, 1);
+    const [panel] = mock.panels;
+    assert.equal(panel.title, 'KernelBlaster Knowledge Base');
+    assert.match(panel.webview.html, /Coalesce global memory accesses/);
+    assert.deepEqual(panel.options, { enableScripts: true, localResourceRoots: [] });
+
+    panel.post({ type: 'openKernel', uri: 'file:///ws/softmax.cu', line: 4 });
+    panel.post({ type: 'openDiff', source: 'file:///ws/softmax.cu', candidate: 'file:///ws/b.cu', kernel: 'k' });
+    panel.post({ type: 'openKernel', uri: 'https://example.com/x', line: 1 }); // not a file: ignored
+    panel.post({ type: 'refresh' });
+    await new Promise((resolve) => setImmediate(resolve));
+    const opened = mock.executed.filter((e) => e.command === '<showTextDocument>');
+    assert.deepEqual(
+      opened.map((e) => [String(e.args[0]), (e.args[1] as { selection: { start: { line: number } } }).selection.start.line]),
+      [['file:///ws/softmax.cu', 4]],
+    );
+    const diff = mock.executed.find((e) => e.command === 'vscode.diff');
+    assert.deepEqual(diff?.args.map(String), ['file:///ws/softmax.cu', 'file:///ws/b.cu', 'k: source ↔ best verified candidate']);
+    // refresh asked the server again and re-rendered the same panel
+    assert.equal(connections[0].requests.filter((r) => r.command === 'kernelblaster.knowledgeBase').length, 2);
+    assert.equal(mock.panels.length, 1);
+    assert.equal(panel.reveals, 2);
+
+    panel.dispose();
+    await command('kernelblaster.showKnowledgeBase');
+    assert.equal(mock.panels.length, 2, 'a closed view is opened anew');
   });
 
   it('reports a malformed server answer and a server error, but not a cancellation', async () => {
@@ -332,7 +355,7 @@ describe('commands', () => {
     answers.set('kernelblaster.profile', Object.assign(new Error('cancelled'), { code: -32800 }));
     await command('kernelblaster.profileFile');
     assert.deepEqual(messages('error'), [
-      'KernelBlaster: Knowledge base failed: the server answered {"text":"wrong"} instead of {"markdown": ...}',
+      "KernelBlaster: Knowledge base failed: the server's knowledge base has no kb in the answer",
       'KernelBlaster: Optimize failed: LLM endpoint unreachable',
     ]);
     assert.ok(mock.outputLines.includes('Profile: cancelled'));

@@ -13,6 +13,7 @@ import { CLIENT_SETTINGS, SECTION, SERVER_SETTINGS } from '../src/settings';
 const root = path.join(__dirname, '..', '..', '..');
 interface Property {
   type: string | string[];
+  scope?: string;
   default: unknown;
   description?: string;
   markdownDescription?: string;
@@ -24,7 +25,12 @@ const manifest = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'ut
   main: string;
   engines: { vscode: string };
   activationEvents: string[];
-  capabilities: { untrustedWorkspaces: { supported: unknown; description: string; restrictedConfigurations: string[] } };
+  icon: string;
+  repository: { url: string };
+  bugs: { url: string };
+  homepage: string;
+  scripts: Record<string, string>;
+  capabilities: { virtualWorkspaces: { supported: boolean }; untrustedWorkspaces: { supported: unknown; description: string; restrictedConfigurations: string[] } };
   contributes: {
     commands: { command: string; title: string }[];
     configuration: { properties: Record<string, Property | undefined> };
@@ -108,7 +114,7 @@ describe('package.json', () => {
       manifest.contributes.commands.map((c) => c.command).sort(),
       Object.values(COMMANDS).sort(),
     );
-    assert.deepEqual(manifest.activationEvents, ['onLanguage:cuda-cpp']);
+    assert.deepEqual(manifest.activationEvents, ['onLanguage:cuda-cpp', 'workspaceContains:**/kernelblaster.toml']);
   });
 
   it('declares limited support for untrusted workspaces and restricts the launch and tool paths', () => {
@@ -118,6 +124,22 @@ describe('package.json', () => {
     for (const key of ['serverCommand', 'python', 'nvcc', 'ncuPath', 'llmBaseUrl', 'llmApiKeyEnv']) {
       assert.ok(trust.restrictedConfigurations.includes(`${SECTION}.${key}`), key);
     }
+  });
+
+  it('lets the tool paths be set per machine (remote use) and runs on local files only', () => {
+    for (const key of ['serverCommand', 'python', 'nvcc', 'ncuPath']) {
+      assert.equal(property(key).scope, 'machine-overridable', key);
+    }
+    assert.equal(manifest.capabilities.virtualWorkspaces.supported, false);
+  });
+
+  it('has what the Marketplace shows: icon, repository, issues, home page, changelog', () => {
+    assert.ok(fs.existsSync(path.join(root, manifest.icon)), manifest.icon);
+    assert.match(manifest.repository.url, /^https:\/\//);
+    assert.match(manifest.bugs.url, /\/issues$/);
+    assert.match(manifest.homepage, /^https:\/\//);
+    assert.match(fs.readFileSync(path.join(root, 'CHANGELOG.md'), 'utf8'), new RegExp(`## ${manifest.version.replace(/\./g, '\\.')}`));
+    assert.doesNotMatch(manifest.scripts.package, /allow-missing-repository/);
   });
 
   it('has what vsce needs to package kernelblaster-<version>.vsix', () => {

@@ -6,6 +6,7 @@ import {
   type JobStatus,
   parseJobStatus,
   reduceStatus,
+  renderLanguageStatus,
   renderStatus,
   type StatusEvent,
   type StatusState,
@@ -89,5 +90,23 @@ describe('status bar state machine', () => {
     assert.equal(parseJobStatus({ running: false }), undefined);
     assert.equal(parseJobStatus(null), undefined);
     assert.equal(parseJobStatus('x'), undefined);
+  });
+});
+
+describe('language status item', () => {
+  it("follows the server's state, warns in Restricted Mode and is busy while a job runs", () => {
+    assert.deepEqual(renderLanguageStatus(initialStatus(true)), {
+      text: 'KernelBlaster: starting',
+      detail: 'language server',
+      severity: 'information',
+      busy: true,
+    });
+    assert.equal(renderLanguageStatus(ready()).text, 'KernelBlaster: ready');
+    assert.equal(renderLanguageStatus(run(ready(), job('file:///w/a.cu', true, 'building'))).busy, true);
+    const restricted = renderLanguageStatus(ready(false));
+    assert.deepEqual([restricted.text, restricted.severity], ['KernelBlaster: Restricted Mode', 'warning']);
+    const missing = renderLanguageStatus(run(initialStatus(true), { kind: 'server', phase: 'notInstalled' }));
+    assert.deepEqual([missing.text, missing.severity], ['KernelBlaster: server not found', 'error']);
+    assert.equal(renderLanguageStatus(run(ready(), { kind: 'server', phase: 'stopped' })).severity, 'error');
   });
 });

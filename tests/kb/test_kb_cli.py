@@ -47,6 +47,20 @@ def test_stats_show_export_merge_import(capsys, monkeypatch, tmp_path, new_locat
     assert header.split()[:4] == ["arch", "state", "technique", "tries"]
     assert row.split()[:7] == ["sm_90", "memory.dram", "coalesce_global_access", "2", "1", "0", "1"]
     assert "1.80x" in row
+    code, out, _ = _run(capsys, "kb", "--kb", str(mine), "show", "--json")
+    view = json.loads(out)
+    assert code == 0 and view["summary"]["attempts"] == 2
+    (entry,) = view["entries"]
+    assert entry["technique"] == "coalesce_global_access" and entry["attempts"] == 2
+    assert entry["title"] == "Coalesce global memory accesses" and entry["category"] == "memory"
+    assert entry["notes"] == ["use a smem transpose"]
+    # the failed attempt has no measurement; the verified one is plotted against its prediction
+    assert [(m["predicted_speedup"], m["measured_speedup"]) for m in entry["measurements"]] == [
+        (1.45, 1.8)
+    ]
+    assert [a["outcome"] for a in view["recent_attempts"]] == ["wrong_result", "success"]
+    code, out, _ = _run(capsys, "kb", "--kb", str(mine), "show", "--json", "--arch", "sm_80")
+    assert json.loads(out)["entries"] == [] and json.loads(out)["recent_attempts"] == []
     code, out, _ = _run(
         capsys,
         "kb",

@@ -54,6 +54,45 @@ export class Uri {
   }
 }
 
+export enum ViewColumn {
+  Active = -1,
+  One = 1,
+}
+
+export enum LanguageStatusSeverity {
+  Information = 0,
+  Warning = 1,
+  Error = 2,
+}
+
+export class Position {
+  constructor(
+    readonly line: number,
+    readonly character: number,
+  ) {}
+}
+
+export class Range {
+  constructor(
+    readonly start: Position,
+    readonly end: Position,
+  ) {}
+}
+
+export interface MockWebviewPanel {
+  readonly viewType: string;
+  readonly title: string;
+  readonly options: unknown;
+  readonly webview: { html: string; readonly cspSource: string; onDidReceiveMessage(listener: Listener<unknown>): Disposable };
+  /** Sends a message as the page's script would. */
+  post(message: unknown): void;
+  reveals: number;
+  disposed: boolean;
+  reveal(): void;
+  onDidDispose(listener: Listener<undefined>): Disposable;
+  dispose(): void;
+}
+
 export enum StatusBarAlignment {
   Left = 1,
   Right = 2,
@@ -95,7 +134,8 @@ export const mock = {
   quickPicks: [] as (readonly string[])[],
   executed: [] as { command: string; args: unknown[] }[],
   registered: new Map<string, (...args: unknown[]) => unknown>(),
-  contentProviders: new Map<string, { provideTextDocumentContent(uri: Uri): string }>(),
+  panels: [] as MockWebviewPanel[],
+  languageStatusItems: [] as { id: string; selector: unknown; text: string; detail?: string; severity: number; busy: boolean; command: unknown }[],
   activeTextEditor: undefined as
     | { document: MockDocument; selection: { active: { line: number; character: number } } }
     | undefined,
@@ -106,7 +146,6 @@ export const mock = {
   outputShown: 0,
   statusItems: [] as { text: string; tooltip: unknown; command: unknown; visible: boolean }[],
   workspaceFolders: undefined as { uri: Uri; name: string; index: number }[] | undefined,
-  availableCommands: ['markdown.showPreview'],
   trustGranted: new EventEmitter<undefined>(),
   configurationChanged: new EventEmitter<{ affectsConfiguration(section: string): boolean }>(),
 };
@@ -120,7 +159,8 @@ export function resetMock(): void {
   mock.quickPicks.length = 0;
   mock.executed.length = 0;
   mock.registered.clear();
-  mock.contentProviders.clear();
+  mock.panels.length = 0;
+  mock.languageStatusItems.length = 0;
   mock.activeTextEditor = undefined;
   mock.diagnostics = [];
   mock.extensions.clear();
@@ -129,7 +169,6 @@ export function resetMock(): void {
   mock.outputShown = 0;
   mock.statusItems.length = 0;
   mock.workspaceFolders = undefined;
-  mock.availableCommands = ['markdown.showPreview'];
   mock.trustGranted = new EventEmitter<undefined>();
   mock.configurationChanged = new EventEmitter();
 }
@@ -213,9 +252,34 @@ export const window = {
     mock.quickPicks.push(items);
     return Promise.resolve(mock.quickPickAnswer);
   },
-  showTextDocument: (document: unknown) => {
-    mock.executed.push({ command: '<showTextDocument>', args: [document] });
+  showTextDocument: (document: unknown, options?: unknown) => {
+    mock.executed.push({ command: '<showTextDocument>', args: [document, options] });
     return Promise.resolve();
+  },
+  createWebviewPanel: (viewType: string, title: string, _column: unknown, options: unknown) => {
+    const messages = new EventEmitter<unknown>();
+    const disposed = new EventEmitter<undefined>();
+    const panel: MockWebviewPanel = {
+      viewType,
+      title,
+      options,
+      webview: { html: '', cspSource: 'https://webview.test', onDidReceiveMessage: messages.event },
+      post: (message) => {
+        messages.fire(message);
+      },
+      reveals: 0,
+      disposed: false,
+      reveal: () => {
+        panel.reveals += 1;
+      },
+      onDidDispose: disposed.event,
+      dispose: () => {
+        panel.disposed = true;
+        disposed.fire(undefined);
+      },
+    };
+    mock.panels.push(panel);
+    return panel;
   },
   get activeTextEditor() {
     return mock.activeTextEditor;
@@ -254,14 +318,6 @@ export const workspace = {
   onDidChangeConfiguration: (listener: Listener<{ affectsConfiguration(section: string): boolean }>) =>
     mock.configurationChanged.event(listener),
   getConfiguration: (section: string) => configuration(section),
-  registerTextDocumentContentProvider: (
-    scheme: string,
-    provider: { provideTextDocumentContent(uri: Uri): string },
-  ) => {
-    mock.contentProviders.set(scheme, provider);
-    return new Disposable(() => mock.contentProviders.delete(scheme));
-  },
-  openTextDocument: (uri: Uri) => Promise.resolve({ uri }),
 };
 
 export const commands = {
@@ -277,11 +333,15 @@ export const commands = {
     mock.executed.push({ command, args });
     return Promise.resolve(undefined);
   },
-  getCommands: () => Promise.resolve([...mock.registered.keys(), ...mock.availableCommands]),
 };
 
 export const languages = {
   getDiagnostics: () => mock.diagnostics,
+  createLanguageStatusItem: (id: string, selector: unknown) => {
+    const item = { id, selector, text: '', severity: LanguageStatusSeverity.Information, busy: false, command: undefined, name: '', dispose: () => undefined };
+    mock.languageStatusItems.push(item);
+    return item;
+  },
 };
 
 export const extensions = {

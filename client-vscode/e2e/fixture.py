@@ -1,0 +1,124 @@
+"""Prepares the end-to-end tests' workspace the way a user's looks after working on a GPU
+machine, so a machine without one shows everything: `softmax.cu` + `softmax.py` (the example
+pair), the saved result of its real H100 profile (tests/fixtures/ncu/h100-examples), a knowledge
+base whose track record includes attempts on this very kernel (a chain of two steps), and the
+kept best candidate of that kernel.
+
+    python client-vscode/e2e/fixture.py WORKSPACE KB_FILE
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from kernelblaster.agents.state import classify
+from kernelblaster.harness.ncu_reader import read_report
+from kernelblaster.harness.records import BuildResult, WorkerResponse
+from kernelblaster.kb.records import Attempt, code_hash
+from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.server.cache import ResultCache, new_result
+from kernelblaster.server.documents import text_hash
+from kernelblaster.server.optimize import candidate_path
+
+REPO = Path(__file__).resolve().parents[2]
+REPORT = REPO / "tests" / "fixtures" / "ncu" / "h100-examples" / "softmax.ncu-rep"
+KERNEL = "softmax_rowthread"
+
+
+def saved_result(source: Path) -> None:
+    report = read_report(REPORT, depth="full")
+    response = WorkerResponse(
+        build=BuildResult(ok=True, source=str(source), arch=report.arch), profile=report
+    )
+    result = new_result(source, text_hash(source.read_text()), response)
+    result.states = {
+        k.name: classify(k, arch=report.arch, device=report.device) for k in report.kernels
+    }
+    ResultCache().save(result)
+
+
+def knowledge_base(kb_file: Path, source: Path, arch: str, state: str) -> None:
+    original = source.read_text()
+    coalesced = original.replace("in[c]", "in[c * 1]")  # stands for a rewrite: only the hash
+    vectorized = coalesced + "// vectorized\n"
+    kept = candidate_path(source, KERNEL)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text(vectorized)
+    now = time.time()
+
+    def attempt(n: int, technique: str, start: str, end: str, **fields) -> Attempt:
+        return Attempt(
+            id=uuid.uuid4().hex,
+            time=now - 3600 + 60 * n,
+            arch=arch,
+            kernel=fields.pop("kernel", KERNEL),
+            source_hash=code_hash(start),
+            candidate_hash=code_hash(end),
+            before_state=state,
+            technique=technique,
+            **fields,
+        )
+
+    with KnowledgeBase.open(kb_file) as kb:
+        # Other projects' history of the same state: a spread of measured speedups.
+        for n, measured in enumerate((1.4, 2.2, 3.1, 0.8)):
+            kb.record(
+                attempt(
+                    n,
+                    "coalesce_global_access",
+                    f"other {n}",
+                    f"other {n} rewritten",
+                    kernel="row_reduce",
+                    predicted_speedup=1.5,
+                    measured_speedup=measured,
+                    outcome="success" if measured > 1 else "regression",
+                )
+            )
+        kb.record(
+            attempt(
+                10,
+                "coalesce_global_access",
+                original,
+                coalesced,
+                predicted_speedup=1.6,
+                measured_speedup=2.4,
+                outcome="success",
+                after_state="memory.dram",
+                correctness_detail="max abs err 2e-7 over 3 seeds",
+            )
+        )
+        kb.record(
+            attempt(
+                11,
+                "vectorized_loads",
+                coalesced,
+                vectorized,
+                predicted_speedup=1.2,
+                outcome="compile_error",
+            )
+        )
+        kb.add_note(
+            arch,
+            state,
+            "coalesce_global_access",
+            "Row-per-thread kernels: give each row to a warp so lanes read consecutive columns.",
+        )
+
+
+def main(workspace: Path, kb_file: Path) -> None:
+    workspace.mkdir(parents=True, exist_ok=True)
+    for name in ("softmax.cu", "softmax.py"):
+        shutil.copyfile(REPO / "examples" / name, workspace / name)
+    source = (workspace / "softmax.cu").resolve()
+    saved_result(source)
+    report = read_report(REPORT, depth="full")
+    state = classify(report.kernels[0], arch=report.arch).state
+    knowledge_base(kb_file, source, report.arch, state)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]))
