@@ -25,10 +25,9 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result
 
-from kernelblaster.harness.records import WorkerMessage, WorkerRequest, WorkerResponse
-from kernelblaster.harness.worker_process import run_worker, worker_command
-from kernelblaster.server.worker_client import SpareWorkers
-from kernelblaster.server.worker_client import run_worker as server_run_worker
+from kernelblaster.harness.records import WorkerRequest
+from kernelblaster.harness.worker_client import SpareWorkers
+from kernelblaster.harness.worker_process import run_harness, run_harness_sync
 from kernelblaster.settings import Settings
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -40,7 +39,7 @@ def measure(source: Path, settings: Settings) -> dict:
         task="check", source=str(source), settings=msgspec.to_builtins(settings)
     )
     began = time.perf_counter()
-    response = run_worker(request, settings)
+    response = run_harness_sync(request, settings)
     wall = time.perf_counter() - began
     check = response.check
     build = response.build
@@ -61,18 +60,11 @@ async def _spare_save(request: WorkerRequest, settings: Settings) -> float:
     """Wall time of a save as the language server runs it: on a spare worker that started (and
     imported torch, and created its CUDA context) while the editor was idle."""
     spares = SpareWorkers()
-    decoder = msgspec.json.Decoder(WorkerMessage)
     try:
-        await server_run_worker(
-            worker_command(settings), request, decoder, WorkerResponse, print, timeout_s=600,
-            spares=spares,
-        )  # fmt: skip
+        await run_harness(request, settings, spares=spares)
         await asyncio.sleep(8)  # the editor is idle; the spare warms up
         began = time.perf_counter()
-        await server_run_worker(
-            worker_command(settings), request, decoder, WorkerResponse, lambda _: None,
-            timeout_s=600, spares=spares,
-        )  # fmt: skip
+        await run_harness(request, settings, spares=spares)
         return round(time.perf_counter() - began, 3)
     finally:
         await spares.close()
