@@ -13,6 +13,7 @@ measured once per reference and cached."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.adversarial
-from common import write_result
+from common import RESULTS, device_name, slug, write_result
 
 from tests.adversarial.suite import (
     CASES,
@@ -35,9 +36,17 @@ from tests.adversarial.suite import (
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="*", help="only these case names")
+    parser.add_argument(
+        "--resume", action="store_true", help="keep this GPU's earlier results; run the rest"
+    )
     args = parser.parse_args()
-    chosen = [case for case in CASES if not args.cases or case.name in args.cases]
-    entries = []
+    entries = _earlier_entries() if args.resume else []
+    done = {entry["name"] for entry in entries}
+    chosen = [
+        case
+        for case in CASES
+        if (not args.cases or case.name in args.cases) and case.name not in done
+    ]
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kb-adversarial-") as scratch:
         kernelbench_dir, cache_dir = Path(scratch) / "kernelbench", Path(scratch) / "cache"
@@ -62,14 +71,28 @@ def main() -> int:
                 }
             )
             print(_row(entries[-1]), flush=True)
+            _write(entries)  # after every case: a run cut short keeps what it measured
+    path = _write(entries)
     caught = sum(e["as_expected"] for e in entries)
-    total_s = round(time.perf_counter() - began, 1)
-    path = write_result(
-        "adversarial", {"cases": entries, "as_expected": caught, "total": len(entries),
-                        "seconds": total_s},
-    )  # fmt: skip
-    print(f"{caught} of {len(entries)} cases as expected in {total_s} s; wrote {path}")
+    print(
+        f"{caught} of {len(entries)} cases as expected "
+        f"(this run: {time.perf_counter() - began:.1f} s); wrote {path}"
+    )
     return 0 if caught == len(entries) else 1
+
+
+def _write(entries: list[dict]) -> Path:
+    caught = sum(e["as_expected"] for e in entries)
+    seconds = round(sum(e["seconds"] for e in entries), 1)
+    return write_result(
+        "adversarial",
+        {"cases": entries, "as_expected": caught, "total": len(entries), "seconds": seconds},
+    )
+
+
+def _earlier_entries() -> list[dict]:
+    path = RESULTS / f"adversarial-{slug(device_name())}.json"
+    return json.loads(path.read_text())["cases"] if path.exists() else []
 
 
 def _row(entry: dict) -> str:
