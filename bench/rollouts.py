@@ -6,7 +6,9 @@ agent at once with real optimized CUDA (bench/scripted/), so the ratio is the ha
     python3 bench/rollouts.py                          # needs 2 GPUs; ~8 min on an H200 pair
     python3 bench/rollouts.py --rollouts 8 --depth 3 --example softmax --gpus 0,1
 
-Every step gets the same rewrite, so every rollout does the same work whichever technique it
+Every step gets the same rewrite, made distinct per call by one unused constant (a real edit,
+so each step builds, verifies, times and profiles it; a reply identical to the current source
+would be refused unevaluated), so every rollout does the same work whichever technique it
 samples: the first step from the original kernel verifies faster, later ones verify without a
 gain. Before timing, a short run on each GPU warms what both timed runs share (the nvcc build,
 the PyTorch baselines of each GPU); each timed run starts from an empty KB. The optimize call
@@ -21,6 +23,7 @@ and per GPU the evaluations it ran and for how long both GPUs were busy at once;
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shutil
 import sys
@@ -73,7 +76,16 @@ def main() -> int:
         "goal": ">= 1.8x wall-time ratio for 2 GPUs",
         "runs": [],
     }
-    responder = server_module.reply_by_agent(replies)
+    by_agent = server_module.reply_by_agent(replies)
+    numbers = itertools.count(1)
+
+    def responder(request):
+        scripted = by_agent(request)
+        if scripted is not replies["lowering"]:
+            return scripted
+        edit = f"static const int kScriptedRewrite{(n := next(numbers))} = {n};\n"
+        return server_module.reply(f"```cuda\n{code}{edit}```", usage=None)
+
     with (
         tempfile.TemporaryDirectory() as scratch_dir,
         server_module.OpenAITestServer(responder=responder) as server,

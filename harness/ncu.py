@@ -302,13 +302,11 @@ def run_ncu(
 
 def _lock_dir(settings: Settings) -> Path:
     """ncu serializes every profile on the machine through one lock file,
-    $TMPDIR/nsight-compute-lock. A TMPDIR per physical GPU keeps the profiles of one GPU in turn
-    while profiles on different GPUs (rollouts running at once) overlap; being ours, it also
-    can't be a lock file another user left in /tmp."""
-    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
-    visible = [d for d in visible if d]
-    gpu = visible[settings.gpu] if settings.gpu < len(visible) else str(settings.gpu)
-    directory = settings.cache_root() / "ncu-tmp" / re.sub(r"[^A-Za-z0-9_.-]", "_", f"gpu-{gpu}")
+    $TMPDIR/nsight-compute-lock; a TMPDIR of ours keeps that lock machine-wide for our profiles
+    and can't be a lock file another user left in /tmp. One lock for all GPUs, not one per GPU:
+    two ncu runs replaying kernels on two GPUs at once failed on an H200 pair ("An error was
+    reported by the driver"), so rollouts on several GPUs overlap everything but the profile."""
+    directory = settings.cache_root() / "ncu-tmp"
     directory.mkdir(parents=True, exist_ok=True)
     return directory
 
