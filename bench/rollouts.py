@@ -83,7 +83,7 @@ def main() -> int:
         scripted = by_agent(request)
         if scripted is not replies["lowering"]:
             return scripted
-        edit = f"static const int kScriptedRewrite{(n := next(numbers))} = {n};\n"
+        edit = f"extern const int kScriptedRewrite{(n := next(numbers))} = {n};\n"
         return server_module.reply(f"```cuda\n{code}{edit}```", usage=None)
 
     with (
