@@ -20,7 +20,8 @@ const CHROMIUM = process.env.KB_E2E_CHROMIUM ?? '/usr/bin/chromium-headless-shel
 export const TIMEOUT_MS = 45_000;
 const POLL_MS = 100;
 
-/** Polls `condition` until it returns a truthy value, which it returns. */
+/** Polls `condition` until it returns a truthy value that is not an empty array (a query for
+ * rows that are not there yet), and returns it. */
 export async function waitFor<T>(
   what: string,
   condition: () => Promise<T> | T,
@@ -32,7 +33,7 @@ export async function waitFor<T>(
   for (;;) {
     try {
       const value = await condition();
-      if (value) {
+      if (value && !(Array.isArray(value) && value.length === 0)) {
         return value;
       }
     } catch (error) {
@@ -172,17 +173,9 @@ export class Workbench {
     await this.wait(`${name} to be the active editor`, () => this.isActiveTab(name));
   }
 
+  /** Go to Line: the widget's text offers the line (as a list row or a message, by version). */
   async goToLine(line: number, column: number): Promise<void> {
-    const input = await this.openQuickInput('Control+KeyG');
-    await input.type(`${String(line)}:${String(column)}`);
-    await this.wait(`the quick input to offer line ${String(line)}`, () =>
-      this.page.evaluate(
-        (expected) => document.querySelector('.quick-input-widget .quick-input-message, .quick-input-list')?.textContent.includes(expected),
-        `line ${String(line)}`,
-      ),
-    );
-    await this.page.keyboard.press('Enter');
-    await this.wait('the quick input to close', () => this.quickInputClosed());
+    await this.quickInput('Control+KeyG', `${String(line)}:${String(column)}`, `line ${String(line)}`, '.quick-input-widget');
   }
 
   /** Whether the active editor tab is `name` (its label, without decorations such as the
@@ -251,6 +244,16 @@ export class Workbench {
     );
   }
 
+  /** Clicks the action widget's "Show Disabled" toggle, if it is there. */
+  async showDisabledActions(): Promise<void> {
+    await this.page.evaluate(() => {
+      const toggle = [...document.querySelectorAll<HTMLElement>('.action-widget .action-label, .action-widget a')].find(
+        (element) => element.textContent.trim() === 'Show Disabled',
+      );
+      toggle?.click();
+    });
+  }
+
   /** The webview frame whose document has `selector`. */
   async webviewFrame(selector: string): Promise<Frame> {
     return this.wait(`a webview with ${selector}`, async () => {
@@ -301,15 +304,14 @@ export class Workbench {
     }
   }
 
-  private async quickInput(key: string, text: string, expectedRow: string): Promise<void> {
+  /** Opens a quick input with `key`, types `text`, waits until `offeredIn` (by default the
+   * focused row, which Enter picks) shows `expected`, and picks it. */
+  private async quickInput(key: string, text: string, expected: string, offeredIn = '.quick-input-list .monaco-list-row.focused'): Promise<void> {
     const input = await this.openQuickInput(key);
     await input.type(text);
     try {
-      await this.wait(`"${expectedRow}" to be offered`, () =>
-        this.page.evaluate(
-          (expected) => document.querySelector('.quick-input-list .monaco-list-row.focused')?.textContent.includes(expected),
-          expectedRow,
-        ),
+      await this.wait(`"${expected}" to be offered`, () =>
+        this.page.evaluate((selector, wanted) => document.querySelector(selector)?.textContent.includes(wanted), offeredIn, expected),
       );
     } catch (error) {
       await this.page.keyboard.press('Escape'); // leave the window usable for the next test
