@@ -20,8 +20,7 @@ const CHROMIUM = process.env.KB_E2E_CHROMIUM ?? '/usr/bin/chromium-headless-shel
 export const TIMEOUT_MS = 45_000;
 const POLL_MS = 100;
 
-/** Polls `condition` until it returns a truthy value that is not an empty array (a query for
- * rows that are not there yet), and returns it. */
+/** Polls `condition` until it returns a truthy value, which it returns. */
 export async function waitFor<T>(
   what: string,
   condition: () => Promise<T> | T,
@@ -33,7 +32,7 @@ export async function waitFor<T>(
   for (;;) {
     try {
       const value = await condition();
-      if (value && !(Array.isArray(value) && value.length === 0)) {
+      if (value) {
         return value;
       }
     } catch (error) {
@@ -176,6 +175,29 @@ export class Workbench {
   /** Go to Line: the widget's text offers the line (as a list row or a message, by version). */
   async goToLine(line: number, column: number): Promise<void> {
     await this.quickInput('Control+KeyG', `${String(line)}:${String(column)}`, `line ${String(line)}`, '.quick-input-widget');
+  }
+
+  /** Types `text` as a new last line of the active editor, once the editor has the keyboard
+   * (keys typed before that go elsewhere), and saves. */
+  async appendLineAndSave(text: string): Promise<void> {
+    await this.wait('the editor to have the keyboard', () =>
+      this.page.evaluate(() => {
+        if (document.activeElement?.closest('.editor-instance .monaco-editor')) {
+          return true;
+        }
+        document.querySelector<HTMLElement>('.editor-instance .monaco-editor .view-lines')?.click();
+        return false;
+      }),
+    );
+    await this.pressKey('Control+End');
+    await this.page.keyboard.type(`${text}\n`);
+    await this.wait(`"${text}" in the editor`, () =>
+      this.page.evaluate(
+        (line) => [...document.querySelectorAll('.editor-instance .view-line')].some((row) => row.textContent.replace(/\u00a0/g, ' ').includes(line)),
+        text,
+      ),
+    );
+    await this.pressKey('Control+KeyS');
   }
 
   /** Whether the active editor tab is `name` (its label, without decorations such as the
