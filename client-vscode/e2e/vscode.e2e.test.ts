@@ -140,11 +140,15 @@ describe('KernelBlaster in VS Code', () => {
     assert.ok(optimize.every((row) => row.disabled), JSON.stringify(optimize));
     assert.ok(optimize.some((row) => row.title === 'Optimize kernel'), JSON.stringify(optimize));
     // One action per top-ranked technique, best first, led by the hover's first technique.
-    const ranked = optimize.filter((row) => row.title !== 'Optimize kernel').map((row) => /^Optimize kernel: (.+) \(predicted ([\d.]+)×\)$/.exec(row.title));
-    assert.ok(ranked.length > 0 && ranked.every((match) => match !== null), JSON.stringify(optimize));
-    const predicted = ranked.map((match) => Number(match?.[2]));
+    const techniqueRows = optimize.filter((row) => row.title !== 'Optimize kernel');
+    const ranked = techniqueRows.flatMap((row) => {
+      const match = /^Optimize kernel: (.+) \(predicted ([\d.]+)×\)$/.exec(row.title);
+      return match === null ? [] : [{ technique: match[1], predicted: Number(match[2]) }];
+    });
+    assert.ok(ranked.length > 0 && ranked.length === techniqueRows.length, JSON.stringify(optimize));
+    const predicted = ranked.map((row) => row.predicted);
     assert.deepEqual(predicted, [...predicted].sort((a, b) => b - a), JSON.stringify(optimize));
-    assert.ok(hoverText.toLowerCase().includes((ranked[0]?.[1] ?? '').toLowerCase()), `${JSON.stringify(optimize)}\n${hoverText}`);
+    assert.ok(hoverText.toLowerCase().includes(ranked[0].technique.toLowerCase()), `${JSON.stringify(optimize)}\n${hoverText}`);
   });
 
   it('Optimize without an LLM endpoint says what to configure, once', async () => {
