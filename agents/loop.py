@@ -6,12 +6,15 @@ ranking for the *current* state (weighted random top-k), so the state is re-deri
 verified step, as the paper intends. Every attempt is written to the KB as it happens, so a
 cancelled run keeps what it learned, and rollouts running at the same time rank with each
 other's results as they land. A rollout is a unit of work (`run_rollout`: a picklable
-RolloutPlan in, a RolloutResult out) that `optimize` hands to a runner: one after another here
-(`in_sequence`), one worker per GPU (agents.rollout_runners) or Ray tasks (agents.ray_rollouts).
-The user's file is never touched here.
+RolloutPlan in, a RolloutResult out) that `run_optimization` hands to a runner: one after another
+here (`in_sequence`), one worker per GPU (agents.rollout_runners) or Ray tasks
+(agents.ray_rollouts). The user's file is never touched here.
 
-The harness (`evaluate_fn`) and the lowering agent (`lower_fn`) are parameters: the replay mode
-(agents/replay.py) answers both from a measured table."""
+A run is an OptimizeRun: the worker's OptimizeRequest and the live objects it runs with. Its
+result is the OptimizeResult the worker sends to the editor, unchanged; each step is an
+OptimizeStep, and the KB's Attempt row is made from it (`kb_attempt`). The harness (`evaluate`)
+and the lowering agent (`lower`) are injection points: the replay mode (agents/replay.py)
+answers both from a measured table."""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from kernelblaster.agents.policy_update import update_policy
 from kernelblaster.agents.records import PerfState
 from kernelblaster.agents.soft_verify import soft_verify
 from kernelblaster.agents.state_extractor import refine_state
+from kernelblaster.harness.optimize_protocol import OptimizeRequest, OptimizeResult, OptimizeStep
 from kernelblaster.harness.targets import Target, resolve_target
 from kernelblaster.kb.ranking import select
 from kernelblaster.kb.records import Attempt, RankedTechnique, Technique, code_hash
@@ -45,41 +49,7 @@ Evaluate = Callable[..., Evaluation]
 Lower = Callable[..., LoweringResult]  # lower()'s signature; the replay mode scripts it
 
 
-class Step(msgspec.Struct, kw_only=True):
-    rollout: int
-    depth: int
-    technique: str
-    state_before: str
-    predicted_speedup: float
-    outcome: str
-    measured_speedup: float | None = None
-    state_after: str | None = None
-    detail: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    fatal: bool = False  # the LLM or the harness is unavailable: later steps would fail too
-
-
-class OptimizeOutcome(msgspec.Struct, kw_only=True):
-    kernel: str
-    arch: str = ""
-    improved: bool = False
-    best_source: str | None = None
-    best_time_ms: float | None = None
-    original_time_ms: float | None = None
-    speedup: float | None = None
-    speedup_vs_eager: float | None = None
-    speedup_vs_compile: float | None = None
-    techniques: list[str] = []
-    steps: list[Step] = []
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cancelled: bool = False
-    policy_notes: int = 0
-    error: str | None = None
-
-
-class _Point(msgspec.Struct, kw_only=True):
+class VerifiedKernel(msgspec.Struct, kw_only=True):
     """A verified kernel version: where a rollout stands."""
 
     source: str
@@ -88,35 +58,47 @@ class _Point(msgspec.Struct, kw_only=True):
     techniques: list[str] = []
     eager_ms: float | None = None
     compile_ms: float | None = None
+    made_by: OptimizeStep | None = None  # the step that produced it; None for the original
 
 
 class RolloutPlan(msgspec.Struct, kw_only=True):
     """What every rollout of one optimize run shares; plain data, so it can be sent to another
-    process or host. `settings` names the GPU the rollout runs on."""
+    process or host. `request.settings` names the GPU the rollout runs on."""
 
-    source: Path
-    kernel: str
-    origin: _Point
+    request: OptimizeRequest
+    origin: VerifiedKernel
     target: Target
     reference_text: str
     constraints: list[str]
-    depth: int
-    k: int
-    technique: str | None = None  # forced for the first step of rollout 0
-    seed: int | None = None
-    temperature: float = 1.0  # of the top-k sampling
-    settings: Settings
+
+    @property
+    def source(self) -> Path:
+        return Path(self.request.source)
+
+    def on_gpu(self, gpu: int) -> RolloutPlan:
+        """This plan with its rollouts' harness work on GPU `gpu`."""
+        settings = msgspec.structs.replace(self.request.settings, gpu_index=gpu)
+        request = msgspec.structs.replace(self.request, settings=settings)
+        return msgspec.structs.replace(self, request=request)
 
 
 class RolloutResult(msgspec.Struct, kw_only=True):
     rollout: int
-    steps: list[Step] = []
-    verified: list[_Point] = []  # the candidates that beat where their step started
+    steps: list[OptimizeStep] = []
+    verified: list[VerifiedKernel] = []  # the candidates that beat where their step started
     attempts: list[Attempt] = []  # as recorded in the KB
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cancelled: bool = False
     error: str | None = None  # the LLM or the harness became unavailable
+
+
+def _never() -> bool:
+    return False
+
+
+def _no_progress(step: int, total: int, message: str, best_speedup: float | None) -> None:
+    pass
 
 
 @dataclass(frozen=True)
@@ -125,14 +107,33 @@ class RolloutServices:
 
     client: LlmClient
     kb: KnowledgeBase
-    evaluate_fn: Evaluate
-    lower_fn: Lower
+    evaluate: Evaluate
+    lower: Lower
     cancelled: Callable[[], bool]
     # after each step: a line saying what happened, and the time of a new verified candidate
     report: Callable[[str, float | None], None]
 
 
 RunRollouts = Callable[[RolloutPlan, int, RolloutServices], list[RolloutResult]]
+# (steps done, steps in all, what happened, the best speedup so far)
+OnProgress = Callable[[int, int, str, float | None], None]
+
+
+@dataclass(frozen=True)
+class OptimizeRun:
+    """The context of one optimize run: what to optimize (the worker's request, as the editor
+    or the CLI sent it), and the live objects it runs with. `evaluate` (the harness) and `lower`
+    (the lowering agent) are the injection points the replay mode and the tests script;
+    `run_rollouts` runs the rollouts (default: one after another, on settings.gpu)."""
+
+    request: OptimizeRequest
+    client: LlmClient
+    kb: KnowledgeBase
+    evaluate: Evaluate = evaluate
+    lower: Lower = lower
+    on_progress: OnProgress = _no_progress
+    cancelled: Callable[[], bool] = _never
+    run_rollouts: RunRollouts | None = None
 
 
 def constraints_for(target: Target, settings: Settings) -> list[str]:
@@ -147,20 +148,24 @@ def constraints_for(target: Target, settings: Settings) -> list[str]:
     return rules
 
 
-def _start(
-    source: Path, text: str, kernel: str, settings: Settings, evaluate_fn: Evaluate
-) -> _Point | str:
-    evaluation = evaluate_fn(source, text, kernel, settings, depth="full")
+def _start(run: OptimizeRun) -> VerifiedKernel | str:
+    request = run.request
+    evaluation = run.evaluate(
+        Path(request.source), request.source_text, request.kernel, request.settings, depth="full"
+    )
     if not evaluation.verified or evaluation.state is None or evaluation.time_ms is None:
         reason = (
             evaluation.error.message
             if evaluation.error
             else (evaluation.feedback.message if evaluation.feedback else "no profile of it")
         )
-        return f"the original {kernel} can't be optimized until it verifies and profiles: {reason}"
+        return (
+            f"the original {request.kernel} can't be optimized until it verifies and profiles: "
+            f"{reason}"
+        )
     check = evaluation.check
-    return _Point(
-        source=text,
+    return VerifiedKernel(
+        source=request.source_text,
         time_ms=evaluation.time_ms,
         state=evaluation.state,
         eager_ms=check.eager.median_ms if check and check.eager else None,
@@ -168,81 +173,57 @@ def _start(
     )
 
 
-def optimize(
-    source: Path,
-    text: str,
-    kernel: str,
-    *,
-    settings: Settings,
-    client: LlmClient,
-    kb: KnowledgeBase,
-    rollouts: int,
-    depth: int,
-    k: int,
-    technique: str | None = None,
-    seed: int | None = None,
-    on_progress: Callable[[int, int, str, float | None], None] = lambda *_: None,
-    cancelled: Callable[[], bool] = lambda: False,
-    evaluate_fn: Evaluate = evaluate,
-    lower_fn: Lower = lower,
-    temperature: float = 1.0,
-    run_rollouts: RunRollouts | None = None,
-) -> OptimizeOutcome:
-    """`run_rollouts` runs the rollouts (default: one after another, on settings.gpu)."""
-    outcome = OptimizeOutcome(kernel=kernel)
+def run_optimization(run: OptimizeRun) -> OptimizeResult:
+    """Rollouts × depth steps on `run.request`'s kernel, then the policy update; the result
+    says which verified, memory-safe candidate is best."""
+    request, client, kb = run.request, run.client, run.kb
+    source, settings = Path(request.source), request.settings
+    result = OptimizeResult(kernel=request.kernel)
     target = resolve_target(source, settings)
     if not isinstance(target, Target):
-        outcome.error = f"{target.message} {target.fix}"
-        return outcome
-    on_progress(0, rollouts * depth, f"profiling the original {kernel}", None)
-    origin = _start(source, text, kernel, settings, evaluate_fn)
+        result.error = f"{target.message} {target.fix}"
+        return result
+    total = request.rollouts * request.depth
+    run.on_progress(0, total, f"profiling the original {request.kernel}", None)
+    origin = _start(run)
     if isinstance(origin, str):
-        outcome.error = origin
-        return outcome
-    origin.state = _known_state(client, kb, origin.state, outcome)
+        result.error = origin
+        return result
+    origin.state = _known_state(client, kb, origin.state, result)
     arch = origin.state.arch
-    outcome.arch, outcome.original_time_ms = arch, origin.time_ms
+    result.arch, result.original_time_ms = arch, origin.time_ms
     plan = RolloutPlan(
-        source=source,
-        kernel=kernel,
+        request=request,
         origin=origin,
         target=target,
         reference_text=Path(target.reference).read_text("utf-8") if target.reference else "",
         constraints=constraints_for(target, settings),
-        depth=depth,
-        k=k,
-        technique=technique,
-        seed=seed,
-        temperature=temperature,
-        settings=settings,
     )
     services = RolloutServices(
         client=client,
         kb=kb,
-        evaluate_fn=evaluate_fn,
-        lower_fn=lower_fn,
-        cancelled=cancelled,
-        report=_Progress(rollouts * depth, origin.time_ms, on_progress),
+        evaluate=run.evaluate,
+        lower=run.lower,
+        cancelled=run.cancelled,
+        report=_Progress(total, origin.time_ms, run.on_progress),
     )
-    results = (run_rollouts or in_sequence)(plan, rollouts, services)
-    verified: list[_Point] = []
+    rollouts = (run.run_rollouts or in_sequence)(plan, request.rollouts, services)
+    verified: list[VerifiedKernel] = []
     run_attempts: list[Attempt] = []
-    for result in sorted(results, key=lambda r: r.rollout):
-        outcome.steps += result.steps
-        outcome.prompt_tokens += result.prompt_tokens
-        outcome.completion_tokens += result.completion_tokens
-        outcome.cancelled = outcome.cancelled or result.cancelled
-        outcome.error = outcome.error or result.error
-        verified += result.verified
-        run_attempts += result.attempts
+    for rollout in sorted(rollouts, key=lambda r: r.rollout):
+        result.steps += rollout.steps
+        result.prompt_tokens += rollout.prompt_tokens
+        result.completion_tokens += rollout.completion_tokens
+        result.cancelled = result.cancelled or rollout.cancelled
+        result.error = result.error or rollout.error
+        verified += rollout.verified
+        run_attempts += rollout.attempts
     # Rollouts that another's error stopped count as stopped by it, not as cancelled by the user.
-    outcome.cancelled = outcome.cancelled and outcome.error is None
-    if run_attempts and not outcome.cancelled and outcome.error is None:
-        outcome.policy_notes = _update_policy(client, kb, arch, run_attempts, outcome)
-    best = _memory_safe_best(
-        source, kernel, origin, verified, settings=settings, kb=kb, evaluate_fn=evaluate_fn
-    )
-    return _finish(outcome, origin, best)
+    result.cancelled = result.cancelled and result.error is None
+    if run_attempts and not result.cancelled and result.error is None:
+        result.policy_notes = _update_policy(client, kb, arch, run_attempts, result)
+    best = _memory_safe_best(plan, verified, services)
+    return _finish(result, origin, best)
 
 
 def in_sequence(plan: RolloutPlan, rollouts: int, services: RolloutServices) -> list[RolloutResult]:
@@ -256,44 +237,48 @@ def in_sequence(plan: RolloutPlan, rollouts: int, services: RolloutServices) -> 
 
 
 def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> RolloutResult:
-    """One trajectory of up to plan.depth steps from the original kernel, each attempt
+    """One trajectory of up to plan.request.depth steps from the original kernel, each attempt
     recorded in the KB as it happens."""
-    kb, client = services.kb, services.client
+    kb, client, request = services.kb, services.client, plan.request
     result = RolloutResult(rollout=rollout)
     current = plan.origin
-    for step_index in range(plan.depth):
+    for step_index in range(request.depth):
         if services.cancelled():
             result.cancelled = True
             break
         if current.state.near_limit:
             services.report(f"rollout {rollout + 1}: at the roof, stopping", None)
             break
-        forced = plan.technique if (rollout == 0 and step_index == 0) else None
-        step_seed = None if plan.seed is None else plan.seed + rollout * plan.depth + step_index + 1
+        forced = request.technique if (rollout == 0 and step_index == 0) else None
+        seed = request.seed
+        step_seed = None if seed is None else seed + rollout * request.depth + step_index + 1
         choice = _choose(
             kb,
             current.state,
-            k=plan.k,
+            k=request.top_k,
             forced=forced,
             seed=step_seed,
-            temperature=plan.temperature,
+            temperature=request.temperature,
         )
         if choice is None:
             break
-        step, candidate = _step(
-            plan.source, current, choice, plan.kernel,
-            target=plan.target, settings=plan.settings, client=client, kb=kb,
-            reference_text=plan.reference_text, constraints=plan.constraints,
-            evaluate_fn=services.evaluate_fn, lower_fn=services.lower_fn,
-            rollout=rollout, depth=step_index,
-        )  # fmt: skip
+        step = OptimizeStep(
+            rollout=rollout,
+            depth=step_index,
+            technique=choice.technique,
+            state_before=current.state.state,
+            predicted_speedup=choice.predicted_speedup,
+            outcome="error",
+            source_hash=code_hash(current.source),
+        )
+        candidate = _step(plan, services, current, choice, step)
         if candidate is not None:
             candidate.state = _known_state(client, kb, candidate.state, result)
             step.state_after = candidate.state.state
         result.steps.append(step)
         result.prompt_tokens += step.prompt_tokens
         result.completion_tokens += step.completion_tokens
-        attempt = _attempt(step, plan.origin.state.arch, plan.kernel, current.source, candidate)
+        attempt = kb_attempt(step, arch=plan.origin.state.arch, kernel=request.kernel)
         kb.record(attempt)
         result.attempts.append(attempt)
         if step.fatal:
@@ -329,55 +314,50 @@ class _Progress:
 
 
 def _memory_safe_best(
-    source: Path,
-    kernel: str,
-    origin: _Point,
-    verified: list[_Point],
-    *,
-    settings: Settings,
-    kb: KnowledgeBase,
-    evaluate_fn: Evaluate,
-) -> _Point:
+    plan: RolloutPlan, verified: list[VerifiedKernel], services: RolloutServices
+) -> VerifiedKernel:
     """The fastest verified candidate that also passes compute-sanitizer (memcheck, and
     racecheck with shared memory): numbers that happen to match don't prove memory safety.
-    Candidates that fail are recorded as rejected attempts."""
+    Candidates that fail are recorded as rejected attempts from the original kernel."""
+    origin, request = plan.origin, plan.request
     for candidate in sorted(verified, key=lambda p: p.time_ms):
         if candidate.time_ms >= origin.time_ms:
             break
-        evaluation = evaluate_fn(
-            source, candidate.source, kernel, settings, sanitize=True, profile=False
+        evaluation = services.evaluate(
+            plan.source,
+            candidate.source,
+            request.kernel,
+            request.settings,
+            sanitize=True,
+            profile=False,
         )
         if evaluation.verified:
             return candidate
-        kb.record(
-            Attempt(
-                id=uuid.uuid4().hex,
-                time=time.time(),
-                arch=origin.state.arch,
-                kernel=kernel,
-                source_hash=code_hash(origin.source),
-                candidate_hash=code_hash(candidate.source),
-                before_state=origin.state.state,
-                technique=candidate.techniques[-1],
-                predicted_speedup=1.0,
-                outcome="rejected",
-                correctness_detail=(evaluation.feedback.message if evaluation.feedback else "")[
-                    :500
-                ],
-                error_kind="sanitizer",
-            )
+        assert candidate.made_by is not None  # every candidate but the original has its step
+        rejected = OptimizeStep(
+            rollout=candidate.made_by.rollout,
+            depth=candidate.made_by.depth,
+            technique=candidate.made_by.technique,
+            state_before=origin.state.state,
+            predicted_speedup=1.0,
+            outcome="rejected",
+            detail=evaluation.feedback.message if evaluation.feedback else "",
+            source_hash=code_hash(origin.source),
+            candidate_hash=candidate.made_by.candidate_hash,
+            error_kind="sanitizer",
         )
+        services.kb.record(kb_attempt(rejected, arch=origin.state.arch, kernel=request.kernel))
     return origin
 
 
-def _measured(step: Step) -> str:
+def _measured(step: OptimizeStep) -> str:
     if step.measured_speedup is not None:
         return f"measured {step.measured_speedup:.2f}x ({step.outcome})"
     return f"{step.outcome}: {step.detail[:120]}"
 
 
 def _known_state(
-    client: LlmClient, kb: KnowledgeBase, state: PerfState, outcome: OptimizeOutcome | RolloutResult
+    client: LlmClient, kb: KnowledgeBase, state: PerfState, spent: OptimizeResult | RolloutResult
 ) -> PerfState:
     """`state` under the KB's name for it. The classifier's ids are the KB's own except for
     rarer states the catalog lacks; for those the state extractor (an LLM) picks the closest
@@ -389,8 +369,8 @@ def _known_state(
         choice = refine_state(client, state, known)
     except LlmError:
         return state  # ranking copes with an unknown state: it offers every technique
-    outcome.prompt_tokens += choice.usage.prompt_tokens
-    outcome.completion_tokens += choice.usage.completion_tokens
+    spent.prompt_tokens += choice.usage.prompt_tokens
+    spent.completion_tokens += choice.usage.completion_tokens
     if choice.source == "new":
         kb.ensure_state(choice.state, choice.rationale)
     return msgspec.structs.replace(state, state=choice.state)
@@ -434,87 +414,70 @@ def _choose(
 
 
 def _step(
-    source: Path,
-    current: _Point,
+    plan: RolloutPlan,
+    services: RolloutServices,
+    current: VerifiedKernel,
     choice: RankedTechnique,
-    kernel: str,
-    *,
-    target: Target,
-    settings: Settings,
-    client: LlmClient,
-    kb: KnowledgeBase,
-    reference_text: str,
-    constraints: list[str],
-    evaluate_fn: Evaluate,
-    lower_fn: Lower,
-    rollout: int,
-    depth: int,
-) -> tuple[Step, _Point | None]:
-    step = Step(
-        rollout=rollout,
-        depth=depth,
-        technique=choice.technique,
-        state_before=current.state.state,
-        predicted_speedup=choice.predicted_speedup,
-        outcome="error",
-    )
+    step: OptimizeStep,
+) -> VerifiedKernel | None:
+    """Lower `choice` onto `current`, evaluate and soft-verify the candidate; fills in `step`'s
+    verdict and returns the verified candidate (None when the step produced none)."""
+    request = plan.request
     evaluations: dict[str, Evaluation] = {}
     latest: list[Evaluation] = []  # in the order checked (a candidate may come back twice)
 
     def check(candidate: str) -> Feedback | None:
-        evaluation = evaluate_fn(source, candidate, kernel, settings)
+        evaluation = services.evaluate(plan.source, candidate, request.kernel, request.settings)
         evaluations[code_hash(candidate)] = evaluation
         latest.append(evaluation)
         if evaluation.error is not None:  # not the candidate's fault: stop retrying
             raise _HarnessUnavailable(evaluation.error.message)
         return evaluation.feedback
 
-    technique = _technique(kb, choice)
+    technique = _technique(services.kb, choice)
     try:
-        lowered = lower_fn(
-            client,
+        lowered = services.lower(
+            services.client,
             LoweringInput(
                 source=current.source,
-                kernel=kernel,
+                kernel=request.kernel,
                 state=current.state,
                 technique=technique,
                 notes=choice.notes,
-                constraints=constraints,
-                entry_names=[target.entry],
+                constraints=plan.constraints,
+                entry_names=[plan.target.entry],
             ),
             check=check,
         )
     except LlmError as exc:
-        step.detail, step.fatal = f"LLM: {exc}", True
-        return step, None
+        return _fatal(step, "LLM", exc)
     except _HarnessUnavailable as exc:
-        step.detail, step.fatal = f"harness: {exc}", True
-        return step, None
+        return _fatal(step, "harness", exc)
     step.prompt_tokens, step.completion_tokens = _tokens(lowered.usage)
     if lowered.source is None:
         # "error" when no candidate ever reached the harness: every reply was unusable.
         step.outcome = latest[-1].outcome if latest else "error"
+        step.error_kind = "unusable_reply" if step.outcome == "error" else None
         step.detail = "; ".join(lowered.failures)[-500:]
-        return step, None
+        return None
     evaluation = evaluations[code_hash(lowered.source)]
     try:
         verdict = soft_verify(
-            client,
-            reference_source=reference_text,
+            services.client,
+            reference_source=plan.reference_text,
             original_source=current.source,
             candidate_source=lowered.source,
-            constraints=constraints,
+            constraints=plan.constraints,
         )
     except LlmError as exc:
-        step.detail, step.fatal = f"LLM: {exc}", True
-        return step, None
+        return _fatal(step, "LLM", exc)
     prompt, completion = _tokens(verdict.usage)
     step.prompt_tokens += prompt
     step.completion_tokens += completion
     if not verdict.ok:
         step.outcome = "rejected"
         step.detail = "soft verification: " + "; ".join(verdict.reasons)
-        return step, None
+        return None
     assert evaluation.time_ms is not None
     step.measured_speedup = current.time_ms / evaluation.time_ms
     step.outcome = "success" if step.measured_speedup >= MIN_SPEEDUP else "regression"
@@ -523,12 +486,19 @@ def _step(
     )
     state = evaluation.state or current.state
     step.state_after = state.state
-    return step, _Point(
+    step.candidate_hash = code_hash(lowered.source)
+    return VerifiedKernel(
         source=lowered.source,
         time_ms=evaluation.time_ms,
         state=state,
         techniques=[*current.techniques, choice.technique],
+        made_by=step,
     )
+
+
+def _fatal(step: OptimizeStep, what: str, exc: Exception) -> None:
+    """The LLM or the harness is unavailable: the step ends in an error, and so does the run."""
+    step.detail, step.error_kind, step.fatal = f"{what}: {exc}", what, True
 
 
 class _HarnessUnavailable(Exception):
@@ -552,16 +522,15 @@ def _tokens(usage: Usage) -> tuple[int, int]:
     return usage.prompt_tokens, usage.completion_tokens
 
 
-def _attempt(
-    step: Step, arch: str, kernel: str, started_from: str, candidate: _Point | None
-) -> Attempt:
+def kb_attempt(step: OptimizeStep, *, arch: str, kernel: str) -> Attempt:
+    """The KB's replay-buffer row for `step`, recorded as it happens."""
     return Attempt(
         id=uuid.uuid4().hex,
         time=time.time(),
         arch=arch,
         kernel=kernel,
-        source_hash=code_hash(started_from),
-        candidate_hash=code_hash(candidate.source) if candidate else "",
+        source_hash=step.source_hash,
+        candidate_hash=step.candidate_hash,
         before_state=step.state_before,
         after_state=step.state_after,
         technique=step.technique,
@@ -571,9 +540,7 @@ def _attempt(
         correctness_detail=step.detail[:500],
         prompt_tokens=step.prompt_tokens,
         completion_tokens=step.completion_tokens,
-        error_kind=(step.detail.split(":")[0] if step.fatal else "unusable_reply")
-        if step.outcome == "error"
-        else None,
+        error_kind=step.error_kind,
     )
 
 
@@ -582,27 +549,27 @@ def _update_policy(
     kb: KnowledgeBase,
     arch: str,
     attempts: list[Attempt],
-    outcome: OptimizeOutcome,
+    result: OptimizeResult,
 ) -> int:
     try:
-        result = update_policy(client, kb, arch=arch, attempts=attempts)
+        update = update_policy(client, kb, arch=arch, attempts=attempts)
     except LlmError as exc:
-        outcome.error = f"policy update skipped: {exc}"
+        result.error = f"policy update skipped: {exc}"
         return 0
-    outcome.prompt_tokens += result.usage.prompt_tokens
-    outcome.completion_tokens += result.usage.completion_tokens
-    return len(result.applied)
+    result.prompt_tokens += update.usage.prompt_tokens
+    result.completion_tokens += update.usage.completion_tokens
+    return len(update.applied)
 
 
-def _finish(outcome: OptimizeOutcome, origin: _Point, best: _Point) -> OptimizeOutcome:
-    outcome.best_time_ms = best.time_ms
+def _finish(result: OptimizeResult, origin: VerifiedKernel, best: VerifiedKernel) -> OptimizeResult:
+    result.best_time_ms = best.time_ms
     if best is not origin:
-        outcome.improved = True
-        outcome.best_source = best.source
-        outcome.techniques = best.techniques
-        outcome.speedup = origin.time_ms / best.time_ms
+        result.improved = True
+        result.best_source = best.source
+        result.techniques = best.techniques
+        result.speedup = origin.time_ms / best.time_ms
         if origin.eager_ms:
-            outcome.speedup_vs_eager = origin.eager_ms / best.time_ms
+            result.speedup_vs_eager = origin.eager_ms / best.time_ms
         if origin.compile_ms:
-            outcome.speedup_vs_compile = origin.compile_ms / best.time_ms
-    return outcome
+            result.speedup_vs_compile = origin.compile_ms / best.time_ms
+    return result

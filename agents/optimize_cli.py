@@ -17,7 +17,7 @@ import msgspec
 from kernelblaster.settings import SettingsError, load_settings
 
 if TYPE_CHECKING:
-    from kernelblaster.agents.loop import OptimizeOutcome
+    from kernelblaster.harness.optimize_protocol import OptimizeResult
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -28,35 +28,36 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def candidate_path(source: Path) -> Path:
+def optimized_copy_path(source: Path) -> Path:
+    """Where the best candidate goes without --apply: beside the source, as NAME.optimized.cu."""
     return source.with_name(f"{source.stem}.optimized{source.suffix}")
 
 
-def _print_outcome(outcome: OptimizeOutcome, original: str, source: Path, apply: bool) -> None:
-    for step in outcome.steps:
+def _print_result(result: OptimizeResult, original: str, source: Path, apply: bool) -> None:
+    for step in result.steps:
         measured = f"{step.measured_speedup:.2f}x" if step.measured_speedup else "-"
         print(
             f"  r{step.rollout + 1}.{step.depth + 1} {step.technique:<32} predicted "
             f"{step.predicted_speedup:.2f}x measured {measured:>6}  {step.outcome}"
             + (f" → {step.state_after}" if step.state_after else "")
         )
-    print(f"tokens: {outcome.prompt_tokens} prompt, {outcome.completion_tokens} completion")
-    if not outcome.improved or outcome.best_source is None:
-        print(outcome.error or "no verified candidate beat the original")
+    print(f"tokens: {result.prompt_tokens} prompt, {result.completion_tokens} completion")
+    if not result.improved or result.best_source is None:
+        print(result.error or "no verified candidate beat the original")
         return
-    versus = [f"{outcome.speedup:.2f}x vs the original"]
-    if outcome.speedup_vs_eager:
-        versus.append(f"{outcome.speedup_vs_eager:.2f}x vs PyTorch eager")
-    if outcome.speedup_vs_compile:
-        versus.append(f"{outcome.speedup_vs_compile:.2f}x vs torch.compile")
-    print(f"best: {', '.join(versus)} via {' → '.join(outcome.techniques)}")
-    target = source if apply else candidate_path(source)
-    write_atomically(target, outcome.best_source)
+    versus = [f"{result.speedup:.2f}x vs the original"]
+    if result.speedup_vs_eager:
+        versus.append(f"{result.speedup_vs_eager:.2f}x vs PyTorch eager")
+    if result.speedup_vs_compile:
+        versus.append(f"{result.speedup_vs_compile:.2f}x vs torch.compile")
+    print(f"best: {', '.join(versus)} via {' → '.join(result.techniques)}")
+    target = source if apply else optimized_copy_path(source)
+    write_atomically(target, result.best_source)
     print(f"{'applied to' if apply else 'written to'} {target}")
     sys.stdout.writelines(
         difflib.unified_diff(
             original.splitlines(keepends=True),
-            outcome.best_source.splitlines(keepends=True),
+            result.best_source.splitlines(keepends=True),
             fromfile=str(source),
             tofile=str(target),
         )
@@ -67,8 +68,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     # Imported here: the openai client and the loop are heavy, and every other command (the
     # language server among them) shares this process's start-up.
     from kernelblaster.agents.llm import LlmClient, LlmConfig
-    from kernelblaster.agents.loop import optimize
+    from kernelblaster.agents.loop import OptimizeRun, run_optimization
     from kernelblaster.agents.rollout_runners import runner_for
+    from kernelblaster.harness.optimize_protocol import OptimizeRequest
     from kernelblaster.kb.schema import KBError
     from kernelblaster.kb.store import default_path, open_or_fallback
 
@@ -113,29 +115,35 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             best_text = f" (best so far {best:.2f}x)" if best else ""
             print(f"[{step}/{total}] {message}{best_text}", file=sys.stderr, flush=True)
 
+    request = OptimizeRequest(
+        source=str(source),
+        source_text=original,
+        kernel=args.kernel or _only_kernel(original),
+        technique=args.technique,
+        rollouts=args.rollouts or settings.rollouts,
+        depth=args.depth or settings.depth,
+        top_k=settings.top_k,
+        seed=args.seed,
+        settings=settings,
+    )
     with kb:
-        outcome = optimize(
-            source,
-            original,
-            args.kernel or _only_kernel(original),
-            settings=settings,
-            client=LlmClient(LlmConfig.from_settings(settings)),
-            kb=kb,
-            rollouts=args.rollouts or settings.rollouts,
-            depth=args.depth or settings.depth,
-            k=settings.top_k,
-            technique=args.technique,
-            seed=args.seed,
-            on_progress=progress,
-            run_rollouts=run_rollouts,
+        result = run_optimization(
+            OptimizeRun(
+                request=request,
+                client=LlmClient(LlmConfig.from_settings(settings)),
+                kb=kb,
+                on_progress=progress,
+                run_rollouts=run_rollouts,
+            )
         )
     if args.json:
-        sys.stdout.write(msgspec.json.encode(outcome).decode() + "\n")
-        if outcome.improved and outcome.best_source is not None:
-            write_atomically(source if args.apply else candidate_path(source), outcome.best_source)
+        sys.stdout.write(msgspec.json.encode(result).decode() + "\n")
+        if result.improved and result.best_source is not None:
+            target = source if args.apply else optimized_copy_path(source)
+            write_atomically(target, result.best_source)
     else:
-        _print_outcome(outcome, original, source, args.apply)
-    return 0 if outcome.error is None or outcome.improved else 1
+        _print_result(result, original, source, args.apply)
+    return 0 if result.error is None or result.improved else 1
 
 
 def _only_kernel(text: str) -> str:
@@ -170,5 +178,5 @@ def register(subparsers) -> None:
         "(auto, HOST:PORT, or ray://HOST:PORT)",
     )
     parser.add_argument("--apply", action="store_true", help="replace FILE with the best result")
-    parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=cmd_optimize)

@@ -17,8 +17,6 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
-
 from kernelblaster.agents.llm import LlmClient, LlmConfig
 from kernelblaster.agents.loop import (
     Evaluate,
@@ -43,8 +41,8 @@ class RayRollout:
     kb_location: Path | str
     driver_host: str
     llm: LlmConfig
-    evaluate_fn: Evaluate
-    lower_fn: Lower
+    evaluate: Evaluate
+    lower: Lower
 
 
 def on_ray(address: str) -> RunRollouts:
@@ -57,14 +55,12 @@ def on_ray(address: str) -> RunRollouts:
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
         task = ray.remote(num_gpus=1, max_retries=0)(_rollout_task)
         job = RayRollout(
-            plan=msgspec.structs.replace(
-                plan, settings=msgspec.structs.replace(plan.settings, gpu_index=0)
-            ),
+            plan=plan.on_gpu(0),
             kb_location=services.kb.path,
             driver_host=socket.gethostname(),
             llm=services.client.config,
-            evaluate_fn=services.evaluate_fn,
-            lower_fn=services.lower_fn,
+            evaluate=services.evaluate,
+            lower=services.lower,
         )
         running = {task.remote(job, rollout): rollout for rollout in range(rollouts)}
         results: list[RolloutResult] = []
@@ -124,8 +120,8 @@ def _rollout_task(job: RayRollout, rollout: int) -> RolloutResult:
         services = RolloutServices(
             client=LlmClient(job.llm),
             kb=kb,
-            evaluate_fn=job.evaluate_fn,
-            lower_fn=job.lower_fn,
+            evaluate=job.evaluate,
+            lower=job.lower,
             cancelled=lambda: False,  # the driver cancels a task by ending it
             report=lambda *_: None,  # the driver reports the steps when the task returns
         )

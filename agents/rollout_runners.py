@@ -12,8 +12,6 @@ import dataclasses
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-import msgspec
-
 from kernelblaster.agents.loop import (
     RolloutPlan,
     RolloutResult,
@@ -59,9 +57,7 @@ class OnGpus:
 
         def work(slot: int) -> None:
             gpu = self.gpus[slot % len(self.gpus)]
-            on_gpu = msgspec.structs.replace(
-                plan, settings=msgspec.structs.replace(plan.settings, gpu_index=gpu)
-            )
+            on_gpu = plan.on_gpu(gpu)
             try:
                 while not stop.is_set():
                     with lock:

@@ -40,7 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common
 from common import RESULTS, slug
 
-from kernelblaster.agents.loop import optimize
+from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.replay import ReplayModel, ReplayTask
 from kernelblaster.agents.replay_table import (
     NAIVE,
@@ -50,6 +50,7 @@ from kernelblaster.agents.replay_table import (
     load_library,
     read_table,
 )
+from kernelblaster.harness.optimize_protocol import OptimizeRequest
 from kernelblaster.kb import ranking
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
@@ -102,20 +103,25 @@ def run_task(
     held_out: bool,
 ) -> TaskRun:
     replay = ReplayTask(task, table, rng=random.Random(seed))
-    outcome = optimize(
-        replay.source,
-        replay.naive_text,
-        task.task,
-        settings=SETTINGS,
-        client=ReplayModel(),  # type: ignore[arg-type]  # answers only what the replay needs
-        kb=kb,
+    request = OptimizeRequest(
+        source=str(replay.source),
+        source_text=replay.naive_text,
+        kernel=task.task,
         rollouts=config.rollouts,
         depth=config.depth,
-        k=k,
+        top_k=k,
         seed=seed,
-        evaluate_fn=replay.evaluate,
-        lower_fn=replay.lower,
         temperature=temperature,
+        settings=SETTINGS,
+    )
+    outcome = run_optimization(
+        OptimizeRun(
+            request=request,
+            client=ReplayModel(),  # type: ignore[arg-type]  # answers only what the replay needs
+            kb=kb,
+            evaluate=replay.evaluate,
+            lower=replay.lower,
+        )
     )
     if outcome.error is not None:
         raise RuntimeError(f"replay of {task.task} failed: {outcome.error}")

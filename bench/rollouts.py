@@ -38,8 +38,9 @@ from common import REPO, openai_server_module, write_result
 
 from kernelblaster.agents.evaluation import evaluate
 from kernelblaster.agents.llm import LlmClient, LlmConfig
-from kernelblaster.agents.loop import optimize
+from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.rollout_runners import runner_for
+from kernelblaster.harness.optimize_protocol import OptimizeRequest
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
@@ -153,20 +154,25 @@ class _Bench:
 
         with KnowledgeBase.open(self.scratch / f"kb-{name.replace(' ', '-')}.sqlite3") as kb:
             start = time.monotonic()
-            outcome = optimize(
-                self.source,
-                self.source.read_text(),
-                self.kernel,
-                settings=settings,
-                client=self.client,
-                kb=kb,
+            request = OptimizeRequest(
+                source=str(self.source),
+                source_text=self.source.read_text(),
+                kernel=self.kernel,
                 rollouts=rollouts,
                 depth=depth,
-                k=3,
+                top_k=3,
                 seed=1,
-                on_progress=progress,
-                evaluate_fn=timed_evaluate,
-                run_rollouts=timed_rollouts,
+                settings=settings,
+            )
+            outcome = run_optimization(
+                OptimizeRun(
+                    request=request,
+                    client=self.client,
+                    kb=kb,
+                    evaluate=timed_evaluate,
+                    on_progress=progress,
+                    run_rollouts=timed_rollouts,
+                )
             )
             wall = time.monotonic() - start
         by_gpu = {gpu: [(s, e) for g, s, e in evaluations if g == gpu] for gpu in sorted(set(gpus))}

@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import openai_server_module, write_result
 
 from kernelblaster.agents.llm import LlmClient, LlmConfig
-from kernelblaster.agents.loop import optimize
+from kernelblaster.agents.loop import OptimizeRun, run_optimization
+from kernelblaster.harness.optimize_protocol import OptimizeRequest
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
@@ -61,18 +62,23 @@ def main() -> int:
             )
             source = work / f"{name}.cu"
             with KnowledgeBase.open(kb_path) as kb:
-                outcome = optimize(
-                    source,
-                    source.read_text(),
-                    kernel,
-                    settings=Settings(cache_dir=str(work / "cache")),
-                    client=client,
-                    kb=kb,
+                request = OptimizeRequest(
+                    source=str(source),
+                    source_text=source.read_text(),
+                    kernel=kernel,
+                    technique=technique,
                     rollouts=1,
                     depth=1,
-                    k=3,
-                    technique=technique,
-                    on_progress=lambda i, n, msg, best: print(f"  [{i}/{n}] {msg}", flush=True),
+                    top_k=3,
+                    settings=Settings(cache_dir=str(work / "cache")),
+                )
+                outcome = run_optimization(
+                    OptimizeRun(
+                        request=request,
+                        client=client,
+                        kb=kb,
+                        on_progress=lambda i, n, msg, best: print(f"  [{i}/{n}] {msg}", flush=True),
+                    )
                 )
                 entries = [
                     {

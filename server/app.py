@@ -18,7 +18,7 @@ from kernelblaster.harness.worker_client import SpareWorkers
 from kernelblaster.kb.records import RankedTechnique
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.server import code_actions, knowledge, optimize, pipeline, settings_sync
-from kernelblaster.server.cache import Candidate, ResultCache
+from kernelblaster.server.cache import KeptCandidate, ResultCache
 from kernelblaster.server.configuration import (
     InitOptions,
     apply_client_settings,
@@ -62,7 +62,7 @@ class KernelBlasterServer(LanguageServer):
         self.kb: KnowledgeBase | None = None
         self.kb_requested: Path | str | None = None  # a file, or a team KB URL
         self.ranked: dict[Path, dict[str, list[RankedTechnique]]] = {}
-        self.candidates: dict[Path, dict[str, Candidate]] = {}
+        self.candidates: dict[Path, dict[str, KeptCandidate]] = {}
         self.snapshots: dict[Path, str] = {}  # hash of the text each file's last job read
         self.open_uris: dict[Path, str] = {}  # open kernel sources, as the client names them
         self.watcher: SourceWatcher | None = None
@@ -310,7 +310,7 @@ class ProfileArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 @server.command(code_actions.OPTIMIZE)
 async def optimize_command(ls: KernelBlasterServer, *args: Any) -> dict:
-    outcome = await optimize.optimize(
+    outcome = await optimize.optimize_kernel(
         ls, _argument(args, optimize.OptimizeArgs, code_actions.OPTIMIZE)
     )
     return msgspec.to_builtins(outcome)

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 FORMAT = 1
 
 
-class Candidate(msgspec.Struct, kw_only=True):
+class KeptCandidate(msgspec.Struct, kw_only=True):
     """The best verified rewrite of one kernel, written beside the source for "Show diff"."""
 
     kernel: str
@@ -42,7 +42,7 @@ class FileResult(msgspec.Struct, kw_only=True):
     time: float  # epoch seconds when the worker finished
     response: WorkerResponse
     states: dict[str, PerfState] = {}  # kernel name → classified state
-    candidates: dict[str, Candidate] = {}
+    candidates: dict[str, KeptCandidate] = {}
 
 
 _decoder = msgspec.json.Decoder(FileResult)

@@ -8,7 +8,7 @@ from lsprotocol import types
 
 from kernelblaster.kb.records import RankedTechnique
 from kernelblaster.server import formatting
-from kernelblaster.server.cache import Candidate
+from kernelblaster.server.cache import KeptCandidate
 
 OPTIMIZE = "kernelblaster.optimize"
 SHOW_DIFF = "kernelblaster.showDiff"
@@ -31,7 +31,7 @@ def kernel_actions(
     ranked: list[RankedTechnique],
     *,
     top_k: int,
-    candidate: Candidate | None,
+    candidate: KeptCandidate | None,
     disabled_reason: str | None,
 ) -> list[types.CodeAction]:
     """`disabled_reason` (e.g. no LLM endpoint) marks the optimize actions disabled, for

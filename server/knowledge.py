@@ -15,7 +15,7 @@ from kernelblaster.agents.records import PerfState
 from kernelblaster.kb.records import Attempt, RankedTechnique, code_hash
 from kernelblaster.kb.store import KnowledgeBase, default_path, open_or_fallback
 from kernelblaster.kb.view import KBView, kb_view
-from kernelblaster.server.cache import Candidate
+from kernelblaster.server.cache import KeptCandidate
 from kernelblaster.server.documents import path_to_uri
 from kernelblaster.server.kernel_locator import locate
 
@@ -82,7 +82,7 @@ WORKSPACE_ATTEMPTS = 50
 def knowledge_base_answer(
     kb: KnowledgeBase,
     documents: dict[Path, str],
-    candidates: dict[Path, dict[str, Candidate]],
+    candidates: dict[Path, dict[str, KeptCandidate]],
 ) -> KnowledgeBaseAnswer:
     """`documents`: the open kernel sources and their text. Blocking (SQLite, candidate files)."""
     kept = [
@@ -132,7 +132,7 @@ def linked_attempts(attempts: list[Attempt], known_hashes: set[str]) -> list[Att
 
 
 def _candidate_diff(
-    source: Path, candidate: Candidate, candidate_text: str, source_text: str | None
+    source: Path, candidate: KeptCandidate, candidate_text: str, source_text: str | None
 ) -> CandidateDiff:
     if source_text is None:
         source_text = _read(source) or ""

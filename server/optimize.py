@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING
 import msgspec
 from lsprotocol import types
 
-from kernelblaster.agents.records import (
+from kernelblaster.harness.optimize_protocol import (
     OptimizeMessage,
     OptimizeProgress,
     OptimizeRequest,
-    OptimizeResponse,
+    OptimizeResult,
 )
 from kernelblaster.harness.worker_client import WorkerFailed, run_worker
 from kernelblaster.server import formatting
-from kernelblaster.server.cache import Candidate
+from kernelblaster.server.cache import KeptCandidate
 from kernelblaster.server.configuration import llm_missing_message, optimize_worker_command
 from kernelblaster.server.documents import STATE_DIR, path_to_uri, text_hash, uri_to_path
 from kernelblaster.server.kernel_locator import by_name, locate
@@ -45,27 +45,30 @@ class ShowDiffArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     kernel: str
 
 
-class OptimizeOutcome(msgspec.Struct, kw_only=True):
+class OptimizeReply(msgspec.Struct, kw_only=True):
+    """The `kernelblaster.optimize` command's answer to the editor."""
+
     applied: bool
     message: str
 
 
-def candidate_path(source: Path, kernel: str) -> Path:
+def kept_candidate_path(source: Path, kernel: str) -> Path:
+    """Where the best verified candidate of `kernel` is kept for "Show diff", in the state dir."""
     return source.parent / STATE_DIR / "candidates" / f"{source.stem}.{kernel}.best{source.suffix}"
 
 
-def find_candidates(source: Path) -> dict[str, Candidate]:
+def find_candidates(source: Path) -> dict[str, KeptCandidate]:
     """Candidates kept from earlier sessions (blocking: call off the event loop)."""
     directory = source.parent / STATE_DIR / "candidates"
     prefix, suffix = f"{source.stem}.", f".best{source.suffix}"
     found = {}
     for path in directory.glob(f"{prefix}*{suffix}") if directory.is_dir() else []:
         kernel = path.name[len(prefix) : -len(suffix)]
-        found[kernel] = Candidate(kernel=kernel, path=str(path), base_hash="")
+        found[kernel] = KeptCandidate(kernel=kernel, path=str(path), base_hash="")
     return found
 
 
-async def optimize(ls: KernelBlasterServer, args: OptimizeArgs) -> OptimizeOutcome:
+async def optimize_kernel(ls: KernelBlasterServer, args: OptimizeArgs) -> OptimizeReply:
     path = uri_to_path(args.uri)
     document = ls.workspace.text_documents.get(args.uri)
     refusal = _refusal(ls, args, path, document)
@@ -83,7 +86,7 @@ async def optimize(ls: KernelBlasterServer, args: OptimizeArgs) -> OptimizeOutco
         rollouts=settings.rollouts,
         depth=settings.depth,
         top_k=settings.top_k,
-        settings=msgspec.to_builtins(settings),
+        settings=settings,
     )
 
     def on_progress(message: OptimizeProgress) -> None:
@@ -98,11 +101,11 @@ async def optimize(ls: KernelBlasterServer, args: OptimizeArgs) -> OptimizeOutco
     try:
         await reporter.begin("optimize", f"{args.kernel}: waiting for the GPU")
         async with ls.jobs.gpu():
-            response = await run_worker(
+            result = await run_worker(
                 optimize_worker_command(settings),
                 request,
                 _decoder,
-                OptimizeResponse,
+                OptimizeResult,
                 on_progress,
                 timeout_s=None,  # the loop is bounded by rollouts × depth; the user can cancel
                 cwd=path.parent,
@@ -114,18 +117,20 @@ async def optimize(ls: KernelBlasterServer, args: OptimizeArgs) -> OptimizeOutco
         if task is not None:
             task.uncancel()
         reporter.end("cancelled", f"{args.kernel}: optimization cancelled")
-        return OptimizeOutcome(applied=False, message=f"Optimizing {args.kernel} was cancelled.")
+        return OptimizeReply(applied=False, message=f"Optimizing {args.kernel} was cancelled.")
     except WorkerFailed as failure:
         reporter.end("failed", f"{args.kernel}: {failure.message}")
         return _tell(ls, f"Optimizing {args.kernel} failed: {failure.message}", applied=False)
     await refresh_ranking(ls, path)  # the worker recorded its attempts in the KB
-    if response.error or not response.improved or not response.best_source:
-        message = response.error or response.message or "no verified, faster candidate was found"
-        reporter.end("done", f"{args.kernel}: {message}")
-        return _tell(ls, f"{args.kernel}: {message}", applied=False, kind=types.MessageType.Info)
-    candidate = await _keep_candidate(ls, path, response, text_hash(base_text))
-    reporter.end("done", f"{args.kernel}: {response.message or 'verified candidate found'}")
-    return await _apply(ls, args, response, candidate)
+    # An error after an improvement only says the policy update was skipped: the candidate stands.
+    if not result.improved or not result.best_source:
+        reporter.end("done", f"{args.kernel}: {result.message}")
+        return _tell(
+            ls, f"{args.kernel}: {result.message}", applied=False, kind=types.MessageType.Info
+        )
+    candidate = await _keep_candidate(ls, path, result, text_hash(base_text))
+    reporter.end("done", f"{args.kernel}: {result.message}")
+    return await _apply(ls, args, result, candidate)
 
 
 def _refusal(
@@ -148,30 +153,30 @@ def _refusal(
 
 
 async def _keep_candidate(
-    ls: KernelBlasterServer, source: Path, response: OptimizeResponse, base_hash: str
-) -> Candidate:
-    target = candidate_path(source, response.kernel)
+    ls: KernelBlasterServer, source: Path, result: OptimizeResult, base_hash: str
+) -> KeptCandidate:
+    target = kept_candidate_path(source, result.kernel)
 
     def write() -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(response.best_source or "", encoding="utf-8")
+        target.write_text(result.best_source or "", encoding="utf-8")
 
     await asyncio.to_thread(write)
-    candidate = Candidate(
-        kernel=response.kernel,
+    candidate = KeptCandidate(
+        kernel=result.kernel,
         path=str(target),
-        speedup=response.speedup,
-        techniques=response.techniques,
+        speedup=result.speedup,
+        techniques=result.techniques,
         base_hash=base_hash,
     )
-    ls.candidates.setdefault(source, {})[response.kernel] = candidate
+    ls.candidates.setdefault(source, {})[result.kernel] = candidate
     return candidate
 
 
 async def _apply(
-    ls: KernelBlasterServer, args: OptimizeArgs, response: OptimizeResponse, candidate: Candidate
-) -> OptimizeOutcome:
-    speedup = f" {formatting.factor(response.speedup)} faster" if response.speedup else ""
+    ls: KernelBlasterServer, args: OptimizeArgs, result: OptimizeResult, candidate: KeptCandidate
+) -> OptimizeReply:
+    speedup = f" {formatting.factor(result.speedup)} faster" if result.speedup else ""
     document = ls.workspace.text_documents.get(args.uri)
     if document is None or document.version != args.version:
         now = "closed" if document is None else f"now version {document.version}"
@@ -188,22 +193,22 @@ async def _apply(
             uri=args.uri, version=args.version
         ),
         edits=[
-            types.TextEdit(range=whole_document(ls, document.source), new_text=response.best_source)
+            types.TextEdit(range=whole_document(ls, document.source), new_text=result.best_source)
         ],
     )
     label = f"KernelBlaster: {args.kernel}{speedup}"
-    result = await ls.workspace_apply_edit_async(
+    applied = await ls.workspace_apply_edit_async(
         types.ApplyWorkspaceEditParams(
             edit=types.WorkspaceEdit(document_changes=[edit]), label=label
         )
     )
-    if not result.applied:
-        reason = result.failure_reason or "the editor refused the edit"
+    if not applied.applied:
+        reason = applied.failure_reason or "the editor refused the edit"
         return _tell(
             ls, f"Not applied: {reason}. The candidate is in {candidate.path}.", applied=False
         )
-    techniques = ", ".join(response.techniques)
-    return OptimizeOutcome(
+    techniques = ", ".join(result.techniques)
+    return OptimizeReply(
         applied=True,
         message=f"{args.kernel}{speedup}" + (f" ({techniques})" if techniques else "") + ".",
     )
@@ -230,9 +235,9 @@ def _tell(
     *,
     applied: bool,
     kind: types.MessageType = types.MessageType.Error,
-) -> OptimizeOutcome:
+) -> OptimizeReply:
     ls.window_show_message(types.ShowMessageParams(type=kind, message=message))
-    return OptimizeOutcome(applied=applied, message=message)
+    return OptimizeReply(applied=applied, message=message)
 
 
 def whole_document(ls: KernelBlasterServer, text: str) -> types.Range:

@@ -22,7 +22,7 @@ from kernelblaster.kb.records import Attempt, code_hash
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.server.cache import ResultCache, new_result
 from kernelblaster.server.documents import text_hash
-from kernelblaster.server.optimize import candidate_path
+from kernelblaster.server.optimize import kept_candidate_path
 
 REPO = Path(__file__).resolve().parents[2]
 REPORT = REPO / "tests" / "fixtures" / "ncu" / "h100-examples" / "softmax.ncu-rep"
@@ -45,7 +45,7 @@ def knowledge_base(kb_file: Path, source: Path, arch: str, state: str) -> None:
     original = source.read_text()
     coalesced = original.replace("in[c]", "in[c * 1]")  # stands for a rewrite: only the hash
     vectorized = coalesced + "// vectorized\n"
-    kept = candidate_path(source, KERNEL)
+    kept = kept_candidate_path(source, KERNEL)
     kept.parent.mkdir(parents=True, exist_ok=True)
     kept.write_text(vectorized)
     now = time.time()

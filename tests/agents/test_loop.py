@@ -13,10 +13,11 @@ import pytest
 from openai_server import rate_limited, reply
 
 from kernelblaster.agents.evaluation import Evaluation
-from kernelblaster.agents.loop import optimize
+from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.lowering import Feedback
 from kernelblaster.agents.state import classify
 from kernelblaster.harness.ncu_reader import read_report
+from kernelblaster.harness.optimize_protocol import OptimizeRequest
 from kernelblaster.harness.records import CheckResult, Timing, VerifyResult
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
@@ -85,18 +86,19 @@ def kb(tmp_path):
         yield store
 
 
-def run_loop(client, kb, harness, **kwargs):
-    defaults = dict(rollouts=2, depth=2, k=3, seed=7)
-    defaults.update(kwargs)
-    return optimize(
-        SOFTMAX,
-        SOFTMAX.read_text(),
-        "softmax_rowthread",
+def run_loop(client, kb, harness, *, rollouts=2, depth=2, k=3, seed=7, **run_options):
+    request = OptimizeRequest(
+        source=str(SOFTMAX),
+        source_text=SOFTMAX.read_text(),
+        kernel="softmax_rowthread",
+        rollouts=rollouts,
+        depth=depth,
+        top_k=k,
+        seed=seed,
         settings=Settings(),
-        client=client,
-        kb=kb,
-        evaluate_fn=harness,
-        **defaults,
+    )
+    return run_optimization(
+        OptimizeRun(request=request, client=client, kb=kb, evaluate=harness, **run_options)
     )
 
 

@@ -12,7 +12,7 @@ import msgspec
 
 from kernelblaster.harness import worker_process
 from kernelblaster.harness.records import WorkerRequest
-from kernelblaster.harness.worker_process import run_harness_sync as run_worker
+from kernelblaster.harness.worker_process import run_harness_sync
 from kernelblaster.settings import Settings
 
 # A worker that leaves a grandchild holding its stdout and stderr, as torch.compile's compile
@@ -63,7 +63,7 @@ def test_an_answer_returns_at_once_though_a_child_holds_the_pipe(tmp_path):
     )
     progress = []
     started = time.monotonic()
-    response = run_worker(_request(), settings, on_progress=progress.append)
+    response = run_harness_sync(_request(), settings, on_progress=progress.append)
     assert time.monotonic() - started < 20  # not the child's 60 s
     assert response.error is not None and response.error.kind == "no_reference"
     assert [p.phase for p in progress] == ["verify"]
@@ -73,7 +73,7 @@ def test_an_answer_returns_at_once_though_a_child_holds_the_pipe(tmp_path):
 def test_a_hung_worker_is_killed_with_its_children(tmp_path):
     settings, pid_file = _fake_worker(tmp_path, "time.sleep(60)\n")
     started = time.monotonic()
-    response = run_worker(_request(), settings)
+    response = run_harness_sync(_request(), settings)
     assert time.monotonic() - started < 20
     assert response.error is not None and response.error.kind == "timeout"
     assert "verify phase did not finish within 1 s" in response.error.message
@@ -82,7 +82,7 @@ def test_a_hung_worker_is_killed_with_its_children(tmp_path):
 
 def test_a_worker_that_dies_without_answering_is_a_crash(tmp_path):
     settings, _ = _fake_worker(tmp_path, "sys.stderr.write('boom: segfault'); os._exit(3)\n")
-    response = run_worker(_request(), settings)
+    response = run_harness_sync(_request(), settings)
     assert response.error is not None and response.error.kind == "crash"
     assert "died during verify (exit 3)" in response.error.message
     assert "boom: segfault" in response.error.log
@@ -97,7 +97,7 @@ def test_requests_are_sent_as_json(tmp_path):
         "'message': request['source'], 'fix': ''}}))\n"
     )
     settings = Settings(worker_command=[sys.executable, str(script)])
-    response = run_worker(_request(), settings)
+    response = run_harness_sync(_request(), settings)
     assert response.error is not None and response.error.message == "k.cu"
     assert msgspec.json.decode(msgspec.json.encode(_request()))["task"] == "check"
 
@@ -113,7 +113,7 @@ def test_a_worker_stuck_compiling_is_told_to_raise_the_build_budget(tmp_path, mo
         "time.sleep(60)\n"
     )
     settings = Settings(worker_command=[sys.executable, str(script)], build_timeout_s=0.5)
-    response = run_worker(_request(), settings)
+    response = run_harness_sync(_request(), settings)
     assert response.error is not None and response.error.kind == "timeout"
     assert "build phase did not finish" in response.error.message
     assert "build_timeout_s" in response.error.fix and "never ends" not in response.error.fix

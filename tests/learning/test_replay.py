@@ -1,5 +1,5 @@
-"""The replay mode: the real loop, KB, ranking and selection on a table, through optimize()'s
-lowering and evaluation injection points."""
+"""The replay mode: the real loop, KB, ranking and selection on a table, through
+run_optimization()'s lowering and evaluation injection points."""
 
 from __future__ import annotations
 
@@ -8,25 +8,34 @@ import math
 import pytest
 
 from kernelblaster.agents.llm import LlmError
-from kernelblaster.agents.loop import optimize
+from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.replay import ReplayModel
 from kernelblaster.agents.replay_table import LibraryError, transitions
+from kernelblaster.harness.optimize_protocol import OptimizeRequest
 from kernelblaster.settings import Settings
 
 
-def run(replay, kb, **options):
-    defaults = dict(rollouts=1, depth=1, k=3, seed=1)
-    defaults.update(options)
-    return optimize(
-        replay.source,
-        replay.naive_text,
-        replay.task.task,
+def run(replay, kb, *, rollouts=1, depth=1, k=3, seed=1, technique=None, temperature=1.0):
+    request = OptimizeRequest(
+        source=str(replay.source),
+        source_text=replay.naive_text,
+        kernel=replay.task.task,
+        technique=technique,
+        rollouts=rollouts,
+        depth=depth,
+        top_k=k,
+        seed=seed,
+        temperature=temperature,
         settings=Settings(),
-        client=ReplayModel(),
-        kb=kb,
-        evaluate_fn=replay.evaluate,
-        lower_fn=replay.lower,
-        **defaults,
+    )
+    return run_optimization(
+        OptimizeRun(
+            request=request,
+            client=ReplayModel(),
+            kb=kb,
+            evaluate=replay.evaluate,
+            lower=replay.lower,
+        )
     )
 
 

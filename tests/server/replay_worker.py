@@ -5,7 +5,7 @@ response recorded in the test's control directory, built from real fixtures.
     python replay_worker.py CONTROL_DIR harness|optimize
 
 CONTROL_DIR/
-  harness.json / optimize.json   the WorkerResponse / OptimizeResponse to replay
+  harness.json / optimize.json   the WorkerResponse / OptimizeResult to replay
   delay                          seconds to wait before answering (every run)
   delay_once                     the same for the next run only (consumed by that run)
   busy                           spend the delay computing instead of sleeping (CPU load)

@@ -12,7 +12,7 @@ from lsprotocol import types
 
 from kernelblaster.kb.records import code_hash
 from kernelblaster.kb.store import KnowledgeBase
-from kernelblaster.server.optimize import candidate_path
+from kernelblaster.server.optimize import kept_candidate_path
 from tests.kb.kb_helpers import make_attempt
 from tests.server.conftest import (
     open_document,
@@ -29,7 +29,7 @@ async def test_the_view_holds_the_track_record_and_this_workspaces_attempts(clie
     workspace.record("harness", softmax_response(source))
     step1 = original.replace("softmax_rowthread(", "softmax_rowthread( ", 1)
     step2 = step1 + "// coalesced\n"
-    kept = candidate_path(source, "softmax_rowthread")
+    kept = kept_candidate_path(source, "softmax_rowthread")
     kept.parent.mkdir(parents=True)
     kept.write_text(step2)
     with KnowledgeBase.open(workspace.kb_path) as kb:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from kernelblaster.agents.records import OptimizeResponse
+from kernelblaster.harness.optimize_protocol import OptimizeResult
 from kernelblaster.server.documents import path_to_uri
 from tests.server.conftest import (
     alive,
@@ -27,20 +27,20 @@ def record_candidate(workspace, source: Path) -> str:
     best = source.read_text().replace("// 1. Naive transpose", FASTER_TRANSPOSE + "// 1. Naive")
     workspace.record(
         "optimize",
-        OptimizeResponse(
+        OptimizeResult(
             kernel="transpose_naive",
             improved=True,
             best_source=best,
             speedup=2.4,
             techniques=["shared_memory_tiling"],
-            attempts=3,
-            message="2.40x faster after shared_memory_tiling",
         ),
     )
     return best
 
 
-def optimize(client, uri: str, version: int, technique: str | None = "shared_memory_tiling"):
+def execute_optimize(
+    client, uri: str, version: int, technique: str | None = "shared_memory_tiling"
+):
     return client.workspace_execute_command_async(
         types.ExecuteCommandParams(
             command="kernelblaster.optimize",
@@ -67,7 +67,7 @@ async def test_optimize_applies_the_verified_candidate_against_its_version(clien
     uri = open_document(client, source)
     await wait_for_states(client, uri, count=5)
 
-    result = await optimize(client, uri, version=1)
+    result = await execute_optimize(client, uri, version=1)
     assert result == {
         "applied": True,
         "message": "transpose_naive 2.40× faster (shared_memory_tiling).",
@@ -112,7 +112,7 @@ async def test_an_edit_is_refused_onto_a_document_that_changed(client, workspace
     await wait_for_states(client, uri, count=5)
 
     workspace.control_file("delay_once", "3")
-    running = asyncio.ensure_future(optimize(client, uri, version=1))
+    running = asyncio.ensure_future(execute_optimize(client, uri, version=1))
     await wait_until(lambda: optimize_runs(workspace))
     client.text_document_did_change(
         types.DidChangeTextDocumentParams(
@@ -134,7 +134,7 @@ async def test_an_edit_is_refused_onto_a_document_that_changed(client, workspace
     ).exists()
 
     # an action offered for version 1 is refused at once now that the document is at version 2
-    stale = await optimize(client, uri, version=1)
+    stale = await execute_optimize(client, uri, version=1)
     assert stale["applied"] is False and "changed since this action was offered" in stale["message"]
     assert len(optimize_runs(workspace)) == 1
 
@@ -148,7 +148,7 @@ async def test_cancelling_the_progress_token_kills_the_optimize_worker(client, w
     jobs_before = set(client.progress_reports)
 
     workspace.control_file("delay_once", "60")
-    running = asyncio.ensure_future(optimize(client, uri, version=1, technique=None))
+    running = asyncio.ensure_future(execute_optimize(client, uri, version=1, technique=None))
     (run,) = await wait_until(lambda: optimize_runs(workspace))
     (token,) = await wait_until(lambda: set(client.progress_reports) - jobs_before)
     client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
