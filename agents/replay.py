@@ -1,7 +1,8 @@
 """Replay mode of the optimization loop: the real loop, KB, ranking, selection and write-back,
 on a measured table instead of a GPU and an LLM.
 
-`ReplayTask` plugs into `optimize()` through its two injection points:
+`ReplayTask` plugs into `run_optimization()` through its two injection points (OptimizeRun's
+`lower` and `evaluate`):
 - `lower` is a scripted lowering agent: asked to apply a technique to the current kernel, it
   returns the library's variant for that edge (task, current variant, technique), or no
   candidate when the library has none (the step is spent, as when a model can't produce a

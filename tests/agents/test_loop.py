@@ -17,8 +17,9 @@ from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.lowering import Feedback
 from kernelblaster.agents.state import classify
 from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.optimize_protocol import OptimizeRequest
+from kernelblaster.harness.optimize_protocol import OptimizeMessage, OptimizeRequest
 from kernelblaster.harness.records import CheckResult, Timing, VerifyResult
+from kernelblaster.kb.records import code_hash
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
@@ -164,6 +165,47 @@ def test_a_candidate_failing_the_sanitizer_is_not_offered(openai_server, client,
     assert [a.outcome for a in kb.attempts()].count("rejected") == 1
     rejected = next(a for a in kb.attempts() if a.outcome == "rejected")
     assert rejected.error_kind == "sanitizer"
+
+
+def test_the_loops_result_is_what_the_server_reads_and_each_step_is_a_kb_row(
+    openai_server, client, kb
+):
+    harness = RecordedHarness()
+    openai_server.push(
+        reply(cuda("broken")),
+        reply(cuda("verified 0.5")),
+        reply(soft(True)),
+        reply(json.dumps({"analyses": []})),
+        reply(json.dumps({"updates": []})),
+    )
+    result = run_loop(client, kb, harness, rollouts=1, depth=1)
+    # The optimize worker writes the loop's record as it is; the server decodes the same record.
+    line = msgspec.json.Encoder().encode(result)
+    assert msgspec.json.Decoder(OptimizeMessage).decode(line) == result
+    (step,) = result.steps
+    assert result.techniques == [step.technique]
+    assert result.message == (
+        f"softmax_rowthread: 2.00x faster ({step.technique}), verified on fresh inputs and "
+        "compute-sanitizer"
+    )
+    (attempt,) = kb.attempts()
+    assert (attempt.technique, attempt.outcome, attempt.after_state) == (
+        step.technique,
+        "success",
+        step.state_after,
+    )
+    assert attempt.source_hash == step.source_hash == code_hash(SOFTMAX.read_text())
+    assert attempt.candidate_hash == step.candidate_hash == code_hash(result.best_source)
+    assert attempt.measured_speedup == step.measured_speedup == pytest.approx(2.0)
+
+
+def test_a_run_without_a_better_candidate_says_so_or_says_why(openai_server, client, kb):
+    openai_server.push(reply(cuda("wrong")), reply(cuda("wrong")), reply(cuda("wrong")))
+    openai_server.push(reply(json.dumps({"analyses": []})), reply(json.dumps({"updates": []})))
+    result = run_loop(client, kb, RecordedHarness(), rollouts=1, depth=1)
+    assert not result.improved and result.error is None
+    assert result.message == "softmax_rowthread: no verified candidate beat the original"
+    assert msgspec.structs.replace(result, error="no GPU").message == "no GPU"
 
 
 def test_unreachable_llm_stops_the_run_and_records_the_error(kb):
