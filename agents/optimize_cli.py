@@ -43,7 +43,7 @@ def _print_result(result: OptimizeResult, original: str, source: Path, apply: bo
         )
     print(f"tokens: {result.prompt_tokens} prompt, {result.completion_tokens} completion")
     if not result.improved or result.best_source is None:
-        print(result.error or "no verified candidate beat the original")
+        print(result.message)
         return
     versus = [f"{result.speedup:.2f}x vs the original"]
     if result.speedup_vs_eager:

@@ -81,13 +81,13 @@ class OptimizeResult(msgspec.Struct, kw_only=True, tag="result"):
 
     @property
     def message(self) -> str:
-        """One line for the user."""
+        """One line for the user, to follow the kernel's name."""
         if self.improved and self.speedup is not None:
             return (
-                f"{self.kernel}: {self.speedup:.2f}x faster ({' → '.join(self.techniques)}), "
+                f"{self.speedup:.2f}x faster ({' → '.join(self.techniques)}), "
                 "verified on fresh inputs and compute-sanitizer"
             )
-        return self.error or f"{self.kernel}: no verified candidate beat the original"
+        return self.error or "no verified candidate beat the original"
 
 
 OptimizeMessage = OptimizeProgress | OptimizeResult

@@ -185,8 +185,7 @@ def test_the_loops_result_is_what_the_server_reads_and_each_step_is_a_kb_row(
     (step,) = result.steps
     assert result.techniques == [step.technique]
     assert result.message == (
-        f"softmax_rowthread: 2.00x faster ({step.technique}), verified on fresh inputs and "
-        "compute-sanitizer"
+        f"2.00x faster ({step.technique}), verified on fresh inputs and compute-sanitizer"
     )
     (attempt,) = kb.attempts()
     assert (attempt.technique, attempt.outcome, attempt.after_state) == (
@@ -204,7 +203,7 @@ def test_a_run_without_a_better_candidate_says_so_or_says_why(openai_server, cli
     openai_server.push(reply(json.dumps({"analyses": []})), reply(json.dumps({"updates": []})))
     result = run_loop(client, kb, RecordedHarness(), rollouts=1, depth=1)
     assert not result.improved and result.error is None
-    assert result.message == "softmax_rowthread: no verified candidate beat the original"
+    assert result.message == "no verified candidate beat the original"
     assert msgspec.structs.replace(result, error="no GPU").message == "no GPU"
 
 
