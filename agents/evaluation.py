@@ -9,17 +9,15 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.agents.lowering import Feedback
-from kernelblaster.agents.records import PerfState
-from kernelblaster.agents.state import classify
 from kernelblaster.harness.records import (
     BuildResult,
     CheckResult,
     HarnessError,
-    KernelProfile,
+    PerfState,
     ProfileReport,
-    WorkerRequest,
 )
-from kernelblaster.harness.worker_process import run_harness_sync
+from kernelblaster.harness.worker_client import run_harness_sync
+from kernelblaster.harness.worker_protocol import WorkerRequest
 from kernelblaster.settings import Settings
 
 # Worker error kinds → the attempt outcome the KB records and the lowering feedback kind.
@@ -53,12 +51,6 @@ def _build_log(build: BuildResult) -> str:
         for d in build.diagnostics
         if d.severity in ("error", "warning")
     )
-
-
-def kernel_profile(report: ProfileReport | None, kernel: str) -> KernelProfile | None:
-    if report is None:
-        return None
-    return next((k for k in report.kernels if k.name == kernel), None)
 
 
 def evaluate(
@@ -96,7 +88,7 @@ def evaluate(
             ),
             check=check,
         )
-    error = response.error or (check.error if check else None)
+    error = response.error
     if error is not None:
         outcome = _ERROR_OUTCOMES.get(error.kind)
         if outcome is None:  # the environment, not the candidate: no GPU, ncu permissions...
@@ -108,10 +100,7 @@ def evaluate(
             check=check,
         )
     assert check is not None and check.timing is not None
-    state = None
-    profiled = kernel_profile(response.profile, kernel)
-    if profiled is not None and response.profile is not None:
-        state = classify(profiled, arch=response.profile.arch, device=response.profile.device)
+    state = next((state for state in response.states if state.kernel == kernel), None)
     return Evaluation(
         outcome="verified",
         check=check,

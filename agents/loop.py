@@ -31,10 +31,10 @@ from kernelblaster.agents.evaluation import Evaluation, evaluate
 from kernelblaster.agents.llm import LlmClient, LlmError, Usage
 from kernelblaster.agents.lowering import Feedback, LoweringInput, LoweringResult, lower
 from kernelblaster.agents.policy_update import update_policy
-from kernelblaster.agents.records import PerfState
 from kernelblaster.agents.soft_verify import soft_verify
 from kernelblaster.agents.state_extractor import refine_state
 from kernelblaster.harness.optimize_protocol import OptimizeRequest, OptimizeResult, OptimizeStep
+from kernelblaster.harness.records import PerfState
 from kernelblaster.harness.targets import Target, resolve_target
 from kernelblaster.kb.ranking import select
 from kernelblaster.kb.records import Attempt, RankedTechnique, Technique, code_hash

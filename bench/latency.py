@@ -25,9 +25,8 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result
 
-from kernelblaster.harness.records import WorkerRequest
-from kernelblaster.harness.worker_client import SpareWorkers
-from kernelblaster.harness.worker_process import run_harness, run_harness_sync
+from kernelblaster.harness.worker_client import SpareWorkers, run_harness, run_harness_sync
+from kernelblaster.harness.worker_protocol import WorkerRequest
 from kernelblaster.settings import Settings
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -98,15 +98,14 @@ def _sanitize(
 
 def _check_standalone(
     target: Target, built: BuildResult, settings: Settings, result: CheckResult
-) -> CheckResult:
+) -> HarnessError | None:
     executable = Path(built.artifact or "")
     cwd = Path(target.source).parent
     outcome = standalone.run_program(
         executable, target.args, timeout_s=settings.run_timeout_s, cwd=cwd
     )
     if isinstance(outcome, HarnessError):
-        result.error = outcome
-        return result
+        return outcome
     if target.golden:
         golden = Path(target.golden).read_text(encoding="utf-8")
         result.verify = standalone.compare_output(
@@ -115,7 +114,7 @@ def _check_standalone(
     result.timing = standalone.time_program(
         executable, target.args, timeout_s=settings.run_timeout_s, cwd=cwd
     )
-    return result
+    return None
 
 
 def run_check(
@@ -126,9 +125,11 @@ def run_check(
     progress: Progress,
     sanitize: bool = False,
     integrity: RuntimeSnapshot | None = None,
-) -> CheckResult:
-    """`integrity`: the runtime as it was before the candidate's code first ran, when that was
-    before this call (a KernelBench solution's build imports it); else taken here."""
+) -> tuple[CheckResult, HarnessError | None]:
+    """The check's result, and why it stopped short (None: it ran to the end; a failed
+    verification is a result, not an error). `integrity`: the runtime as it was before the
+    candidate's code first ran, when that was before this call (a KernelBench solution's build
+    imports it); else taken here."""
     device = torch.device("cuda", settings.gpu)
     torch.cuda.set_device(device)
     result = CheckResult(
@@ -136,7 +137,6 @@ def run_check(
         target_kind=target.kind,
         gpu=torch.cuda.get_device_name(device),
         arch=_device_arch(device),
-        build=built,
     )
     phase_began = time.perf_counter()
 
@@ -149,30 +149,29 @@ def run_check(
     work_dir = settings.cache_root() / "work"
     if target.kind == "standalone":
         progress("verify", "running the program")
-        _check_standalone(target, built, settings, result)
+        error = _check_standalone(target, built, settings, result)
         phase_done("run")
     else:
         kernels = set(kernel_names(Path(target.source)))
         try:
-            result = _check_callable(
+            error = _check_callable(
                 target, built, settings, result, device, progress, phase_done, integrity
             )
         except ReferenceError_ as exc:
-            result.error = exc.error
+            error = exc.error
         except RuntimeError as exc:
-            result.error = error_from_exception(exc, kernels=kernels)
-        if result.error is not None or not (result.verify and result.verify.ok):
-            return result
-    if sanitize and result.error is None:
+            error = error_from_exception(exc, kernels=kernels)
+        if error is not None or not (result.verify and result.verify.ok):
+            return result, error
+    if sanitize and error is None:
         progress("sanitize", "compute-sanitizer memcheck")
         findings, error = _sanitize(target, built, settings, work_dir)
         phase_done("sanitize")
-        result.error = result.error or error
         if findings and result.verify is not None:
             result.verify.hacks.extend(findings)
             result.verify.ok = False
             result.verify.message = "; ".join(f.message for f in findings[:3])
-    return result
+    return result, error
 
 
 def _timing_inputs(reference: Reference, seeds: list[int], device: torch.device) -> list[list]:
@@ -188,7 +187,8 @@ def _timing_inputs(reference: Reference, seeds: list[int], device: torch.device)
 
 def _check_callable(
     target, built, settings, result, device, progress, phase_done, integrity
-) -> CheckResult:
+) -> HarnessError | None:
+    """Load, verify and time into `result`; the error that stopped it, if any."""
     reference: Reference | None = None
     candidate: Candidate | None = None
     try:
@@ -201,18 +201,18 @@ def _check_callable(
         integrity = integrity or RuntimeSnapshot()  # before the candidate's code first runs
         candidate = load_candidate(target, artifact, reference, device)
         phase_done("load")
-        return _verify_and_time(
+        _verify_and_time(
             target, settings, result, device, progress, phase_done, reference, candidate, integrity
         )
+        return None
     except torch.OutOfMemoryError as exc:
-        result.error = out_of_memory(
+        return out_of_memory(
             exc,
             phase=_phase(result),
             reference=reference,
             output_templates=candidate.output_templates if candidate else [],
             device=device,
         )
-        return result
 
 
 def _phase(result: CheckResult) -> str:
@@ -229,7 +229,7 @@ def _phase(result: CheckResult) -> str:
 
 def _verify_and_time(
     target, settings, result, device, progress, phase_done, reference, candidate, integrity
-) -> CheckResult:
+) -> None:
     progress("verify", f"verifying on {max(settings.trials, 3)} fresh input sets")
     allow = target.allow_library_calls or settings.allow_library_calls
     warnings = _static_findings(target, settings)
@@ -248,7 +248,7 @@ def _verify_and_time(
     result.verify = outcome
     phase_done("verify")
     if not outcome.ok:
-        return result
+        return
     progress("time", "timing the kernel")
     candidate.poison = False
     input_sets = _timing_inputs(reference, outcome.seeds, device)
@@ -262,7 +262,7 @@ def _verify_and_time(
     result.verify = recheck
     if not recheck.ok:
         result.timing = None  # what was timed isn't what was verified
-        return result
+        return
     phase_done("time")
     progress("baseline", "timing PyTorch eager and torch.compile (cached per reference)")
     input_sets = _timing_inputs(reference, outcome.seeds, device)
@@ -273,4 +273,3 @@ def _verify_and_time(
     if baselines.compiled is not None:
         result.speedup_vs_compile = baselines.compiled.median_ms / result.timing.median_ms
     phase_done("baselines")
-    return result

@@ -48,6 +48,4 @@ def format_check_result(result: CheckResult) -> str:
         lines.append(
             "phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.phase_seconds.items())
         )
-    if result.error is not None:
-        lines.append(format_error(result.error))
     return "\n".join(lines)

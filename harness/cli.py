@@ -9,8 +9,8 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.harness.records import WorkerProgress, WorkerRequest, WorkerResponse
-from kernelblaster.harness.worker_process import run_harness_sync
+from kernelblaster.harness.worker_client import run_harness_sync
+from kernelblaster.harness.worker_protocol import WorkerProgress, WorkerRequest, WorkerResponse
 from kernelblaster.settings import SettingsError, load_settings
 
 
@@ -74,15 +74,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 2
     if args.json:
         _print_json(response)
-    elif response.check is not None:
-        print(format_check_result(response.check))
     else:
-        if response.build is not None:
+        if response.check is not None:
+            print(format_check_result(response.check))
+        elif response.build is not None:
             print(format_build_result(response.build))
         if response.error is not None:
             print(format_error(response.error))
     check = response.check
-    passed = check is not None and check.error is None and (check.verify is None or check.verify.ok)
+    passed = check is not None and (check.verify is None or check.verify.ok)
     return 0 if passed and response.error is None else 1
 
 

@@ -168,13 +168,13 @@ class Timing(msgspec.Struct, kw_only=True):
 
 
 class CheckResult(msgspec.Struct, kw_only=True):
-    """build + verify + time for one target on one GPU."""
+    """verify + time for one built target on one GPU (the build and any error that stopped the
+    check are the worker response's)."""
 
     source: str
     target_kind: str
     gpu: str | None = None  # device name, e.g. "NVIDIA H100 80GB HBM3"
     arch: str | None = None
-    build: BuildResult | None = None
     verify: VerifyResult | None = None
     timing: Timing | None = None
     eager: Timing | None = None
@@ -182,7 +182,6 @@ class CheckResult(msgspec.Struct, kw_only=True):
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     phase_seconds: dict[str, float] = {}
-    error: HarnessError | None = None
 
 
 # --- profiling ---------------------------------------------------------------------------
@@ -238,35 +237,39 @@ class ProfileReport(msgspec.Struct, kw_only=True):
     seconds: float = 0.0
 
 
-# --- worker protocol -----------------------------------------------------------------------
-# The worker (`python -m kernelblaster.harness.worker`) reads one WorkerRequest as JSON on stdin
-# and writes JSON lines on stdout: any number of WorkerProgress, then exactly one WorkerResponse.
-# The caller may kill it at any time (cancellation, timeout); a missing WorkerResponse means
-# the worker died, which the caller reports as a crash.
+# --- classification ------------------------------------------------------------------------
+# What the classifier (harness/classify.py) says about one profiled kernel, and why.
+
+Bottleneck = Literal["memory", "compute", "latency", "occupancy", "launch"]
+
+# Bumped whenever classification rules change, so cached states and KB rows can tell
+# which classifier produced them.
+STATE_VERSION = 3
 
 
-class WorkerRequest(msgspec.Struct, kw_only=True):
-    task: Literal["build", "check", "profile"]
-    source: str  # absolute path of the .cu file
-    settings: dict = {}  # kernelblaster.settings.Settings as builtins
-    depth: Literal["quick", "full"] = "quick"  # profile depth
-    kernels: list[str] = []  # profile only these kernel names (all of the file's when empty)
-    reference: str | None = None  # overrides the reference found beside the source
-    sanitize: bool = False  # also run compute-sanitizer (memcheck; racecheck with shared memory)
-    source_text: str | None = None  # check this text instead of the file's (candidates)
+class Finding(msgspec.Struct, kw_only=True):
+    id: str  # e.g. "uncoalesced_global_access"
+    evidence: dict[str, float] = {}  # the metric values that support it
+    estimated_speedup: float | None = None  # percent, from ncu's rule when it gives one
+    lines: list[int] = []  # source lines ncu blames, in the kernel's own file
+    message: str = ""
 
 
-class WorkerProgress(msgspec.Struct, kw_only=True, tag="progress"):
-    phase: Literal["build", "verify", "time", "baseline", "sanitize", "profile"]
-    message: str
-    percent: int | None = None
+class Headroom(msgspec.Struct, kw_only=True):
+    # sm_throughput: the SM's speed of light, the roof of a compute-bound kernel whose pipes
+    # don't show which one binds it
+    roof: Literal["dram_bandwidth", "fp32", "fp16_tensor", "fp64", "sm_throughput", "none"]
+    achieved_fraction: float  # achieved over the roof's peak, 0..1
 
 
-class WorkerResponse(msgspec.Struct, kw_only=True, tag="result"):
-    build: BuildResult | None = None
-    check: CheckResult | None = None
-    profile: ProfileReport | None = None
-    error: HarnessError | None = None
-
-
-WorkerMessage = WorkerProgress | WorkerResponse
+class PerfState(msgspec.Struct, kw_only=True):
+    kernel: str
+    arch: str
+    bottleneck: Bottleneck
+    state: str  # e.g. "memory.dram", "memory.l1", "latency.long_scoreboard"
+    summary: str  # one line a person understands
+    findings: list[Finding] = []
+    headroom: Headroom | None = None
+    near_limit: bool = False
+    metrics: dict[str, float] = {}  # the key metrics shown in hover
+    version: int = STATE_VERSION

@@ -14,19 +14,15 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.harness.build import build
+from kernelblaster.harness.classify import classify_report
 from kernelblaster.harness.cuda_source import read_source
 from kernelblaster.harness.processes import exit_with_parent
 from kernelblaster.harness.protocol_stream import ProtocolStream
-from kernelblaster.harness.records import (
-    BuildResult,
-    HarnessError,
-    WorkerProgress,
-    WorkerRequest,
-    WorkerResponse,
-)
+from kernelblaster.harness.records import BuildResult, HarnessError
 from kernelblaster.harness.setup_errors import is_torch, torch_missing
 from kernelblaster.harness.target_build import BuildSpecError, build_kernelbench, build_spec
 from kernelblaster.harness.targets import Target, detect_kind, resolve_target
+from kernelblaster.harness.worker_protocol import WorkerProgress, WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
 
 _stream: ProtocolStream | None = None  # claimed in main()
@@ -113,7 +109,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     gpu_error = check.gpu_problem(settings)
     if gpu_error is not None:
         return WorkerResponse(build=built, error=gpu_error)
-    result = check.run_check(
+    result, error = check.run_check(
         target,
         built,
         settings,
@@ -122,9 +118,9 @@ def handle(request: WorkerRequest) -> WorkerResponse:
         integrity=integrity,
     )
     failed_verification = result.verify is not None and not result.verify.ok
-    if request.task == "check" or result.error is not None or failed_verification:
+    if request.task == "check" or error is not None or failed_verification:
         # A kernel that computes the wrong thing is neither timed nor profiled.
-        return WorkerResponse(build=built, check=result, error=result.error)
+        return WorkerResponse(build=built, check=result, error=error)
     from kernelblaster.harness import profile
 
     report, error = profile.profile_target(
@@ -136,11 +132,13 @@ def handle(request: WorkerRequest) -> WorkerResponse:
         progress=progress,
         arch=result.arch,
     )
-    return WorkerResponse(build=built, check=result, profile=report, error=error)
+    # Classified once, here where the profile is made: every caller gets the same states.
+    states = classify_report(report) if report is not None else []
+    return WorkerResponse(build=built, check=result, profile=report, states=states, error=error)
 
 
 def _prewarm(gpu_index: int) -> None:
-    """A spare worker (started before its request exists, see server/worker_client.py) pays
+    """A spare worker (started before its request exists, see harness/worker_client.py) pays
     for the torch import and the CUDA context while it waits instead of on the next save.
     Without torch there is nothing to warm: the request itself reports it (`torch_missing`)."""
     try:

@@ -1,12 +1,15 @@
 """The one worker client: start a worker process, send one JSON request on stdin, read JSON
 lines back (progress…, result), and kill the worker's whole tree on timeout or cancellation.
 
-Generic over the two worker protocols (harness and optimize): the caller passes the decoder of
-the protocol's message union and the result type. asyncio at the core, so the language
-server's event loop keeps answering while a worker runs; `run_worker_sync` is the same for
-synchronous callers (the CLI, the optimize loop, benches). `timeout_s` is either one budget for
-the whole run or a function of the last progress message (the harness worker's phases have
-budgets of their own). Torch-free: every process kind imports it.
+`run_worker`, the asyncio core, is generic over the two worker protocols (worker_protocol.py,
+optimize_protocol.py): the caller passes the decoder of the protocol's message union and the
+result type, and a failure raises WorkerFailed. asyncio, so the language server's event loop
+keeps answering while a worker runs. `timeout_s` is either one budget for the whole run or a
+function of the last progress message. `run_harness` runs the harness worker with its phase
+budgets and turns a failure into the response's error (worker_failures.py); `run_harness_sync`
+is the same for callers without an event loop (the CLI, the optimize loop, benches). The
+optimize worker is run by the server alone, through `run_worker`. Torch-free: every process
+kind imports it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import asyncio
 import collections
 import contextlib
 import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,33 +26,20 @@ from typing import Any, TypeVar
 import msgspec
 
 from kernelblaster.harness.processes import kill_worker, worker_environment
+from kernelblaster.harness.worker_failures import WorkerFailed, phase_timeout_s, worker_error
+from kernelblaster.harness.worker_protocol import (
+    WorkerMessage,
+    WorkerProgress,
+    WorkerRequest,
+    WorkerResponse,
+)
+from kernelblaster.settings import Settings
 
 Result = TypeVar("Result")
 
 # A full-depth profile of a file with many kernels is one long JSON line.
 _LINE_LIMIT = 64 * 1024 * 1024
 _STDERR_TAIL_LINES = 30
-
-
-class WorkerFailed(Exception):
-    """The worker could not be started, broke the protocol, timed out, or died without a
-    result. `log` is the tail of its stderr; `phase` the last progress message's, if any."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        log: str = "",
-        timed_out: bool = False,
-        phase: str | None = None,
-        exit_status: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.log = log
-        self.timed_out = timed_out
-        self.phase = phase
-        self.exit_status = exit_status  # "exit 3", "killed by SIGSEGV"
 
 
 # A budget: seconds for the whole run (None: unbounded), or seconds from each progress message
@@ -176,11 +167,6 @@ async def run_worker(
     return result
 
 
-def run_worker_sync(*args: Any, **kwargs: Any) -> Any:
-    """`run_worker` for callers without an event loop (the CLI, the optimize loop)."""
-    return asyncio.run(run_worker(*args, **kwargs))
-
-
 def _deadline(seconds: float | None) -> float | None:
     return None if seconds is None else asyncio.get_running_loop().time() + seconds
 
@@ -217,3 +203,48 @@ def describe_exit(returncode: int) -> str:
         except ValueError:
             return f"killed by signal {-returncode}"
     return f"exit {returncode}"
+
+
+# --- the harness worker ---------------------------------------------------------------------
+
+_harness_decoder = msgspec.json.Decoder(WorkerMessage)
+
+
+def harness_command(settings: Settings) -> list[str]:
+    return settings.worker_command or [sys.executable, "-m", "kernelblaster.harness.worker"]
+
+
+async def run_harness(
+    request: WorkerRequest,
+    settings: Settings,
+    *,
+    on_progress: Callable[[WorkerProgress], None] = lambda _: None,
+    spares: SpareWorkers | None = None,
+    cwd: Path | None = None,
+) -> WorkerResponse:
+    """The worker's response; a worker that dies or overruns a phase becomes a response with
+    an error."""
+    try:
+        return await run_worker(
+            harness_command(settings),
+            request,
+            _harness_decoder,
+            WorkerResponse,
+            on_progress,
+            timeout_s=lambda last: phase_timeout_s(last.phase if last else "build", settings),
+            cwd=cwd,
+            spares=spares,
+            gpu_index=settings.gpu,
+        )
+    except WorkerFailed as failure:
+        return WorkerResponse(error=worker_error(failure, settings))
+
+
+def run_harness_sync(
+    request: WorkerRequest,
+    settings: Settings,
+    *,
+    on_progress: Callable[[WorkerProgress], None] = lambda _: None,
+) -> WorkerResponse:
+    """`run_harness` for callers without an event loop (the CLI, the optimize loop)."""
+    return asyncio.run(run_harness(request, settings, on_progress=on_progress))

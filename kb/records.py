@@ -36,7 +36,7 @@ Basis = Literal["prior", "ncu_estimate", "this_arch", "other_archs"]
 
 
 class FindingLike(Protocol):
-    """What ranking reads from a profiling finding (agents.records.Finding satisfies it)."""
+    """What ranking reads from a profiling finding (harness.records.Finding satisfies it)."""
 
     @property
     def id(self) -> str: ...

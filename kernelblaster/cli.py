@@ -16,17 +16,31 @@ import threading
 from kernelblaster import __version__
 from kernelblaster.trust import TRUST_ENV
 
-COMMAND_MODULES = [
-    "kernelblaster.harness.cli",
-    "kernelblaster.kb.cli",
-    "kernelblaster.agents.cli",
-    "kernelblaster.agents.optimize_cli",
-    "kernelblaster.server.cli",
-    "kernelblaster.trust_cli",
-]
+# Each command and the module that registers it. Only the running command's module is
+# imported, so `kernelblaster serve` (the editor's process) never loads the LLM side
+# (kernelblaster.agents); `--help`, or a word that names no command, imports them all.
+COMMANDS = {
+    "build": "kernelblaster.harness.cli",
+    "check": "kernelblaster.harness.cli",
+    "kb": "kernelblaster.kb.cli",
+    "analyze": "kernelblaster.profile_cli",
+    "profile": "kernelblaster.profile_cli",
+    "optimize": "kernelblaster.agents.optimize_cli",
+    "serve": "kernelblaster.server.cli",
+    "trust": "kernelblaster.trust_cli",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _modules_for(argv: list[str]) -> list[str]:
+    # The first word that is no option is the command (the top-level options take no value).
+    command = next((word for word in argv if not word.startswith("-")), None)
+    if command in COMMANDS:
+        return [COMMANDS[command]]
+    return list(dict.fromkeys(COMMANDS.values()))
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for `argv` (default: sys.argv[1:]): with its command's subparsers, or all."""
     parser = argparse.ArgumentParser(
         prog="kernelblaster",
         description="Profile, explain and optimize CUDA kernels.",
@@ -39,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(see `kernelblaster trust`)",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module_name in COMMAND_MODULES:
+    for module_name in _modules_for(sys.argv[1:] if argv is None else argv):
         importlib.import_module(module_name).register(subparsers)
     return parser
 
@@ -51,7 +65,7 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     if args.trust:
         os.environ[TRUST_ENV] = "1"
     if threading.current_thread() is threading.main_thread():

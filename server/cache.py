@@ -16,13 +16,13 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.agents.records import PerfState
-from kernelblaster.harness.records import WorkerResponse
+from kernelblaster.harness.records import PerfState
+from kernelblaster.harness.worker_protocol import WorkerResponse
 from kernelblaster.server.documents import STATE_DIR
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: the states come with the worker's response
 
 
 class KeptCandidate(msgspec.Struct, kw_only=True):
@@ -41,8 +41,13 @@ class FileResult(msgspec.Struct, kw_only=True):
     text_hash: str  # hash of the text the worker analyzed
     time: float  # epoch seconds when the worker finished
     response: WorkerResponse
-    states: dict[str, PerfState] = {}  # kernel name → classified state
     candidates: dict[str, KeptCandidate] = {}
+
+    @property
+    def states(self) -> dict[str, PerfState]:
+        """Kernel name → its state, as the worker classified it (a kernel launched several
+        times: its last launch)."""
+        return {state.kernel: state for state in self.response.states}
 
 
 _decoder = msgspec.json.Decoder(FileResult)

@@ -10,11 +10,12 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from kernelblaster.agents.records import Finding, PerfState
 from kernelblaster.harness.records import (
     CheckResult,
+    Finding,
     HarnessError,
     KernelProfile,
+    PerfState,
     SourceDiagnostic,
 )
 from kernelblaster.server import formatting
@@ -76,7 +77,7 @@ def file_diagnostics(
     """All diagnostics of `result`. When the text changed since (`current` false), only what is
     pinned to a kernel by name, marked as coming from the earlier version."""
     response = result.response
-    build = response.build or (response.check.build if response.check else None)
+    build = response.build
     profile = response.profile
     profiled = {k.name: k for k in profile.kernels} if profile else {}
     found: list[types.Diagnostic] = []
@@ -148,14 +149,10 @@ def _build_diagnostic(item: SourceDiagnostic, context: FileContext) -> types.Dia
 
 def _errors(result: FileResult) -> list[HarnessError]:
     response = result.response
-    build = response.build or (response.check.build if response.check else None)
+    build = response.build
     # A failed build's nvcc messages already say why; its error matters only without them.
     explained = build is not None and any(d.severity == "error" for d in build.diagnostics)
-    candidates = [
-        response.error,
-        response.check.error if response.check else None,
-        build.error if build is not None else None,
-    ]
+    candidates = [response.error, build.error if build is not None else None]
     unique: list[HarnessError] = []
     for error in candidates:
         if error is None or error.kind == "cancelled":

@@ -4,8 +4,7 @@ Pure Markdown from cached results; nothing runs while the user waits."""
 
 from __future__ import annotations
 
-from kernelblaster.agents.records import PerfState
-from kernelblaster.harness.records import CheckResult, KernelProfile
+from kernelblaster.harness.records import CheckResult, KernelProfile, PerfState
 from kernelblaster.kb.records import RankedTechnique
 from kernelblaster.server import formatting
 from kernelblaster.server.cache import FileResult
@@ -38,9 +37,7 @@ def kernel_hover(
     elif result is None:
         lines += ["", _NOT_PROFILED]
     lines += _measurements(profile, response.check if response else None)
-    build = (
-        response.build or (response.check.build if response.check else None) if response else None
-    )
+    build = response.build if response else None
     if build is not None and (resources := formatting.resources_for(build.resources, kernel)):
         lines += ["", f"Resources: {formatting.resources_line(resources)}"]
     if state is not None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.agents.records import PerfState
+from kernelblaster.harness.records import PerfState
 from kernelblaster.kb.records import Attempt, RankedTechnique, code_hash
 from kernelblaster.kb.store import KnowledgeBase, default_path, open_or_fallback
 from kernelblaster.kb.view import KBView, kb_view

@@ -17,7 +17,8 @@ from kernelblaster.harness.optimize_protocol import (
     OptimizeRequest,
     OptimizeResult,
 )
-from kernelblaster.harness.worker_client import WorkerFailed, run_worker
+from kernelblaster.harness.worker_client import run_worker
+from kernelblaster.harness.worker_failures import WorkerFailed
 from kernelblaster.server import formatting
 from kernelblaster.server.cache import KeptCandidate
 from kernelblaster.server.configuration import llm_missing_message, optimize_worker_command

@@ -1,5 +1,5 @@
-"""The save pipeline of one file: run the harness worker (build → verify → time → profile),
-classify each profiled kernel, rank its optimizations in the KB, cache the result, and publish
+"""The save pipeline of one file: run the harness worker (build → verify → time → profile →
+classify), rank its optimizations in the KB, cache the result, and publish
 diagnostics. Also how cached results are shown again when a file is opened."""
 
 from __future__ import annotations
@@ -11,14 +11,9 @@ from typing import TYPE_CHECKING
 import msgspec
 from lsprotocol import types
 
-from kernelblaster.agents.state import classify
 from kernelblaster.harness.cuda_source import read_source
-from kernelblaster.harness.records import (
-    WorkerProgress,
-    WorkerRequest,
-    WorkerResponse,
-)
-from kernelblaster.harness.worker_process import run_harness
+from kernelblaster.harness.worker_client import run_harness
+from kernelblaster.harness.worker_protocol import WorkerProgress, WorkerRequest, WorkerResponse
 from kernelblaster.server import diagnostics, formatting, knowledge
 from kernelblaster.server.cache import FileResult, new_result
 from kernelblaster.server.documents import text_hash, to_client_range
@@ -87,13 +82,7 @@ async def _profile(
 
 
 async def install(ls: KernelBlasterServer, result: FileResult) -> None:
-    """Make `result` the file's current one: classify, rank, cache, publish."""
-    profile = result.response.profile
-    if profile is not None:
-        result.states = {
-            kernel.name: classify(kernel, arch=profile.arch, device=profile.device)
-            for kernel in profile.kernels
-        }
+    """Make `result` the file's current one: rank, cache, publish."""
     path = Path(result.source)
     ls.cache.put(result)
     await asyncio.to_thread(ls.cache.save, result)
@@ -150,10 +139,9 @@ def summary(result: FileResult) -> str:
     name = Path(result.source).name
     response = result.response
     profile = response.profile
-    for error in (response.error, response.check.error if response.check else None):
-        if error is not None:
-            return f"{name}: {error.message}"
-    build = response.build or (response.check.build if response.check else None)
+    if response.error is not None:
+        return f"{name}: {response.error.message}"
+    build = response.build
     if build is not None and not build.ok:
         errors = sum(d.severity == "error" for d in build.diagnostics)
         return f"{name}: build failed ({errors} error{'s' if errors != 1 else ''})"

@@ -5,7 +5,7 @@ import json
 import pytest
 from tests_paths import EXAMPLES, TARGETS
 
-from kernelblaster.cli import main
+from kernelblaster.cli import COMMANDS, build_parser, main
 
 pytestmark = pytest.mark.nvcc
 
@@ -72,3 +72,11 @@ def test_building_a_kernelbench_solution_compiles_it_or_says_why_not(capsys):
     out = capsys.readouterr().out
     assert "None" not in out  # it used to print "built … (0.00 s): None" and succeed
     assert "load_inline" in out and "CUDA build of PyTorch" in out
+
+
+def test_each_command_is_registered_by_the_module_the_table_names():
+    every = build_parser([])._subparsers._group_actions[0].choices
+    assert sorted(every) == sorted(COMMANDS)
+    for command in COMMANDS:
+        alone = build_parser([command])._subparsers._group_actions[0].choices
+        assert command in alone

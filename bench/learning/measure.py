@@ -41,9 +41,8 @@ from kernelblaster.agents.replay_table import (
     transitions,
     write_table,
 )
-from kernelblaster.agents.state import classify
-from kernelblaster.harness.records import WorkerRequest, WorkerResponse
-from kernelblaster.harness.worker_process import run_harness_sync
+from kernelblaster.harness.worker_client import run_harness_sync
+from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
 
 LIBRARY = Path(__file__).resolve().parent / "tasks"
@@ -99,7 +98,7 @@ def measure(task: Task, variant: str, response: WorkerResponse, seconds: float) 
     if check is not None and check.verify is not None and not check.verify.ok:
         entry.outcome, entry.detail = "wrong", check.verify.message[:DETAIL_CHARS]
         return entry
-    error = response.error or (check.error if check else None)
+    error = response.error
     if error is not None:
         outcome = VARIANT_ERRORS.get(error.kind)
         if outcome is None:
@@ -118,8 +117,8 @@ def measure(task: Task, variant: str, response: WorkerResponse, seconds: float) 
     entry.eager_ms = check.eager.median_ms if check.eager else None
     entry.compile_ms = check.compiled.median_ms if check.compiled else None
     entry.kernel_ns = {k.name: k.duration_ns or 0.0 for k in profile.kernels}
-    dominant = max(profile.kernels, key=lambda k: k.duration_ns or 0.0)
-    entry.state = classify(dominant, arch=profile.arch, device=profile.device)
+    launches = zip(profile.kernels, response.states, strict=True)
+    entry.state = max(launches, key=lambda launch: launch[0].duration_ns or 0.0)[1]
     return entry
 
 

@@ -15,9 +15,10 @@ import time
 import uuid
 from pathlib import Path
 
-from kernelblaster.agents.state import classify
+from kernelblaster.harness.classify import classify, classify_report
 from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.records import BuildResult, WorkerResponse
+from kernelblaster.harness.records import BuildResult
+from kernelblaster.harness.worker_protocol import WorkerResponse
 from kernelblaster.kb.records import Attempt, code_hash
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.server.cache import ResultCache, new_result
@@ -32,13 +33,11 @@ KERNEL = "softmax_rowthread"
 def saved_result(source: Path) -> None:
     report = read_report(REPORT, depth="full")
     response = WorkerResponse(
-        build=BuildResult(ok=True, source=str(source), arch=report.arch), profile=report
+        build=BuildResult(ok=True, source=str(source), arch=report.arch),
+        profile=report,
+        states=classify_report(report),
     )
-    result = new_result(source, text_hash(source.read_text()), response)
-    result.states = {
-        k.name: classify(k, arch=report.arch, device=report.device) for k in report.kernels
-    }
-    ResultCache().save(result)
+    ResultCache().save(new_result(source, text_hash(source.read_text()), response))
 
 
 def knowledge_base(kb_file: Path, source: Path, arch: str, state: str) -> None:

@@ -22,8 +22,8 @@ from typing import Literal
 
 import msgspec
 
-from kernelblaster.harness.records import WorkerRequest, WorkerResponse
-from kernelblaster.harness.worker_process import run_harness_sync
+from kernelblaster.harness.worker_client import run_harness_sync
+from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import load_settings
 
 HERE = Path(__file__).resolve().parent
@@ -298,7 +298,7 @@ def run_case(case: Case, kernelbench_dir: Path, cache_dir: Path) -> WorkerRespon
 def verdict(response: WorkerResponse) -> str:
     """`pass`, `fail:<hack kinds, comma-separated>`, `fail:mismatch`, or `error:<kind>`."""
     check = response.check
-    error = response.error or (check.error if check else None)
+    error = response.error
     if error is not None:
         return f"error:{error.kind}"
     if check is None or check.verify is None:
@@ -319,7 +319,7 @@ def as_expected(expected: str, actual: str) -> bool:
 
 def findings(response: WorkerResponse) -> list[dict]:
     check = response.check
-    error = response.error or (check.error if check else None)
+    error = response.error
     found = []
     if error is not None:
         found.append({"kind": f"error:{error.kind}", "message": error.message})

@@ -15,7 +15,7 @@ from openai_server import rate_limited, reply
 from kernelblaster.agents.evaluation import Evaluation
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.lowering import Feedback
-from kernelblaster.agents.state import classify
+from kernelblaster.harness.classify import classify
 from kernelblaster.harness.ncu_reader import read_report
 from kernelblaster.harness.optimize_protocol import OptimizeMessage, OptimizeRequest
 from kernelblaster.harness.records import CheckResult, Timing, VerifyResult

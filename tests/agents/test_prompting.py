@@ -13,7 +13,7 @@ from kernelblaster.agents.prompting import (
     placeholders,
     render_messages,
 )
-from kernelblaster.agents.records import Finding, Headroom, PerfState
+from kernelblaster.harness.records import Finding, Headroom, PerfState
 
 TEMPLATES = [
     "lowering",

@@ -8,8 +8,8 @@ import time
 
 import msgspec
 
-from kernelblaster.harness.records import WorkerMessage, WorkerRequest, WorkerResponse
 from kernelblaster.harness.worker_client import SpareWorkers, run_worker
+from kernelblaster.harness.worker_protocol import WorkerMessage, WorkerRequest, WorkerResponse
 
 # A worker that notes when it started and whether it was asked to prewarm, then answers.
 WORKER = r"""

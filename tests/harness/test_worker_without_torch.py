@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kernelblaster.harness.records import WorkerRequest, WorkerResponse
+from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]

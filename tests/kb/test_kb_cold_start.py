@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.agents.state import classify
+from kernelblaster.harness.classify import classify
 from kernelblaster.harness.ncu_reader import read_report
 from kernelblaster.kb.catalog import load_catalog
 

@@ -135,7 +135,7 @@ def test_select_samples_in_proportion_to_predicted_speedup(kb):
 
 
 def test_rank_accepts_the_classifiers_findings(kb):
-    from kernelblaster.agents.records import Finding
+    from kernelblaster.harness.records import Finding
 
     finding = Finding(id="shared_bank_conflicts", estimated_speedup=30.0, lines=[12])
     without = _by_id(kb.rank("sm_90", "memory.shared"))["shared_memory_padding"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelblaster.agents.records import Finding, PerfState
 from kernelblaster.agents.replay_table import (
     LearningTable,
     Measurement,
@@ -17,6 +16,7 @@ from kernelblaster.agents.replay_table import (
     source_digest,
     transitions,
 )
+from kernelblaster.harness.records import Finding, PerfState
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY = REPO / "bench" / "learning" / "tasks"

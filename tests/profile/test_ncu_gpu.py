@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from profile_cases import CASES
 
-from kernelblaster.agents.state import classify
+from kernelblaster.harness.classify import classify
 from kernelblaster.harness.ncu import run_ncu
 from kernelblaster.harness.ncu_reader import read_report
 from kernelblaster.settings import Settings

@@ -10,8 +10,8 @@ import ncu_report
 import pytest
 from profile_cases import ROOTS
 
-from kernelblaster.agents.state import classify
 from kernelblaster.harness import ncu_metrics as m
+from kernelblaster.harness.classify import classify
 from kernelblaster.harness.records import KernelProfile, LaunchConfig, RuleResult
 
 HOPPER_TENSOR_PIPE, HOPPER_GMMA_ISSUE = m.TENSOR_PIPES[1:]

@@ -6,25 +6,15 @@ import msgspec
 import pytest
 from profile_cases import CASES, KERNEL_CASES, kernel_case_id, load, quick_metric_names
 
-from kernelblaster.agents.state import classify
-from kernelblaster.agents.state_findings import unit_utilizations
 from kernelblaster.harness import ncu_metrics as m
+from kernelblaster.harness.classify import classify
+from kernelblaster.harness.findings import unit_utilizations
 from kernelblaster.harness.ncu import QUICK_METRICS, QUICK_SECTIONS
 from kernelblaster.harness.records import KernelProfile, LaunchConfig
+from kernelblaster.kb.catalog import load_catalog
 
-VOCABULARY = {
-    "uncoalesced_global_access",
-    "shared_bank_conflicts",
-    "small_grid",
-    "tail_effect",
-    "low_achieved_occupancy",
-    "occupancy_limited_registers",
-    "occupancy_limited_shared_memory",
-    "occupancy_limited_block_size",
-    "thread_divergence",
-    "low_issue_utilization",
-    "register_spills",
-}
+# The finding ids the classifier may report: the catalog's, which owns the vocabulary.
+VOCABULARY = {finding.id for finding in load_catalog().finding}
 
 
 def _kernel(case, name: str) -> KernelProfile:

@@ -1,6 +1,7 @@
 """Server test fixtures: a workspace holding a real kernel, recorded worker responses built
-from the real ncu fixtures, a real KB, and a pytest-lsp client driving `kernelblaster serve`
-over stdio (through serve_probe.py, which records the modules the server imported)."""
+from the real ncu fixtures (classified as the worker classifies them), a real KB, and a
+pytest-lsp client driving `kernelblaster serve` over stdio (through serve_probe.py, which
+records the modules the server imported)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ import pytest_asyncio
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from kernelblaster.harness.classify import classify_report
 from kernelblaster.harness.ncu_reader import read_report
 from kernelblaster.harness.ptxas import parse_ptxas_resources
-from kernelblaster.harness.records import BuildResult, CheckResult, Timing, WorkerResponse
+from kernelblaster.harness.records import BuildResult, CheckResult, Timing
+from kernelblaster.harness.worker_protocol import WorkerResponse
 from kernelblaster.server.documents import path_to_uri
 
 HERE = Path(__file__).resolve().parent
@@ -46,7 +49,8 @@ def five_response(source: Path) -> WorkerResponse:
         command=["nvcc", "-arch=sm_90", "-lineinfo", str(source)],
         resources=parse_ptxas_resources((FIVE / "ptxas.txt").read_text(), arch="sm_90"),
     )
-    return WorkerResponse(build=build, profile=read_report(FIVE / "five.ncu-rep", depth="full"))
+    report = read_report(FIVE / "five.ncu-rep", depth="full")
+    return WorkerResponse(build=build, profile=report, states=classify_report(report))
 
 
 def softmax_source() -> str:
@@ -77,7 +81,7 @@ def softmax_response(source: Path) -> WorkerResponse:
         speedup_vs_eager=medians["softmax_torch"] / medians["softmax_naive"],
     )
     build = BuildResult(ok=True, source=str(source), arch=report.arch)
-    return WorkerResponse(build=build, check=check, profile=report)
+    return WorkerResponse(build=build, check=check, profile=report, states=classify_report(report))
 
 
 class Workspace:

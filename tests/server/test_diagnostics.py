@@ -85,7 +85,7 @@ async def test_open_publishes_state_and_line_diagnostics(client, workspace):
 async def test_resources_hint_without_a_profile(client, workspace):
     source = copy_five(workspace)
     response = five_response(source)
-    response.profile = None
+    response.profile, response.states = None, []  # as from a run that was never profiled
     workspace.record("harness", response)
     await start(client, workspace)
     uri = open_document(client, source)

@@ -8,7 +8,7 @@ import uuid
 
 from lsprotocol import types
 
-from kernelblaster.agents.state import classify
+from kernelblaster.harness.classify import classify
 from kernelblaster.kb.records import Attempt
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.server.code_actions import optimize_title

@@ -200,10 +200,19 @@ def send_raw(client, message: dict) -> None:
     client.protocol.writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
 
-async def test_server_process_never_imports_torch(client, workspace, tmp_path):
+async def test_server_process_imports_neither_torch_nor_agents(client, workspace, tmp_path):
+    """The editor's process stays light: a full open → save → diagnostics → hover cycle loads
+    no torch and nothing of the LLM side (agents/), which it reaches only through workers."""
     source = copy_five(workspace)
     await start(client, workspace)
     uri = open_document(client, source)
+    await wait_for_states(client, uri, count=5)
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    # the save's job ran the worker again and published its result
+    await wait_until(lambda: sum(status.phase == "done" for status in client.job_status) >= 2)
+    assert sum(run["event"] == "done" for run in workspace.runs()) >= 2
     await wait_for_states(client, uri, count=5)
     await client.text_document_hover_async(
         types.HoverParams(
@@ -217,3 +226,4 @@ async def test_server_process_never_imports_torch(client, workspace, tmp_path):
     client.capabilities = None
     loaded = json.loads((tmp_path / "server-modules.json").read_text())
     assert not [name for name in loaded if name.split(".")[0] == "torch"], loaded
+    assert not [name for name in loaded if name.startswith("kernelblaster.agents")], loaded

@@ -14,13 +14,12 @@ from typing import Any
 
 import msgspec
 
-from kernelblaster.agents.records import PerfState
-from kernelblaster.agents.state import classify
-from kernelblaster.agents.state_findings import kernel_source_file
 from kernelblaster.harness.check_report import format_check_result, format_error
+from kernelblaster.harness.classify import classify_report
 from kernelblaster.harness.cli import add_target_arguments, run_task
+from kernelblaster.harness.findings import kernel_source_file
 from kernelblaster.harness.ncu_reader import ReportError, read_report, remap_sources
-from kernelblaster.harness.records import KernelProfile, ProfileReport
+from kernelblaster.harness.records import KernelProfile, PerfState, ProfileReport
 from kernelblaster.kb.records import RankedTechnique
 from kernelblaster.kb.store import default_path, open_or_fallback
 from kernelblaster.settings import SettingsError, load_settings
@@ -62,12 +61,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
         print(format_check_result(response.check), file=sys.stderr)
     report = response.profile
     if report is None:
-        error = response.error or (response.check.error if response.check else None)
+        error = response.error
         print(format_error(error) if error else "error: no profile was produced", file=sys.stderr)
         return 1
     if args.keep and report.report_path:
         shutil.copy(report.report_path, args.keep)
-    states = [classify(kernel, arch=report.arch, device=report.device) for kernel in report.kernels]
+    states = response.states
     source = Path(args.file).resolve()
     rankings = _rank(states, source)
     if rankings is None:
@@ -94,7 +93,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             print(f"error: --source {args.source} does not exist", file=sys.stderr)
             return 2
         report = _map_source(report, source)
-    states = [classify(kernel, arch=report.arch, device=report.device) for kernel in report.kernels]
+    states = classify_report(report)  # a saved report: classified here, as the worker would
     rankings = _rank(states, source or Path(args.report).resolve())
     if rankings is None:
         return 2

@@ -1,35 +1,38 @@
-"""Running the harness worker (build → verify → time → profile) from any process: its
-command, each phase's budget, and its failures turned into a WorkerResponse error, so the CLI,
-the optimize loop and the language server all handle one shape."""
+"""How a worker run fails (`WorkerFailed`: it could not start, broke the protocol, timed out or
+died), the harness worker's phase budgets, and what such a failure means for the user (a
+HarnessError with a fix), so every caller reports one shape."""
 
 from __future__ import annotations
 
-import asyncio
-import sys
-from collections.abc import Callable
-from pathlib import Path
-
-import msgspec
-
-from kernelblaster.harness.records import (
-    HarnessError,
-    WorkerMessage,
-    WorkerProgress,
-    WorkerRequest,
-    WorkerResponse,
-)
-from kernelblaster.harness.worker_client import SpareWorkers, WorkerFailed, run_worker
+from kernelblaster.harness.records import HarnessError
 from kernelblaster.settings import Settings
 
-_decoder = msgspec.json.Decoder(WorkerMessage)
+
+class WorkerFailed(Exception):
+    """The worker could not be started, broke the protocol, timed out, or died without a
+    result. `log` is the tail of its stderr; `phase` the last progress message's, if any."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        log: str = "",
+        timed_out: bool = False,
+        phase: str | None = None,
+        exit_status: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.log = log
+        self.timed_out = timed_out
+        self.phase = phase
+        self.exit_status = exit_status  # "exit 3", "killed by SIGSEGV"
+
+
 # Past a tool's own timeout, the worker gets this long to report it (with the tool's log)
 # before it is presumed hung itself.
 _REPORT_GRACE_S = 15.0
 _LOG_TAIL = 2000
-
-
-def worker_command(settings: Settings) -> list[str]:
-    return settings.worker_command or [sys.executable, "-m", "kernelblaster.harness.worker"]
 
 
 def phase_timeout_s(phase: str, settings: Settings) -> float:
@@ -86,39 +89,3 @@ def worker_error(failure: WorkerFailed, settings: Settings) -> HarnessError:
         "reporting, with the log.",
         log=log,
     )
-
-
-async def run_harness(
-    request: WorkerRequest,
-    settings: Settings,
-    *,
-    on_progress: Callable[[WorkerProgress], None] = lambda _: None,
-    spares: SpareWorkers | None = None,
-    cwd: Path | None = None,
-) -> WorkerResponse:
-    """The worker's response; a worker that dies or overruns a phase becomes a response with
-    an error."""
-    try:
-        return await run_worker(
-            worker_command(settings),
-            request,
-            _decoder,
-            WorkerResponse,
-            on_progress,
-            timeout_s=lambda last: phase_timeout_s(last.phase if last else "build", settings),
-            cwd=cwd,
-            spares=spares,
-            gpu_index=settings.gpu,
-        )
-    except WorkerFailed as failure:
-        return WorkerResponse(error=worker_error(failure, settings))
-
-
-def run_harness_sync(
-    request: WorkerRequest,
-    settings: Settings,
-    *,
-    on_progress: Callable[[WorkerProgress], None] = lambda _: None,
-) -> WorkerResponse:
-    """`run_harness` for callers without an event loop (the CLI, the optimize loop)."""
-    return asyncio.run(run_harness(request, settings, on_progress=on_progress))

@@ -22,20 +22,20 @@ It follows the order of Nsight Compute's own rule tree:
    below half the theoretical), then latency (`latency.<stall reason>` when one reason takes
    > 30% of the cycles between issues, `latency.divergence`, else `latency.issue`).
 
-Findings (`state_findings`) add what is fixable, with evidence and ncu's estimated speedups.
+Findings (`findings.py`) add what is fixable, with evidence and ncu's estimated speedups.
 Headroom compares the kernel with its nearest roof: achieved DRAM bandwidth against peak,
 achieved FLOP/s against the peak of the pipe doing its arithmetic (FP32, FP64, FP16/BF16 tensor
 cores) or that pipe's utilization where higher (a quick pass has no FLOP counts), and, for a
 compute-bound kernel at >= 80% of the SM's speed of light, that speed of light; whichever
 roof the kernel is closest to binds it, as in a roofline. At >= 80% of any roof the kernel is
 `near_limit`, and ncu's occupancy estimates, which assume nothing else limits it, are capped
-or dropped (state_findings). `STATE_VERSION` in agents/records.py changes whenever these rules do.
+or dropped (findings.py). `STATE_VERSION` in harness/records.py changes whenever these rules do.
 """
 
 from __future__ import annotations
 
-from kernelblaster.agents.records import Bottleneck, Finding, Headroom, PerfState
-from kernelblaster.agents.state_findings import (
+from kernelblaster.harness import ncu_metrics as m
+from kernelblaster.harness.findings import (
     find,
     math_pipe_saturated,
     occupancy_limiters,
@@ -44,8 +44,14 @@ from kernelblaster.agents.state_findings import (
     symptom_rank,
     tail_fraction,
 )
-from kernelblaster.harness import ncu_metrics as m
-from kernelblaster.harness.records import KernelProfile
+from kernelblaster.harness.records import (
+    Bottleneck,
+    Finding,
+    Headroom,
+    KernelProfile,
+    PerfState,
+    ProfileReport,
+)
 
 SOL_BUSY_PCT = 60.0  # ncu's SOLBottleneck: below 60% of peak on both sides is a latency issue
 NEAR_LIMIT = 0.8  # of any roof
@@ -116,6 +122,11 @@ def classify(kernel: KernelProfile, *, arch: str, device: str = "") -> PerfState
         near_limit=near_limit,
         metrics=_hover_metrics(kernel),
     )
+
+
+def classify_report(report: ProfileReport) -> list[PerfState]:
+    """The state of each kernel launch in `report`, in its order."""
+    return [classify(kernel, arch=report.arch, device=report.device) for kernel in report.kernels]
 
 
 def _summary_findings(state: str, findings: list[Finding]) -> list[Finding]:

@@ -15,9 +15,8 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from kernelblaster.agents.records import Finding
 from kernelblaster.harness import ncu_metrics as m
-from kernelblaster.harness.records import KernelProfile, RuleResult, SourceMarker
+from kernelblaster.harness.records import Finding, KernelProfile, RuleResult, SourceMarker
 
 # Thresholds, each from ncu's rule on the same topic unless said otherwise.
 FULL_SECTOR_BYTES = 32.0
@@ -365,38 +364,56 @@ def _stalls(kernel: KernelProfile, own_file: str | None, device: str) -> list[Fi
     return findings
 
 
-def _divergence(kernel: KernelProfile, own_file: str | None, device: str) -> list[Finding]:
-    threads = _metric(kernel, m.THREADS_PER_INSTRUCTION)
-    rules = _rules(kernel, lambda r: r.id == "ThreadDivergence")
-    if not rules and (threads is None or threads >= DIVERGENT_THREADS):
+def _below(
+    kernel: KernelProfile,
+    *,
+    finding_id: str,
+    metric: str,
+    limit: float,
+    rule_id: str,
+    words: str,
+    without_metric: str,
+) -> list[Finding]:
+    """The finding when `metric` is below `limit`, or when ncu's rule of the topic fired;
+    `words` formats the metric's value for the message."""
+    value = _metric(kernel, metric)
+    rules = _rules(kernel, lambda r: r.id == rule_id)
+    if not rules and (value is None or value >= limit):
         return []
     return [
         Finding(
-            id="thread_divergence",
-            evidence=_evidence(kernel, m.THREADS_PER_INSTRUCTION),
+            id=finding_id,
+            evidence=_evidence(kernel, metric),
             estimated_speedup=_speedup(rules),
-            message=f"{threads:.0f} of 32 threads active per instruction"
-            if threads is not None
-            else "divergent branches leave lanes idle",
+            message=words.format(value) if value is not None else without_metric,
         )
     ]
+
+
+def _divergence(kernel: KernelProfile, own_file: str | None, device: str) -> list[Finding]:
+    return _below(
+        kernel,
+        finding_id="thread_divergence",
+        metric=m.THREADS_PER_INSTRUCTION,
+        limit=DIVERGENT_THREADS,
+        rule_id="ThreadDivergence",
+        words="{:.0f} of 32 threads active per instruction",
+        without_metric="divergent branches leave lanes idle",
+    )
 
 
 def _issue(kernel: KernelProfile, own_file: str | None, device: str) -> list[Finding]:
-    issue = _metric(kernel, m.ISSUE_ACTIVE)
-    rules = _rules(kernel, lambda r: r.id == "IssueSlotUtilization")
-    if math_pipe_saturated(kernel) or (not rules and (issue is None or issue >= LOW_ISSUE)):
+    if math_pipe_saturated(kernel):
         return []
-    return [
-        Finding(
-            id="low_issue_utilization",
-            evidence=_evidence(kernel, m.ISSUE_ACTIVE),
-            estimated_speedup=_speedup(rules),
-            message=f"schedulers issue on {issue:.0%} of cycles"
-            if issue is not None
-            else "schedulers often have no eligible warp",
-        )
-    ]
+    return _below(
+        kernel,
+        finding_id="low_issue_utilization",
+        metric=m.ISSUE_ACTIVE,
+        limit=LOW_ISSUE,
+        rule_id="IssueSlotUtilization",
+        words="schedulers issue on {:.0%} of cycles",
+        without_metric="schedulers often have no eligible warp",
+    )
 
 
 def _spills(kernel: KernelProfile, own_file: str | None, device: str) -> list[Finding]:

@@ -1,0 +1,56 @@
+"""The harness worker's protocol: the messages between a caller and the worker process, one
+JSON object per line (the optimize worker's are in optimize_protocol.py). Torch-free, so every
+process (the language server, the CLI, the optimize loop, the worker itself) imports it;
+`worker_client.py` is the one client that speaks both."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from kernelblaster.harness.records import (
+    BuildResult,
+    CheckResult,
+    HarnessError,
+    PerfState,
+    ProfileReport,
+)
+
+# The worker (`python -m kernelblaster.harness.worker`) reads one WorkerRequest as JSON on stdin
+# and writes JSON lines on stdout: any number of WorkerProgress, then exactly one WorkerResponse.
+# The caller may kill it at any time (cancellation, timeout); a missing WorkerResponse means
+# the worker died, which the caller reports as a crash.
+
+
+class WorkerRequest(msgspec.Struct, kw_only=True):
+    task: Literal["build", "check", "profile"]
+    source: str  # absolute path of the .cu file
+    settings: dict = {}  # kernelblaster.settings.Settings as builtins
+    depth: Literal["quick", "full"] = "quick"  # profile depth
+    kernels: list[str] = []  # profile only these kernel names (all of the file's when empty)
+    reference: str | None = None  # overrides the reference found beside the source
+    sanitize: bool = False  # also run compute-sanitizer (memcheck; racecheck with shared memory)
+    source_text: str | None = None  # check this text instead of the file's (candidates)
+
+
+class WorkerProgress(msgspec.Struct, kw_only=True, tag="progress"):
+    phase: Literal["build", "verify", "time", "baseline", "sanitize", "profile"]
+    message: str
+    percent: int | None = None
+
+
+class WorkerResponse(msgspec.Struct, kw_only=True, tag="result"):
+    """What the run produced, each part in one place. A run stops at its first failure;
+    `error` says which and why (a kernel that fails verification is a `check` result, not an
+    error)."""
+
+    build: BuildResult | None = None
+    check: CheckResult | None = None  # verification and timing
+    profile: ProfileReport | None = None
+    # The classifier's verdict on each profiled kernel launch, in `profile.kernels` order.
+    states: list[PerfState] = []
+    error: HarnessError | None = None
+
+
+WorkerMessage = WorkerProgress | WorkerResponse
