@@ -2,10 +2,12 @@
 kernels of a file, and the answer to `kernelblaster.knowledgeBase` (the view's data).
 
 Every call touches SQLite, which may wait on another writer (an optimize worker, a CLI run), so
-the server calls these through `asyncio.to_thread`, never on its event loop."""
+the server calls these through `asyncio.to_thread`, never on its event loop (`Ranking` does so
+itself)."""
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 from pathlib import Path
 
@@ -37,6 +39,29 @@ def rank_states(
     return {
         name: kb.rank(state.arch, state.state, state.findings) for name, state in states.items()
     }
+
+
+class Ranking:
+    """The KB's ranked techniques for each profiled kernel of each open file, computed when a
+    result lands or the KB changes, so hover and code actions read them without touching
+    SQLite."""
+
+    def __init__(self) -> None:
+        self._ranked: dict[Path, dict[str, list[RankedTechnique]]] = {}
+
+    async def refresh(
+        self, kb: KnowledgeBase | None, path: Path, states: dict[str, PerfState]
+    ) -> None:
+        if kb is None or not states:
+            self.forget(path)
+            return
+        self._ranked[path] = await asyncio.to_thread(rank_states, kb, states)
+
+    def for_kernel(self, path: Path, kernel: str) -> list[RankedTechnique]:
+        return self._ranked.get(path, {}).get(kernel, [])
+
+    def forget(self, path: Path) -> None:
+        self._ranked.pop(path, None)
 
 
 class KernelLink(msgspec.Struct, kw_only=True):

@@ -18,7 +18,7 @@ from kernelblaster.server.configuration import SECTION, apply_client_settings
 from kernelblaster.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
-    from kernelblaster.server.app import KernelBlasterServer
+    from kernelblaster.server.language_server import KernelBlasterServer
 
 log = logging.getLogger(__name__)
 
