@@ -13,7 +13,7 @@ import msgspec
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 
-from kernelblaster.server import code_actions, knowledge, optimize, pipeline, settings_sync
+from kernelblaster.server import code_actions, optimize, pipeline, settings_sync
 from kernelblaster.server.configuration import (
     apply_client_settings,
     llm_missing_message,
@@ -81,9 +81,7 @@ async def shutdown(ls: KernelBlasterServer, params: None) -> None:
     await ls.spare_workers.close()
     if ls.watcher is not None:
         ls.watcher.stop()
-    if ls.kb is not None:
-        ls.kb.close()
-        ls.kb = None
+    ls.knowledge.close()
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -135,7 +133,7 @@ def did_close(ls: KernelBlasterServer, params: types.DidCloseTextDocumentParams)
     if path is None or not ls.documents.close(path):
         return
     ls.jobs.cancel(str(path))
-    ls.ranking.forget(path)
+    ls.knowledge.forget(path)
     ls.text_document_publish_diagnostics(
         types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
     )
@@ -202,7 +200,7 @@ def hover(ls: KernelBlasterServer, params: types.HoverParams) -> types.Hover | N
     markdown = kernel_hover(
         span.name,
         result,
-        ls.ranking.for_kernel(path, span.name)[: max(HOVER_TECHNIQUES, ls.settings.top_k)],
+        ls.knowledge.for_kernel(path, span.name)[: max(HOVER_TECHNIQUES, ls.settings.top_k)],
         current=result is not None and result.text_hash == text_hash(document.source),
         note=None if ls.trust.trusted else "Workspace not trusted: nothing is built or run.",
     )
@@ -228,7 +226,7 @@ def code_action(ls: KernelBlasterServer, params: types.CodeActionParams) -> list
         document.uri,
         span.name,
         document.version or 0,
-        ls.ranking.for_kernel(path, span.name),
+        ls.knowledge.for_kernel(path, span.name),
         top_k=ls.settings.top_k,
         candidate=ls.candidates.get(path, span.name),
         disabled_reason=llm_missing_message(ls.settings) if _shows_disabled(ls) else None,
@@ -319,16 +317,14 @@ def profile_command(ls: KernelBlasterServer, *args: Any) -> None:
 @server.command(code_actions.KNOWLEDGE_BASE)
 async def knowledge_base_command(ls: KernelBlasterServer, *args: Any) -> dict:
     await ls.ready.wait()
-    if ls.kb is None:
-        raise JsonRpcInternalError(
-            "The knowledge base could not be opened: see kernelblaster.kbPath."
-        )
     documents = {
         path: document.source
         for uri, document in ls.workspace.text_documents.items()
         if (path := uri_to_path(uri)) is not None and is_kernel_source(path)
     }
-    answer = await asyncio.to_thread(
-        knowledge.knowledge_base_answer, ls.kb, documents, ls.candidates.by_source()
-    )
+    answer = await ls.knowledge.answer(documents, ls.candidates.by_source())
+    if answer is None:
+        raise JsonRpcInternalError(
+            "The knowledge base could not be opened: see kernelblaster.kbPath."
+        )
     return msgspec.to_builtins(answer)

@@ -6,8 +6,8 @@ from app.py.
 Feature map (state owner → who reads it):
 - `documents` (OpenDocuments): the open kernel sources and the text each file's last job read
   → the save pipeline, the watcher's re-runs, diagnostics.
-- `ranking` (knowledge.Ranking): the KB's ranked techniques per file and kernel → hover, code
-  actions.
+- `knowledge` (KnowledgeFeature): the open KB and its ranked techniques per file and kernel
+  → hover, code actions, the knowledge-base view; refreshed by the save pipeline and optimize.
 - `candidates` (KeptCandidates): the best verified rewrite per kernel → code actions,
   `showDiff`, the knowledge-base view; written by optimize.
 - `cache` (ResultCache): each file's last worker result → hover, diagnostics, ranking."""
@@ -22,13 +22,12 @@ from pygls.lsp.server import LanguageServer
 
 from kernelblaster import __version__
 from kernelblaster.harness.worker_client import SpareWorkers
-from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.server.cache import ResultCache
 from kernelblaster.server.candidates import KeptCandidates
 from kernelblaster.server.configuration import InitOptions
 from kernelblaster.server.documents import OpenDocuments
 from kernelblaster.server.jobs import JobManager
-from kernelblaster.server.knowledge import Ranking
+from kernelblaster.server.knowledge import KnowledgeFeature
 from kernelblaster.server.progress import CancelRegistry
 from kernelblaster.server.protocol import KernelBlasterProtocol, report_out_of_band
 from kernelblaster.server.trust import TrustGate
@@ -49,10 +48,8 @@ class KernelBlasterServer(LanguageServer):
         self.jobs = JobManager()
         self.cancels = CancelRegistry()
         self.cache = ResultCache()
-        self.kb: KnowledgeBase | None = None
-        self.kb_requested: Path | str | None = None  # a file, or a team KB URL
         self.documents = OpenDocuments()
-        self.ranking = Ranking()
+        self.knowledge = KnowledgeFeature()
         self.candidates = KeptCandidates()
         self.watcher: SourceWatcher | None = None
         self.spare_workers = SpareWorkers()

@@ -102,7 +102,7 @@ async def show_cached(ls: KernelBlasterServer, path: Path) -> FileResult | None:
 
 async def refresh_ranking(ls: KernelBlasterServer, path: Path) -> None:
     result = ls.cache.get(path)
-    await ls.ranking.refresh(ls.kb, path, result.states if result else {})
+    await ls.knowledge.refresh(path, result.states if result else {})
 
 
 def publish(ls: KernelBlasterServer, path: Path) -> None:
