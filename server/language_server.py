@@ -1,5 +1,5 @@
-"""The language server object: the resources its features share (settings, trust, the KB, the
-result cache, the job queue) and the features that own their own state. Handlers are wired to
+"""The language server object: the resources its features share (settings, trust, the job
+queue, the worker pool) and the features that own their own state. Handlers are wired to
 it in app.py; the feature modules take it as their `ls` argument and import it from here, never
 from app.py.
 
@@ -10,7 +10,11 @@ Feature map (state owner → who reads it):
   → hover, code actions, the knowledge-base view; refreshed by the save pipeline and optimize.
 - `candidates` (KeptCandidates): the best verified rewrite per kernel → code actions,
   `showDiff`, the knowledge-base view; written by optimize.
-- `cache` (ResultCache): each file's last worker result → hover, diagnostics, ranking."""
+- `cache` (ResultCache): each file's last worker result → hover, diagnostics, ranking.
+- `jobs` (JobManager): one debounced, cancellable job per file and the GPU's slots → the save
+  pipeline, optimize.
+The save pipeline (pipeline.py) and optimize (optimize.py) keep no state of their own: they
+read and change these objects through their methods."""
 
 from __future__ import annotations
 
