@@ -88,7 +88,7 @@ class KnowledgeFeature:
         self._ranked.pop(path, None)
 
     async def answer(
-        self, documents: dict[Path, str], candidates: dict[Path, dict[str, Candidate]]
+        self, documents: dict[Path, str], candidates: dict[Path, dict[str, KeptCandidate]]
     ) -> KnowledgeBaseAnswer | None:
         """`kernelblaster.knowledgeBase`'s answer; None when no KB could be opened."""
         if self._kb is None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelblaster.agents.state import classify
-from kernelblaster.server.cache import Candidate
+from kernelblaster.harness.classify import classify
+from kernelblaster.server.cache import KeptCandidate
 from kernelblaster.server.candidates import KeptCandidates
 from kernelblaster.server.documents import OpenDocuments
 from kernelblaster.server.knowledge import KnowledgeFeature
@@ -71,12 +71,12 @@ def test_open_documents_name_files_as_the_client_does_and_remember_what_was_read
 def test_kept_candidates_are_replaced_per_source_and_copied_for_readers(tmp_path):
     source = tmp_path / "k.cu"
     kept = KeptCandidates()
-    old = Candidate(kernel="k", path="old.cu", base_hash="")
+    old = KeptCandidate(kernel="k", path="old.cu", base_hash="")
     kept.replace(source, {"k": old})
     assert kept.get(source, "k") is old
-    new = Candidate(kernel="k", path="new.cu", speedup=2.0, base_hash="h")
+    new = KeptCandidate(kernel="k", path="new.cu", speedup=2.0, base_hash="h")
     kept.keep(source, new)
     snapshot = kept.by_source()
-    kept.keep(source, Candidate(kernel="j", path="j.cu", base_hash="h"))
+    kept.keep(source, KeptCandidate(kernel="j", path="j.cu", base_hash="h"))
     assert snapshot == {source: {"k": new}}  # a reader's copy does not change under it
     assert kept.get(source, "j") is not None and kept.get(tmp_path / "other.cu", "k") is None
