@@ -1,26 +1,20 @@
-"""The language server: its state, and the one place where LSP messages are wired to the
-feature modules (pipeline, diagnostics, hover, code actions, optimize, settings, watcher).
-Handlers stay thin; anything that could block runs in a worker process or a thread."""
+"""The one place where LSP messages are wired to the server's features (documents, the save
+pipeline, ranking, hover, code actions, optimize, the knowledge-base view, settings, the
+watcher); the state they share lives on `KernelBlasterServer` (language_server.py). Handlers stay
+thin over pure functions; anything that could block runs in a worker process or a thread."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
-from pygls.lsp.server import LanguageServer
 
-from kernelblaster import __version__
-from kernelblaster.harness.worker_client import SpareWorkers
-from kernelblaster.kb.records import RankedTechnique
-from kernelblaster.kb.store import KnowledgeBase
-from kernelblaster.server import code_actions, knowledge, optimize, pipeline, settings_sync
-from kernelblaster.server.cache import KeptCandidate, ResultCache
+from kernelblaster.server import code_actions, optimize, pipeline, settings_sync
 from kernelblaster.server.configuration import (
-    InitOptions,
     apply_client_settings,
     llm_missing_message,
     parse_init_options,
@@ -29,61 +23,17 @@ from kernelblaster.server.documents import (
     from_client_position,
     is_header,
     is_kernel_source,
-    path_to_uri,
     text_hash,
     to_client_range,
     uri_to_path,
 )
 from kernelblaster.server.hover import kernel_hover
-from kernelblaster.server.jobs import JobManager
-from kernelblaster.server.kernel_locator import enclosing, locate
-from kernelblaster.server.progress import CancelRegistry
-from kernelblaster.server.protocol import KernelBlasterProtocol, report_out_of_band
+from kernelblaster.server.kernel_locator import enclosing, kernel_meant, locate
+from kernelblaster.server.language_server import KernelBlasterServer
 from kernelblaster.server.trust import TrustGate
 from kernelblaster.server.watcher import CONFIG_NAMES, SourceWatcher
-from kernelblaster.settings import Settings
-
-if TYPE_CHECKING:
-    from pygls.server import ServerErrors
 
 HOVER_TECHNIQUES = 5
-
-
-class KernelBlasterServer(LanguageServer):
-    def __init__(self) -> None:
-        super().__init__("kernelblaster", __version__, protocol_cls=KernelBlasterProtocol)
-        self.trust = TrustGate(False)
-        self.init_options = InitOptions()
-        self.settings = Settings()
-        self.ready = asyncio.Event()  # set once the first settings are loaded
-        self.jobs = JobManager()
-        self.cancels = CancelRegistry()
-        self.cache = ResultCache()
-        self.kb: KnowledgeBase | None = None
-        self.kb_requested: Path | str | None = None  # a file, or a team KB URL
-        self.ranked: dict[Path, dict[str, list[RankedTechnique]]] = {}
-        self.candidates: dict[Path, dict[str, KeptCandidate]] = {}
-        self.snapshots: dict[Path, str] = {}  # hash of the text each file's last job read
-        self.open_uris: dict[Path, str] = {}  # open kernel sources, as the client names them
-        self.watcher: SourceWatcher | None = None
-        self.spare_workers = SpareWorkers()
-        self._background: set[asyncio.Task[Any]] = set()
-
-    def report_server_error(self, error: Exception, source: ServerErrors) -> None:
-        # Out-of-band errors are logged, never shown as pygls' "Error in server" popup.
-        report_out_of_band(self.protocol, error)
-
-    def uri_for(self, path: Path) -> str:
-        return self.open_uris.get(path) or path_to_uri(path)
-
-    def workspace_root(self) -> Path | None:
-        root = self.workspace.root_path
-        return Path(root) if root else None
-
-    def background(self, coroutine: Any) -> None:
-        task = asyncio.create_task(coroutine)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
 
 server = KernelBlasterServer()
@@ -131,9 +81,7 @@ async def shutdown(ls: KernelBlasterServer, params: None) -> None:
     await ls.spare_workers.close()
     if ls.watcher is not None:
         ls.watcher.stop()
-    if ls.kb is not None:
-        ls.kb.close()
-        ls.kb = None
+    ls.knowledge.close()
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -142,7 +90,7 @@ async def did_change_configuration(
 ) -> None:
     pushed = params.settings.get("kernelblaster") if isinstance(params.settings, dict) else None
     await settings_sync.refresh(ls, pushed)
-    for path in ls.open_uris:
+    for path in ls.documents.paths():
         await pipeline.refresh_ranking(ls, path)
         pipeline.publish(ls, path)
 
@@ -160,11 +108,11 @@ async def did_open(ls: KernelBlasterServer, params: types.DidOpenTextDocumentPar
     document, path = _document(ls, params.text_document.uri)
     if document is None:
         return
-    ls.open_uris[path] = document.uri
+    ls.documents.open(path, document.uri)
     if ls.watcher is not None:
         ls.watcher.watch(path.parent)
     await ls.ready.wait()
-    ls.candidates[path] = await asyncio.to_thread(optimize.find_candidates, path)
+    ls.candidates.replace(path, await asyncio.to_thread(optimize.find_candidates, path))
     result = await pipeline.show_cached(ls, path)
     if not is_header(path) and (result is None or result.text_hash != text_hash(document.source)):
         pipeline.schedule(ls, path)
@@ -182,10 +130,10 @@ def did_save(ls: KernelBlasterServer, params: types.DidSaveTextDocumentParams) -
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: KernelBlasterServer, params: types.DidCloseTextDocumentParams) -> None:
     path = uri_to_path(params.text_document.uri)
-    if path is None or ls.open_uris.pop(path, None) is None:
+    if path is None or not ls.documents.close(path):
         return
     ls.jobs.cancel(str(path))
-    ls.ranked.pop(path, None)
+    ls.knowledge.forget(path)
     ls.text_document_publish_diagnostics(
         types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
     )
@@ -194,8 +142,8 @@ def did_close(ls: KernelBlasterServer, params: types.DidCloseTextDocumentParams)
 def _includers(ls: KernelBlasterServer, header: Path) -> list[Path]:
     """Open sources (not headers) that include `header` by name."""
     found = []
-    for path, uri in ls.open_uris.items():
-        document = ls.workspace.text_documents.get(uri)
+    for path in ls.documents.paths():
+        document = ls.workspace.text_documents.get(ls.documents.uri_for(path))
         if not is_header(path) and document is not None and header.name in document.source:
             found.append(path)
     return found
@@ -206,13 +154,13 @@ def _external_change(ls: KernelBlasterServer, path: Path) -> None:
     if path.name in CONFIG_NAMES:
         ls.background(_reconfigure(ls))
     elif path.suffix == ".py":
-        for source in ls.open_uris:
+        for source in ls.documents.paths():
             if source.parent == path.parent and source.stem == path.stem:
                 pipeline.schedule(ls, source)
     elif is_header(path):
         for source in _includers(ls, path):
             pipeline.schedule(ls, source)
-    elif path in ls.open_uris:
+    elif ls.documents.is_open(path):
         ls.background(_rerun_if_changed(ls, path))
 
 
@@ -223,13 +171,13 @@ async def _rerun_if_changed(ls: KernelBlasterServer, path: Path) -> None:
         text = await asyncio.to_thread(path.read_text, encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return  # deleted or being rewritten; the next event or save brings it back
-    if text_hash(text) != ls.snapshots.get(path):
+    if ls.documents.changed_since_read(path, text):
         pipeline.schedule(ls, path)
 
 
 async def _reconfigure(ls: KernelBlasterServer) -> None:
     await settings_sync.refresh(ls)
-    for path in list(ls.open_uris):
+    for path in ls.documents.paths():
         if not is_header(path):
             pipeline.schedule(ls, path)
 
@@ -252,7 +200,7 @@ def hover(ls: KernelBlasterServer, params: types.HoverParams) -> types.Hover | N
     markdown = kernel_hover(
         span.name,
         result,
-        ls.ranked.get(path, {}).get(span.name, [])[: max(HOVER_TECHNIQUES, ls.settings.top_k)],
+        ls.knowledge.for_kernel(path, span.name)[: max(HOVER_TECHNIQUES, ls.settings.top_k)],
         current=result is not None and result.text_hash == text_hash(document.source),
         note=None if ls.trust.trusted else "Workspace not trusted: nothing is built or run.",
     )
@@ -278,9 +226,9 @@ def code_action(ls: KernelBlasterServer, params: types.CodeActionParams) -> list
         document.uri,
         span.name,
         document.version or 0,
-        ls.ranked.get(path, {}).get(span.name, []),
+        ls.knowledge.for_kernel(path, span.name),
         top_k=ls.settings.top_k,
-        candidate=ls.candidates.get(path, {}).get(span.name),
+        candidate=ls.candidates.get(path, span.name),
         disabled_reason=llm_missing_message(ls.settings) if _shows_disabled(ls) else None,
     )
 
@@ -306,6 +254,40 @@ def _argument(args: tuple[Any, ...], kind: type[msgspec.Struct], command: str) -
 class ProfileArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     uri: str
     depth: str | None = None
+
+
+class KernelAtArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    uri: str
+    position: types.Position  # in the client's position encoding
+
+
+class KernelAt(msgspec.Struct, kw_only=True):
+    """`kernelblaster.kernelAt`'s answer: the kernel a command at the position is about (see
+    `kernel_meant`) and the range of its name, or null with every kernel of the document for
+    the user to choose from (none: the document has no `__global__` kernel)."""
+
+    kernel: str | None
+    range: types.Range | None
+    kernels: list[str]
+
+
+@server.command(code_actions.KERNEL_AT)
+def kernel_at_command(ls: KernelBlasterServer, *args: Any) -> dict:
+    request = _argument(args, KernelAtArgs, code_actions.KERNEL_AT)
+    document = ls.workspace.text_documents.get(request.uri)
+    if document is None:
+        raise JsonRpcInvalidParams(f"{code_actions.KERNEL_AT}: {request.uri} is not open")
+    spans = locate(document.source)
+    # Only the line matters, and lines are the same in every position encoding.
+    span = kernel_meant(spans, request.position.line)
+    codec = ls.workspace.position_codec
+    return msgspec.to_builtins(
+        KernelAt(
+            kernel=span.name if span else None,
+            range=to_client_range(codec, document.lines, span.name_range) if span else None,
+            kernels=list(dict.fromkeys(span.name for span in spans)),
+        )
+    )
 
 
 @server.command(code_actions.OPTIMIZE)
@@ -335,16 +317,14 @@ def profile_command(ls: KernelBlasterServer, *args: Any) -> None:
 @server.command(code_actions.KNOWLEDGE_BASE)
 async def knowledge_base_command(ls: KernelBlasterServer, *args: Any) -> dict:
     await ls.ready.wait()
-    if ls.kb is None:
-        raise JsonRpcInternalError(
-            "The knowledge base could not be opened: see kernelblaster.kbPath."
-        )
     documents = {
         path: document.source
         for uri, document in ls.workspace.text_documents.items()
         if (path := uri_to_path(uri)) is not None and is_kernel_source(path)
     }
-    answer = await asyncio.to_thread(
-        knowledge.knowledge_base_answer, ls.kb, documents, dict(ls.candidates)
-    )
+    answer = await ls.knowledge.answer(documents, ls.candidates.by_source())
+    if answer is None:
+        raise JsonRpcInternalError(
+            "The knowledge base could not be opened: see kernelblaster.kbPath."
+        )
     return msgspec.to_builtins(answer)

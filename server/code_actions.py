@@ -14,6 +14,7 @@ OPTIMIZE = "kernelblaster.optimize"
 SHOW_DIFF = "kernelblaster.showDiff"
 PROFILE = "kernelblaster.profile"
 KNOWLEDGE_BASE = "kernelblaster.knowledgeBase"
+KERNEL_AT = "kernelblaster.kernelAt"
 KIND = types.CodeActionKind.RefactorRewrite
 
 

@@ -88,3 +88,39 @@ def from_client_position(
 ) -> types.Position:
     server = codec.position_from_client_units(lines, position)
     return types.Position(server.line, server.character)
+
+
+class OpenDocuments:
+    """The kernel sources open in the editor (as the client names them) and, per file, the
+    hash of the text its last job read, to tell a real external change from our own echo."""
+
+    def __init__(self) -> None:
+        self._uris: dict[Path, str] = {}
+        self._read_hashes: dict[Path, str] = {}
+
+    def open(self, path: Path, uri: str) -> None:
+        self._uris[path] = uri
+
+    def close(self, path: Path) -> bool:
+        """Whether `path` was open."""
+        return self._uris.pop(path, None) is not None
+
+    def paths(self) -> list[Path]:
+        return list(self._uris)
+
+    def is_open(self, path: Path) -> bool:
+        return path in self._uris
+
+    def uri_of(self, path: Path) -> str | None:
+        """The client's URI of the open `path`; None when it isn't open."""
+        return self._uris.get(path)
+
+    def uri_for(self, path: Path) -> str:
+        """The client's URI when `path` is open, else its `file:` URI."""
+        return self._uris.get(path) or path_to_uri(path)
+
+    def record_read(self, path: Path, text: str) -> None:
+        self._read_hashes[path] = text_hash(text)
+
+    def changed_since_read(self, path: Path, text: str) -> bool:
+        return self._read_hashes.get(path) != text_hash(text)

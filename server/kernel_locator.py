@@ -57,3 +57,15 @@ def enclosing(spans: tuple[KernelSpan, ...], line: int) -> KernelSpan | None:
 
 def by_name(spans: tuple[KernelSpan, ...], name: str) -> KernelSpan | None:
     return next((span for span in spans if span.name == name), None)
+
+
+def kernel_meant(spans: tuple[KernelSpan, ...], line: int) -> KernelSpan | None:
+    """The kernel a command run at `line` is about: the one whose definition encloses it, else
+    the nearest one defined above it (e.g. the cursor in its launcher), else the file's only
+    kernel. None when the cursor is above several kernels (the user chooses) or there is none."""
+    if (span := enclosing(spans, line)) is not None:
+        return span
+    above = [span for span in spans if span.definition.end.line < line]
+    if above:
+        return above[-1]
+    return spans[0] if len({span.name for span in spans}) == 1 else None

@@ -1,11 +1,13 @@
-"""The server's view of the knowledge base: opening it per the settings, ranking the profiled
-kernels of a file, and the answer to `kernelblaster.knowledgeBase` (the view's data).
+"""The server's view of the knowledge base (`KnowledgeFeature`): opening it per the settings,
+ranking the profiled kernels of a file, and the answer to `kernelblaster.knowledgeBase` (the
+view's data).
 
 Every call touches SQLite, which may wait on another writer (an optimize worker, a CLI run), so
-the server calls these through `asyncio.to_thread`, never on its event loop."""
+`KnowledgeFeature` calls them through `asyncio.to_thread`, never on the server's event loop."""
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import msgspec
 
 from kernelblaster.harness.records import PerfState
 from kernelblaster.kb.records import Attempt, RankedTechnique, code_hash
+from kernelblaster.kb.schema import KBError
 from kernelblaster.kb.store import KnowledgeBase, default_path, open_or_fallback
 from kernelblaster.kb.view import KBView, kb_view
 from kernelblaster.server.cache import KeptCandidate
@@ -37,6 +40,60 @@ def rank_states(
     return {
         name: kb.rank(state.arch, state.state, state.findings) for name, state in states.items()
     }
+
+
+class KnowledgeFeature:
+    """The server's knowledge base: the KB the settings name, kept open, and its ranked
+    techniques for each profiled kernel of each open file, computed when a result lands or the
+    KB changes, so hover and code actions read them without touching SQLite."""
+
+    def __init__(self) -> None:
+        self._kb: KnowledgeBase | None = None
+        self._location: Path | str | None = None  # a file, or a team KB URL
+        self._ranked: dict[Path, dict[str, list[RankedTechnique]]] = {}
+
+    @property
+    def is_open(self) -> bool:
+        return self._kb is not None
+
+    async def use(self, location: Path | str) -> str | None:
+        """Switch to the KB at `location` (kept when it is the open one already); a message for
+        the user when it could not be opened (the previous one stays) or was replaced."""
+        if self._kb is not None and self._location == location:
+            return None
+        try:
+            kb, message = await asyncio.to_thread(open_kb, location)
+        except (OSError, KBError) as exc:
+            return f"knowledge base {location} can't be opened ({exc}); set kernelblaster.kbPath"
+        self.close()
+        self._kb, self._location = kb, location
+        return message
+
+    def close(self) -> None:
+        if self._kb is not None:
+            self._kb.close()
+            self._kb = None
+
+    async def refresh(self, path: Path, states: dict[str, PerfState]) -> None:
+        """Rank the kernels of `path` again (a new result, or the KB learned something)."""
+        if self._kb is None or not states:
+            self.forget(path)
+            return
+        self._ranked[path] = await asyncio.to_thread(rank_states, self._kb, states)
+
+    def for_kernel(self, path: Path, kernel: str) -> list[RankedTechnique]:
+        return self._ranked.get(path, {}).get(kernel, [])
+
+    def forget(self, path: Path) -> None:
+        self._ranked.pop(path, None)
+
+    async def answer(
+        self, documents: dict[Path, str], candidates: dict[Path, dict[str, KeptCandidate]]
+    ) -> KnowledgeBaseAnswer | None:
+        """`kernelblaster.knowledgeBase`'s answer; None when no KB could be opened."""
+        if self._kb is None:
+            return None
+        return await asyncio.to_thread(knowledge_base_answer, self._kb, documents, candidates)
 
 
 class KernelLink(msgspec.Struct, kw_only=True):

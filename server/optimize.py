@@ -29,7 +29,7 @@ from kernelblaster.server.progress import JobReporter
 from kernelblaster.server.trust import UNTRUSTED_MESSAGE
 
 if TYPE_CHECKING:
-    from kernelblaster.server.app import KernelBlasterServer
+    from kernelblaster.server.language_server import KernelBlasterServer
 
 _decoder = msgspec.json.Decoder(OptimizeMessage)
 
@@ -170,7 +170,7 @@ async def _keep_candidate(
         techniques=result.techniques,
         base_hash=base_hash,
     )
-    ls.candidates.setdefault(source, {})[result.kernel] = candidate
+    ls.candidates.keep(source, candidate)
     return candidate
 
 
@@ -217,7 +217,7 @@ async def _apply(
 
 async def show_diff(ls: KernelBlasterServer, args: ShowDiffArgs) -> None:
     path = uri_to_path(args.uri)
-    candidate = ls.candidates.get(path, {}).get(args.kernel) if path else None
+    candidate = ls.candidates.get(path, args.kernel) if path else None
     if candidate is None:
         _tell(
             ls,

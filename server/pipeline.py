@@ -14,7 +14,7 @@ from lsprotocol import types
 from kernelblaster.harness.cuda_source import read_source
 from kernelblaster.harness.worker_client import run_harness
 from kernelblaster.harness.worker_protocol import WorkerProgress, WorkerRequest, WorkerResponse
-from kernelblaster.server import diagnostics, formatting, knowledge
+from kernelblaster.server import diagnostics, formatting
 from kernelblaster.server.cache import FileResult, new_result
 from kernelblaster.server.documents import text_hash, to_client_range
 from kernelblaster.server.kernel_locator import locate
@@ -22,7 +22,7 @@ from kernelblaster.server.progress import JobReporter
 from kernelblaster.server.trust import UNTRUSTED_DIAGNOSTIC, UNTRUSTED_MESSAGE
 
 if TYPE_CHECKING:
-    from kernelblaster.server.app import KernelBlasterServer
+    from kernelblaster.server.language_server import KernelBlasterServer
 
 
 def schedule(ls: KernelBlasterServer, path: Path, depth: str | None = None) -> None:
@@ -42,7 +42,8 @@ def explain_untrusted(ls: KernelBlasterServer) -> None:
 
 async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
     await ls.ready.wait()
-    reporter = JobReporter(ls, ls.cancels, ls.uri_for(path), f"KernelBlaster: {path.name}")
+    uri = ls.documents.uri_for(path)
+    reporter = JobReporter(ls, ls.cancels, uri, f"KernelBlaster: {path.name}")
     try:
         await reporter.begin("queued", f"{path.name}: waiting for the GPU")
         try:
@@ -50,7 +51,7 @@ async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
         except OSError as exc:
             reporter.end("failed", f"{path.name}: cannot read it: {exc}")
             return
-        ls.snapshots[path] = text_hash(text)
+        ls.documents.record_read(path, text)
         async with ls.jobs.gpu():
             response = await _profile(ls, path, depth, reporter)
         result = new_result(path, text_hash(text), response)
@@ -101,15 +102,12 @@ async def show_cached(ls: KernelBlasterServer, path: Path) -> FileResult | None:
 
 async def refresh_ranking(ls: KernelBlasterServer, path: Path) -> None:
     result = ls.cache.get(path)
-    if result is None or not result.states or ls.kb is None:
-        ls.ranked.pop(path, None)
-        return
-    ls.ranked[path] = await asyncio.to_thread(knowledge.rank_states, ls.kb, result.states)
+    await ls.knowledge.refresh(path, result.states if result else {})
 
 
 def publish(ls: KernelBlasterServer, path: Path) -> None:
     """Diagnostics of `path` against its open document's current text (closed: nothing)."""
-    uri = ls.open_uris.get(path)
+    uri = ls.documents.uri_of(path)
     document = ls.workspace.text_documents.get(uri) if uri else None
     if document is None:
         return

@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from kernelblaster.kb.schema import KBError
 from kernelblaster.server import knowledge
 from kernelblaster.server.configuration import SECTION, apply_client_settings
 from kernelblaster.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
-    from kernelblaster.server.app import KernelBlasterServer
+    from kernelblaster.server.language_server import KernelBlasterServer
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +44,8 @@ async def refresh(ls: KernelBlasterServer, pushed: Any = None) -> None:
     ls.settings = settings
     ls.jobs.set_gpu_slots(settings.parallel_gpu_jobs)
     ls.cache.cache_dir = Path(settings.cache_dir).expanduser() if settings.cache_dir else None
-    await _open_kb(ls, knowledge.resolve_path(settings.kb_path), problems)
+    if (problem := await ls.knowledge.use(knowledge.resolve_path(settings.kb_path))) is not None:
+        problems.append(problem)
     if problems:
         ls.window_show_message(
             types.ShowMessageParams(
@@ -68,19 +68,3 @@ async def _client_section(ls: KernelBlasterServer) -> Any:
 def _supports_configuration(ls: KernelBlasterServer) -> bool:
     workspace = ls.client_capabilities.workspace
     return bool(workspace and workspace.configuration)
-
-
-async def _open_kb(ls: KernelBlasterServer, path: Path | str, problems: list[str]) -> None:
-    if ls.kb is not None and ls.kb_requested == path:
-        return
-    try:
-        kb, message = await asyncio.to_thread(knowledge.open_kb, path)
-    except (OSError, KBError) as exc:
-        problems.append(f"knowledge base {path} can't be opened ({exc}); set kernelblaster.kbPath")
-        return
-    if message:
-        problems.append(message)
-    if ls.kb is not None:
-        ls.kb.close()
-    ls.kb = kb
-    ls.kb_requested = path

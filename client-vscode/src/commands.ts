@@ -3,8 +3,8 @@
 
 import * as vscode from 'vscode';
 
+import type { ServerConnection } from './connection';
 import { parseKnowledgeBase } from './kbModel';
-import { kernelAtCursor } from './kernelAtCursor';
 import { type KnowledgeBaseView, SHOW_KNOWLEDGE_BASE_COMMAND } from './knowledgeBaseView';
 import type { ServerSession } from './session';
 import { SHOW_OUTPUT_COMMAND } from './statusBar';
@@ -51,32 +51,16 @@ async function optimizeAtCursor(session: ServerSession, output: vscode.OutputCha
   if (editor === undefined) {
     return;
   }
-  const { document } = editor;
-  const choice = kernelAtCursor(
-    document.getText(),
-    editor.selection.active,
-    vscode.languages.getDiagnostics(document.uri),
-  );
-  let kernel: string | undefined;
-  if (choice.kind === 'found') {
-    kernel = choice.kernel;
-  } else if (choice.kind === 'choose') {
-    kernel = await vscode.window.showQuickPick([...choice.candidates], {
-      placeHolder: 'Which kernel should KernelBlaster optimize?',
-    });
-  } else {
-    void vscode.window.showWarningMessage(
-      `No __global__ kernel definition found in ${fileName(document.uri)}.`,
-    );
-  }
-  if (kernel === undefined) {
-    return;
-  }
   const connection = await session.runningConnection();
-  if (connection === undefined || !(await saved(document))) {
+  if (connection === undefined) {
     return;
   }
+  const { document } = editor;
   const uri = document.uri.toString();
+  const kernel = await kernelToOptimize(connection, document, editor.selection.active);
+  if (kernel === undefined || !(await saved(document))) {
+    return;
+  }
   const answer = await connection.executeCommand('kernelblaster.optimize', [
     { uri, kernel, technique: null, version: document.version },
   ]);
@@ -90,6 +74,28 @@ async function optimizeAtCursor(session: ServerSession, output: vscode.OutputCha
   if (show === 'Show Diff') {
     await connection.executeCommand('kernelblaster.showDiff', [{ uri, kernel }]);
   }
+}
+
+/** The kernel the server's parser says the cursor means; above several, the user picks one. */
+async function kernelToOptimize(
+  connection: ServerConnection,
+  document: vscode.TextDocument,
+  cursor: vscode.Position,
+): Promise<string | undefined> {
+  const position = { line: cursor.line, character: cursor.character };
+  const answer = parseKernelAt(
+    await connection.executeCommand('kernelblaster.kernelAt', [{ uri: document.uri.toString(), position }]),
+  );
+  if (answer.kernel !== null) {
+    return answer.kernel;
+  }
+  if (answer.kernels.length === 0) {
+    void vscode.window.showWarningMessage(`No __global__ kernel definition found in ${fileName(document.uri)}.`);
+    return undefined;
+  }
+  return vscode.window.showQuickPick([...answer.kernels], {
+    placeHolder: 'Which kernel should KernelBlaster optimize?',
+  });
 }
 
 async function profileFile(session: ServerSession): Promise<void> {
@@ -148,6 +154,19 @@ export function parseOptimizeResult(answer: unknown): { applied: boolean; messag
     throw new Error(`the server answered ${JSON.stringify(answer)} instead of {"applied", "message"}`);
   }
   return { applied: answer.applied, message: answer.message };
+}
+
+/** `kernelblaster.kernelAt`'s answer, as docs/protocol.md defines it (the range is not used here). */
+export function parseKernelAt(answer: unknown): { kernel: string | null; kernels: readonly string[] } {
+  if (
+    !isRecord(answer) ||
+    !(answer.kernel === null || typeof answer.kernel === 'string') ||
+    !Array.isArray(answer.kernels) ||
+    !answer.kernels.every((name) => typeof name === 'string')
+  ) {
+    throw new Error(`the server answered ${JSON.stringify(answer)} instead of {"kernel", "range", "kernels"}`);
+  }
+  return { kernel: answer.kernel, kernels: answer.kernels };
 }
 
 function reportFailure(name: string, error: unknown, output: vscode.OutputChannel): void {

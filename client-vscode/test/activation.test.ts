@@ -96,6 +96,13 @@ __global__ void second(float* x) {
 }
 `;
 
+/** `kernelblaster.kernelAt`'s answer for KERNELS: the server's parser chose `kernel`. */
+const kernelAt = (kernel: string | null) => ({
+  kernel,
+  range: kernel === null ? null : { start: { line: 0, character: 16 }, end: { line: 0, character: 16 + kernel.length } },
+  kernels: ['first', 'second'],
+});
+
 function openEditor(line: number, dirty = false) {
   const document = makeDocument('/ws/softmax.cu', KERNELS);
   document.isDirty = dirty;
@@ -250,6 +257,7 @@ describe('workspace trust', () => {
 describe('commands', () => {
   it('optimizes the kernel at the cursor, saving first, and offers the diff', async () => {
     const { connections, answers, activated } = activate();
+    answers.set('kernelblaster.kernelAt', kernelAt('second'));
     answers.set('kernelblaster.optimize', { applied: true, message: 'second: 1.9× faster (coalesced loads)' });
     mock.answers.push({ prefix: 'KernelBlaster: second', item: 'Show Diff' });
     await activated.started;
@@ -258,23 +266,22 @@ describe('commands', () => {
     assert.equal(document.saves, 1);
     const uri = 'file:///ws/softmax.cu';
     assert.deepEqual(connections[0].requests, [
+      { command: 'kernelblaster.kernelAt', args: [{ uri, position: { line: 5, character: 2 } }] },
       { command: 'kernelblaster.optimize', args: [{ uri, kernel: 'second', technique: null, version: 7 }] },
       { command: 'kernelblaster.showDiff', args: [{ uri, kernel: 'second' }] },
     ]);
     assert.deepEqual(messages('information'), ['KernelBlaster: second: 1.9× faster (coalesced loads)']);
   });
 
-  it('takes the kernel from the state diagnostic and leaves an unapplied result to the server', async () => {
+  it('takes the kernel the server names and leaves an unapplied result to the server', async () => {
     const { connections, answers, activated } = activate();
+    answers.set('kernelblaster.kernelAt', { kernel: 'relu_k', range: null, kernels: ['relu_k'] });
     answers.set('kernelblaster.optimize', { applied: false, message: 'no verified faster candidate' });
     await activated.started;
-    const document = makeDocument('/ws/gen.cu', 'MAKE_KERNEL(relu)\n\nint x;\n');
+    const document = makeDocument('/ws/gen.cu', '__global__ void relu_k(float* x) { x[0] = 0; }\n\nint x;\n');
     mock.activeTextEditor = { document, selection: { active: { line: 2, character: 0 } } };
-    mock.diagnostics = [
-      { code: 'state', source: 'kernelblaster', message: 'relu_k: memory-bound', range: { start: { line: 0, character: 0 }, end: { line: 0, character: 17 } } },
-    ];
     await command('kernelblaster.optimizeAtCursor');
-    assert.deepEqual(connections[0].requests[0].args, [
+    assert.deepEqual(connections[0].requests[1].args, [
       { uri: 'file:///ws/gen.cu', kernel: 'relu_k', technique: null, version: 7 },
     ]);
     // The server already said why with window/showMessage: the client only logs it.
@@ -283,13 +290,38 @@ describe('commands', () => {
   });
 
   it('asks which kernel when the cursor is above several, and stops if none is picked', async () => {
-    const { connections, activated } = activate();
+    const { connections, answers, activated } = activate();
+    answers.set('kernelblaster.kernelAt', kernelAt(null));
     await activated.started;
     const document = makeDocument('/ws/two.cu', `// header\n${KERNELS}`);
     mock.activeTextEditor = { document, selection: { active: { line: 0, character: 0 } } };
     await command('kernelblaster.optimizeAtCursor');
     assert.deepEqual(mock.quickPicks, [['first', 'second']]);
-    assert.deepEqual(connections[0].requests, []);
+    assert.deepEqual(
+      connections[0].requests.map((r) => r.command),
+      ['kernelblaster.kernelAt'],
+      'nothing is optimized',
+    );
+  });
+
+  it('says so when the file has no kernel, and reports an answer it cannot read', async () => {
+    const { connections, answers, activated } = activate();
+    answers.set('kernelblaster.kernelAt', { kernel: null, range: null, kernels: [] });
+    await activated.started;
+    const document = makeDocument('/ws/main.cu', 'int main() { return 0; }\n');
+    mock.activeTextEditor = { document, selection: { active: { line: 0, character: 0 } } };
+    await command('kernelblaster.optimizeAtCursor');
+    assert.deepEqual(messages('warning'), ['No __global__ kernel definition found in main.cu.']);
+    answers.set('kernelblaster.kernelAt', { kernel: 3 });
+    await command('kernelblaster.optimizeAtCursor');
+    assert.deepEqual(messages('error'), [
+      'KernelBlaster: Optimize failed: the server answered {"kernel":3} instead of {"kernel", "range", "kernels"}',
+    ]);
+    assert.deepEqual(
+      connections[0].requests.map((r) => r.command),
+      ['kernelblaster.kernelAt', 'kernelblaster.kernelAt'],
+    );
+    assert.equal(mock.quickPicks.length, 0);
   });
 
   it('profiles the file with full depth', async () => {
@@ -350,6 +382,7 @@ describe('commands', () => {
     answers.set('kernelblaster.knowledgeBase', { text: 'wrong' });
     await command('kernelblaster.showKnowledgeBase');
     openEditor(1);
+    answers.set('kernelblaster.kernelAt', kernelAt('first'));
     answers.set('kernelblaster.optimize', Object.assign(new Error('LLM endpoint unreachable'), { code: -32603 }));
     await command('kernelblaster.optimizeAtCursor');
     answers.set('kernelblaster.profile', Object.assign(new Error('cancelled'), { code: -32800 }));

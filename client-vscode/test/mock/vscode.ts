@@ -139,7 +139,6 @@ export const mock = {
   activeTextEditor: undefined as
     | { document: MockDocument; selection: { active: { line: number; character: number } } }
     | undefined,
-  diagnostics: [] as unknown[],
   extensions: new Map<string, unknown>(),
   clipboard: '',
   outputLines: [] as string[],
@@ -162,7 +161,6 @@ export function resetMock(): void {
   mock.panels.length = 0;
   mock.languageStatusItems.length = 0;
   mock.activeTextEditor = undefined;
-  mock.diagnostics = [];
   mock.extensions.clear();
   mock.clipboard = '';
   mock.outputLines.length = 0;
@@ -336,7 +334,6 @@ export const commands = {
 };
 
 export const languages = {
-  getDiagnostics: () => mock.diagnostics,
   createLanguageStatusItem: (id: string, selector: unknown) => {
     const item = { id, selector, text: '', severity: LanguageStatusSeverity.Information, busy: false, command: undefined, name: '', dispose: () => undefined };
     mock.languageStatusItems.push(item);

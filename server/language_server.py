@@ -1,0 +1,73 @@
+"""The language server object: the resources its features share (settings, trust, the job
+queue, the worker pool) and the features that own their own state. Handlers are wired to
+it in app.py; the feature modules take it as their `ls` argument and import it from here, never
+from app.py.
+
+Feature map (state owner → who reads it):
+- `documents` (OpenDocuments): the open kernel sources and the text each file's last job read
+  → the save pipeline, the watcher's re-runs, diagnostics.
+- `knowledge` (KnowledgeFeature): the open KB and its ranked techniques per file and kernel
+  → hover, code actions, the knowledge-base view; refreshed by the save pipeline and optimize.
+- `candidates` (KeptCandidates): the best verified rewrite per kernel → code actions,
+  `showDiff`, the knowledge-base view; written by optimize.
+- `cache` (ResultCache): each file's last worker result → hover, diagnostics, ranking.
+- `jobs` (JobManager): one debounced, cancellable job per file and the GPU's slots → the save
+  pipeline, optimize.
+The save pipeline (pipeline.py) and optimize (optimize.py) keep no state of their own: they
+read and change these objects through their methods."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pygls.lsp.server import LanguageServer
+
+from kernelblaster import __version__
+from kernelblaster.harness.worker_client import SpareWorkers
+from kernelblaster.server.cache import ResultCache
+from kernelblaster.server.candidates import KeptCandidates
+from kernelblaster.server.configuration import InitOptions
+from kernelblaster.server.documents import OpenDocuments
+from kernelblaster.server.jobs import JobManager
+from kernelblaster.server.knowledge import KnowledgeFeature
+from kernelblaster.server.progress import CancelRegistry
+from kernelblaster.server.protocol import KernelBlasterProtocol, report_out_of_band
+from kernelblaster.server.trust import TrustGate
+from kernelblaster.server.watcher import SourceWatcher
+from kernelblaster.settings import Settings
+
+if TYPE_CHECKING:
+    from pygls.server import ServerErrors
+
+
+class KernelBlasterServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("kernelblaster", __version__, protocol_cls=KernelBlasterProtocol)
+        self.trust = TrustGate(False)
+        self.init_options = InitOptions()
+        self.settings = Settings()
+        self.ready = asyncio.Event()  # set once the first settings are loaded
+        self.jobs = JobManager()
+        self.cancels = CancelRegistry()
+        self.cache = ResultCache()
+        self.documents = OpenDocuments()
+        self.knowledge = KnowledgeFeature()
+        self.candidates = KeptCandidates()
+        self.watcher: SourceWatcher | None = None
+        self.spare_workers = SpareWorkers()
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def report_server_error(self, error: Exception, source: ServerErrors) -> None:
+        # Out-of-band errors are logged, never shown as pygls' "Error in server" popup.
+        report_out_of_band(self.protocol, error)
+
+    def workspace_root(self) -> Path | None:
+        root = self.workspace.root_path
+        return Path(root) if root else None
+
+    def background(self, coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
