@@ -201,17 +201,30 @@ def _launch_rules(kernel: KernelProfile, title: str) -> list[RuleResult]:
 def _small_grid(kernel: KernelProfile, own_file: str | None, device: str) -> list[Finding]:
     grid, sms = _metric(kernel, m.GRID_SIZE), _metric(kernel, m.SM_COUNT)
     rules = _launch_rules(kernel, "Small Grid")
-    if not rules and (grid is None or sms is None or grid >= sms):
+    fewer_blocks_than_sms = grid is not None and sms is not None and grid < sms
+    if not rules and not fewer_blocks_than_sms:
         return []
     gpu = f" of the {device}" if device else ""
+    if fewer_blocks_than_sms:
+        message = f"{grid:.0f} blocks for the {sms:.0f} SMs{gpu}"
+    elif grid is not None and sms is not None:
+        # ncu also fires this rule on a grid that fills every SM with fewer than two blocks:
+        # a block waiting at __syncthreads() then leaves its SM with nothing else to run. Like
+        # more occupancy, more blocks per SM can't help once the SM or a pipe is saturated.
+        if not _occupancy_bound(kernel, None)[0]:
+            return []
+        message = (
+            f"{grid / sms:.1f} blocks per SM ({grid:.0f} blocks, {sms:.0f} SMs{gpu}): ncu "
+            "suggests at least 2, so one block runs while another waits at __syncthreads()"
+        )
+    else:
+        message = "grid smaller than the number of SMs"
     return [
         Finding(
             id="small_grid",
             evidence=_evidence(kernel, m.GRID_SIZE, m.SM_COUNT, m.WAVES),
             estimated_speedup=_speedup(rules),
-            message=f"{grid:.0f} blocks for the {sms:.0f} SMs{gpu}"
-            if grid is not None and sms is not None
-            else "grid smaller than the number of SMs",
+            message=message,
         )
     ]
 

@@ -244,7 +244,7 @@ Bottleneck = Literal["memory", "compute", "latency", "occupancy", "launch"]
 
 # Bumped whenever classification rules change, so cached states and KB rows can tell
 # which classifier produced them.
-STATE_VERSION = 3
+STATE_VERSION = 4
 
 
 class Finding(msgspec.Struct, kw_only=True):

@@ -1,7 +1,8 @@
-"""Near-roofline kernels: no wrong advice. The profile below is cuBLAS's bf16 GEMM as issue 12
-measured it on an H100 (an `nvjet` wgmma kernel: SM 94%, L1 as busy, gmma stalls dominant,
-ncu's occupancy rule promising 79.6% = 4.9x), built from the metric names real H100 reports
-carry (tests/fixtures/ncu/h100-examples; test_the_metric_names_are_real checks them)."""
+"""Near-roofline kernels: no wrong advice. The real capture (tests/fixtures/ncu/h100-cublas) is
+checked first; the synthetic profile below is cuBLAS's bf16 GEMM as issue 12 measured it on an
+H100 (an `nvjet` wgmma kernel: SM 94%, L1 as busy, gmma stalls dominant, ncu's occupancy rule
+promising 79.6% = 4.9x), built from the metric names real H100 reports carry
+(tests/fixtures/ncu/h100-examples; test_the_metric_names_are_real checks them)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from profile_cases import ROOTS
 
 from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.classify import classify
+from kernelblaster.harness.ncu_reader import read_report
 from kernelblaster.harness.records import KernelProfile, LaunchConfig, RuleResult
 
 HOPPER_TENSOR_PIPE, HOPPER_GMMA_ISSUE = m.TENSOR_PIPES[1:]
@@ -75,6 +77,37 @@ def nvjet(**changes: float) -> KernelProfile:
         metrics={**NVJET_METRICS, **changes},
         rules=[OCCUPANCY_RULE],
     )
+
+
+def test_the_captured_cublas_gemm_gets_no_advice_that_cannot_help():
+    """On the H100 capture ncu fires its occupancy and 'Small Grid' (one block per SM) rules on
+    a kernel at 97% of the tensor pipe; neither more warps nor more blocks can help there."""
+    report = read_report(ROOTS["fixtures"] / "ncu" / "h100-cublas" / "cublas-gemm.ncu-rep")
+    gemm = next(kernel for kernel in report.kernels if kernel.name.startswith("nvjet"))
+    assert {rule.title for rule in gemm.rules} >= {"Small Grid"}
+    state = classify(gemm, arch=report.arch, device=report.device)
+    assert state.state == "compute.tensor" and state.near_limit, state.summary
+    assert state.headroom is not None and state.headroom.achieved_fraction > 0.95
+    assert state.findings == [], state.findings
+    assert "at 97% of the tensor roof" in state.summary
+
+
+def test_one_block_per_sm_is_worded_as_such_when_the_sm_has_room():
+    """Below saturation, ncu's 'Small Grid' rule on a grid that fills the SMs is reported as
+    the blocks per SM it is about, not as a grid smaller than the GPU."""
+    rule = RuleResult(
+        id="LaunchConfiguration",
+        section="LaunchStats",
+        type="optimization",
+        title="Small Grid",
+        message="it is recommended to have at least two blocks per multiprocessor",
+    )
+    kernel = msgspec.structs.replace(
+        nvjet(**{HOPPER_TENSOR_PIPE: 40.0, HOPPER_GMMA_ISSUE: 40.0, m.SM_PCT: 45.0}),
+        rules=[rule],
+    )
+    (finding,) = [f for f in classify(kernel, arch="sm_90").findings if f.id == "small_grid"]
+    assert finding.message.startswith("1.0 blocks per SM (132 blocks, 132 SMs)")
 
 
 def test_the_metric_names_are_real():
