@@ -65,6 +65,7 @@ def _assert_torch_missing(response: WorkerResponse, python: Path) -> None:
 
 def _run_worker(python: Path, request: WorkerRequest, env: dict[str, str]) -> WorkerResponse:
     done = subprocess.run(
+        # -P: the package installed in that interpreter, as a user runs it, not this checkout
         [str(python), "-P", "-m", "kernelblaster.harness.worker"],
         input=msgspec.json.encode(request),
         capture_output=True,
