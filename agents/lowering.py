@@ -64,6 +64,12 @@ def compact(text: str, limit: int = FEEDBACK_CHARS) -> str:
     return f"{text[:limit]}\n[... {len(text) - limit} more characters left out]"
 
 
+def feedback_prompt(feedback: Feedback) -> str:
+    """What the model is told about a candidate the harness rejected: a headline for the kind
+    of failure, then the (shortened) details."""
+    return f"{_FEEDBACK_HEADLINES[feedback.kind]}\n{compact(feedback.message)}"
+
+
 def lowering_messages(inp: LoweringInput) -> list[dict[str, str]]:
     notes = f"Notes from earlier attempts:\n{bullets(inp.notes)}\n" if inp.notes else ""
     return render_messages(
@@ -104,7 +110,7 @@ def lower(
         usage = usage + reply.usage
         candidate, problem = _parse(reply.text, reply.finish_reason, inp)
         if candidate is None:
-            failures.append(f"unusable reply: {_first_line(problem)}")
+            failures.append(f"unusable reply: {first_line(problem)}")
             format_failures += 1
             if format_failures > max_format_retries:
                 break
@@ -114,8 +120,8 @@ def lower(
                 return LoweringResult(
                     source=candidate, attempts=attempts, usage=usage, failures=failures
                 )
-            problem = f"{_FEEDBACK_HEADLINES[feedback.kind]}\n{compact(feedback.message)}"
-            failures.append(f"{feedback.kind}: {_first_line(feedback.message)}")
+            problem = feedback_prompt(feedback)
+            failures.append(f"{feedback.kind}: {first_line(feedback.message)}")
             check_failures += 1
             if check_failures > max_retries:
                 break
@@ -152,6 +158,6 @@ def _normalized(source: str) -> str:
     return " ".join(code_skeleton(source).split())
 
 
-def _first_line(message: str, limit: int = 160) -> str:
+def first_line(message: str, limit: int = 160) -> str:
     line = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -26,6 +26,8 @@ COMMANDS = {
     "analyze": "kernelblaster.profile_cli",
     "profile": "kernelblaster.profile_cli",
     "optimize": "kernelblaster.agents.optimize_cli",
+    "init": "kernelblaster.agents.init_cli",
+    "bench": "kernelblaster.agents.bench_cli",
     "serve": "kernelblaster.server.cli",
     "trust": "kernelblaster.trust_cli",
 }

@@ -71,6 +71,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     llm_api_key_env: str = "OPENAI_API_KEY"
     llm_timeout_s: float = 120.0
     llm_max_retries: int = 3
+    # `init`: LLM replies tried (each built and verified) for a module's first kernel
+    init_attempts: int = 4
     # optimization loop
     rollouts: int = 4
     depth: int = 3

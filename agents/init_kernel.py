@@ -1,0 +1,234 @@
+"""`init`: the first CUDA kernel for a PyTorch module, written by the LLM and verified by the
+harness, as the paper's loop starts: from naive CUDA that the model writes from the module.
+
+The reference `problem.py` (KernelBench format) goes into the prompt with its launcher
+signature, measured from the module itself (harness/reference_signature.py). Each reply's CUDA
+file is checked for the plain form (one `extern "C"` launcher, no torch headers, no `main`),
+then built and verified by the same worker `kernelblaster check` runs, on a scratch copy of the
+pair: a build error, a wrong result or a crash goes back to the model, within `attempts`
+replies. A failure that is not the candidate's (no GPU, the problem's inputs don't fit in GPU
+memory, a broken reference, the endpoint down) stops at once and says so. Nothing is written
+here: `save_kernel` writes the verified file, atomically, never over an existing one unless
+asked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from kernelblaster.agents.code_extract import ExtractError, extract_cuda_source
+from kernelblaster.agents.evaluation import Evaluation, evaluate
+from kernelblaster.agents.llm import LlmClient, LlmError, LlmReply, Usage
+from kernelblaster.agents.lowering import compact, feedback_prompt, first_line
+from kernelblaster.agents.optimize_cli import write_atomically
+from kernelblaster.agents.prompting import bullets, render_messages
+from kernelblaster.harness.cuda_source import extern_c_functions
+from kernelblaster.harness.records import CheckResult
+from kernelblaster.harness.reference_signature import SignatureResponse, measure_signature
+from kernelblaster.harness.targets import detect_kind
+from kernelblaster.settings import Settings
+
+Evaluate = Callable[..., Evaluation]
+
+
+class InitResult(msgspec.Struct, kw_only=True):
+    reference: str  # the problem .py
+    target: str  # the .cu beside it
+    source: str | None = None  # the verified CUDA file; None when there is none
+    check: CheckResult | None = None  # the verifying check (times, baselines, warnings)
+    attempts: int = 0  # LLM replies
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated_tokens: bool = False  # the endpoint sent no usage: characters / 4
+    failures: list[str] = []  # one line per rejected reply, in order
+    error: str | None = None  # why there is no verified kernel, with the last error
+    # What stopped it: "attempts" (the budget ran out), "llm" (the endpoint failed; its kind
+    # in llm_error), or the harness's error kind when the environment or the problem is at
+    # fault (no_gpu, out_of_memory, bad_reference, ...).
+    error_kind: str | None = None
+    llm_error: str | None = None
+    written: str | None = None  # where the verified file was saved, by whoever saved it
+
+    @property
+    def verified(self) -> bool:
+        return self.source is not None
+
+
+def describe_signature(signature: SignatureResponse) -> str:
+    """The launcher's parameters for the prompt, in the order the harness passes them."""
+    if not signature.pointers and not signature.scalars:
+        return "Derive the launcher's parameters from the source, following the convention."
+    lines = ["The launcher's parameters, measured from the module:", "Pointers, in order:"]
+    for number, slot in enumerate(signature.pointers, start=1):
+        shape = "x".join(map(str, slot.shape)) if slot.shape else "a single element"
+        label = slot.name if slot.role in ("input", "output") else f"{slot.role} `{slot.name}`"
+        lines.append(f"{number}. {label}: {slot.dtype} [{shape}]")
+    if signature.scalars:
+        lines.append("Scalars available by name:")
+        lines += [f"- `{s.name}` = {s.value} ({s.origin})" for s in signature.scalars]
+    if signature.unknown:
+        lines.append("Not measured (derive from the source): " + "; ".join(signature.unknown))
+    return "\n".join(lines)
+
+
+def init_messages(reference: Path, signature: SignatureResponse) -> list[dict[str, str]]:
+    return render_messages(
+        "init",
+        problem_file=reference.name,
+        reference_source=reference.read_text(encoding="utf-8").rstrip("\n"),
+        signature=describe_signature(signature),
+    )
+
+
+def plain_form_problem(text: str) -> str | None:
+    """What keeps `text` from being a plain-CUDA target, said to the model; None if nothing."""
+    kind = detect_kind(Path("candidate.cu"), text)
+    if kind == "extension":
+        return (
+            "Your file includes torch/ATen headers. Write plain CUDA (cuda_runtime.h only) with "
+            'one extern "C" launcher that receives device pointers.'
+        )
+    if kind == "standalone":
+        return 'Your file defines main(). Write only the kernels and one extern "C" launcher.'
+    launchers = [f.name for f in extern_c_functions(text)]
+    if len(launchers) != 1:
+        found = ", ".join(launchers) or "none"
+        return (
+            f'Your file must define exactly one extern "C" function, the launcher (found: '
+            f"{found}). Make helpers static or __device__."
+        )
+    return None
+
+
+def _candidate(reply: LlmReply) -> tuple[str | None, str]:
+    """(the CUDA file, "") or (None, what to tell the model)."""
+    if reply.finish_reason == "length":
+        return None, (
+            "Your reply was cut off at the output token limit. Send only the complete file in "
+            "one ```cuda block, with no explanation."
+        )
+    try:
+        text = extract_cuda_source(reply.text, entry_names=[])
+    except ExtractError as exc:
+        return None, exc.message
+    problem = plain_form_problem(text)
+    return (None, problem) if problem else (text, "")
+
+
+class _Scratch:
+    """A scratch pair to check candidates in: `<stem>.cu` holding the candidate beside a link
+    to the reference, so the worker pairs them as it pairs the real files, while the user's
+    directory stays untouched until a candidate is verified."""
+
+    def __init__(self, reference: Path, settings: Settings):
+        root = settings.cache_root() / "init"
+        root.mkdir(parents=True, exist_ok=True)
+        self._directory = tempfile.TemporaryDirectory(dir=root, prefix=f"{reference.stem}-")
+        folder = Path(self._directory.name)
+        (folder / reference.name).symlink_to(reference.resolve())
+        self.source = folder / f"{reference.stem}.cu"
+
+    def check(self, text: str, settings: Settings, evaluate_fn: Evaluate) -> Evaluation:
+        self.source.write_text(text, encoding="utf-8")
+        return evaluate_fn(self.source, text, "", settings, profile=False)
+
+    def close(self) -> None:
+        self._directory.cleanup()
+
+
+def initial_kernel(
+    reference: Path,
+    *,
+    settings: Settings,
+    client: LlmClient,
+    attempts: int | None = None,
+    evaluate_fn: Evaluate = evaluate,
+    signature: SignatureResponse | None = None,
+    on_attempt: Callable[[int, str], None] = lambda _n, _line: None,
+) -> InitResult:
+    """A verified plain-CUDA file for `reference`, or the reason there is none, within
+    `attempts` replies (default: settings.init_attempts). `signature` defaults to the one
+    measured from the reference; `on_attempt(n, line)` hears of each rejected reply."""
+    attempts = attempts or settings.init_attempts
+    reference = reference.resolve()
+    result = InitResult(reference=str(reference), target=str(reference.with_suffix(".cu")))
+    if signature is None:
+        signature = measure_signature(reference, timeout_s=settings.run_timeout_s)
+    if signature.error is not None:
+        result.error = f"{signature.error.message} {signature.error.fix}".strip()
+        result.error_kind = signature.error.kind
+        return result
+    task = init_messages(reference, signature)
+    conversation = task
+    usage = Usage()
+    scratch = _Scratch(reference, settings)
+    try:
+        for attempt in range(1, attempts + 1):
+            try:
+                reply = client.chat(conversation, purpose="init")
+            except LlmError as exc:
+                result.error, result.error_kind, result.llm_error = f"LLM: {exc}", "llm", exc.kind
+                break
+            result.attempts, usage = attempt, usage + reply.usage
+            text, problem = _candidate(reply)
+            if text is not None:
+                evaluation = scratch.check(text, settings, evaluate_fn)
+                result.check = evaluation.check
+                if evaluation.verified:
+                    result.source = text
+                    break
+                if evaluation.error is not None:  # the environment's or the problem's fault
+                    error = evaluation.error
+                    result.error = f"{error.message} {error.fix}".strip()
+                    result.error_kind = error.kind
+                    break
+                feedback = evaluation.feedback
+                assert feedback is not None
+                problem = feedback_prompt(feedback)
+                result.failures.append(f"{evaluation.outcome}: {first_line(feedback.message)}")
+            else:
+                result.failures.append(f"unusable reply: {first_line(problem)}")
+            on_attempt(attempt, result.failures[-1])
+            if attempt == attempts:
+                result.error = (
+                    f"no verified kernel after {attempts} replies; the last was rejected "
+                    f"because:\n{compact(problem)}"
+                )
+                result.error_kind = "attempts"
+                break
+            earlier = result.failures[:-1]
+            retry = render_messages(
+                "lowering_retry",
+                problem=problem,
+                earlier=f"Earlier attempts failed too:\n{bullets(earlier)}\n" if earlier else "",
+            )
+            conversation = [*task, {"role": "assistant", "content": reply.text}, *retry]
+    finally:
+        scratch.close()
+        result.prompt_tokens = usage.prompt_tokens
+        result.completion_tokens = usage.completion_tokens
+        result.estimated_tokens = usage.estimated
+    return result
+
+
+def save_kernel(path: Path, text: str, *, force: bool) -> None:
+    """Write `path` in one step: a crash leaves no half-written file. Without `force` an
+    existing file is never replaced, not even one created after the caller looked: the new
+    file is linked into place, which fails when the name exists (FileExistsError)."""
+    if force:
+        write_atomically(path, text)
+        return
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.link(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)

@@ -1,0 +1,293 @@
+"""A KernelBench run: for each problem, a first kernel (written by `init`, or given), then the
+optimization loop with one knowledge base shared by the whole run, then a final timing of the
+best kernel against the faster of PyTorch eager and torch.compile (the harness measures both).
+
+Every problem works in its own folder of the run's work directory (a copy of the problem file,
+the first kernel beside it as `<stem>.cu`, the best as `<stem>.optimized.cu`), so the user's
+KernelBench checkout is never written to. The results file is rewritten atomically after each
+problem, so a crash loses no finished problem, and a rerun skips the problems it holds. A
+failure that would fail every problem alike (no GPU, no nvcc, the LLM endpoint unreachable or
+refusing the key) stops the run without recording the problem at hand, so the rerun retries it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from kernelblaster.agents.evaluation import Evaluation, evaluate
+from kernelblaster.agents.init_kernel import initial_kernel, save_kernel
+from kernelblaster.agents.kernelbench_metrics import summarize
+from kernelblaster.agents.kernelbench_problems import Problem
+from kernelblaster.agents.kernelbench_records import KernelBenchRun, ProblemResult, Status
+from kernelblaster.agents.llm import LlmClient, Usage
+from kernelblaster.agents.loop import optimize
+from kernelblaster.agents.optimize_cli import candidate_path, write_atomically
+from kernelblaster.harness.cuda_source import global_kernels
+from kernelblaster.harness.records import CheckResult
+from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.settings import Settings
+
+# Harness errors that say the machine can't run any problem, and LLM errors that say the
+# endpoint won't answer any: the run stops instead of failing every problem alike.
+ENVIRONMENT_ERRORS = frozenset(
+    {"no_gpu", "no_driver", "torch_missing", "nvcc_missing", "wrong_arch", "cancelled"}
+)
+ENDPOINT_ERRORS = frozenset({"unreachable", "auth", "model_not_found", "not_configured"})
+
+Evaluate = Callable[..., Evaluation]
+
+
+class RunAborted(Exception):
+    """Every further problem would fail the same way; the message says why and how to fix it."""
+
+
+@dataclass(frozen=True)
+class RunServices:
+    settings: Settings
+    client: LlmClient
+    kb: KnowledgeBase
+    work_dir: Path
+    evaluate_fn: Evaluate = evaluate
+    seed: int | None = None
+
+
+def load_run(path: Path) -> KernelBenchRun | None:
+    if not path.is_file():
+        return None
+    return msgspec.json.decode(path.read_bytes(), type=KernelBenchRun)
+
+
+def save_run(path: Path, run: KernelBenchRun) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = msgspec.json.format(msgspec.json.encode(run).decode(), indent=2)
+    write_atomically(path, text + "\n")
+
+
+def run_kernelbench(
+    problems: list[Problem],
+    run: KernelBenchRun,
+    *,
+    results_path: Path,
+    services: RunServices,
+    on_line: Callable[[str], None] = print,
+) -> KernelBenchRun:
+    """Solve each problem `run` doesn't hold yet, saving `run` after each."""
+    finished = {result.problem: result for result in run.problems}
+    for number, problem in enumerate(problems, start=1):
+        prefix = f"[{number}/{len(problems)}] {run.level}/{problem.name}"
+        if problem.name in finished:
+            on_line(f"{prefix}: finished in an earlier run ({finished[problem.name].status})")
+            continue
+        on_line(f"{prefix}: {'checking the given kernel' if problem.start else 'init'}...")
+        result, usage = solve_problem(problem, run, services)
+        run.problems.append(result)
+        run.summary = summarize(run.problems)
+        run.estimated_tokens = run.estimated_tokens or usage.estimated
+        save_run(results_path, run)
+        on_line(f"{prefix}: {progress_text(result)}")
+    return run
+
+
+def progress_text(result: ProblemResult) -> str:
+    tokens = f"{(result.prompt_tokens + result.completion_tokens) / 1000:.1f}k tokens"
+    cost = f"{tokens}, {result.wall_s:.0f} s"
+    if result.status != "verified":
+        return f"{result.status}: {result.detail[:200]} ({cost})"
+    assert result.speedup is not None
+    gained = (
+        f", optimize {result.optimize_speedup:.2f}x via {' → '.join(result.techniques)}"
+        if result.techniques and result.optimize_speedup
+        else ", optimize found nothing faster"
+    )
+    return (
+        f"verified, {result.speedup:.2f}x vs {result.baseline} (first kernel "
+        f"{result.initial_speedup or 0:.2f}x{gained}; {cost})"
+    )
+
+
+def solve_problem(
+    problem: Problem, run: KernelBenchRun, services: RunServices
+) -> tuple[ProblemResult, Usage]:
+    """The problem's result, and the tokens of every LLM call made for it (whatever the
+    outcome: counted from the client's log, not from what each stage reports)."""
+    client = services.client
+    logged = len(client.usage_log)
+    started = time.monotonic()
+    result = ProblemResult(problem=problem.name, file=str(problem.path), status="init_failed")
+    try:
+        _solve(problem, run, services, result)
+    finally:
+        calls = client.usage_log[logged:]
+        usage = sum((u for _, u in calls), Usage())
+        result.prompt_tokens = usage.prompt_tokens
+        result.completion_tokens = usage.completion_tokens
+        by_purpose: dict[str, int] = {}
+        for purpose, u in calls:
+            by_purpose[purpose] = by_purpose.get(purpose, 0) + u.total_tokens
+        result.tokens_by_purpose = by_purpose
+        result.wall_s = round(time.monotonic() - started, 1)
+    return result, usage
+
+
+def _solve(
+    problem: Problem, run: KernelBenchRun, services: RunServices, result: ProblemResult
+) -> None:
+    settings, evaluate_fn = services.settings, services.evaluate_fn
+    folder = services.work_dir / problem.name
+    if folder.exists():  # a problem cut short in an earlier run starts over
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    reference = folder / problem.path.name
+    shutil.copyfile(problem.path, reference)
+    source = reference.with_suffix(".cu")
+
+    if problem.start is not None:
+        result.started_from = "given"
+        text = problem.start.read_text(encoding="utf-8")
+        save_kernel(source, text, force=True)
+        first = evaluate_fn(source, text, "", settings, profile=False)
+        if not first.verified:
+            _fail(result, first)
+            return
+        check = first.check
+    else:
+        init = initial_kernel(
+            reference,
+            settings=settings,
+            client=services.client,
+            attempts=run.config.init_attempts,
+            evaluate_fn=evaluate_fn,
+        )
+        result.init_replies = init.attempts
+        if init.source is None:
+            _stop(
+                result,
+                init.error or "",
+                kind=init.error_kind,
+                status="init_failed",
+                llm_error=init.llm_error,
+            )
+            return
+        text = init.source
+        save_kernel(source, text, force=True)
+        check = init.check
+    assert check is not None and check.timing is not None
+    result.kernel_file = str(source)
+    result.initial_ms = check.timing.median_ms
+    if _degenerate(result, check):
+        _record_times(result, check)
+        return
+
+    kernels = [k.name for k in global_kernels(text)]
+    result.kernel = kernels[0]  # the first in the file: a naive file's main kernel
+    outcome = optimize(
+        source,
+        text,
+        result.kernel,
+        settings=settings,
+        client=services.client,
+        kb=services.kb,
+        rollouts=run.config.rollouts,
+        depth=run.config.depth,
+        k=run.config.top_k,
+        seed=services.seed,
+        evaluate_fn=evaluate_fn,
+    )
+    result.steps = len(outcome.steps)
+    result.detail = f"optimize: {outcome.error}" if outcome.error else ""
+    best = text
+    if outcome.improved and outcome.best_source is not None:
+        best = outcome.best_source
+        result.techniques = outcome.techniques
+        result.kernel_file = str(candidate_path(source))
+        save_kernel(candidate_path(source), best, force=True)
+
+    final = evaluate_fn(source, best, result.kernel, settings, profile=False)
+    if not final.verified:
+        _fail(result, final)
+        return
+    assert final.check is not None
+    if not _degenerate(result, final.check):
+        result.status = "verified"
+    _record_times(result, final.check)
+
+
+def _record_times(result: ProblemResult, check: CheckResult) -> None:
+    assert check.timing is not None
+    result.final_ms = check.timing.median_ms
+    result.eager_ms = check.eager.median_ms if check.eager else None
+    result.compile_ms = check.compiled.median_ms if check.compiled else None
+    baselines = [
+        (ms, name)
+        for ms, name in ((result.eager_ms, "eager"), (result.compile_ms, "torch.compile"))
+        if ms
+    ]
+    if not baselines:
+        return
+    baseline_ms, result.baseline = min(baselines)
+    result.speedup = baseline_ms / result.final_ms
+    if result.eager_ms:
+        result.speedup_vs_eager = result.eager_ms / result.final_ms
+    if result.compile_ms:
+        result.speedup_vs_compile = result.compile_ms / result.final_ms
+    if result.initial_ms:
+        result.initial_speedup = baseline_ms / result.initial_ms
+        result.optimize_speedup = result.initial_ms / result.final_ms
+
+
+def degenerate_reference(check: CheckResult | None) -> str | None:
+    """Why the reference can't tell a right kernel from a wrong one, or None: its output is
+    (nearly) all zeros or one constant on get_inputs() and on every input scale the
+    verification tried (a weak output that scaled inputs made informative was verified there)."""
+    if check is None or check.verify is None:
+        return None
+    for warning in check.verify.warnings:
+        if warning.kind == "weak_reference" and not warning.evidence.get("input_scale"):
+            return warning.message
+    return None
+
+
+def _degenerate(result: ProblemResult, check: CheckResult) -> bool:
+    reason = degenerate_reference(check)
+    if reason is not None:
+        result.status = "degenerate_reference"
+        result.detail = reason
+    return reason is not None
+
+
+# Harness errors that are the problem's own, not its kernel's: no kernel could pass.
+_PROBLEM_ERRORS: dict[str, Status] = {
+    "out_of_memory": "out_of_memory",
+    "bad_reference": "bad_reference",
+}
+
+
+def _stop(
+    result: ProblemResult,
+    message: str,
+    *,
+    kind: str | None,
+    status: Status,
+    llm_error: str | None = None,
+) -> None:
+    """Record why the problem ends here, or stop the run when no problem could get further."""
+    if kind in ENVIRONMENT_ERRORS or llm_error in ENDPOINT_ERRORS:
+        raise RunAborted(message)
+    result.status = _PROBLEM_ERRORS.get(kind or "", status)
+    result.detail = message
+
+
+def _fail(result: ProblemResult, evaluation: Evaluation) -> None:
+    """A kernel that was verified once (or given) fails its check."""
+    if evaluation.error is not None:
+        error = evaluation.error
+        _stop(result, f"{error.message} {error.fix}".strip(), kind=error.kind, status="failed")
+        return
+    feedback = evaluation.feedback
+    _stop(result, feedback.message if feedback else evaluation.outcome, kind=None, status="failed")
