@@ -30,6 +30,7 @@ from kernelblaster.agents.loop import optimize
 from kernelblaster.agents.optimize_cli import candidate_path, write_atomically
 from kernelblaster.harness.cuda_source import global_kernels
 from kernelblaster.harness.records import CheckResult
+from kernelblaster.harness.reference_signature import SignatureResponse, measure_signature
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
@@ -54,6 +55,7 @@ class RunServices:
     kb: KnowledgeBase
     work_dir: Path
     evaluate_fn: Evaluate = evaluate
+    signature_fn: Callable[..., SignatureResponse] = measure_signature
     seed: int | None = None
 
 
@@ -163,6 +165,7 @@ def _solve(
             client=services.client,
             attempts=run.config.init_attempts,
             evaluate_fn=evaluate_fn,
+            signature=services.signature_fn(reference, timeout_s=settings.run_timeout_s),
         )
         result.init_replies = init.attempts
         if init.source is None:
