@@ -86,12 +86,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_kernelbench(args: argparse.Namespace) -> int:
     # Imported here: the LLM stack and the loop are heavy, and every command shares start-up.
     from kernelblaster.agents.kernelbench_problems import ProblemsError, discover, level_name
-    from kernelblaster.agents.kernelbench_records import KernelBenchRun, RunConfig
+    from kernelblaster.agents.kernelbench_records import RunConfig
     from kernelblaster.agents.kernelbench_report import results_name, slug, write_report
     from kernelblaster.agents.kernelbench_runner import (
+        ResultsMismatch,
         RunAborted,
         RunServices,
-        load_run,
+        open_run,
         run_kernelbench,
     )
     from kernelblaster.agents.llm import LlmClient, LlmConfig, LlmError
@@ -124,13 +125,17 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
         mechanics=args.mechanics,
     )
     results_path = args.results / results_name(device, level)
-    run = None if args.restart else load_run(results_path)
-    if run is not None and run.config != config:
-        return _error(
-            f"{results_path} was made with {run.config}; rerun with the same options to continue "
-            "it, or pass --restart to start over"
+    try:
+        run = open_run(
+            results_path,
+            device=device,
+            level=level,
+            config=config,
+            note=args.note,
+            restart=args.restart,
         )
-    run = run or KernelBenchRun(device=device, level=level, config=config, note=args.note)
+    except ResultsMismatch as exc:
+        return _error(str(exc))
     work = args.work or settings.cache_root() / "kernelbench" / f"{slug(device)}-{slug(level)}"
     try:
         kb, kb_message = open_or_fallback(default_path(args.kb or settings.kb_path))

@@ -138,26 +138,36 @@ def draw_plot(runs: list[KernelBenchRun], path: Path) -> str | None:
         )
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator
 
-    levels = [run.level for run in runs]
     speedups = [verified_speedups(run.problems) for run in runs]
-    figure, axes = plt.subplots(figsize=(max(4.0, 2.2 * len(runs)), 4.0))
-    for position, values in enumerate(speedups, start=1):
+    figure, axes = plt.subplots(figsize=(max(5.5, 2.2 * len(runs)), 4.5))
+    for position, (run, values) in enumerate(zip(runs, speedups, strict=True), start=1):
         if values:
             axes.boxplot([values], positions=[position], widths=0.5, showfliers=False)
-            jitter = [position + 0.12 * ((i % 5) - 2) / 2 for i in range(len(values))]
+            jitter = [position + 0.06 * ((i % 5) - 2) for i in range(len(values))]
             axes.scatter(jitter, values, s=18, alpha=0.7, zorder=3)
-        anchor = PAPER_ANCHORS.get(levels[position - 1])
+        anchor = PAPER_ANCHORS.get(run.level)
         if anchor:
             axes.plot([position - 0.3, position + 0.3], [anchor.geomean_speedup] * 2, "r--", lw=1)
     axes.axhline(1.0, color="grey", lw=0.8)
     axes.set_yscale("log")
-    axes.set_xticks(range(1, len(levels) + 1), levels)
-    axes.set_ylabel("speedup vs best of eager / torch.compile")
-    title = f"KernelBench on {runs[0].device}" if runs else "KernelBench"
-    if any(run.config.mechanics for run in runs):
-        title += " (mechanics run)"
-    axes.set_title(title + "\n(red dashes: the paper's geomean)", fontsize=9)
+    axes.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
+    axes.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
+    labels = [
+        f"{run.level}\n{len(values)} of {len(run.problems)} valid"
+        for run, values in zip(runs, speedups, strict=True)
+    ]
+    axes.set_xticks(range(1, len(runs) + 1), labels)
+    axes.set_ylabel("speedup vs the faster of eager / torch.compile")
+    mechanics = any(run.config.mechanics for run in runs)
+    axes.set_title(
+        f"KernelBench, {runs[0].device if runs else '?'}\n"
+        f"{'mechanics run (scripted endpoint); ' if mechanics else ''}red dashes: the paper's "
+        "geomean",
+        fontsize=9,
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)

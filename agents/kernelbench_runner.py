@@ -24,7 +24,12 @@ from kernelblaster.agents.evaluation import Evaluation, evaluate
 from kernelblaster.agents.init_kernel import initial_kernel, save_kernel
 from kernelblaster.agents.kernelbench_metrics import summarize
 from kernelblaster.agents.kernelbench_problems import Problem
-from kernelblaster.agents.kernelbench_records import KernelBenchRun, ProblemResult, Status
+from kernelblaster.agents.kernelbench_records import (
+    KernelBenchRun,
+    ProblemResult,
+    RunConfig,
+    Status,
+)
 from kernelblaster.agents.llm import LlmClient, Usage
 from kernelblaster.agents.loop import optimize
 from kernelblaster.agents.optimize_cli import candidate_path, write_atomically
@@ -59,10 +64,24 @@ class RunServices:
     seed: int | None = None
 
 
-def load_run(path: Path) -> KernelBenchRun | None:
-    if not path.is_file():
-        return None
-    return msgspec.json.decode(path.read_bytes(), type=KernelBenchRun)
+class ResultsMismatch(ValueError):
+    """The results file to continue was made with other options."""
+
+
+def open_run(
+    path: Path, *, device: str, level: str, config: RunConfig, note: str, restart: bool
+) -> KernelBenchRun:
+    """The run to continue from `path`, or a new one (with `restart`, or when there is none).
+    Continuing with other options would mix two experiments in one file: refused."""
+    if path.is_file() and not restart:
+        run = msgspec.json.decode(path.read_bytes(), type=KernelBenchRun)
+        if run.config != config:
+            raise ResultsMismatch(
+                f"{path} was made with {run.config}; rerun with the same options to continue "
+                "it, or pass --restart to start over"
+            )
+        return run
+    return KernelBenchRun(device=device, level=level, config=config, note=note)
 
 
 def save_run(path: Path, run: KernelBenchRun) -> None:
