@@ -15,6 +15,7 @@ asked.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -69,9 +70,14 @@ def describe_signature(signature: SignatureResponse) -> str:
         shape = "x".join(map(str, slot.shape)) if slot.shape else "a single element"
         label = slot.name if slot.role in ("input", "output") else f"{slot.role} `{slot.name}`"
         lines.append(f"{number}. {label}: {slot.dtype} [{shape}]")
-    if signature.scalars:
-        lines.append("Scalars available by name:")
-        lines += [f"- `{s.name}` = {s.value} ({s.origin})" for s in signature.scalars]
+    scalars = [f"- `{s.name}` = {s.value} ({s.origin})" for s in signature.scalars]
+    inputs = [slot for slot in signature.pointers if slot.role == "input"]
+    named = {s.name for s in signature.scalars}
+    if inputs and not named & {"n", "numel", "size"}:
+        count = math.prod(inputs[0].shape)
+        scalars.append(f"- `n` (or `numel`, `size`) = {count} (the first input's element count)")
+    if scalars:
+        lines += ["Scalars available by name:", *scalars]
     if signature.unknown:
         lines.append("Not measured (derive from the source): " + "; ".join(signature.unknown))
     return "\n".join(lines)

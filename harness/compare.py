@@ -116,7 +116,9 @@ def degenerate_fractions(
     """How weak a reference output is as a test: the share of its elements that an output of
     all zeros would match, and the share that an output filled with one constant (its median)
     would match, under the same rule `compare` applies. A ReLU after subtracting 2 from
-    standard-normal inputs scores ~0.98 on both: nearly any kernel writing zeros passes."""
+    standard-normal inputs scores ~0.98 on both: nearly any kernel writing zeros passes.
+    A single value (a loss) always "matches a constant", itself, so for it only zero counts:
+    its constant fraction is its zero fraction."""
     if expected.numel() == 0:
         return 0.0, 0.0
     flat = expected.detach().reshape(-1)
@@ -130,6 +132,8 @@ def degenerate_fractions(
         bound = atol * scale + rtol * e.abs()
         zeros += int(_close(torch.zeros_like(e), e, bound).sum())
         constants += int(_close(torch.full_like(e, median), e, bound).sum())
+    if expected.numel() == 1:
+        constants = zeros
     return zeros / expected.numel(), constants / expected.numel()
 
 

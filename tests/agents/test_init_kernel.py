@@ -140,6 +140,7 @@ def test_the_prompt_carries_the_module_and_its_measured_signature(
     assert "1. input 0: float32 [16777216]" in prompt
     assert "2. output 0: float32 [16777216]" in prompt
     assert "- `n` = 16777216 (module constant)" in prompt
+    assert "(the first input's element count)" not in prompt  # `n` is the module's own
     # The candidate is checked as a pair in a scratch folder, beside a link to the reference.
     checked, paired, text, options = evaluate.calls[0]
     assert checked.name == "relu.cu" and checked.parent != tmp_path
@@ -260,6 +261,7 @@ def test_the_signature_is_measured_from_the_module(tmp_path):
     }
     text = describe_signature(signature)
     assert "8. buffer `bn.num_batches_tracked`: int64 [a single element]" in text
+    assert "- `n` (or `numel`, `size`) = 2048 (the first input's element count)" in text
 
 
 def test_a_signature_that_cannot_be_measured_is_left_to_the_source(tmp_path):

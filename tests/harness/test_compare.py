@@ -144,6 +144,13 @@ def test_informative_references_are_not_weak():
     assert max(_fractions(x @ torch.randn(500, 64))) < 0.01
 
 
+def test_a_single_value_is_weak_only_when_zero_would_match_it():
+    # A loss is one number: "a constant output" would be the number itself, which says
+    # nothing of how informative it is; whether zero passes does.
+    assert _fractions(torch.tensor(0.98)) == (0.0, 0.0)
+    assert _fractions(torch.zeros(1)) == (1.0, 1.0)
+
+
 def test_a_constant_reference_is_weak_by_its_constant_fraction():
     zeros, constant = _fractions(torch.full((1000,), 0.25))
     assert (zeros, constant) == (0.0, 1.0)
