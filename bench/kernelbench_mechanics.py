@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -124,7 +125,7 @@ def main() -> int:
                 "--kb", str(args.work / "kb.sqlite3"),
                 *(["--restart"] if args.restart else []),
             ]  # fmt: skip
-            print("$ " + " ".join(command), flush=True)
+            print("$ " + shlex.join(command), flush=True)
             if subprocess.run(command, env=environment, cwd=REPO).returncode != 0:
                 failed.append(level)
             if args.copy_to:

@@ -8,6 +8,7 @@ bench/kernelbench_mechanics.py run the real harness on a GPU."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import msgspec
@@ -371,3 +372,33 @@ def test_report_command_and_the_run_command_without_a_gpu(tmp_path, capsys, monk
     code = main(["bench", "kernelbench", str(folder), "--results", str(tmp_path / "r")])
     assert code == 2
     assert "KernelBench needs a GPU: no GPU found" in capsys.readouterr().err
+
+
+@pytest.mark.nvcc
+def test_the_run_command_stops_where_no_kernel_can_run_and_records_nothing(
+    openai_server, endpoint, tmp_path, capsys, monkeypatch
+):
+    """The whole command, through the real worker, on this machine whose torch is a CPU build.
+    An nvidia-smi on PATH that names a GPU stands in for the device query only, so the run
+    gets as far as verifying the first kernel: the worker's verdict stops the run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text('#!/bin/sh\necho "NVIDIA H100 80GB HBM3, 9.0"\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("KERNELBLASTER_LLM_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("KERNELBLASTER_LLM_MODEL", "test-model")
+    monkeypatch.setenv("KERNELBLASTER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KERNELBLASTER_KB", str(tmp_path / "kb.sqlite3"))
+    folder = write_problems(tmp_path / "level1", "1_Softmax")
+    results = tmp_path / "results"
+    code = main(["bench", "kernelbench", str(folder), "--results", str(results)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "KernelBench level1: 1 problem(s) on NVIDIA H100 80GB HBM3 with test-model" in (
+        captured.out
+    )
+    assert "stopped: The PyTorch in" in captured.err and "CPU-only build" in captured.err
+    assert len(openai_server.chat_requests) == 1  # the init reply, built, then not verifiable
+    assert not results.exists()  # the problem stays unfinished, for the rerun
