@@ -31,9 +31,10 @@ from kernelblaster.agents.kernelbench_records import (
     Status,
 )
 from kernelblaster.agents.llm import LlmClient, Usage
-from kernelblaster.agents.loop import optimize
-from kernelblaster.agents.optimize_cli import candidate_path, write_atomically
+from kernelblaster.agents.loop import OptimizeRun, run_optimization
+from kernelblaster.agents.optimize_cli import optimized_copy_path, write_atomically
 from kernelblaster.harness.cuda_source import global_kernels
+from kernelblaster.harness.optimize_protocol import OptimizeRequest
 from kernelblaster.harness.records import CheckResult
 from kernelblaster.harness.reference_signature import SignatureResponse, measure_signature
 from kernelblaster.kb.store import KnowledgeBase
@@ -208,18 +209,18 @@ def _solve(
 
     kernels = [k.name for k in global_kernels(text)]
     result.kernel = kernels[0]  # the first in the file: a naive file's main kernel
-    outcome = optimize(
-        source,
-        text,
-        result.kernel,
-        settings=settings,
-        client=services.client,
-        kb=services.kb,
+    request = OptimizeRequest(
+        source=str(source),
+        source_text=text,
+        kernel=result.kernel,
         rollouts=run.config.rollouts,
         depth=run.config.depth,
-        k=run.config.top_k,
+        top_k=run.config.top_k,
         seed=services.seed,
-        evaluate_fn=evaluate_fn,
+        settings=settings,
+    )
+    outcome = run_optimization(
+        OptimizeRun(request=request, client=services.client, kb=services.kb, evaluate=evaluate_fn)
     )
     result.steps = len(outcome.steps)
     result.detail = f"optimize: {outcome.error}" if outcome.error else ""
@@ -227,8 +228,8 @@ def _solve(
     if outcome.improved and outcome.best_source is not None:
         best = outcome.best_source
         result.techniques = outcome.techniques
-        result.kernel_file = str(candidate_path(source))
-        save_kernel(candidate_path(source), best, force=True)
+        result.kernel_file = str(optimized_copy_path(source))
+        save_kernel(optimized_copy_path(source), best, force=True)
 
     final = evaluate_fn(source, best, result.kernel, settings, profile=False)
     if not final.verified:

@@ -13,6 +13,7 @@ of harness/worker_client.py). Importing this module does not import torch.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Literal
@@ -138,17 +139,16 @@ def measure_signature(reference: Path, *, timeout_s: float) -> SignatureResponse
     """The signature, measured in a child process that is killed after `timeout_s`. A child
     that fails (no torch here, a hang) gives a response with only `unknown` set: the
     signature is a help for the prompt, never a reason to stop."""
-    from kernelblaster.harness.worker_client import WorkerFailed, run_worker_sync
+    from kernelblaster.harness.worker_client import run_worker
+    from kernelblaster.harness.worker_failures import WorkerFailed
 
     command = [sys.executable, "-m", "kernelblaster.harness.reference_signature"]
+    request = SignatureRequest(reference=str(reference))
     try:
-        return run_worker_sync(
-            command,
-            SignatureRequest(reference=str(reference)),
-            _decoder,
-            SignatureResponse,
-            lambda _message: None,
-            timeout_s=timeout_s,
+        return asyncio.run(
+            run_worker(
+                command, request, _decoder, SignatureResponse, lambda _m: None, timeout_s=timeout_s
+            )
         )
     except WorkerFailed as failure:
         tail = failure.log.strip().splitlines()[-1:] or [failure.message]
