@@ -208,6 +208,9 @@ def _solve(
         return
 
     kernels = [k.name for k in global_kernels(text)]
+    if not kernels:  # a given file that launches only library code: nothing to optimize
+        _stop(result, "the kernel file defines no __global__ kernel", kind=None, status="failed")
+        return
     result.kernel = kernels[0]  # the first in the file: a naive file's main kernel
     request = OptimizeRequest(
         source=str(source),
