@@ -1,6 +1,10 @@
 """Evaluating a candidate source through the harness worker: build, verify, time, re-profile and
 re-classify. The result is what the loop needs: a verdict the lowering agent can act on
-(Feedback), or the candidate's time and new state."""
+(Feedback), or the candidate's time and new state.
+
+A candidate is whatever the target's launcher (or `forward`, or `main`) launches: every kernel
+its file defines is profiled, whatever the rewrite named them, and the state is the dominant
+kernel's by GPU time (`launched_kernels`). Renamed, split, fused or added kernels are normal."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.agents.lowering import Feedback
+from kernelblaster.harness.optimize_protocol import LaunchedKernel
 from kernelblaster.harness.records import (
     BuildResult,
     CheckResult,
@@ -36,7 +41,8 @@ class Evaluation(msgspec.Struct, kw_only=True):
     feedback: Feedback | None = None
     check: CheckResult | None = None
     profile: ProfileReport | None = None
-    state: PerfState | None = None
+    state: PerfState | None = None  # the dominant kernel's (or the one asked for, see evaluate)
+    kernels: list[LaunchedKernel] = []  # every profiled kernel, dominant first
     time_ms: float | None = None
     error: HarnessError | None = None  # a failure not caused by the candidate (no GPU, ncu)
 
@@ -53,23 +59,53 @@ def _build_log(build: BuildResult) -> str:
     )
 
 
+def launched_kernels(
+    profile: ProfileReport, states: list[PerfState]
+) -> list[tuple[LaunchedKernel, PerfState]]:
+    """Each profiled kernel with its share of the GPU time and the state of its longest launch,
+    the dominant kernel (most GPU time over all its launches) first. `states` are the worker's,
+    one per launch in `profile.kernels` order. Without durations every launch counts the same."""
+    durations = [launch.duration_ns or 0.0 for launch in profile.kernels]
+    if not any(durations):
+        durations = [1.0] * len(durations)
+    total = sum(durations)
+    by_name: dict[str, list[tuple[float, PerfState]]] = {}
+    for duration, state in zip(durations, states, strict=True):
+        by_name.setdefault(state.kernel, []).append((duration, state))
+    kernels = [
+        (
+            LaunchedKernel(
+                name=name,
+                time_share=sum(d for d, _ in launches) / total,
+                state=max(launches, key=lambda launch: launch[0])[1].state,
+                launches=len(launches),
+            ),
+            max(launches, key=lambda launch: launch[0])[1],
+        )
+        for name, launches in by_name.items()
+    ]
+    return sorted(kernels, key=lambda pair: -pair[0].time_share)
+
+
 def evaluate(
     source: Path,
     text: str,
-    kernel: str,
+    kernel: str | None,
     settings: Settings,
     *,
     depth: str = "quick",
     sanitize: bool = False,
     profile: bool = True,
 ) -> Evaluation:
+    """`kernel`: whose state to take when the text launches it (the original kernel the user
+    chose); None, or a kernel it no longer launches, takes the dominant one."""
     request = WorkerRequest(
         task="profile" if profile else "check",
         source=str(source),
         source_text=text,
         settings=msgspec.to_builtins(settings),
         depth=depth,
-        kernels=[kernel],
+        kernels=[],  # all the kernels the text defines, whatever their names
         sanitize=sanitize,
     )
     response = run_harness_sync(request, settings)
@@ -100,11 +136,14 @@ def evaluate(
             check=check,
         )
     assert check is not None and check.timing is not None
-    state = next((state for state in response.states if state.kernel == kernel), None)
+    launched = launched_kernels(response.profile, response.states) if response.profile else []
+    named = next((state for info, state in launched if info.name == kernel), None)
+    dominant = launched[0][1] if launched else None
     return Evaluation(
         outcome="verified",
         check=check,
         profile=response.profile,
-        state=state,
+        state=named or dominant,
+        kernels=[info for info, _ in launched],
         time_ms=check.timing.median_ms,
     )

@@ -14,7 +14,22 @@ A run is an OptimizeRun: the worker's OptimizeRequest and the live objects it ru
 result is the OptimizeResult the worker sends to the editor, unchanged; each step is an
 OptimizeStep, and the KB's Attempt row is made from it (`kb_attempt`). The harness (`evaluate`)
 and the lowering agent (`lower`) are injection points: the replay mode (agents/replay.py)
-answers both from a measured table."""
+answers both from a measured table.
+
+A candidate is whatever the target's launcher launches: it is profiled in full, and its state is
+its dominant kernel's by GPU time (agents/evaluation.py), so a rewrite that renames, splits or
+fuses kernels is verified and ranked like any other, and the next step starts from the
+candidate under its new kernel name. Every LLM call's tokens land in its step and the run's
+totals, whatever the outcome. A failure of the harness or the endpoint themselves (no GPU, ncu
+counter permission, the endpoint down) ends the run and is recorded as an "infrastructure"
+outcome, which the KB's statistics ignore: it says nothing about the technique.
+
+Step acceptance: a step is kept (the rollout continues from its candidate) when it verified and
+beat where it started by MIN_SPEEDUP, or when it verified and its technique is a catalog
+enabler (kb/catalog/catalog.toml `[[enabler]]`, e.g. tiling before tensor cores) with depth
+left to build on it. Such a step's KB row is written when its rollout ends, judged by the best
+candidate reached from it: measured speedup = the step's starting time over the best time
+verified later in the rollout (its own included), success when that beats MIN_SPEEDUP."""
 
 from __future__ import annotations
 
@@ -33,9 +48,15 @@ from kernelblaster.agents.lowering import Feedback, LoweringInput, LoweringResul
 from kernelblaster.agents.policy_update import update_policy
 from kernelblaster.agents.soft_verify import soft_verify
 from kernelblaster.agents.state_extractor import refine_state
-from kernelblaster.harness.optimize_protocol import OptimizeRequest, OptimizeResult, OptimizeStep
+from kernelblaster.harness.optimize_protocol import (
+    LaunchedKernel,
+    OptimizeRequest,
+    OptimizeResult,
+    OptimizeStep,
+)
 from kernelblaster.harness.records import PerfState
 from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.kb.catalog import enablers
 from kernelblaster.kb.ranking import select
 from kernelblaster.kb.records import Attempt, RankedTechnique, Technique, code_hash
 from kernelblaster.kb.store import KnowledgeBase
@@ -54,7 +75,8 @@ class VerifiedKernel(msgspec.Struct, kw_only=True):
 
     source: str
     time_ms: float
-    state: PerfState
+    state: PerfState  # its dominant kernel's (the original: the kernel the user chose)
+    kernels: list[LaunchedKernel] = []  # every kernel it launches, dominant first
     techniques: list[str] = []
     eager_ms: float | None = None
     compile_ms: float | None = None
@@ -168,6 +190,7 @@ def _start(run: OptimizeRun) -> VerifiedKernel | str:
         source=request.source_text,
         time_ms=evaluation.time_ms,
         state=evaluation.state,
+        kernels=evaluation.kernels,
         eager_ms=check.eager.median_ms if check and check.eager else None,
         compile_ms=check.compiled.median_ms if check and check.compiled else None,
     )
@@ -242,6 +265,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
     kb, client, request = services.kb, services.client, plan.request
     result = RolloutResult(rollout=rollout)
     current = plan.origin
+    pending: list[_EnablerStep] = []  # kept enabler steps, judged when the rollout ends
     for step_index in range(request.depth):
         if services.cancelled():
             result.cancelled = True
@@ -278,13 +302,20 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
         result.steps.append(step)
         result.prompt_tokens += step.prompt_tokens
         result.completion_tokens += step.completion_tokens
-        attempt = kb_attempt(step, arch=plan.origin.state.arch, kernel=request.kernel)
-        kb.record(attempt)
-        result.attempts.append(attempt)
+        if candidate is not None:
+            for earlier in pending:
+                earlier.reached(candidate.time_ms)
+        improved = candidate is not None and step.outcome == "success"
+        depth_left = step_index + 1 < request.depth
+        if candidate is not None and not improved and depth_left and _enables(step.technique):
+            step.enabler = True
+            pending.append(_EnablerStep(step, current.time_ms, candidate.time_ms))
+            current = candidate
+        else:
+            _record(plan, services, result, step)
         if step.fatal:
             result.error = step.detail
             break
-        improved = candidate is not None and step.outcome == "success"
         if improved:
             current = candidate
             result.verified.append(candidate)
@@ -293,7 +324,43 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
             f"{step.predicted_speedup:.2f}x, {_measured(step)}",
             candidate.time_ms if improved else None,
         )
+    for kept in pending:
+        kept.judge()
+        _record(plan, services, result, kept.step)
     return result
+
+
+def _enables(technique: str) -> bool:
+    return technique in enablers()
+
+
+def _record(
+    plan: RolloutPlan, services: RolloutServices, result: RolloutResult, step: OptimizeStep
+) -> None:
+    attempt = kb_attempt(step, arch=plan.origin.state.arch, kernel=plan.request.kernel)
+    services.kb.record(attempt)
+    result.attempts.append(attempt)
+
+
+class _EnablerStep:
+    """A verified step kept although not faster because its technique is an enabler; judged,
+    when its rollout ends, by the best candidate reached from it."""
+
+    def __init__(self, step: OptimizeStep, started_ms: float, own_ms: float):
+        self.step, self.started_ms, self.best_ms = step, started_ms, own_ms
+        self.own_speedup = started_ms / own_ms
+
+    def reached(self, time_ms: float) -> None:
+        self.best_ms = min(self.best_ms, time_ms)
+
+    def judge(self) -> None:
+        step = self.step
+        step.measured_speedup = self.started_ms / self.best_ms
+        step.outcome = "success" if step.measured_speedup >= MIN_SPEEDUP else "regression"
+        step.detail = (
+            f"enabler: {self.own_speedup:.2f}x on its own, {step.measured_speedup:.2f}x with "
+            f"the best step built on it; {step.detail}"
+        )[:500]
 
 
 class _Progress:
@@ -326,7 +393,7 @@ def _memory_safe_best(
         evaluation = services.evaluate(
             plan.source,
             candidate.source,
-            request.kernel,
+            None,
             request.settings,
             sanitize=True,
             profile=False,
@@ -427,12 +494,17 @@ def _step(
     latest: list[Evaluation] = []  # in the order checked (a candidate may come back twice)
 
     def check(candidate: str) -> Feedback | None:
-        evaluation = services.evaluate(plan.source, candidate, request.kernel, request.settings)
+        # No kernel name: the candidate's state is its dominant kernel's, whatever it is called.
+        evaluation = services.evaluate(plan.source, candidate, None, request.settings)
         evaluations[code_hash(candidate)] = evaluation
         latest.append(evaluation)
         if evaluation.error is not None:  # not the candidate's fault: stop retrying
             raise _HarnessUnavailable(evaluation.error.message)
         return evaluation.feedback
+
+    def spend(usage: Usage) -> None:  # counted as spent, whatever ends the step
+        step.prompt_tokens += usage.prompt_tokens
+        step.completion_tokens += usage.completion_tokens
 
     technique = _technique(services.kb, choice)
     try:
@@ -440,7 +512,7 @@ def _step(
             services.client,
             LoweringInput(
                 source=current.source,
-                kernel=request.kernel,
+                kernel=current.state.kernel,  # the dominant kernel, under its current name
                 state=current.state,
                 technique=technique,
                 notes=choice.notes,
@@ -448,12 +520,12 @@ def _step(
                 entry_names=[plan.target.entry],
             ),
             check=check,
+            on_usage=spend,
         )
     except LlmError as exc:
         return _fatal(step, "LLM", exc)
     except _HarnessUnavailable as exc:
         return _fatal(step, "harness", exc)
-    step.prompt_tokens, step.completion_tokens = _tokens(lowered.usage)
     if lowered.source is None:
         # "error" when no candidate ever reached the harness: every reply was unusable.
         step.outcome = latest[-1].outcome if latest else "error"
@@ -471,9 +543,7 @@ def _step(
         )
     except LlmError as exc:
         return _fatal(step, "LLM", exc)
-    prompt, completion = _tokens(verdict.usage)
-    step.prompt_tokens += prompt
-    step.completion_tokens += completion
+    spend(verdict.usage)
     if not verdict.ok:
         step.outcome = "rejected"
         step.detail = "soft verification: " + "; ".join(verdict.reasons)
@@ -486,18 +556,22 @@ def _step(
     )
     state = evaluation.state or current.state
     step.state_after = state.state
+    step.kernels_after = evaluation.kernels
     step.candidate_hash = code_hash(lowered.source)
     return VerifiedKernel(
         source=lowered.source,
         time_ms=evaluation.time_ms,
         state=state,
+        kernels=evaluation.kernels,
         techniques=[*current.techniques, choice.technique],
         made_by=step,
     )
 
 
 def _fatal(step: OptimizeStep, what: str, exc: Exception) -> None:
-    """The LLM or the harness is unavailable: the step ends in an error, and so does the run."""
+    """The LLM or the harness is unavailable: the step ends as an infrastructure failure (not
+    the technique's: the KB's statistics ignore it), and so does the run."""
+    step.outcome = "infrastructure"
     step.detail, step.error_kind, step.fatal = f"{what}: {exc}", what, True
 
 
@@ -516,10 +590,6 @@ def _technique(kb: KnowledgeBase, choice: RankedTechnique) -> Technique:
         description=choice.title,
         how_to_apply=choice.explanation or choice.title,
     )
-
-
-def _tokens(usage: Usage) -> tuple[int, int]:
-    return usage.prompt_tokens, usage.completion_tokens
 
 
 def kb_attempt(step: OptimizeStep, *, arch: str, kernel: str) -> Attempt:

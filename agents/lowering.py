@@ -96,9 +96,12 @@ def lower(
     max_retries: int = 2,
     max_format_retries: int = 2,
     max_tokens: int | None = None,
+    on_usage: Callable[[Usage], None] = lambda usage: None,
 ) -> LoweringResult:
     """Ask for a rewrite and retry on failures until `check` accepts a candidate or a budget
-    runs out. LlmError (endpoint down, auth, ...) propagates: retrying cannot fix it."""
+    runs out. LlmError (endpoint down, auth, ...) propagates: retrying cannot fix it, and so
+    does whatever `check` raises. `on_usage` gets each reply's tokens as they arrive, so a
+    caller counts what was spent even when an error ends the lowering part way."""
     task = lowering_messages(inp)
     conversation = task
     usage = Usage()
@@ -108,6 +111,7 @@ def lower(
         reply = client.chat(conversation, purpose="lowering", max_tokens=max_tokens)
         attempts += 1
         usage = usage + reply.usage
+        on_usage(reply.usage)
         candidate, problem = _parse(reply.text, reply.finish_reason, inp)
         if candidate is None:
             failures.append(f"unusable reply: {first_line(problem)}")

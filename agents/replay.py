@@ -123,9 +123,15 @@ class ReplayTask:
     # --- the loop's injection points ---------------------------------------------------------
 
     def lower(
-        self, client: object, inp: LoweringInput, *, check: Callable[[str], Feedback | None]
+        self,
+        client: object,
+        inp: LoweringInput,
+        *,
+        check: Callable[[str], Feedback | None],
+        on_usage: Callable[[Usage], None],
     ) -> LoweringResult:
-        """The scripted lowering agent: one rewrite per step, the library's for this edge."""
+        """The scripted lowering agent: one rewrite per step, the library's for this edge. It
+        calls no LLM, so it spends no tokens and never calls `on_usage`."""
         source = self.variant_of(inp.source)
         target = self._edges.get((source, inp.technique.id))
         self.steps.append(ReplayStep(source=source, technique=inp.technique.id, target=target))
@@ -151,7 +157,7 @@ class ReplayTask:
         self,
         source: Path,
         text: str,
-        kernel: str,
+        kernel: str | None,
         settings: Settings,
         *,
         depth: str = "quick",

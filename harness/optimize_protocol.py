@@ -36,6 +36,16 @@ class OptimizeProgress(msgspec.Struct, kw_only=True, tag="progress"):
     best_speedup: float | None = None
 
 
+class LaunchedKernel(msgspec.Struct, kw_only=True):
+    """One kernel a candidate launched, as profiled: a rewrite may rename, split, fuse or add
+    kernels, and all of them are kept in the step's record."""
+
+    name: str
+    time_share: float  # of the profiled GPU time of all the candidate's launches, 0..1
+    state: str  # the classifier's state of its longest launch
+    launches: int = 1
+
+
 class OptimizeStep(msgspec.Struct, kw_only=True):
     """One step of one rollout: the technique tried on the kernel the rollout stood at, what the
     ranking predicted, and the evaluated verdict."""
@@ -47,7 +57,9 @@ class OptimizeStep(msgspec.Struct, kw_only=True):
     predicted_speedup: float
     outcome: str  # kb.records.Outcome: success, regression, rejected, wrong_result, error, ...
     measured_speedup: float | None = None  # candidate vs where the step started, when verified
-    state_after: str | None = None  # the candidate's state after re-profiling, when verified
+    # the candidate's state after re-profiling, when verified: its dominant kernel's by GPU time
+    state_after: str | None = None
+    kernels_after: list[LaunchedKernel] = []  # every kernel it launched, dominant first
     detail: str = ""  # the verifier's message, or why no candidate came out of the step
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -55,6 +67,10 @@ class OptimizeStep(msgspec.Struct, kw_only=True):
     candidate_hash: str = ""  # code_hash of the verified candidate; "" when none
     error_kind: str | None = None  # "LLM", "harness", "unusable_reply", "sanitizer"
     fatal: bool = False  # the LLM or the harness is unavailable: later steps would fail too
+    # Kept although not faster because its technique is an enabler (kb catalog `[[enabler]]`):
+    # measured_speedup and outcome are then those of the best candidate reached from it later
+    # in the rollout, vs where this step started.
+    enabler: bool = False
 
 
 class OptimizeResult(msgspec.Struct, kw_only=True, tag="result"):

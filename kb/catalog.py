@@ -31,10 +31,21 @@ class CatalogFinding(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     description: str = ""
 
 
+class Enabler(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A technique that prepares the code for others and may not pay on its own (tiling before
+    tensor cores). The loop keeps its verified step although it is not yet faster and judges
+    it by the best candidate reached from it (agents/loop.py)."""
+
+    technique: str
+    enables: list[str]  # the techniques it prepares for
+    why: str
+
+
 class Catalog(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     state: list[State]
     finding: list[CatalogFinding] = []
     technique: list[Technique]
+    enabler: list[Enabler] = []
     digest: str = ""  # sha256 of the file, so a KB re-syncs only when the catalog changed
 
 
@@ -58,6 +69,14 @@ def load_catalog() -> Catalog:
 def finding_kinds() -> dict[str, FindingKind]:
     """The shipped catalog's finding id -> kind."""
     return {finding.id: finding.kind for finding in load_catalog().finding}
+
+
+@cache
+def enablers() -> frozenset[str]:
+    """The shipped catalog's enabler technique ids. Shipped knowledge, like the findings'
+    kinds: the KB's learned data (priors, notes, counts) does not change what a technique
+    prepares for, so it is read from the catalog rather than stored per KB."""
+    return frozenset(enabler.technique for enabler in load_catalog().enabler)
 
 
 def _validate(catalog: Catalog) -> None:
@@ -84,3 +103,7 @@ def _validate(catalog: Catalog) -> None:
             raise CatalogError(f"{where}: prior_speedup must be in [1, 10]")
         if not technique.prior_source:
             raise CatalogError(f"{where} needs a prior_source saying where its prior comes from")
+    for enabler in catalog.enabler:
+        if unknown := sorted({enabler.technique, *enabler.enables} - set(technique_ids)):
+            where = f"catalog: enabler {enabler.technique}"
+            raise CatalogError(f"{where} names unknown techniques {unknown}")

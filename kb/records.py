@@ -21,7 +21,11 @@ Outcome = Literal[
     "rejected",  # failed the static or soft (LLM) checks, e.g. a reward hack
     "crash",
     "timeout",
-    "error",  # anything else that stopped the attempt (LLM unreachable, harness failure)
+    "error",  # anything else that stopped the attempt, e.g. no usable reply from the model
+    # The harness or the LLM endpoint failed through no fault of the candidate or the technique
+    # (no GPU, ncu counter permission, a worker that died on its own, the endpoint down). Kept
+    # for its tokens and history; the statistics and so the ranking ignore it.
+    "infrastructure",
 ]
 VERIFIED_OUTCOMES: frozenset[str] = frozenset({"success", "regression"})
 FAILED_OUTCOMES: frozenset[str] = frozenset(

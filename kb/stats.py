@@ -30,7 +30,10 @@ class EntryCounts(msgspec.Struct):  # positional too: rows are built from SQL tu
 
 
 def fold(counts: EntryCounts, attempt: Attempt) -> None:
-    """Add one attempt to `counts` in place."""
+    """Add one attempt to `counts` in place. An infrastructure failure says nothing about the
+    technique: it is not counted at all."""
+    if attempt.outcome == "infrastructure":
+        return
     counts.attempts += 1
     if attempt.outcome == "success":
         counts.successes += 1

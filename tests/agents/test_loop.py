@@ -223,7 +223,7 @@ def test_unreachable_llm_stops_the_run_and_records_the_error(kb):
     outcome = run_loop(client, kb, RecordedHarness())
     assert not outcome.improved
     assert outcome.error is not None and "LLM" in outcome.error
-    assert len(outcome.steps) == 1 and kb.attempts()[0].outcome == "error"
+    assert len(outcome.steps) == 1 and kb.attempts()[0].outcome == "infrastructure"
 
 
 def test_cancelling_keeps_partial_results(openai_server, client, kb):
