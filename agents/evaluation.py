@@ -22,7 +22,7 @@ from kernelblaster.harness.records import (
     ProfileReport,
 )
 from kernelblaster.harness.worker_client import run_harness_sync
-from kernelblaster.harness.worker_protocol import WorkerRequest
+from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
 
 # Worker error kinds → the attempt outcome the KB records and the lowering feedback kind.
@@ -34,6 +34,8 @@ _ERROR_OUTCOMES = {
     "shape_mismatch": "wrong_result",
     "entry_missing": "compile_error",
 }
+# Error kinds that, once the candidate verified and was timed, can only come from the profiler.
+_PROFILER_FAULTS = frozenset({"timeout", "crash"})
 
 
 class Evaluation(msgspec.Struct, kw_only=True):
@@ -108,7 +110,11 @@ def evaluate(
         kernels=[],  # all the kernels the text defines, whatever their names
         sanitize=sanitize,
     )
-    response = run_harness_sync(request, settings)
+    return evaluation_of(run_harness_sync(request, settings), kernel)
+
+
+def evaluation_of(response: WorkerResponse, kernel: str | None) -> Evaluation:
+    """The loop's verdict on one worker response (see `evaluate` for `kernel`)."""
     if response.build is not None and not response.build.ok:
         return Evaluation(
             outcome="compile_error",
@@ -127,7 +133,11 @@ def evaluate(
     error = response.error
     if error is not None:
         outcome = _ERROR_OUTCOMES.get(error.kind)
-        if outcome is None:  # the environment, not the candidate: no GPU, ncu permissions...
+        # The environment, not the candidate: no GPU, ncu permissions... Or ncu itself running
+        # past its limit or dying without a report on a candidate that had just verified and
+        # been timed: the candidate ran correctly, the profiler is what failed.
+        profiler_failed = error.kind in _PROFILER_FAULTS and check is not None and check.timing
+        if outcome is None or profiler_failed:
             return Evaluation(outcome="error", error=error, check=check)
         return Evaluation(
             outcome=outcome,

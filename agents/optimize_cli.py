@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from kernelblaster.settings import SettingsError, load_settings
+from kernelblaster.settings import Settings, SettingsError, TargetConfig, load_settings
 
 if TYPE_CHECKING:
     from kernelblaster.harness.optimize_protocol import OptimizeResult
@@ -31,6 +31,26 @@ def write_atomically(path: Path, text: str) -> None:
 def optimized_copy_path(source: Path) -> Path:
     """Where the best candidate goes without --apply: beside the source, as NAME.optimized.cu."""
     return source.with_name(f"{source.stem}.optimized{source.suffix}")
+
+
+def with_reference(settings: Settings, source: Path, reference: Path) -> Settings:
+    """`settings` with `reference` as `source`'s reference: its [[targets]] entry's replaced,
+    or a new entry with the settings' tolerances, as a file paired by name gets. Through the
+    settings it reaches every harness worker the loop starts, on any GPU or host."""
+    targets = [t for t in settings.targets if Path(t.source).resolve() != source]
+    configured = [t for t in settings.targets if Path(t.source).resolve() == source]
+    entry = (
+        configured[0]
+        if configured
+        else TargetConfig(
+            source=str(source),
+            atol=settings.atol,
+            rtol=settings.rtol,
+            allow_library_calls=settings.allow_library_calls,
+        )
+    )
+    entry = msgspec.structs.replace(entry, source=str(source), reference=str(reference))
+    return msgspec.structs.replace(settings, targets=[*targets, entry])
 
 
 def _print_result(result: OptimizeResult, original: str, source: Path, apply: bool) -> None:
@@ -85,6 +105,16 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.reference:
+        reference = Path(args.reference).resolve()
+        if not reference.is_file():
+            print(
+                f"error: the reference {args.reference} does not exist: pass the PyTorch "
+                "module (class Model, get_inputs()) the kernel must match",
+                file=sys.stderr,
+            )
+            return 2
+        settings = with_reference(settings, source, reference)
     if args.ray:
         try:
             from kernelblaster.agents.ray_rollouts import on_ray
@@ -165,6 +195,12 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--rollouts", type=int, help="trajectories (default: settings.rollouts)")
     parser.add_argument("--depth", type=int, help="steps per trajectory (default: settings.depth)")
+    parser.add_argument(
+        "--reference",
+        metavar="PATH",
+        help="the PyTorch reference (.py) to verify against, when it is not FILE's namesake "
+        "beside it (e.g. softmax.better.cu against softmax.py)",
+    )
     parser.add_argument("--technique", help="force this KB technique for the first step")
     parser.add_argument("--seed", type=int, help="seed for technique sampling")
     parser.add_argument(

@@ -1,4 +1,5 @@
-"""Fixtures for the agent tests: a scripted OpenAI-compatible server and clients pointed at it."""
+"""Fixtures for the agent tests: a scripted OpenAI-compatible server, clients pointed at it,
+and a fresh knowledge base."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from openai_server import FAKE_KEY, OpenAITestServer
 
 from kernelblaster.agents.llm import LlmClient, LlmConfig
+from kernelblaster.kb.store import KnowledgeBase
 
 
 @pytest.fixture
@@ -40,3 +42,9 @@ def make_client(openai_server: OpenAITestServer) -> Callable[..., LlmClient]:
 @pytest.fixture
 def client(make_client: Callable[..., LlmClient]) -> LlmClient:
     return make_client()
+
+
+@pytest.fixture
+def kb(tmp_path) -> Iterator[KnowledgeBase]:
+    with KnowledgeBase.open(tmp_path / "kb.sqlite3") as store:
+        yield store

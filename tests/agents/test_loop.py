@@ -20,7 +20,6 @@ from kernelblaster.harness.ncu_reader import read_report
 from kernelblaster.harness.optimize_protocol import OptimizeMessage, OptimizeRequest
 from kernelblaster.harness.records import CheckResult, Timing, VerifyResult
 from kernelblaster.kb.records import code_hash
-from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,12 +78,6 @@ def cuda(result: str) -> str:
 
 def soft(ok: bool, reason: str = "") -> str:
     return json.dumps({"ok": ok, "reasons": [reason] if reason else []})
-
-
-@pytest.fixture
-def kb(tmp_path):
-    with KnowledgeBase.open(tmp_path / "kb.sqlite3") as store:
-        yield store
 
 
 def run_loop(client, kb, harness, *, rollouts=2, depth=2, k=3, seed=7, **run_options):

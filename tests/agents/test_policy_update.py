@@ -12,7 +12,6 @@ from openai_server import reply
 
 from kernelblaster.agents.policy_update import evaluate_policy, update_policy
 from kernelblaster.kb.records import Attempt
-from kernelblaster.kb.store import KnowledgeBase
 
 ARCH = "sm_90"
 COALESCE = ("memory.dram", "coalesce_global_access")
@@ -43,12 +42,6 @@ def attempt(
         prompt_tokens=1000,
         completion_tokens=500,
     )
-
-
-@pytest.fixture
-def kb(tmp_path):
-    with KnowledgeBase.open(tmp_path / "kb.sqlite3") as store:
-        yield store
 
 
 @pytest.fixture
