@@ -287,11 +287,15 @@ def _completion(entry: Reply, model: str) -> dict[str, Any]:
     return payload
 
 
-def reply_by_agent(replies: dict[str, Scripted]) -> Callable[[RecordedRequest], Scripted]:
+Responder = Callable[[RecordedRequest], Scripted]
+
+
+def reply_by_agent(replies: dict[str, Scripted | Responder]) -> Responder:
     """A responder that gives each of our agents its reply, whatever order their requests come
     in. An agent is named by its prompt template (agents/prompts/<name>.md: "lowering",
-    "soft_verify", "perf_gap", ...) and recognised by the opening of its system message; any
-    other request gets a 400, which the client does not retry."""
+    "soft_verify", "perf_gap", ...) and recognised by the opening of its system message; its
+    reply is given, or made from the request by a function. Any other request gets a 400,
+    which the client does not retry."""
     from kernelblaster.agents.prompting import load_template
 
     openings = {
@@ -302,7 +306,8 @@ def reply_by_agent(replies: dict[str, Scripted]) -> Callable[[RecordedRequest], 
         system = str(request.messages[0].get("content", "")) if request.messages else ""
         for name, opening in openings.items():
             if system.startswith(opening):
-                return replies[name]
+                answer = replies[name]
+                return answer(request) if callable(answer) else answer
         return HttpError(400, f"no scripted reply for a prompt starting {system[:60]!r}")
 
     return respond
