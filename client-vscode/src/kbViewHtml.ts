@@ -219,6 +219,7 @@ a:hover { text-decoration: underline; }
 .outcome.success { color: var(--vscode-charts-green); }
 .outcome.regression { color: var(--vscode-charts-orange); }
 .outcome.compile_error, .outcome.wrong_result, .outcome.rejected, .outcome.crash, .outcome.timeout, .outcome.error { color: var(--vscode-charts-red); }
+.outcome.infrastructure { color: var(--vscode-descriptionForeground); font-style: italic; }
 pre.diff { font-family: var(--vscode-editor-font-family); font-size: 0.9em; background: var(--vscode-textCodeBlock-background); padding: 8px; overflow-x: auto; max-height: 360px; }
 pre.diff .added { color: var(--vscode-charts-green); }
 pre.diff .removed { color: var(--vscode-charts-red); }
