@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from kernelblaster.harness import sanitizer, standalone
-from kernelblaster.harness.baselines import measure_baselines
+from kernelblaster.harness.baselines import Baselines, cached_baselines, measure_baselines
 from kernelblaster.harness.candidate import Candidate, load_candidate
 from kernelblaster.harness.cuda_errors import error_from_exception
 from kernelblaster.harness.cuda_source import kernel_names, read_source
@@ -264,12 +264,47 @@ def _verify_and_time(
         result.timing = None  # what was timed isn't what was verified
         return
     phase_done("time")
-    progress("baseline", "timing PyTorch eager and torch.compile (cached per reference)")
-    input_sets = _timing_inputs(reference, outcome.seeds, device)
-    baselines = measure_baselines(reference, input_sets, device, settings.cache_root())
+    # Only baselines measured before: measuring them (torch.compile, seconds) would hold up the
+    # first verified timing. The worker adds them later (`add_baselines`) when missing.
+    cached = cached_baselines(reference.path, device, settings.cache_root())
+    if cached is not None:
+        _apply_baselines(result, cached)
+
+
+def _apply_baselines(result: CheckResult, baselines: Baselines) -> None:
+    assert result.timing is not None
     result.eager = baselines.eager
     result.compiled = baselines.compiled
     result.speedup_vs_eager = baselines.eager.median_ms / result.timing.median_ms
     if baselines.compiled is not None:
         result.speedup_vs_compile = baselines.compiled.median_ms / result.timing.median_ms
-    phase_done("baselines")
+
+
+def add_baselines(
+    target: Target, settings: Settings, result: CheckResult, *, progress: Progress
+) -> HarnessError | None:
+    """Measure PyTorch eager and torch.compile on the reference (cached per reference and GPU)
+    and the kernel's speedups over them into `result`, when it was timed without them; the
+    error that stopped it, if any (the verification and timing stand either way)."""
+    if result.timing is None or result.eager is not None or target.kind == "standalone":
+        return None
+    assert result.verify is not None
+    device = torch.device("cuda", settings.gpu)
+    progress("baseline", "timing PyTorch eager and torch.compile (cached per reference)")
+    began = time.perf_counter()
+    try:
+        reference = load_reference(Path(target.reference or ""), device)
+        input_sets = _timing_inputs(reference, result.verify.seeds, device)
+        _apply_baselines(
+            result, measure_baselines(reference, input_sets, device, settings.cache_root())
+        )
+    except ReferenceError_ as exc:
+        return exc.error
+    except torch.OutOfMemoryError as exc:
+        return out_of_memory(
+            exc, phase=_phase(result), reference=None, output_templates=[], device=device
+        )
+    except RuntimeError as exc:
+        return error_from_exception(exc, kernels=set())
+    result.phase_seconds["baselines"] = round(time.perf_counter() - began, 4)
+    return None

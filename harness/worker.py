@@ -120,9 +120,13 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     failed_verification = result.verify is not None and not result.verify.ok
     if request.task == "check" or error is not None or failed_verification:
         # A kernel that computes the wrong thing is neither timed nor profiled.
+        if error is None and not failed_verification:
+            error = check.add_baselines(target, settings, result, progress=progress)
         return WorkerResponse(build=built, check=result, error=error)
     from kernelblaster.harness import profile
 
+    # Shown while ncu runs: the verified timing is worth seconds to the user.
+    emit(WorkerProgress(phase="profile", message="verified and timed", build=built, check=result))
     report, error = profile.profile_target(
         target,
         built,
@@ -134,7 +138,11 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     )
     # Classified once, here where the profile is made: every caller gets the same states.
     states = classify_report(report) if report is not None else []
-    return WorkerResponse(build=built, check=result, profile=report, states=states, error=error)
+    # After the profile, so that neither the timing nor the state waits for torch.compile.
+    baseline_error = check.add_baselines(target, settings, result, progress=progress)
+    return WorkerResponse(
+        build=built, check=result, profile=report, states=states, error=error or baseline_error
+    )
 
 
 def _prewarm(gpu_index: int) -> None:

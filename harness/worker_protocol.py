@@ -19,6 +19,9 @@ from kernelblaster.harness.records import (
 
 # The worker (`python -m kernelblaster.harness.worker`) reads one WorkerRequest as JSON on stdin
 # and writes JSON lines on stdout: any number of WorkerProgress, then exactly one WorkerResponse.
+# A profile run sends its verification and timing early, in the progress message that starts
+# the profile (`check` set), so the caller can show them while ncu runs; the WorkerResponse
+# repeats them, with the speedups over PyTorch when those were measured after the profile.
 # The caller may kill it at any time (cancellation, timeout); a missing WorkerResponse means
 # the worker died, which the caller reports as a crash.
 
@@ -38,6 +41,10 @@ class WorkerProgress(msgspec.Struct, kw_only=True, tag="progress"):
     phase: Literal["build", "verify", "time", "baseline", "sanitize", "profile"]
     message: str
     percent: int | None = None
+    # The results so far, once verification and timing are known (phase "profile"):
+    # the run's build and its check, its speedups missing when the baselines are not cached.
+    build: BuildResult | None = None
+    check: CheckResult | None = None
 
 
 class WorkerResponse(msgspec.Struct, kw_only=True, tag="result"):

@@ -42,6 +42,14 @@ class FileResult(msgspec.Struct, kw_only=True):
     time: float  # epoch seconds when the worker finished
     response: WorkerResponse
     candidates: dict[str, KeptCandidate] = {}
+    # The hash of the text the profile and states came from, when not `text_hash`: an earlier
+    # version's, kept pinned to its kernels while this version's profile runs (or after it
+    # failed), until a new one replaces it.
+    profile_hash: str | None = None
+
+    @property
+    def profiled_text_hash(self) -> str:
+        return self.profile_hash or self.text_hash
 
     @property
     def states(self) -> dict[str, PerfState]:
@@ -106,5 +114,23 @@ class ResultCache:
                     os.unlink(temporary)
 
 
-def new_result(source: Path, text_hash: str, response: WorkerResponse) -> FileResult:
-    return FileResult(source=str(source), text_hash=text_hash, time=time.time(), response=response)
+def new_result(
+    source: Path, text_hash: str, response: WorkerResponse, earlier: FileResult | None = None
+) -> FileResult:
+    """The result of `response`; when it has no profile of its own but its kernel was verified
+    (its profile is still running, or failed), the profile and states of `earlier` (the file's
+    previous result) stay, pinned to their kernels as an earlier version's."""
+    result = FileResult(
+        source=str(source), text_hash=text_hash, time=time.time(), response=response
+    )
+    check = response.check
+    verified = check is not None and check.verify is not None and check.verify.ok
+    if response.profile is not None or not verified or earlier is None:
+        return result
+    if earlier.response.profile is None:
+        return result
+    result.response = msgspec.structs.replace(
+        response, profile=earlier.response.profile, states=earlier.response.states
+    )
+    result.profile_hash = earlier.profiled_text_hash
+    return result

@@ -53,6 +53,7 @@ _SETUP_KINDS = frozenset(
     }
 )
 _EXPECTED_KINDS = frozenset({"no_gpu", "no_driver", "no_reference", "ncu_missing"})
+_EARLIER = " (profile of an earlier version of this file)"
 
 
 @dataclass(frozen=True)
@@ -72,35 +73,41 @@ def severity_for_gain(percent: float | None) -> types.DiagnosticSeverity:
 
 
 def file_diagnostics(
-    result: FileResult, context: FileContext, *, current: bool
+    result: FileResult, context: FileContext, *, text_hash: str
 ) -> list[types.Diagnostic]:
-    """All diagnostics of `result`. When the text changed since (`current` false), only what is
-    pinned to a kernel by name, marked as coming from the earlier version."""
+    """All diagnostics of `result` for the text hashed `text_hash`. What came from another
+    version of the text (the text changed since, or a new profile is still running) shows only
+    where it is pinned to a kernel by name, marked as coming from the earlier version."""
     response = result.response
     build = response.build
     profile = response.profile
     profiled = {k.name: k for k in profile.kernels} if profile else {}
+    current = result.text_hash == text_hash
+    profile_current = result.profiled_text_hash == text_hash
     found: list[types.Diagnostic] = []
     if current and build is not None:
         found += [_build_diagnostic(d, context) for d in build.diagnostics]
     if current:
         found += _error_diagnostics(result, context)
         found += _verify_diagnostics(response.check, context)
-    suffix = "" if current else " (profile of an earlier version of this file)"
+        found += _timing_diagnostics(response.check, context)
+    resources_suffix = "" if current else _EARLIER
     for span in context.kernels:
         state = result.states.get(span.name)
         kernel_profile = profiled.get(span.name)
         if state is not None:
-            found.append(_state_diagnostic(span, state, kernel_profile, response.check, suffix))
-            if current:
+            if profile_current:
+                found.append(_state_diagnostic(span, state, kernel_profile, response.check, ""))
                 found += _line_diagnostics(span, state, kernel_profile, context)
+            else:  # the speedups, if any, are the new check's: not this profile's
+                found.append(_state_diagnostic(span, state, kernel_profile, None, _EARLIER))
         elif build is not None and (
             resources := formatting.resources_for(build.resources, span.name)
         ):
             found.append(
                 _diagnostic(
                     span.name_range,
-                    f"{span.name}: {formatting.resources_line(resources)}{suffix}",
+                    f"{span.name}: {formatting.resources_line(resources)}{resources_suffix}",
                     types.DiagnosticSeverity.Hint,
                     "resources",
                 )
@@ -199,6 +206,16 @@ def _verify_diagnostics(check: CheckResult | None, context: FileContext) -> list
         rng = line_range(context.lines, note.line - 1) if note.line else anchor
         found.append(_diagnostic(rng, note.message, severity, "verify", data={"kind": note.kind}))
     return found
+
+
+def _timing_diagnostics(check: CheckResult | None, context: FileContext) -> list[types.Diagnostic]:
+    """The verified timing, with the speedups over PyTorch once they are measured; shown as soon
+    as the kernel is timed, before its profile."""
+    if check is None or check.timing is None or (check.verify is not None and not check.verify.ok):
+        return []
+    anchor = context.kernels[0].name_range if context.kernels else line_range(context.lines, 0)
+    message = formatting.timing_line(check)
+    return [_diagnostic(anchor, message, types.DiagnosticSeverity.Information, "timing")]
 
 
 def _state_diagnostic(

@@ -35,6 +35,22 @@ def versus_references(check: CheckResult | None) -> str | None:
     return ", ".join(parts) or None
 
 
+def timing_line(check: CheckResult) -> str:
+    """ "verified on 3 fresh input sets; 0.0123 ms per call (median of 50), 2.10× vs eager" """
+    assert check.timing is not None
+    verify = check.verify
+    if verify is None:
+        verified = "ran (no reference output to verify against)"
+    elif verify.seeds:
+        verified = f"verified on {len(verify.seeds)} fresh input sets"
+    else:
+        verified = "verified"
+    timing = check.timing
+    line = f"{verified}; {milliseconds(timing.median_ms)} per call (median of {timing.repetitions})"
+    versus = versus_references(check)
+    return f"{line}, {versus}" if versus else line
+
+
 def resources_line(resources: KernelResources) -> str:
     spills = resources.spill_store_bytes + resources.spill_load_bytes
     parts = [

@@ -53,17 +53,18 @@ async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
             return
         ls.documents.record_read(path, text)
         async with ls.jobs.gpu():
-            response = await _profile(ls, path, depth, reporter)
-        result = new_result(path, text_hash(text), response)
+            response = await _profile(ls, path, text_hash(text), depth, reporter)
+        result = new_result(path, text_hash(text), response, earlier=ls.cache.get(path))
         await install(ls, result)
     except asyncio.CancelledError:
+        # What was verified and timed before the cancel stays shown (`show_checked`).
         reporter.end("cancelled", f"{path.name}: cancelled")
         raise
     reporter.end("done", summary(result))
 
 
 async def _profile(
-    ls: KernelBlasterServer, path: Path, depth: str | None, reporter: JobReporter
+    ls: KernelBlasterServer, path: Path, hashed: str, depth: str | None, reporter: JobReporter
 ) -> WorkerResponse:
     settings = ls.settings
     request = WorkerRequest(
@@ -73,13 +74,28 @@ async def _profile(
         depth=depth or settings.ncu_depth,
     )
 
+    timed = ""  # once verified and timed, the status keeps saying so while the profile runs
+
     def on_progress(message: WorkerProgress) -> None:
-        reporter.report(message.phase, f"{path.name}: {message.message}", message.percent)
+        nonlocal timed
+        if message.check is not None and message.check.timing is not None:
+            show_checked(ls, path, hashed, message)
+            timed = f"{formatting.timing_line(message.check)}; "
+        reporter.report(message.phase, f"{path.name}: {timed}{message.message}", message.percent)
 
     reporter.report("build", f"{path.name}: starting the worker")
     return await run_harness(
         request, settings, on_progress=on_progress, spares=ls.spare_workers, cwd=path.parent
     )
+
+
+def show_checked(ls: KernelBlasterServer, path: Path, hashed: str, message: WorkerProgress) -> None:
+    """Publish a run's verification and timing while its profile runs: they replace the file's
+    result, whose profile stays pinned to its kernels as an earlier version's until the new
+    one lands. Kept in memory only: the run's response is saved when it ends."""
+    partial = WorkerResponse(build=message.build, check=message.check)
+    ls.cache.put(new_result(path, hashed, partial, earlier=ls.cache.get(path)))
+    publish(ls, path)
 
 
 async def install(ls: KernelBlasterServer, result: FileResult) -> None:
@@ -117,9 +133,7 @@ def publish(ls: KernelBlasterServer, path: Path) -> None:
     found: list[types.Diagnostic] = []
     if result is not None:
         context = diagnostics.FileContext(uri=uri, path=path, lines=lines, kernels=locate(text))
-        found = diagnostics.file_diagnostics(
-            result, context, current=result.text_hash == text_hash(text)
-        )
+        found = diagnostics.file_diagnostics(result, context, text_hash=text_hash(text))
     if not ls.trust.trusted:
         found.append(diagnostics.untrusted_diagnostic(UNTRUSTED_DIAGNOSTIC))
     codec = ls.workspace.position_codec
@@ -159,6 +173,8 @@ def summary(result: FileResult) -> str:
         parts.append(
             f"{kernel}: {state.summary}" + (f", {', '.join(measured)}" if measured else "")
         )
+    if not parts and response.check is not None and response.check.timing is not None:
+        return f"{name}: {formatting.timing_line(response.check)}"
     if not parts:
         return f"{name}: built"
     return parts[0] + (f" (+{len(parts) - 1} more kernels)" if len(parts) > 1 else "")
