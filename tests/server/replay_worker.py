@@ -10,6 +10,9 @@ CONTROL_DIR/
   delay_once                     the same for the next run only (consumed by that run)
   busy                           spend the delay computing instead of sleeping (CPU load)
   crash_once                     the next run dies of SIGSEGV after one progress line (consumed)
+  progressive                    send the response's verification and timing first (its speedups
+                                 left out, as when the baselines are not cached yet), then wait
+                                 for a `release` file (consumed) before the rest
   log.jsonl                      appended per run: {"pid", "event": "start"|"done", ...request}
 """
 
@@ -44,6 +47,24 @@ def emit(message: dict) -> None:
     sys.stdout.flush()
 
 
+def send_checked(response: dict) -> None:
+    """The progress message a worker sends once verified and timed, before its profile."""
+    check = {
+        key: value
+        for key, value in response["check"].items()
+        if key not in ("eager", "compiled", "speedup_vs_eager", "speedup_vs_compile")
+    }
+    emit(
+        {
+            "type": "progress",
+            "phase": "profile",
+            "message": "verified and timed (replay)",
+            "build": response.get("build"),
+            "check": check,
+        }
+    )
+
+
 def main() -> int:
     control, kind = Path(sys.argv[1]), sys.argv[2]
     request = json.loads(sys.stdin.read())
@@ -63,6 +84,10 @@ def main() -> int:
         emit({"type": "progress", "phase": "build", "message": "building (replay)", "percent": 10})
     else:
         emit({"type": "progress", "step": 1, "total": 2, "message": "rollout 1 step 1 (replay)"})
+    if kind == "harness" and (control / "progressive").exists():
+        send_checked(json.loads((control / "harness.json").read_text()))
+        while claim(control, "release") is None:
+            time.sleep(0.02)
     if crash:
         print("replay worker: simulated segmentation fault", file=sys.stderr, flush=True)
         os.kill(os.getpid(), signal.SIGSEGV)

@@ -1,0 +1,124 @@
+"""Progressive results through the real language server: the verified timing is published
+while the profile still runs (the replay worker holds its profile until the test releases it,
+so the order is certain, not timed), an earlier version's profile stays pinned to its kernel
+meanwhile, and a profile that fails after the timing leaves the timing shown with its error."""
+
+from __future__ import annotations
+
+import msgspec
+from lsprotocol import types
+
+from kernelblaster.harness.records import HarnessError, VerifyResult
+from tests.server.conftest import (
+    by_code,
+    open_document,
+    softmax_response,
+    softmax_source,
+    start,
+    wait_for_states,
+    wait_until,
+)
+
+EARLIER = "(profile of an earlier version of this file)"
+
+
+def verified_softmax(source):
+    """The softmax fixture's response, verified on three input sets as the worker does."""
+    response = softmax_response(source)
+    response.check.verify = VerifyResult(ok=True, trials=3, atol=1e-4, rtol=1e-4, seeds=[1, 2, 3])
+    return response
+
+
+def _edit_and_save(client, uri: str, source, text: str) -> None:
+    source.write_text(text)
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+
+
+def _timing(client, uri: str) -> list[types.Diagnostic]:
+    return by_code(client.diagnostics.get(uri, []), "timing")
+
+
+async def test_timing_is_published_before_the_profile_lands(client, workspace):
+    source = workspace.add("softmax.cu", softmax_source())
+    workspace.record("harness", verified_softmax(source))
+    workspace.control_file("progressive")
+    await start(client, workspace)
+    uri = open_document(client, source)
+
+    (timing,) = await wait_until(lambda: _timing(client, uri))
+    # the profile has not landed: no state yet, and the speedups are not measured yet
+    assert not by_code(client.diagnostics[uri], "state")
+    assert timing.message == "verified on 3 fresh input sets; 0.481 ms per call (median of 50)"
+    assert timing.range.start.line == 4  # softmax_rowthread's name
+    assert timing.severity == types.DiagnosticSeverity.Information
+    status = client.job_status[-1]
+    assert status.running and status.message.startswith(
+        "softmax.cu: verified on 3 fresh input sets; 0.481 ms per call (median of 50); "
+    )
+
+    workspace.control_file("release")
+    diagnostics = await wait_for_states(client, uri)
+    (state,) = by_code(diagnostics, "state")
+    assert EARLIER not in state.message and "0.10× vs eager" in state.message
+    (timing,) = by_code(diagnostics, "timing")
+    assert (
+        timing.message
+        == "verified on 3 fresh input sets; 0.481 ms per call (median of 50), 0.10× vs eager"
+    )
+    await wait_until(lambda: not client.job_status[-1].running)
+    assert client.job_status[-1].phase == "done"
+
+
+async def test_an_earlier_profile_stays_pinned_and_a_failed_profile_keeps_the_timing(
+    client, workspace
+):
+    source = workspace.add("softmax.cu", softmax_source())
+    response = verified_softmax(source)
+    workspace.record("harness", response)
+    await start(client, workspace)
+    uri = open_document(client, source)
+    await wait_for_states(client, uri)
+
+    # the next run verifies and times, then its profile fails
+    failed = msgspec.structs.replace(
+        response,
+        profile=None,
+        states=[],
+        error=HarnessError(
+            kind="counter_permission",
+            message="ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM).",
+            fix="Allow profiling for all users.",
+        ),
+    )
+    workspace.record("harness", failed)
+    workspace.control_file("progressive")
+    _edit_and_save(client, uri, source, "// edited\n" + source.read_text())
+
+    await wait_until(
+        lambda: any(EARLIER in d.message for d in by_code(client.diagnostics[uri], "state"))
+    )
+    # while the new profile runs: the new timing, and the earlier state pinned to its kernel
+    diagnostics = client.diagnostics[uri]
+    (timing,) = by_code(diagnostics, "timing")
+    (state,) = by_code(diagnostics, "state")
+    assert timing.range.start.line == state.range.start.line == 5  # one line lower now
+    assert "vs eager" not in state.message  # the earlier profile's, not the new check's
+    assert not [d for d in diagnostics if d.range.start.line != 5]  # no stale line findings
+
+    workspace.control_file("release")
+    await wait_until(lambda: by_code(client.diagnostics[uri], "setup"))
+    diagnostics = client.diagnostics[uri]
+    (error,) = by_code(diagnostics, "setup")
+    assert error.data == {"kind": "counter_permission"}
+    (timing,) = by_code(diagnostics, "timing")
+    assert timing.message.endswith("0.10× vs eager")
+    (state,) = by_code(diagnostics, "state")
+    assert state.message.endswith(EARLIER)
