@@ -1,0 +1,119 @@
+"""The worker's order on a profile run, with the GPU steps replaced by recorded results (this
+machine has no GPU; tests/harness/test_check_gpu.py runs them for real): the verification and
+timing go out before ncu starts, and the PyTorch baselines are measured only after the profile,
+so neither waits for torch.compile. Also: the baselines' cache is on disk, keyed by the
+reference's content and the GPU."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from kernelblaster.harness import worker
+from kernelblaster.harness.ncu_reader import read_report
+from kernelblaster.harness.records import BuildResult, CheckResult, Timing, VerifyResult
+from kernelblaster.harness.worker_protocol import (
+    WorkerMessage,
+    WorkerProgress,
+    WorkerRequest,
+    WorkerResponse,
+)
+from kernelblaster.settings import Settings
+
+check = pytest.importorskip("kernelblaster.harness.check")  # imports torch
+from kernelblaster.harness import baselines, profile  # noqa: E402 - needs torch, as above
+
+REPO = Path(__file__).resolve().parents[2]
+FIVE = REPO / "tests" / "fixtures" / "ncu" / "h100-five"
+
+
+def _timing(ms: float) -> Timing:
+    return Timing(median_ms=ms, min_ms=ms, max_ms=ms, p20_ms=ms, p80_ms=ms, repetitions=50)
+
+
+@pytest.fixture
+def recorded(tmp_path, monkeypatch) -> list[tuple[str, object]]:
+    """Runs handle() on examples/relu.cu with recorded build, check and profile results;
+    returns the events in order: ("emit", message), ("profile", None), ("baselines", None)."""
+    for name in ("relu.cu", "relu.py"):
+        shutil.copyfile(REPO / "examples" / name, tmp_path / name)
+    events: list[tuple[str, object]] = []
+
+    def run_check(target, built, settings, **_):
+        verify = VerifyResult(ok=True, trials=3, atol=1e-5, rtol=1e-5, seeds=[7, 8, 9])
+        result = CheckResult(
+            source=target.source, target_kind=target.kind, arch="sm_90", verify=verify
+        )
+        result.timing = _timing(0.02)
+        return result, None
+
+    def profile_target(*_, **__):
+        events.append(("profile", None))
+        return read_report(FIVE / "five.ncu-rep", depth="full"), None
+
+    def add_baselines(target, settings, result, *, progress):
+        events.append(("baselines", None))
+        result.eager = _timing(0.05)
+        result.speedup_vs_eager = 2.5
+        return None
+
+    monkeypatch.setattr(
+        worker, "_build", lambda target, _: BuildResult(ok=True, source=target.source, arch="sm_90")
+    )
+    # Sent as the real stream sends it: as it is when emitted, not as it is later.
+    wire = msgspec.json.Decoder(WorkerMessage)
+    monkeypatch.setattr(
+        worker, "emit", lambda m: events.append(("emit", wire.decode(msgspec.json.encode(m))))
+    )
+    monkeypatch.setattr(check, "gpu_problem", lambda _: None)
+    monkeypatch.setattr(check, "run_check", run_check)
+    monkeypatch.setattr(check, "add_baselines", add_baselines)
+    monkeypatch.setattr(profile, "profile_target", profile_target)
+    return events
+
+
+def _request(tmp_path: Path, task: str) -> WorkerRequest:
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    return WorkerRequest(
+        task=task, source=str(tmp_path / "relu.cu"), settings=msgspec.to_builtins(settings)
+    )
+
+
+def test_the_timing_goes_out_before_the_profile_and_the_baselines_after_it(recorded, tmp_path):
+    response = worker.handle(_request(tmp_path, "profile"))
+    order = [kind if kind != "emit" else type(m).__name__ for kind, m in recorded]
+    (partial,) = [m for kind, m in recorded if kind == "emit" and m.check is not None]
+    assert order.index("profile") > recorded.index(("emit", partial))
+    assert order[-1] == "baselines"  # after the profile: the state doesn't wait for them
+    assert isinstance(partial, WorkerProgress) and partial.phase == "profile"
+    assert partial.build is not None and partial.build.ok
+    assert partial.check.timing.median_ms == 0.02 and partial.check.verify.ok
+    assert partial.check.eager is None and partial.check.speedup_vs_eager is None
+    assert isinstance(response, WorkerResponse) and response.error is None
+    assert response.check.speedup_vs_eager == 2.5 and response.states
+
+
+def test_a_check_run_measures_its_baselines_before_answering(recorded, tmp_path):
+    response = worker.handle(_request(tmp_path, "check"))
+    assert ("profile", None) not in recorded and ("baselines", None) in recorded
+    assert not [m for kind, m in recorded if kind == "emit" and m.check is not None]
+    assert response.check.speedup_vs_eager == 2.5 and response.profile is None
+
+
+def test_baselines_are_cached_on_disk_per_reference_content_and_gpu(tmp_path):
+    cache = tmp_path / "cache"
+    source = (REPO / "examples" / "relu.py").read_bytes()
+    path = baselines.cache_file(source, "NVIDIA H100 80GB HBM3", cache)
+    assert path.parent == cache / "baselines"
+    assert baselines.read_cached(path) is None
+    measured = baselines.Baselines(eager=_timing(0.05), compiled=_timing(0.03))
+    baselines.store(path, measured)
+    # a later process (a restarted server) computes the same file and reads them back
+    again = baselines.cache_file(source, "NVIDIA H100 80GB HBM3", cache)
+    assert baselines.read_cached(again) == measured
+    assert baselines.cache_file(source, "NVIDIA H200", cache) != path
+    assert baselines.cache_file(source + b"\n# edited\n", "NVIDIA H100 80GB HBM3", cache) != path
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left behind
