@@ -8,13 +8,20 @@ torch.compile baselines measured); warm: the same inputs again (build cached, ba
 cached), each on a fresh worker process as the CLI runs it; "warm on a spare worker": the
 language server's path, a worker started (torch imported, CUDA context created) while the
 editor was idle. The torch-extension example is also rebuilt after a one-line edit, the case
-that is bounded by compiling torch's headers."""
+that is bounded by compiling torch's headers.
+
+Through the real language server (`kernelblaster serve` over stdio, a pytest-lsp client, the
+real worker), for the plain-CUDA single-kernel examples: open → first timing / state
+diagnostic (cold: empty cache), then `--saves` one-line edits, each saved, timing save → the
+`timing` diagnostic (verified timing, published before the profile) and save → the `state`
+diagnostic of the new text, separately."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -24,10 +31,16 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, client_capabilities
 
 from kernelblaster.harness.worker_client import SpareWorkers, run_harness, run_harness_sync
 from kernelblaster.harness.worker_protocol import WorkerRequest
+from kernelblaster.server.documents import path_to_uri
 from kernelblaster.settings import Settings
+
+SERVER_EXAMPLES = ["relu", "softmax"]
+EARLIER = "(profile of an earlier version of this file)"
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DEFAULT = ["relu", "row_sum", "softmax", "matmul", "bias_gelu_scale", "saxpy_program"]
@@ -69,11 +82,93 @@ async def _spare_save(request: WorkerRequest, settings: Settings) -> float:
         await spares.close()
 
 
+async def _first_seen(client, uri: str, code: str, began: float, timeout: float = 600) -> float:
+    """Seconds from `began` until the client holds a diagnostic `code` of the current text
+    (polled every 5 ms; a state from an earlier version doesn't count)."""
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        for d in client.diagnostics.get(uri, []):
+            if d.code == code and not d.message.endswith(EARLIER):
+                return round(time.perf_counter() - began, 3)
+            if d.code in ("run", "setup", "verify") and d.severity == 1:
+                raise RuntimeError(f"{d.code}: {d.message}")
+        await asyncio.sleep(0.005)
+    raise TimeoutError(f"no {code} diagnostic within {timeout} s")
+
+
+async def through_server(source: Path, cache_dir: Path, saves: int) -> dict:
+    config = ClientServerConfig(server_command=[sys.executable, "-m", "kernelblaster", "serve"])
+    client = await config.start()
+    try:
+        client.set_configuration(
+            {"kernelblaster": {"cacheDir": str(cache_dir), "kbPath": str(cache_dir / "kb.db")}}
+        )
+        await client.initialize_session(
+            types.InitializeParams(
+                capabilities=client_capabilities("visual-studio-code"),
+                root_uri=path_to_uri(source.parent),
+                initialization_options={"trusted": True},
+            )
+        )
+        uri = path_to_uri(source)
+        text = source.read_text()
+        began = time.perf_counter()
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(
+                    uri=uri, language_id="cuda-cpp", version=1, text=text
+                )
+            )
+        )
+        opened = {
+            "timing_s": await _first_seen(client, uri, "timing", began),
+            "state_s": await _first_seen(client, uri, "state", began),
+        }
+        runs = []
+        for version in range(2, saves + 2):
+            text = f"// edit {version}\n" + text  # one line more: the kernels move down
+            source.write_text(text)
+            client.diagnostics.pop(uri, None)
+            client.text_document_did_change(
+                types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                    content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+                )
+            )
+            await asyncio.sleep(0.5)  # the edit settles before the save, as a user's would
+            client.diagnostics.pop(uri, None)
+            began = time.perf_counter()
+            client.text_document_did_save(
+                types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+            )
+            runs.append(
+                {
+                    "save_to_timing_s": await _first_seen(client, uri, "timing", began),
+                    "save_to_state_s": await _first_seen(client, uri, "state", began),
+                }
+            )
+        await client.shutdown_session()
+    finally:
+        await client.stop()
+
+    def p50(key: str) -> float:
+        return statistics.median(run[key] for run in runs)
+
+    return {
+        "open_cold": opened,
+        "saves": runs,
+        "save_to_timing_p50_s": p50("save_to_timing_s"),
+        "save_to_state_p50_s": p50("save_to_state_s"),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--examples", nargs="*", default=DEFAULT)
+    parser.add_argument("--saves", type=int, default=3, help="edits saved through the server")
     args = parser.parse_args()
     results = {}
+    server = {}
     with tempfile.TemporaryDirectory() as scratch:
         for name in args.examples:
             work = Path(scratch) / name
@@ -94,12 +189,21 @@ def main() -> int:
                 source.write_text(text.replace("0.5f, n);", "0.5f * 1.0f, n);"))
                 entry["after_one_line_edit"] = measure(source, settings)
             results[name] = entry
+            if name in SERVER_EXAMPLES:
+                fresh = Path(scratch) / f"{name}-server"
+                fresh.mkdir()
+                for file in EXAMPLES.glob(f"{name}.*"):
+                    shutil.copy(file, fresh / file.name)
+                server[name] = asyncio.run(
+                    through_server(fresh / f"{name}.cu", fresh / "cache", args.saves)
+                )
+                print(f"{name:16} through the server: {server[name]}", flush=True)
             print(
                 f"{name:16} cold {cold['wall_s']:7.2f}s  warm {warm['wall_s']:6.2f}s  "
                 f"verified={warm['verified']} err={warm['error']}",
                 flush=True,
             )
-    path = write_result("latency", {"examples": results})
+    path = write_result("latency", {"examples": results, "through_language_server": server})
     print(f"wrote {path}")
     return 0
 

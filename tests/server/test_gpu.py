@@ -40,3 +40,32 @@ async def test_profiles_softmax_on_open_and_publishes_real_diagnostics(client, w
     assert " ms" in state.message and "vs eager" in state.message
     assert [d for d in diagnostics if d.range.start.line != state.range.start.line], diagnostics
     assert not [d for d in diagnostics if d.severity == types.DiagnosticSeverity.Error]
+
+
+@pytest.mark.gpu
+async def test_timing_is_published_before_the_state_on_a_gpu(client, workspace):
+    """The real worker sends its verified timing before ncu starts: the client holds the
+    `timing` diagnostic while no `state` diagnostic exists yet (ncu takes seconds), then both;
+    the PyTorch baselines, not cached on this first run, arrive with the state."""
+    for name in ("relu.cu", "relu.py"):
+        shutil.copyfile(REPO / "examples" / name, workspace.root / name)
+    await start(client, workspace, workerCommand=None, cacheDir=str(workspace.root / "cache"))
+    uri = open_document(client, workspace.root / "relu.cu")
+    seen: list[tuple[str, ...]] = []
+
+    def codes() -> tuple[str, ...]:
+        current = tuple(sorted({d.code for d in client.diagnostics.get(uri, [])}))
+        if not seen or seen[-1] != current:
+            seen.append(current)
+        return current
+
+    await wait_until(lambda: "state" in codes() or "run" in codes() or "setup" in codes(), 600)
+    diagnostics = client.diagnostics[uri]
+    assert not [d for d in diagnostics if d.severity == types.DiagnosticSeverity.Error]
+    first_timing = next(i for i, c in enumerate(seen) if "timing" in c)
+    assert "state" not in seen[first_timing], seen  # the timing came first
+    (timing,) = by_code(diagnostics, "timing")
+    assert timing.message.startswith("verified on ") and "vs eager" in timing.message
+    statuses = [s.message for s in client.job_status]
+    verified = next(i for i, m in enumerate(statuses) if "verified on " in m)
+    assert any("ncu" in m for m in statuses[verified:]), statuses
