@@ -126,7 +126,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     from kernelblaster.harness import profile
 
     # Shown while ncu runs: the verified timing is worth seconds to the user.
-    emit(WorkerProgress(phase="profile", message="verified and timed", build=built, check=result))
+    emit(WorkerProgress(phase="profile", message="starting the profile", build=built, check=result))
     report, error = profile.profile_target(
         target,
         built,

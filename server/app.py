@@ -201,7 +201,7 @@ def hover(ls: KernelBlasterServer, params: types.HoverParams) -> types.Hover | N
         span.name,
         result,
         ls.knowledge.for_kernel(path, span.name)[: max(HOVER_TECHNIQUES, ls.settings.top_k)],
-        current=result is not None and result.text_hash == text_hash(document.source),
+        current=result is not None and result.profiled_text_hash == text_hash(document.source),
         note=None if ls.trust.trusted else "Workspace not trusted: nothing is built or run.",
     )
     return types.Hover(

@@ -112,6 +112,12 @@ async def test_an_earlier_profile_stays_pinned_and_a_failed_profile_keeps_the_ti
     assert timing.range.start.line == state.range.start.line == 5  # one line lower now
     assert "vs eager" not in state.message  # the earlier profile's, not the new check's
     assert not [d for d in diagnostics if d.range.start.line != 5]  # no stale line findings
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(5, 20)
+        )
+    )
+    assert "From the profile of an earlier version of this file" in hover.contents.value
 
     workspace.control_file("release")
     await wait_until(lambda: by_code(client.diagnostics[uri], "setup"))
