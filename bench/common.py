@@ -49,3 +49,24 @@ def write_result(kind: str, payload: dict) -> Path:
     path = RESULTS / f"{kind}-{slug(device)}.json"
     path.write_text(json.dumps({"device": device, **payload}, indent=2) + "\n")
     return path
+
+
+async def start_language_server(root: Path, settings: dict):
+    """`kernelblaster serve` over stdio under pytest-lsp's client, initialized on the trusted
+    workspace `root` with the `kernelblaster.*` `settings`. The caller shuts it down."""
+    from lsprotocol import types
+    from pytest_lsp import ClientServerConfig, client_capabilities
+
+    from kernelblaster.server.documents import path_to_uri
+
+    config = ClientServerConfig(server_command=[sys.executable, "-m", "kernelblaster", "serve"])
+    client = await config.start()
+    client.set_configuration({"kernelblaster": settings})
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=path_to_uri(root),
+            initialization_options={"trusted": True},
+        )
+    )
+    return client

@@ -23,9 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from lsprotocol import types  # noqa: E402
-from pytest_lsp import ClientServerConfig, client_capabilities  # noqa: E402
 
-from bench.common import write_result  # noqa: E402
+from bench.common import start_language_server, write_result  # noqa: E402
 from kernelblaster.server.documents import path_to_uri  # noqa: E402
 from tests.server.conftest import FIVE, Workspace, five_response, wait_until  # noqa: E402
 
@@ -56,22 +55,13 @@ async def run(requests: int) -> dict:
         shutil.copyfile(FIVE / "five.cu", source)
         source.chmod(0o644)
         workspace.record("harness", five_response(source))
-        config = ClientServerConfig(server_command=[sys.executable, "-m", "kernelblaster", "serve"])
-        client = await config.start()
+        client = await start_language_server(workspace.root, workspace.settings())
         statuses: list = []
 
         @client.feature("kernelblaster/jobStatus")
         def job_status(params) -> None:
             statuses.append(params)
 
-        client.set_configuration({"kernelblaster": workspace.settings()})
-        await client.initialize_session(
-            types.InitializeParams(
-                capabilities=client_capabilities("visual-studio-code"),
-                root_uri=path_to_uri(workspace.root),
-                initialization_options={"trusted": True},
-            )
-        )
         uri = path_to_uri(source)
         client.text_document_did_open(
             types.DidOpenTextDocumentParams(

@@ -223,6 +223,20 @@ def open_document(client: LanguageClient, path: Path, version: int = 1) -> str:
     return uri
 
 
+def edit_and_save(client: LanguageClient, uri: str, path: Path, text: str, version: int) -> None:
+    """The user edits the document to `text` (it becomes `version`) and saves it to `path`."""
+    path.write_text(text)
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+
+
 async def wait_until(condition: Callable[[], object], timeout: float = TIMEOUT_S) -> object:
     deadline = time.monotonic() + timeout
     while not (value := condition()):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from lsprotocol import types
 
-from tests.server.conftest import open_document, wait_until
+from tests.server.conftest import edit_and_save, open_document, wait_until
 
 BROKEN = """#include <cuda_runtime.h>
 
@@ -41,16 +41,7 @@ async def test_real_worker_reports_nvcc_errors_at_their_lines(client, workspace)
     )
 
     fixed = BROKEN.replace("undefined_factor", "2.0f")
-    source.write_text(fixed)
-    client.text_document_did_change(
-        types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-            content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)],
-        )
-    )
-    client.text_document_did_save(
-        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
-    )
+    edit_and_save(client, uri, source, fixed, version=2)
     await wait_until(
         lambda: any(d.code in ("resources", "state") for d in client.diagnostics.get(uri, [])),
         timeout=120,

@@ -11,6 +11,7 @@ from lsprotocol import types
 from kernelblaster.harness.records import HarnessError, VerifyResult
 from tests.server.conftest import (
     by_code,
+    edit_and_save,
     open_document,
     softmax_response,
     softmax_source,
@@ -27,19 +28,6 @@ def verified_softmax(source):
     response = softmax_response(source)
     response.check.verify = VerifyResult(ok=True, trials=3, atol=1e-4, rtol=1e-4, seeds=[1, 2, 3])
     return response
-
-
-def _edit_and_save(client, uri: str, source, text: str) -> None:
-    source.write_text(text)
-    client.text_document_did_change(
-        types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
-        )
-    )
-    client.text_document_did_save(
-        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
-    )
 
 
 def _timing(client, uri: str) -> list[types.Diagnostic]:
@@ -100,7 +88,7 @@ async def test_an_earlier_profile_stays_pinned_and_a_failed_profile_keeps_the_ti
     )
     workspace.record("harness", failed)
     workspace.control_file("progressive")
-    _edit_and_save(client, uri, source, "// edited\n" + source.read_text())
+    edit_and_save(client, uri, source, "// edited\n" + source.read_text(), version=2)
 
     await wait_until(
         lambda: any(EARLIER in d.message for d in by_code(client.diagnostics[uri], "state"))
