@@ -116,3 +116,25 @@ async def test_an_earlier_profile_stays_pinned_and_a_failed_profile_keeps_the_ti
     assert timing.message.endswith("0.10× vs eager")
     (state,) = by_code(diagnostics, "state")
     assert state.message.endswith(EARLIER)
+
+
+async def test_a_job_cancelled_during_its_profile_keeps_its_timing(client, workspace):
+    source = workspace.add("softmax.cu", softmax_source())
+    workspace.record("harness", verified_softmax(source))
+    workspace.control_file("progressive")
+    await start(client, workspace)
+    uri = open_document(client, source)
+    await wait_until(lambda: _timing(client, uri))
+
+    (token,) = client.progress_reports
+    client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+    await wait_until(lambda: client.job_status[-1].phase == "cancelled")
+    assert not [r for r in workspace.runs() if r["event"] == "done"]  # its profile never landed
+    assert _timing(client, uri) and not by_code(client.diagnostics[uri], "state")
+    # the server still holds the verified timing: hover shows it
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(4, 20)
+        )
+    )
+    assert "| whole target, median | 0.481 ms |" in hover.contents.value
