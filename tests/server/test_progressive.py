@@ -34,12 +34,17 @@ def _timing(client, uri: str) -> list[types.Diagnostic]:
     return by_code(client.diagnostics.get(uri, []), "timing")
 
 
-async def test_timing_is_published_before_the_profile_lands(client, workspace):
+async def open_held_at_its_profile(client, workspace) -> str:
+    """Open softmax.cu; its run sends its timing, then holds until a `release` file."""
     source = workspace.add("softmax.cu", softmax_source())
     workspace.record("harness", verified_softmax(source))
     workspace.control_file("progressive")
     await start(client, workspace)
-    uri = open_document(client, source)
+    return open_document(client, source)
+
+
+async def test_timing_is_published_before_the_profile_lands(client, workspace):
+    uri = await open_held_at_its_profile(client, workspace)
 
     (timing,) = await wait_until(lambda: _timing(client, uri))
     # the profile has not landed: no state yet, and the speedups are not measured yet
@@ -121,11 +126,7 @@ async def test_an_earlier_profile_stays_pinned_and_a_failed_profile_keeps_the_ti
 
 
 async def test_a_job_cancelled_during_its_profile_keeps_its_timing(client, workspace):
-    source = workspace.add("softmax.cu", softmax_source())
-    workspace.record("harness", verified_softmax(source))
-    workspace.control_file("progressive")
-    await start(client, workspace)
-    uri = open_document(client, source)
+    uri = await open_held_at_its_profile(client, workspace)
     await wait_until(lambda: _timing(client, uri))
 
     (token,) = client.progress_reports
