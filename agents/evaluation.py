@@ -74,18 +74,18 @@ def launched_kernels(
     by_name: dict[str, list[tuple[float, PerfState]]] = {}
     for duration, state in zip(durations, states, strict=True):
         by_name.setdefault(state.kernel, []).append((duration, state))
-    kernels = [
-        (
-            LaunchedKernel(
-                name=name,
-                time_share=sum(d for d, _ in launches) / total,
-                state=max(launches, key=lambda launch: launch[0])[1].state,
-                launches=len(launches),
-            ),
-            max(launches, key=lambda launch: launch[0])[1],
+    kernels = []
+    for name, launches in by_name.items():
+        _, longest = max(launches, key=lambda launch: launch[0])
+        share = sum(duration for duration, _ in launches) / total
+        kernels.append(
+            (
+                LaunchedKernel(
+                    name=name, time_share=share, state=longest.state, launches=len(launches)
+                ),
+                longest,
+            )
         )
-        for name, launches in by_name.items()
-    ]
     return sorted(kernels, key=lambda pair: -pair[0].time_share)
 
 

@@ -52,9 +52,10 @@ async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
             reporter.end("failed", f"{path.name}: cannot read it: {exc}")
             return
         ls.documents.record_read(path, text)
+        hashed = text_hash(text)
         async with ls.jobs.gpu():
-            response = await _profile(ls, path, text_hash(text), depth, reporter)
-        result = new_result(path, text_hash(text), response, earlier=ls.cache.get(path))
+            response = await _profile(ls, path, hashed, depth, reporter)
+        result = new_result(path, hashed, response, earlier=ls.cache.get(path))
         await install(ls, result)
     except asyncio.CancelledError:
         # What was verified and timed before the cancel stays shown (`show_checked`).
