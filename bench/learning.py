@@ -32,6 +32,7 @@ import random
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import msgspec
@@ -148,6 +149,11 @@ def run_task(
     return run
 
 
+def fully_measured(task: Task, table: LearningTable) -> bool:
+    variants = [NAIVE, *(v.name for v in task.variant)]
+    return all(table.measurement(task.task, v) is not None for v in variants)
+
+
 def ordering_of(tasks: list[Task], config: Config, index: int) -> tuple[list[Task], list[Task]]:
     shuffled = list(tasks)
     random.Random(config.seed * 100_003 + index).shuffle(shuffled)
@@ -224,13 +230,16 @@ def oracle_best(task: Task, table: LearningTable, config: Config) -> list[float]
 
 
 def bootstrap(values: np.ndarray, config: Config, *, log: bool) -> dict:
-    """Mean over orderings (axis 0; geometric when `log`) with a 95% bootstrap interval."""
+    """Mean over orderings (axis 0; geometric when `log`) with a 95% bootstrap interval; NaN
+    (no value in that ordering) is left out."""
     data = np.log(values) if log else values
     rng = np.random.default_rng(config.seed)
     picks = rng.integers(0, data.shape[0], size=(config.bootstrap, data.shape[0]))
-    means = data[picks].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5], axis=0)
-    mean = data.mean(axis=0)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a sample of only NaN: its mean is NaN
+        means = np.nanmean(data[picks], axis=1)
+        low, high = np.nanpercentile(means, [2.5, 97.5], axis=0)
+        mean = np.nanmean(data, axis=0)
     if log:
         mean, low, high = np.exp(mean), np.exp(low), np.exp(high)
     return {"mean": mean.round(4).tolist(), "ci95": [low.round(4).tolist(), high.round(4).tolist()]}
@@ -263,7 +272,10 @@ def summarize(
             "per_ordering": best.round(4).tolist(),
         }
         if arm in LEARNING_ARMS:
-            errors = np.array([[float(np.mean(r.errors)) for r in rs] for rs in per_ordering])
+            # A task the loop took no step on (its kernel already at a roof) has no error.
+            errors = np.array(
+                [[float(np.mean(r.errors)) if r.errors else np.nan for r in rs] for rs in per_ordering]
+            )
             entry["prediction_error_by_position"] = bootstrap(errors, config, log=False)
         summary[arm] = entry
     return summary
@@ -280,10 +292,12 @@ def run(config: Config) -> dict:
     ranking.PRIOR_STRENGTH = config.prior_strength  # an experiment parameter, not a tuned value
     tables = [read_table(Path(p)) for p in config.tables]
     table, others = tables[0], tables[1:]
-    measured = {m.task for m in table.measurements if m.variant == NAIVE}
-    tasks = [t for t in load_library(LIBRARY) if t.task in measured]
+    library = load_library(LIBRARY)
+    # A task half measured (a measure run cut short) would replay its missing variants as
+    # unreachable and bias every arm alike: only fully measured tasks take part.
+    tasks = [t for t in library if fully_measured(t, table)]
     if len(tasks) < 2:
-        raise SystemExit(f"{config.tables[0]} measures {len(tasks)} task(s); need 2 or more")
+        raise SystemExit(f"{config.tables[0]} measures {len(tasks)} task(s) fully; need 2 or more")
     arms = ["persistent", "greedy", "fresh", "uniform"]
     runs: dict[str, list[list[TaskRun]]] = {arm: [] for arm in arms}
     transfer: dict[str, list[list[TaskRun]]] = {}
@@ -313,6 +327,7 @@ def run(config: Config) -> dict:
         "config": msgspec.to_builtins(config),
         "budgets": list(range(1, config.budget + 1)),
         "tasks": [t.task for t in tasks],
+        "not_fully_measured": [t.task for t in library if t not in tasks],
         "seconds": round(time.perf_counter() - began, 1),
         "arms": summary,
     }

@@ -30,6 +30,9 @@ def test_tiny_experiment(tmp_path, table_path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert result["budgets"] == [1, 2, 3, 4, 5, 6]
     assert sorted(result["tasks"]) == ["gelu", "layernorm", "matmul", "row_sum", "softmax"]
+    assert sorted(result["not_fully_measured"]) == [
+        "bias_gelu_scale", "col_sum", "dwconv", "linear_relu", "transpose",
+    ]  # fmt: skip
     arms = result["arms"]
     assert set(arms) == {*ARMS, "oracle", "transfer"}
     assert "only one GPU's table" in arms["transfer"]["skipped"]
@@ -97,3 +100,33 @@ def test_with_a_second_gpus_table_the_transfer_arm_runs(tmp_path, table_path, ta
     assert "transfer" not in arms
     oracle = np.array(arms["oracle"]["per_ordering"])
     assert (np.array(transfer["per_ordering"]) <= oracle + 1e-9).all()
+
+
+def test_a_task_measured_in_part_is_left_out(tmp_path, table):
+    """A measure run cut short leaves a task with some variants unmeasured: replaying it would
+    treat them as unreachable, so the task takes no part (and the result says so)."""
+    import msgspec
+
+    from kernelblaster.agents.replay_table import write_table
+
+    partial = msgspec.structs.replace(
+        table,
+        measurements=[
+            m for m in table.measurements if (m.task, m.variant) != ("softmax", "online_vec4")
+        ],
+    )
+    path = tmp_path / "learning-table-partial.json"
+    write_table(path, partial)
+    out = tmp_path / "learning.json"
+    done = subprocess.run(
+        [
+            sys.executable, str(REPO / "bench" / "learning.py"), "--table", str(path),
+            "--orderings", "2", "--rollouts", "1", "--depth", "2", "--bootstrap", "50",
+            "--out", str(out),
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert "softmax" not in result["tasks"] and "softmax" in result["not_fully_measured"]
+    assert sorted(result["tasks"]) == ["gelu", "layernorm", "matmul", "row_sum"]
