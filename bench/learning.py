@@ -273,12 +273,14 @@ def summarize(
         }
         if arm in LEARNING_ARMS:
             # A task the loop took no step on (its kernel already at a roof) has no error.
-            errors = np.array(
-                [[float(np.mean(r.errors)) if r.errors else np.nan for r in rs] for rs in per_ordering]
-            )
+            errors = np.array([[_mean_or_nan(r.errors) for r in rs] for rs in per_ordering])
             entry["prediction_error_by_position"] = bootstrap(errors, config, log=False)
         summary[arm] = entry
     return summary
+
+
+def _mean_or_nan(values: list[float]) -> float:
+    return float(np.mean(values)) if values else math.nan
 
 
 def _geomean(curves: list[list[float]]) -> list[float]:
