@@ -13,6 +13,7 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.agents.lowering import Feedback
+from kernelblaster.harness.classify import kernel_states, launch_durations
 from kernelblaster.harness.optimize_protocol import LaunchedKernel
 from kernelblaster.harness.records import (
     BuildResult,
@@ -67,25 +68,25 @@ def launched_kernels(
     """Each profiled kernel with its share of the GPU time and the state of its longest launch,
     the dominant kernel (most GPU time over all its launches) first. `states` are the worker's,
     one per launch in `profile.kernels` order. Without durations every launch counts the same."""
-    durations = [launch.duration_ns or 0.0 for launch in profile.kernels]
-    if not any(durations):
-        durations = [1.0] * len(durations)
+    durations = launch_durations(profile)
     total = sum(durations)
-    by_name: dict[str, list[tuple[float, PerfState]]] = {}
+    time_by_name: dict[str, float] = {}
+    launches_by_name: dict[str, int] = {}
     for duration, state in zip(durations, states, strict=True):
-        by_name.setdefault(state.kernel, []).append((duration, state))
-    kernels = []
-    for name, launches in by_name.items():
-        _, longest = max(launches, key=lambda launch: launch[0])
-        share = sum(duration for duration, _ in launches) / total
-        kernels.append(
-            (
-                LaunchedKernel(
-                    name=name, time_share=share, state=longest.state, launches=len(launches)
-                ),
-                longest,
-            )
+        time_by_name[state.kernel] = time_by_name.get(state.kernel, 0.0) + duration
+        launches_by_name[state.kernel] = launches_by_name.get(state.kernel, 0) + 1
+    kernels = [
+        (
+            LaunchedKernel(
+                name=name,
+                time_share=time_by_name[name] / total,
+                state=longest.state,
+                launches=launches_by_name[name],
+            ),
+            longest,
         )
+        for name, longest in kernel_states(profile, states).items()
+    ]
     return sorted(kernels, key=lambda pair: -pair[0].time_share)
 
 

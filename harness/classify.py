@@ -129,6 +129,25 @@ def classify_report(report: ProfileReport) -> list[PerfState]:
     return [classify(kernel, arch=report.arch, device=report.device) for kernel in report.kernels]
 
 
+def launch_durations(report: ProfileReport) -> list[float]:
+    """Each launch's GPU time in `report` order; every launch 1.0 when ncu gave no durations."""
+    durations = [launch.duration_ns or 0.0 for launch in report.kernels]
+    return durations if any(durations) else [1.0] * len(durations)
+
+
+def kernel_states(report: ProfileReport | None, states: list[PerfState]) -> dict[str, PerfState]:
+    """Kernel name -> the state of its longest launch (`states`: one per launch of `report`).
+    One rule for the editor and the optimization loop: the launch that costs the most time is
+    the one worth describing (a warm-up or a tail launch of the same kernel is not)."""
+    if report is None or len(report.kernels) != len(states):
+        return {state.kernel: state for state in states}
+    longest: dict[str, tuple[float, PerfState]] = {}
+    for duration, state in zip(launch_durations(report), states, strict=True):
+        if state.kernel not in longest or duration > longest[state.kernel][0]:
+            longest[state.kernel] = (duration, state)
+    return {name: state for name, (_, state) in longest.items()}
+
+
 def _summary_findings(state: str, findings: list[Finding]) -> list[Finding]:
     """The findings worth a place in the one-line summary: fixable causes before stalls before
     general symptoms, leaving out the one the state itself already names."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import msgspec
 
+from kernelblaster.harness.classify import kernel_states
 from kernelblaster.harness.records import PerfState
 from kernelblaster.harness.worker_protocol import WorkerResponse
 from kernelblaster.server.documents import STATE_DIR
@@ -54,8 +55,8 @@ class FileResult(msgspec.Struct, kw_only=True):
     @property
     def states(self) -> dict[str, PerfState]:
         """Kernel name → its state, as the worker classified it (a kernel launched several
-        times: its last launch)."""
-        return {state.kernel: state for state in self.response.states}
+        times: its longest launch's, as in the optimization loop)."""
+        return kernel_states(self.response.profile, self.response.states)
 
 
 _decoder = msgspec.json.Decoder(FileResult)
