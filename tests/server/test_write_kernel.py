@@ -410,3 +410,49 @@ async def test_cancelling_the_progress_token_kills_the_agents_worker(client, wor
     assert client.progress_reports[token][-1].kind == "end"
     await wait_until(lambda: not alive(run["pid"]))
     assert not reference.with_suffix(".cu").exists()
+
+
+@pytest.mark.gpu
+async def test_on_a_gpu_the_verified_kernel_is_written_opened_and_profiled(
+    client, workspace, openai_server, tmp_path
+):
+    """The whole path on a GPU, with the real workers and the scripted endpoint: a wrong first
+    reply goes back with the harness's mismatch, the second is verified, written and shown; the
+    editor opens it and the save pipeline profiles it."""
+    reference = workspace.root / "19_ReLU.py"
+    shutil.copyfile(REPO / "bench" / "kernelbench" / "level1" / "19_ReLU.py", reference)
+    right = (REPO / "bench" / "kernelbench" / "answers" / "19_ReLU.init.cu").read_text()
+    wrong = right.replace("v > 0.0f ? v : 0.0f", "v > 0.5f ? v : 0.0f")
+    openai_server.push(reply(cuda_reply(wrong)), reply(cuda_reply(right)))
+    await start(
+        client,
+        workspace,
+        workerCommand=None,
+        optimizeWorkerCommand=None,
+        llmBaseUrl=openai_server.base_url,
+        llmModel="test-model",
+        cacheDir=str(tmp_path / "cache"),
+    )
+    uri = open_document(client, reference)
+    (action,) = await actions_at(client, uri, model_line(reference))
+
+    answer = await run_action(client, action)
+
+    target = reference.with_suffix(".cu")
+    assert answer["written"] is True, answer["message"]
+    assert answer["message"].startswith("Wrote 19_ReLU.cu: verified on ")
+    assert answer["message"].endswith("(2 replies, 200 prompt + 100 completion tokens).")
+    feedback = openai_server.chat_requests[1].messages[-1]["content"]
+    assert "computes a different result than the reference" in feedback
+    assert target.read_text() == right
+    assert [d.uri for d in client.shown_documents] == [path_to_uri(target)]
+    target_uri = open_document(client, target)
+    await wait_until(
+        lambda: (
+            by_code(client.diagnostics.get(target_uri, []), "state")
+            or by_code(client.diagnostics.get(target_uri, []), "setup")
+        ),
+        timeout=600,
+    )
+    (state,) = by_code(client.diagnostics[target_uri], "state")
+    assert state.message.startswith("relu_kernel")
