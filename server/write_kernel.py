@@ -23,9 +23,9 @@ from lsprotocol import types
 from kernelblaster.atomic_files import save_kernel, write_atomically
 from kernelblaster.harness.init_protocol import InitMessage, InitProgress, InitRequest, InitResult
 from kernelblaster.harness.reference_source import ReferenceOutline, describe_missing, outline
-from kernelblaster.harness.worker_client import run_worker
 from kernelblaster.harness.worker_failures import WorkerFailed
-from kernelblaster.server.configuration import llm_missing_message, optimize_worker_command
+from kernelblaster.server.agents_worker import run_agents_worker
+from kernelblaster.server.configuration import llm_missing_message
 from kernelblaster.server.documents import STATE_DIR, path_to_uri, text_hash, uri_to_path
 from kernelblaster.server.formatting import timing_line
 from kernelblaster.server.progress import JobReporter
@@ -129,7 +129,6 @@ def _refusal(
 async def _run(
     ls: KernelBlasterServer, args: InitArgs, reference: Path, found_hash: str | None
 ) -> InitReply:
-    settings = ls.settings
     target = kernel_path(reference)
     reporter = JobReporter(
         ls, ls.cancels, args.uri, f"KernelBlaster: writing a CUDA kernel for {reference.name}"
@@ -139,30 +138,21 @@ async def _run(
         reporter.report("init", f"{reference.name}: {message.message}")
 
     try:
-        await reporter.begin("init", f"{reference.name}: waiting for the GPU")
-        async with ls.jobs.gpu():
-            result = await run_worker(
-                optimize_worker_command(settings),
-                InitRequest(reference=str(reference), settings=settings),
-                _decoder,
-                InitResult,
-                on_progress,
-                # Bounded by init_attempts × (the LLM's and the harness's own timeouts); the
-                # user can cancel.
-                timeout_s=None,
-                cwd=reference.parent,
-            )
-    except asyncio.CancelledError:
-        # Our own cancel path (the progress token) cancelled this request's task: the worker
-        # is dead; answer the command instead of dropping it.
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()
-        reporter.end("cancelled", f"{reference.name}: cancelled")
-        return InitReply(written=False, message=f"Writing {target.name} was cancelled.")
+        result = await run_agents_worker(
+            ls,
+            reporter,
+            InitRequest(reference=str(reference), settings=ls.settings),
+            _decoder,
+            InitResult,
+            on_progress,
+            phase="init",
+            label=reference.name,
+            cwd=reference.parent,
+        )
     except WorkerFailed as failure:
-        reporter.end("failed", f"{reference.name}: {failure.message}")
         return _tell(ls, f"Writing {target.name} failed: {failure.message}", written=False)
+    if result is None:
+        return InitReply(written=False, message=f"Writing {target.name} was cancelled.")
     for line in result.failures:
         ls.window_log_message(
             types.LogMessageParams(type=types.MessageType.Log, message=f"{target.name}: {line}")

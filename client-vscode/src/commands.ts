@@ -49,14 +49,11 @@ export function registerCommands(
 }
 
 async function optimizeAtCursor(session: ServerSession, output: vscode.OutputChannel): Promise<void> {
-  const editor = await cudaEditorReadyToRun('optimize');
-  if (editor === undefined) {
+  const ready = await withServer(session, await cudaEditorReadyToRun('optimize'));
+  if (ready === undefined) {
     return;
   }
-  const connection = await session.runningConnection();
-  if (connection === undefined) {
-    return;
-  }
+  const { editor, connection } = ready;
   const { document } = editor;
   const uri = document.uri.toString();
   const kernel = await kernelToOptimize(connection, document, editor.selection.active);
@@ -104,19 +101,19 @@ async function kernelToOptimize(
  * the server writes once verified and opens. An existing `.cu` is replaced only after the user
  * says so in a modal dialog (the code action offers the same as "Replace <stem>.cu ..."). */
 async function writeKernel(session: ServerSession, output: vscode.OutputChannel): Promise<void> {
-  const editor = await editorReadyToRun(
-    'python',
-    'Open a PyTorch reference (a .py with class Model, get_inputs() and get_init_inputs()) to write a CUDA kernel for it.',
-    'write a kernel',
+  const ready = await withServer(
+    session,
+    await editorReadyToRun(
+      'python',
+      'Open a PyTorch reference (a .py with class Model, get_inputs() and get_init_inputs()) to write a CUDA kernel for it.',
+      'write a kernel',
+    ),
   );
-  if (editor === undefined) {
+  if (ready === undefined) {
     return;
   }
-  const connection = await session.runningConnection();
-  if (connection === undefined) {
-    return;
-  }
-  const { document } = editor;
+  const { connection } = ready;
+  const { document } = ready.editor;
   const reference = fileName(document.uri);
   const target = reference.replace(/\.py$/, '.cu');
   const replace = await exists(vscode.Uri.file(document.uri.fsPath.replace(/\.py$/, '.cu')));
@@ -150,14 +147,11 @@ async function exists(uri: vscode.Uri): Promise<boolean> {
 }
 
 async function profileFile(session: ServerSession): Promise<void> {
-  const editor = await cudaEditorReadyToRun('profile');
-  if (editor === undefined) {
+  const ready = await withServer(session, await cudaEditorReadyToRun('profile'));
+  if (ready === undefined || !(await saved(ready.editor.document))) {
     return;
   }
-  const connection = await session.runningConnection();
-  if (connection === undefined || !(await saved(editor.document))) {
-    return;
-  }
+  const { editor, connection } = ready;
   await connection.executeCommand('kernelblaster.profile', [
     { uri: editor.document.uri.toString(), depth: 'full' },
   ]);
@@ -169,6 +163,19 @@ async function showKnowledgeBase(session: ServerSession, view: KnowledgeBaseView
     return;
   }
   view.show(parseKnowledgeBase(await connection.executeCommand('kernelblaster.knowledgeBase', [])));
+}
+
+/** `editor` and the running server's connection, or undefined when either is missing (the user
+ * has been told why). */
+async function withServer(
+  session: ServerSession,
+  editor: vscode.TextEditor | undefined,
+): Promise<{ editor: vscode.TextEditor; connection: ServerConnection } | undefined> {
+  if (editor === undefined) {
+    return undefined;
+  }
+  const connection = await session.runningConnection();
+  return connection === undefined ? undefined : { editor, connection };
 }
 
 /** The active CUDA editor, in a trusted workspace; otherwise undefined after saying why. */

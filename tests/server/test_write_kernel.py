@@ -58,6 +58,20 @@ def copy_example(workspace, name: str) -> Path:
     return path
 
 
+async def start_with_real_workers(client, workspace, openai_server, tmp_path, **settings):
+    """The real harness and agents workers, the scripted endpoint, a scratch cache."""
+    await start(
+        client,
+        workspace,
+        workerCommand=None,
+        optimizeWorkerCommand=None,
+        llmBaseUrl=openai_server.base_url,
+        llmModel="test-model",
+        cacheDir=str(tmp_path / "cache"),
+        **settings,
+    )
+
+
 async def actions_at(client, uri: str, line: int) -> list[types.CodeAction]:
     actions = await client.text_document_code_action_async(
         types.CodeActionParams(
@@ -134,15 +148,7 @@ async def test_the_action_on_a_module_builds_the_reply_and_needs_a_gpu_to_verify
     reference = copy_example(workspace, "relu.py")
     unrelated = workspace.add("helpers.py", "def model_name():\n    return 'relu'\n")
     openai_server.push(reply(cuda_reply(BROKEN_KERNEL)), reply(cuda_reply(RELU_KERNEL)))
-    await start(
-        client,
-        workspace,
-        workerCommand=None,
-        optimizeWorkerCommand=None,
-        llmBaseUrl=openai_server.base_url,
-        llmModel="test-model",
-        cacheDir=str(tmp_path / "cache"),
-    )
+    await start_with_real_workers(client, workspace, openai_server, tmp_path)
     uri = open_document(client, reference)
     helpers_uri = open_document(client, unrelated)
 
@@ -184,16 +190,7 @@ async def test_replies_that_are_not_cuda_and_a_refusing_endpoint_are_said_clearl
 ):
     reference = copy_example(workspace, "relu.py")
     openai_server.push(reply("I would use one thread per element."), reply("Sure! Done."))
-    await start(
-        client,
-        workspace,
-        workerCommand=None,
-        optimizeWorkerCommand=None,
-        llmBaseUrl=openai_server.base_url,
-        llmModel="test-model",
-        initAttempts=2,
-        cacheDir=str(tmp_path / "cache"),
-    )
+    await start_with_real_workers(client, workspace, openai_server, tmp_path, initAttempts=2)
     uri = open_document(client, reference)
 
     answer = await run_init(client, uri)
@@ -424,15 +421,7 @@ async def test_on_a_gpu_the_verified_kernel_is_written_opened_and_profiled(
     right = (REPO / "bench" / "kernelbench" / "answers" / "19_ReLU.init.cu").read_text()
     wrong = right.replace("v > 0.0f ? v : 0.0f", "v > 0.5f ? v : 0.0f")
     openai_server.push(reply(cuda_reply(wrong)), reply(cuda_reply(right)))
-    await start(
-        client,
-        workspace,
-        workerCommand=None,
-        optimizeWorkerCommand=None,
-        llmBaseUrl=openai_server.base_url,
-        llmModel="test-model",
-        cacheDir=str(tmp_path / "cache"),
-    )
+    await start_with_real_workers(client, workspace, openai_server, tmp_path)
     uri = open_document(client, reference)
     (action,) = await actions_at(client, uri, model_line(reference))
 
