@@ -14,6 +14,7 @@ still holds what it held when the user asked; otherwise the verified kernel is k
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -63,10 +64,17 @@ def kept_kernel_path(reference: Path) -> Path:
 
 def not_offerable(ls: KernelBlasterServer, name: str, found: ReferenceOutline) -> str | None:
     """Why "Write a CUDA kernel" can't run on the reference `name` right now, or None."""
+    return _unable(ls) or _not_a_problem(name, found)
+
+
+def _unable(ls: KernelBlasterServer) -> str | None:
+    """What keeps the server from running LLM-written code at all."""
     if not ls.trust.trusted:
         return UNTRUSTED_MESSAGE
-    if (missing := llm_missing_message(ls.settings, NEEDS_LLM)) is not None:
-        return missing
+    return llm_missing_message(ls.settings, NEEDS_LLM)
+
+
+def _not_a_problem(name: str, found: ReferenceOutline) -> str | None:
     if found.solution:
         return (
             f"{name} is a KernelBench solution (class ModelNew), not a problem: write the kernel "
@@ -85,9 +93,12 @@ async def write_kernel(ls: KernelBlasterServer, args: InitArgs) -> InitReply:
         return _tell(ls, f"{name} is not a Python file on disk.", written=False)
     try:
         text = await asyncio.to_thread(reference.read_text, encoding="utf-8")
-        found_hash = await asyncio.to_thread(_hash_of, kernel_path(reference))
     except (OSError, UnicodeDecodeError) as exc:
         return _tell(ls, f"Cannot read {reference.name}: {exc}", written=False)
+    try:
+        found_hash = await asyncio.to_thread(_hash_of, kernel_path(reference))
+    except OSError as exc:
+        return _tell(ls, f"Cannot read {kernel_path(reference).name}: {exc}", written=False)
     refusal = _refusal(ls, args, reference, text, found_hash)
     if refusal is not None:
         return _tell(ls, refusal, written=False, kind=types.MessageType.Warning)
@@ -101,8 +112,7 @@ async def write_kernel(ls: KernelBlasterServer, args: InitArgs) -> InitReply:
 def _refusal(
     ls: KernelBlasterServer, args: InitArgs, reference: Path, text: str, found_hash: str | None
 ) -> str | None:
-    found = outline(text) or ReferenceOutline([], solution=False)
-    if (reason := not_offerable(ls, reference.name, found)) is not None:
+    if (reason := _unable(ls)) is not None:
         return reason
     document = ls.workspace.text_documents.get(args.uri)
     if document is not None and document.source != text:
@@ -110,6 +120,9 @@ def _refusal(
             f"{reference.name} has unsaved changes: save it first (the kernel is written for "
             "the file on disk)."
         )
+    found = outline(text) or ReferenceOutline([], solution=False)
+    if (reason := _not_a_problem(reference.name, found)) is not None:
+        return reason
     target = kernel_path(reference)
     if found_hash is not None and not args.replace:
         return (
@@ -162,7 +175,11 @@ async def _run(
         return _tell(
             ls, f"No {target.name} written: {result.error} ({result.usage})", written=False
         )
-    disturbed = await asyncio.to_thread(_write, reference, result.source, found_hash)
+    try:
+        disturbed = await asyncio.to_thread(_write, reference, result.source, found_hash)
+    except OSError as exc:  # a read-only folder, a full disk: nothing was half-written
+        reporter.end("failed", f"{reference.name}: {exc}")
+        return _tell(ls, f"The verified kernel could not be written: {exc}", written=False)
     written = disturbed is None
     path = target if written else kept_kernel_path(reference)
     verified = timing_line(result.check) if result.check and result.check.timing else "verified"
@@ -185,8 +202,9 @@ async def _run(
 
 
 def _hash_of(path: Path) -> str | None:
+    """The hash of `path`'s bytes (text_hash of its text when it is UTF-8); None when absent."""
     try:
-        return text_hash(path.read_text(encoding="utf-8"))
+        return hashlib.sha256(path.read_bytes()).hexdigest()
     except FileNotFoundError:
         return None
 
