@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 
+from kernelblaster.atomic_files import save_kernel
 from kernelblaster.settings import SettingsError, load_settings
 
 
@@ -33,7 +34,7 @@ def register(subparsers) -> None:
 
 def cmd_init(args: argparse.Namespace) -> int:
     # Imported here: the openai client is heavy, and every command shares this start-up.
-    from kernelblaster.agents.init_kernel import initial_kernel, save_kernel
+    from kernelblaster.agents.init_kernel import initial_kernel
     from kernelblaster.agents.llm import LlmClient, LlmConfig, LlmError
 
     reference = Path(args.file).resolve()
@@ -83,11 +84,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def _summary(result) -> str:
-    tokens = (
-        f"{result.attempts} repl{'y' if result.attempts == 1 else 'ies'}, "
-        f"{result.prompt_tokens} prompt + {result.completion_tokens} completion tokens"
-        + (" (estimated)" if result.estimated_tokens else "")
-    )
+    tokens = result.usage
     if not result.written:
         return f"error: no {Path(result.target).name} written: {result.error}\n({tokens})"
     lines = [f"wrote {result.target} ({tokens})"]

@@ -8,57 +8,29 @@ then built and verified by the same worker `kernelblaster check` runs, on a scra
 pair: a build error, a wrong result or a crash goes back to the model, within `attempts`
 replies. A failure that is not the candidate's (no GPU, the problem's inputs don't fit in GPU
 memory, a broken reference, the endpoint down) stops at once and says so. Nothing is written
-here: `save_kernel` writes the verified file, atomically, never over an existing one unless
-asked.
+here: the caller writes the verified file (atomic_files.save_kernel: atomically, never over an
+existing one unless asked).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-
-import msgspec
 
 from kernelblaster.agents.code_extract import ExtractError, extract_cuda_source
 from kernelblaster.agents.evaluation import Evaluation, evaluate
 from kernelblaster.agents.llm import LlmClient, LlmError, LlmReply, Usage
 from kernelblaster.agents.lowering import compact, feedback_prompt, first_line
-from kernelblaster.agents.optimize_cli import write_atomically
 from kernelblaster.agents.prompting import bullets, render_messages
 from kernelblaster.harness.cuda_source import extern_c_functions
-from kernelblaster.harness.records import CheckResult
+from kernelblaster.harness.init_protocol import InitResult
 from kernelblaster.harness.reference_signature import SignatureResponse, measure_signature
 from kernelblaster.harness.targets import detect_kind
 from kernelblaster.settings import Settings
 
 Evaluate = Callable[..., Evaluation]
-
-
-class InitResult(msgspec.Struct, kw_only=True):
-    reference: str  # the problem .py
-    target: str  # the .cu beside it
-    source: str | None = None  # the verified CUDA file; None when there is none
-    check: CheckResult | None = None  # the verifying check (times, baselines, warnings)
-    attempts: int = 0  # LLM replies
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    estimated_tokens: bool = False  # the endpoint sent no usage: characters / 4
-    failures: list[str] = []  # one line per rejected reply, in order
-    error: str | None = None  # why there is no verified kernel, with the last error
-    # What stopped it: "attempts" (the budget ran out), "llm" (the endpoint failed; its kind
-    # in llm_error), or the harness's error kind when the environment or the problem is at
-    # fault (no_gpu, out_of_memory, bad_reference, ...).
-    error_kind: str | None = None
-    llm_error: str | None = None
-    written: str | None = None  # where the verified file was saved, by whoever saved it
-
-    @property
-    def verified(self) -> bool:
-        return self.source is not None
 
 
 def describe_signature(signature: SignatureResponse) -> str:
@@ -157,14 +129,17 @@ def initial_kernel(
     evaluate_fn: Evaluate = evaluate,
     signature: SignatureResponse | None = None,
     on_attempt: Callable[[int, str], None] = lambda _n, _line: None,
+    on_stage: Callable[[int, str], None] = lambda _n, _what: None,
 ) -> InitResult:
     """A verified plain-CUDA file for `reference`, or the reason there is none, within
     `attempts` replies (default: settings.init_attempts). `signature` defaults to the one
-    measured from the reference; `on_attempt(n, line)` hears of each rejected reply."""
+    measured from the reference; `on_attempt(n, line)` hears of each rejected reply, and
+    `on_stage(n, what)` of what is being done for reply n (0: before the first)."""
     attempts = attempts or settings.init_attempts
     reference = reference.resolve()
     result = InitResult(reference=str(reference), target=str(reference.with_suffix(".cu")))
     if signature is None:
+        on_stage(0, "measuring the launcher's parameters from the module")
         signature = measure_signature(reference, timeout_s=settings.run_timeout_s)
     if signature.error is not None:
         result.error = f"{signature.error.message} {signature.error.fix}".strip()
@@ -176,6 +151,7 @@ def initial_kernel(
     scratch = _Scratch(reference, settings)
     try:
         for attempt in range(1, attempts + 1):
+            on_stage(attempt, f"asking {client.config.model} for reply {attempt}")
             try:
                 reply = client.chat(conversation, purpose="init")
             except LlmError as exc:
@@ -184,6 +160,7 @@ def initial_kernel(
             result.attempts, usage = attempt, usage + reply.usage
             text, problem = _candidate(reply)
             if text is not None:
+                on_stage(attempt, f"building and verifying reply {attempt}")
                 evaluation = scratch.check(text, settings, evaluate_fn)
                 result.check = evaluation.check
                 if evaluation.verified:
@@ -221,20 +198,3 @@ def initial_kernel(
         result.completion_tokens = usage.completion_tokens
         result.estimated_tokens = usage.estimated
     return result
-
-
-def save_kernel(path: Path, text: str, *, force: bool) -> None:
-    """Write `path` in one step: a crash leaves no half-written file. Without `force` an
-    existing file is never replaced, not even one created after the caller looked: the new
-    file is linked into place, which fails when the name exists (FileExistsError)."""
-    if force:
-        write_atomically(path, text)
-        return
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.link(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)

@@ -12,12 +12,8 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-_MODEL = re.compile(r"^class\s+Model\s*[(:]", re.MULTILINE)
-_SOLUTION = re.compile(r"^class\s+ModelNew\b", re.MULTILINE)
-_FUNCTIONS = (
-    re.compile(r"^def\s+get_inputs\s*\(", re.MULTILINE),
-    re.compile(r"^def\s+get_init_inputs\s*\(", re.MULTILINE),
-)
+from kernelblaster.harness.reference_source import outline
+
 _LEADING_NUMBER = re.compile(r"^(\d+)")
 
 
@@ -36,11 +32,8 @@ class Problem(NamedTuple):
 
 def is_problem(text: str) -> bool:
     """A KernelBench problem (reference) file, not a solution (`ModelNew`)."""
-    return (
-        _MODEL.search(text) is not None
-        and _SOLUTION.search(text) is None
-        and all(f.search(text) for f in _FUNCTIONS)
-    )
+    found = outline(text)
+    return found is not None and found.is_problem
 
 
 def _order(path: Path) -> tuple[int, str]:

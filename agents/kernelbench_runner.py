@@ -21,7 +21,7 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.agents.evaluation import Evaluation, evaluate
-from kernelblaster.agents.init_kernel import initial_kernel, save_kernel
+from kernelblaster.agents.init_kernel import initial_kernel
 from kernelblaster.agents.kernelbench_metrics import summarize
 from kernelblaster.agents.kernelbench_problems import Problem
 from kernelblaster.agents.kernelbench_records import (
@@ -32,7 +32,8 @@ from kernelblaster.agents.kernelbench_records import (
 )
 from kernelblaster.agents.llm import LlmClient, Usage
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
-from kernelblaster.agents.optimize_cli import optimized_copy_path, write_atomically
+from kernelblaster.agents.optimize_cli import optimized_copy_path
+from kernelblaster.atomic_files import save_kernel, write_atomically
 from kernelblaster.harness.cuda_source import global_kernels
 from kernelblaster.harness.optimize_protocol import OptimizeRequest
 from kernelblaster.harness.records import CheckResult

@@ -6,26 +6,17 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
 
+from kernelblaster.atomic_files import write_atomically
 from kernelblaster.settings import Settings, SettingsError, TargetConfig, load_settings
 
 if TYPE_CHECKING:
     from kernelblaster.harness.optimize_protocol import OptimizeResult
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace `path` in one step: a crash leaves the old file or the new one, never half."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 def optimized_copy_path(source: Path) -> Path:

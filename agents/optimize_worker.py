@@ -1,17 +1,24 @@
-"""`python -m kernelblaster.agents.optimize_worker`: runs the optimization loop for the language
-server. Reads an OptimizeRequest on stdin; writes OptimizeProgress lines, then the loop's
-OptimizeResult (harness.optimize_protocol). The server kills it to cancel; attempts recorded so
-far stay in the KB."""
+"""`python -m kernelblaster.agents.optimize_worker`: the agents worker, where the language
+server's LLM work runs. It reads one request on stdin and answers with JSON lines:
+- an OptimizeRequest: OptimizeProgress lines, then the loop's OptimizeResult
+  (harness.optimize_protocol). The server kills it to cancel; attempts recorded so far stay in
+  the KB.
+- an InitRequest: InitProgress lines, then the InitResult (harness.init_protocol) of `init`'s
+  loop, with the verified file's text; the server writes it, as `kernelblaster init` does.
+"""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import msgspec
 
-from kernelblaster.agents.llm import LlmClient, LlmConfig
+from kernelblaster.agents.init_kernel import initial_kernel
+from kernelblaster.agents.llm import LlmClient, LlmConfig, LlmError
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.rollout_runners import runner_for
+from kernelblaster.harness.init_protocol import InitProgress, InitRequest, InitResult
 from kernelblaster.harness.optimize_protocol import (
     OptimizeProgress,
     OptimizeRequest,
@@ -21,17 +28,24 @@ from kernelblaster.harness.processes import exit_with_parent
 from kernelblaster.harness.protocol_stream import ProtocolStream
 from kernelblaster.kb.schema import KBError
 from kernelblaster.kb.store import default_path, open_or_fallback
+from kernelblaster.settings import Settings
+
+Request = OptimizeRequest | InitRequest
+
+
+def _no_endpoint(settings: Settings) -> str | None:
+    if settings.llm_base_url or settings.llm_api_key():
+        return None
+    return (
+        "No LLM endpoint is configured: set llmBaseUrl (any OpenAI-compatible server) and "
+        f"llmModel, and put the API key in the environment variable {settings.llm_api_key_env}."
+    )
 
 
 def handle(request: OptimizeRequest, stream: ProtocolStream) -> OptimizeResult:
     settings = request.settings
-    if not settings.llm_base_url and not settings.llm_api_key():
-        return OptimizeResult(
-            kernel=request.kernel,
-            error="No LLM endpoint is configured: set llmBaseUrl (any OpenAI-compatible server) "
-            f"and llmModel, and put the API key in the environment variable "
-            f"{settings.llm_api_key_env}.",
-        )
+    if (missing := _no_endpoint(settings)) is not None:
+        return OptimizeResult(kernel=request.kernel, error=missing)
     try:
         kb, kb_message = open_or_fallback(default_path(settings.kb_path))
     except KBError as exc:
@@ -56,15 +70,45 @@ def handle(request: OptimizeRequest, stream: ProtocolStream) -> OptimizeResult:
         )
 
 
+def handle_init(request: InitRequest, stream: ProtocolStream) -> InitResult:
+    settings = request.settings
+    reference = Path(request.reference)
+    failed = InitResult(reference=str(reference), target=str(reference.with_suffix(".cu")))
+    if (missing := _no_endpoint(settings)) is not None:
+        failed.error, failed.error_kind, failed.llm_error = missing, "llm", "not_configured"
+        return failed
+    try:
+        client = LlmClient(LlmConfig.from_settings(settings))
+    except LlmError as exc:
+        failed.error, failed.error_kind, failed.llm_error = f"LLM: {exc}", "llm", exc.kind
+        return failed
+    attempts = request.attempts or settings.init_attempts
+
+    def progress(attempt: int, message: str) -> None:
+        stream.emit(InitProgress(attempt=attempt, attempts=attempts, message=message))
+
+    return initial_kernel(
+        reference,
+        settings=settings,
+        client=client,
+        attempts=attempts,
+        on_stage=progress,
+        on_attempt=lambda n, line: progress(n, f"reply {n} rejected: {line}"),
+    )
+
+
 def main() -> int:
     exit_with_parent()
     stream = ProtocolStream()
     try:
-        request = msgspec.json.decode(sys.stdin.buffer.read(), type=OptimizeRequest)
+        request = msgspec.json.decode(sys.stdin.buffer.read(), type=Request)
     except msgspec.ValidationError as exc:
         stream.emit(OptimizeResult(kernel="", error=f"malformed request: {exc}"))
         return 2
-    stream.emit(handle(request, stream))
+    if isinstance(request, InitRequest):
+        stream.emit(handle_init(request, stream))
+    else:
+        stream.emit(handle(request, stream))
     return 0
 
 

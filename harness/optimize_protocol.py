@@ -2,7 +2,8 @@
 
 `python -m kernelblaster.agents.optimize_worker` reads one OptimizeRequest as JSON on stdin and
 writes JSON lines: any number of OptimizeProgress, then exactly one OptimizeResult. The caller
-may kill it at any time; the KB keeps every attempt recorded up to then.
+may kill it at any time; the KB keeps every attempt recorded up to then. (The same worker also
+takes `init`'s InitRequest, harness/init_protocol.py: requests are told apart by their "type".)
 
 The loop (agents.loop.run_optimization) takes the OptimizeRequest and returns the OptimizeResult
 itself: the worker writes it as it is, the server and `kernelblaster optimize --json` read it as
@@ -16,7 +17,7 @@ import msgspec
 from kernelblaster.settings import Settings
 
 
-class OptimizeRequest(msgspec.Struct, kw_only=True):
+class OptimizeRequest(msgspec.Struct, kw_only=True, tag="optimize"):
     source: str  # absolute path of the .cu file
     source_text: str  # the document's text the optimization starts from
     kernel: str

@@ -12,6 +12,7 @@ from types import ModuleType
 import torch
 
 from kernelblaster.harness.records import HarnessError
+from kernelblaster.harness.reference_source import DEFINITIONS, REFERENCE_FORMAT
 
 
 class ReferenceError_(Exception):
@@ -93,17 +94,13 @@ def as_outputs(result) -> list[torch.Tensor]:
 
 def load_reference(path: Path, device: torch.device) -> Reference:
     module = load_module(path, f"kernelblaster_reference_{abs(hash(str(path)))}")
-    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, n)]
+    missing = [n for n in DEFINITIONS if not hasattr(module, n)]
     if missing:
         raise ReferenceError_(
             HarnessError(
                 kind="bad_reference",
                 message=f"{path.name} lacks {', '.join(missing)}.",
-                fix=(
-                    "A reference defines class Model(nn.Module) with forward(), get_inputs() "
-                    "returning the forward inputs, and get_init_inputs() returning Model's "
-                    "constructor arguments (KernelBench format)."
-                ),
+                fix=REFERENCE_FORMAT,
             )
         )
     torch.manual_seed(0)

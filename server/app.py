@@ -13,7 +13,8 @@ import msgspec
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 
-from kernelblaster.server import code_actions, optimize, pipeline, settings_sync
+from kernelblaster.harness.reference_source import outline
+from kernelblaster.server import code_actions, optimize, pipeline, settings_sync, write_kernel
 from kernelblaster.server.configuration import (
     apply_client_settings,
     llm_missing_message,
@@ -23,6 +24,7 @@ from kernelblaster.server.documents import (
     from_client_position,
     is_header,
     is_kernel_source,
+    is_reference,
     text_hash,
     to_client_range,
     uri_to_path,
@@ -214,7 +216,12 @@ def hover(ls: KernelBlasterServer, params: types.HoverParams) -> types.Hover | N
     types.TEXT_DOCUMENT_CODE_ACTION,
     types.CodeActionOptions(code_action_kinds=[code_actions.KIND]),
 )
-def code_action(ls: KernelBlasterServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+async def code_action(
+    ls: KernelBlasterServer, params: types.CodeActionParams
+) -> list[types.CodeAction]:
+    await ls.ready.wait()  # the actions' disabled reasons follow the settings
+    if is_reference(uri_to_path(params.text_document.uri)):
+        return _reference_actions(ls, params)
     document, path = _document(ls, params.text_document.uri)
     if document is None:
         return []
@@ -230,6 +237,31 @@ def code_action(ls: KernelBlasterServer, params: types.CodeActionParams) -> list
         top_k=ls.settings.top_k,
         candidate=ls.candidates.get(path, span.name),
         disabled_reason=llm_missing_message(ls.settings) if _shows_disabled(ls) else None,
+    )
+
+
+def _reference_actions(
+    ls: KernelBlasterServer, params: types.CodeActionParams
+) -> list[types.CodeAction]:
+    """ "Write a CUDA kernel for this module" on the definitions of a KernelBench-style
+    reference (class Model, get_inputs, get_init_inputs); nothing on any other Python file."""
+    document = ls.workspace.text_documents.get(params.text_document.uri)
+    found = outline(document.source) if document is not None else None
+    if document is None or found is None or found.solution:
+        return []
+    position = from_client_position(ls.workspace.position_codec, document.lines, params.range.start)
+    if found.at(position.line) is None:
+        return []
+    reference = uri_to_path(document.uri)
+    assert reference is not None
+    target = write_kernel.kernel_path(reference)
+    return code_actions.init_actions(
+        document.uri,
+        target.name,
+        target_exists=target.exists(),
+        disabled_reason=(
+            write_kernel.not_offerable(ls, reference.name, found) if _shows_disabled(ls) else None
+        ),
     )
 
 
@@ -296,6 +328,14 @@ async def optimize_command(ls: KernelBlasterServer, *args: Any) -> dict:
         ls, _argument(args, optimize.OptimizeArgs, code_actions.OPTIMIZE)
     )
     return msgspec.to_builtins(outcome)
+
+
+@server.command(code_actions.INIT)
+async def init_command(ls: KernelBlasterServer, *args: Any) -> dict:
+    reply = await write_kernel.write_kernel(
+        ls, _argument(args, write_kernel.InitArgs, code_actions.INIT)
+    )
+    return msgspec.to_builtins(reply)
 
 
 @server.command(code_actions.SHOW_DIFF)

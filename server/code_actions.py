@@ -1,6 +1,8 @@
 """Code actions on a kernel: one "Optimize kernel: <technique> (predicted N×)" per top-k
 technique, "Optimize kernel" (the agents pick), and "Show diff" once a verified candidate
-exists. Each is a command; nothing runs until the user picks one."""
+exists; on a reference `.py`: "Write a CUDA kernel for this module", or, when its `.cu` exists,
+"Replace <stem>.cu with a new CUDA kernel for this module". Each is a command; nothing runs
+until the user picks one."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ SHOW_DIFF = "kernelblaster.showDiff"
 PROFILE = "kernelblaster.profile"
 KNOWLEDGE_BASE = "kernelblaster.knowledgeBase"
 KERNEL_AT = "kernelblaster.kernelAt"
+INIT = "kernelblaster.init"
+WRITE_KERNEL_TITLE = "Write a CUDA kernel for this module"
 KIND = types.CodeActionKind.RefactorRewrite
 
 
@@ -77,3 +81,24 @@ def _optimize(
         command=types.Command(title=title, command=OPTIMIZE, arguments=arguments),
         disabled=disabled,
     )
+
+
+def init_actions(
+    uri: str, target_name: str, *, target_exists: bool, disabled_reason: str | None
+) -> list[types.CodeAction]:
+    """The one action that writes `target_name` for the reference at `uri`: "Write ..." while
+    there is no such file, else the explicit "Replace ..." (never both: writing over a file
+    the user has takes an action that says so). `disabled_reason` as for `kernel_actions`."""
+    if target_exists:
+        title = f"Replace {target_name} with a new CUDA kernel for this module"
+    else:
+        title = WRITE_KERNEL_TITLE
+    arguments = [{"uri": uri, "replace": target_exists}]
+    return [
+        types.CodeAction(
+            title=title,
+            kind=KIND,
+            command=types.Command(title=title, command=INIT, arguments=arguments),
+            disabled=types.CodeActionDisabled(reason=disabled_reason) if disabled_reason else None,
+        )
+    ]

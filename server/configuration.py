@@ -78,12 +78,13 @@ def optimize_worker_command(settings: Settings) -> list[str]:
     return list(settings.optimize_worker_command) or [sys.executable, "-m", OPTIMIZE_WORKER_MODULE]
 
 
-def llm_missing_message(settings: Settings) -> str | None:
-    """Why the optimize command can't run for lack of an LLM endpoint, or None when it can."""
+def llm_missing_message(settings: Settings, doing: str = "Optimizing") -> str | None:
+    """Why `doing` (an LLM command: "Optimizing", "Writing a kernel") can't run for lack of an
+    LLM endpoint, or None when it can."""
     if settings.llm_base_url:
         return None
     return (
-        "Optimizing needs an LLM endpoint: set kernelblaster.llmBaseUrl to an OpenAI-compatible "
+        f"{doing} needs an LLM endpoint: set kernelblaster.llmBaseUrl to an OpenAI-compatible "
         "URL (e.g. https://api.openai.com/v1, or http://localhost:11434/v1 for Ollama), "
         "kernelblaster.llmModel to the model name, and put the API key (if the endpoint needs "
         f"one) in the environment variable {settings.llm_api_key_env} of the editor."

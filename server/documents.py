@@ -36,6 +36,11 @@ def is_kernel_source(path: Path | None, language_id: str | None = None) -> bool:
     return path.suffix in KERNEL_SUFFIXES or (language_id or "") in KERNEL_LANGUAGE_IDS
 
 
+def is_reference(path: Path | None) -> bool:
+    """A Python file: a kernel's reference, or one to write a kernel for (never diagnosed)."""
+    return path is not None and path.suffix == REFERENCE_SUFFIX
+
+
 def is_header(path: Path) -> bool:
     return path.suffix == ".cuh"
 

@@ -12,9 +12,11 @@ Feature map (state owner → who reads it):
   `showDiff`, the knowledge-base view; written by optimize.
 - `cache` (ResultCache): each file's last worker result → hover, diagnostics, ranking.
 - `jobs` (JobManager): one debounced, cancellable job per file and the GPU's slots → the save
-  pipeline, optimize.
-The save pipeline (pipeline.py) and optimize (optimize.py) keep no state of their own: they
-read and change these objects through their methods."""
+  pipeline, optimize, writing a kernel.
+- `writing_kernels`: the references whose first kernel the LLM is writing → write_kernel.py
+  refuses a second run for the same file.
+The save pipeline (pipeline.py), optimize (optimize.py) and writing a kernel (write_kernel.py)
+keep no state of their own: they read and change these objects through their methods."""
 
 from __future__ import annotations
 
@@ -55,6 +57,7 @@ class KernelBlasterServer(LanguageServer):
         self.documents = OpenDocuments()
         self.knowledge = KnowledgeFeature()
         self.candidates = KeptCandidates()
+        self.writing_kernels: set[Path] = set()
         self.watcher: SourceWatcher | None = None
         self.spare_workers = SpareWorkers()
         self._background: set[asyncio.Task[Any]] = set()

@@ -17,11 +17,11 @@ from kernelblaster.harness.optimize_protocol import (
     OptimizeRequest,
     OptimizeResult,
 )
-from kernelblaster.harness.worker_client import run_worker
 from kernelblaster.harness.worker_failures import WorkerFailed
 from kernelblaster.server import formatting
+from kernelblaster.server.agents_worker import run_agents_worker
 from kernelblaster.server.cache import KeptCandidate
-from kernelblaster.server.configuration import llm_missing_message, optimize_worker_command
+from kernelblaster.server.configuration import llm_missing_message
 from kernelblaster.server.documents import STATE_DIR, path_to_uri, text_hash, uri_to_path
 from kernelblaster.server.kernel_locator import by_name, locate
 from kernelblaster.server.pipeline import refresh_ranking
@@ -100,28 +100,21 @@ async def optimize_kernel(ls: KernelBlasterServer, args: OptimizeArgs) -> Optimi
         reporter.report("optimize", f"{args.kernel}: {message.message}{best}", percent)
 
     try:
-        await reporter.begin("optimize", f"{args.kernel}: waiting for the GPU")
-        async with ls.jobs.gpu():
-            result = await run_worker(
-                optimize_worker_command(settings),
-                request,
-                _decoder,
-                OptimizeResult,
-                on_progress,
-                timeout_s=None,  # the loop is bounded by rollouts × depth; the user can cancel
-                cwd=path.parent,
-            )
-    except asyncio.CancelledError:
-        # Our own cancel path (the progress token) cancelled this request's task: the worker
-        # is dead; answer the command instead of dropping it.
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()
-        reporter.end("cancelled", f"{args.kernel}: optimization cancelled")
-        return OptimizeReply(applied=False, message=f"Optimizing {args.kernel} was cancelled.")
+        result = await run_agents_worker(
+            ls,
+            reporter,
+            request,
+            _decoder,
+            OptimizeResult,
+            on_progress,
+            phase="optimize",
+            label=args.kernel,
+            cwd=path.parent,
+        )
     except WorkerFailed as failure:
-        reporter.end("failed", f"{args.kernel}: {failure.message}")
         return _tell(ls, f"Optimizing {args.kernel} failed: {failure.message}", applied=False)
+    if result is None:
+        return OptimizeReply(applied=False, message=f"Optimizing {args.kernel} was cancelled.")
     await refresh_ranking(ls, path)  # the worker recorded its attempts in the KB
     # An error after an improvement only says the policy update was skipped: the candidate stands.
     if not result.improved or not result.best_source:

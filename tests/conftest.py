@@ -1,13 +1,16 @@
 """Shared test configuration: the `gpu` marker skips tests when no usable NVIDIA GPU is present;
-`postgres_server` is a real PostgreSQL server for the session (skipped without its binaries)."""
+`postgres_server` is a real PostgreSQL server for the session (skipped without its binaries);
+`openai_server` a scripted OpenAI-compatible HTTP server (tests/openai_server.py)."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from openai_server import OpenAITestServer
 from postgres_server import PostgresServer, find_bindir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,3 +58,9 @@ def postgres_server():
         yield server
     finally:
         server.destroy()
+
+
+@pytest.fixture
+def openai_server() -> Iterator[OpenAITestServer]:
+    with OpenAITestServer() as server:
+        yield server

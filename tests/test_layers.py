@@ -15,7 +15,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-PROTOCOL = ["worker_protocol", "optimize_protocol", "records", "worker_client", "worker_failures"]
+PROTOCOL = [
+    "worker_protocol",
+    "optimize_protocol",
+    "init_protocol",
+    "records",
+    "worker_client",
+    "worker_failures",
+]
 ANALYSIS = [
     "ncu_reader",
     "ncu_metrics",
@@ -27,6 +34,7 @@ ANALYSIS = [
     "nvcc_output",
     "static_checks",
     "cuda_source",
+    "reference_source",
 ]
 HEAVY = ("torch", "openai", "pygls", "kernelblaster.agents", "kernelblaster.server")
 

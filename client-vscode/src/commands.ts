@@ -11,6 +11,7 @@ import { SHOW_OUTPUT_COMMAND } from './statusBar';
 
 export const COMMANDS = {
   optimizeAtCursor: 'kernelblaster.optimizeAtCursor',
+  writeKernel: 'kernelblaster.writeKernel',
   profileFile: 'kernelblaster.profileFile',
   showKnowledgeBase: SHOW_KNOWLEDGE_BASE_COMMAND,
   restartServer: 'kernelblaster.restartServer',
@@ -35,6 +36,7 @@ export function registerCommands(
   return [
     vscode.commands.registerCommand(COMMANDS.optimizeAtCursor, run('Optimize', () => optimizeAtCursor(session, output))),
     vscode.commands.registerCommand(COMMANDS.profileFile, run('Profile', () => profileFile(session))),
+    vscode.commands.registerCommand(COMMANDS.writeKernel, run('Write kernel', () => writeKernel(session, output))),
     vscode.commands.registerCommand(
       COMMANDS.showKnowledgeBase,
       run('Knowledge base', () => showKnowledgeBase(session, knowledgeBase)),
@@ -47,14 +49,11 @@ export function registerCommands(
 }
 
 async function optimizeAtCursor(session: ServerSession, output: vscode.OutputChannel): Promise<void> {
-  const editor = await cudaEditorReadyToRun('optimize');
-  if (editor === undefined) {
+  const ready = await withServer(session, await cudaEditorReadyToRun('optimize'));
+  if (ready === undefined) {
     return;
   }
-  const connection = await session.runningConnection();
-  if (connection === undefined) {
-    return;
-  }
+  const { editor, connection } = ready;
   const { document } = editor;
   const uri = document.uri.toString();
   const kernel = await kernelToOptimize(connection, document, editor.selection.active);
@@ -98,15 +97,61 @@ async function kernelToOptimize(
   });
 }
 
+/** The server's `kernelblaster.init` on the active Python file: the LLM writes `<stem>.cu`, which
+ * the server writes once verified and opens. An existing `.cu` is replaced only after the user
+ * says so in a modal dialog (the code action offers the same as "Replace <stem>.cu ..."). */
+async function writeKernel(session: ServerSession, output: vscode.OutputChannel): Promise<void> {
+  const ready = await withServer(
+    session,
+    await editorReadyToRun(
+      'python',
+      'Open a PyTorch reference (a .py with class Model, get_inputs() and get_init_inputs()) to write a CUDA kernel for it.',
+      'write a kernel',
+    ),
+  );
+  if (ready === undefined) {
+    return;
+  }
+  const { connection } = ready;
+  const { document } = ready.editor;
+  const reference = fileName(document.uri);
+  const target = reference.replace(/\.py$/, '.cu');
+  const replace = await exists(vscode.Uri.file(document.uri.fsPath.replace(/\.py$/, '.cu')));
+  if (replace) {
+    const choice = await vscode.window.showWarningMessage(
+      `${target} exists. Replace it with a new CUDA kernel written for ${reference}? It is replaced only once the new kernel is verified.`,
+      { modal: true },
+      'Replace',
+    );
+    if (choice !== 'Replace') {
+      return;
+    }
+  }
+  if (!(await saved(document))) {
+    return;
+  }
+  const answer = parseInitReply(
+    await connection.executeCommand('kernelblaster.init', [{ uri: document.uri.toString(), replace }]),
+  );
+  // The server has shown the outcome (window/showMessage) and opened the new kernel.
+  output.appendLine(`Write kernel for ${reference}: ${answer.message}`);
+}
+
+async function exists(uri: vscode.Uri): Promise<boolean> {
+  try {
+    await vscode.workspace.fs.stat(uri);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 async function profileFile(session: ServerSession): Promise<void> {
-  const editor = await cudaEditorReadyToRun('profile');
-  if (editor === undefined) {
+  const ready = await withServer(session, await cudaEditorReadyToRun('profile'));
+  if (ready === undefined || !(await saved(ready.editor.document))) {
     return;
   }
-  const connection = await session.runningConnection();
-  if (connection === undefined || !(await saved(editor.document))) {
-    return;
-  }
+  const { editor, connection } = ready;
   await connection.executeCommand('kernelblaster.profile', [
     { uri: editor.document.uri.toString(), depth: 'full' },
   ]);
@@ -120,11 +165,34 @@ async function showKnowledgeBase(session: ServerSession, view: KnowledgeBaseView
   view.show(parseKnowledgeBase(await connection.executeCommand('kernelblaster.knowledgeBase', [])));
 }
 
+/** `editor` and the running server's connection, or undefined when either is missing (the user
+ * has been told why). */
+async function withServer(
+  session: ServerSession,
+  editor: vscode.TextEditor | undefined,
+): Promise<{ editor: vscode.TextEditor; connection: ServerConnection } | undefined> {
+  if (editor === undefined) {
+    return undefined;
+  }
+  const connection = await session.runningConnection();
+  return connection === undefined ? undefined : { editor, connection };
+}
+
 /** The active CUDA editor, in a trusted workspace; otherwise undefined after saying why. */
-async function cudaEditorReadyToRun(action: string): Promise<vscode.TextEditor | undefined> {
+function cudaEditorReadyToRun(action: string): Promise<vscode.TextEditor | undefined> {
+  return editorReadyToRun('cuda-cpp', `Open a CUDA file (.cu) to ${action} it with KernelBlaster.`, action);
+}
+
+/** The active editor of `languageId`, in a trusted workspace; otherwise undefined after saying
+ * why (`wrongEditor`, or how to leave Restricted Mode). */
+async function editorReadyToRun(
+  languageId: string,
+  wrongEditor: string,
+  action: string,
+): Promise<vscode.TextEditor | undefined> {
   const editor = vscode.window.activeTextEditor;
-  if (editor?.document.languageId !== 'cuda-cpp') {
-    void vscode.window.showWarningMessage(`Open a CUDA file (.cu) to ${action} it with KernelBlaster.`);
+  if (editor?.document.languageId !== languageId) {
+    void vscode.window.showWarningMessage(wrongEditor);
     return undefined;
   }
   if (!vscode.workspace.isTrusted) {
@@ -154,6 +222,19 @@ export function parseOptimizeResult(answer: unknown): { applied: boolean; messag
     throw new Error(`the server answered ${JSON.stringify(answer)} instead of {"applied", "message"}`);
   }
   return { applied: answer.applied, message: answer.message };
+}
+
+/** `kernelblaster.init`'s answer, as docs/protocol.md defines it. */
+export function parseInitReply(answer: unknown): { written: boolean; message: string; path: string | null } {
+  if (
+    !isRecord(answer) ||
+    typeof answer.written !== 'boolean' ||
+    typeof answer.message !== 'string' ||
+    !(answer.path === null || typeof answer.path === 'string')
+  ) {
+    throw new Error(`the server answered ${JSON.stringify(answer)} instead of {"written", "message", "path"}`);
+  }
+  return { written: answer.written, message: answer.message, path: answer.path };
 }
 
 /** `kernelblaster.kernelAt`'s answer, as docs/protocol.md defines it (the range is not used here). */

@@ -17,6 +17,16 @@ import { parseJobStatus } from './statusModel';
 
 /** Client id: also makes `kernelblaster.trace.server` the trace setting. */
 const CLIENT_ID = 'kernelblaster';
+const PYTHON = 'python';
+
+/** CUDA sources, and Python files for the one thing the server does with them: the code action
+ * "Write a CUDA kernel for this module" on a KernelBench-style reference. vscode-languageclient
+ * has one selector for every feature, so Python files are synced (the server diagnoses none)
+ * and their hovers are dropped in the middleware. */
+export const DOCUMENT_SELECTOR = [
+  { scheme: 'file', language: 'cuda-cpp' },
+  { scheme: 'file', language: PYTHON },
+];
 
 export function languageClientConnection(output: vscode.OutputChannel): ConnectionFactory {
   return (launch, initializationOptions, events) => {
@@ -33,13 +43,16 @@ export function languageClientConnection(output: vscode.OutputChannel): Connecti
         vscode.workspace.getConfiguration(SECTION, scopeUri === undefined ? undefined : vscode.Uri.parse(scopeUri)),
       ).settings;
     const clientOptions: LanguageClientOptions = {
-      documentSelector: [{ scheme: 'file', language: 'cuda-cpp' }],
+      documentSelector: DOCUMENT_SELECTOR,
       initializationOptions,
       outputChannel: output,
       // Sends workspace/didChangeConfiguration on every change of the section; the server then
       // reads it with workspace/configuration (answered by the middleware below).
       synchronize: { configurationSection: SECTION },
       middleware: {
+        // The server hovers kernels only: a Python file's hovers never reach it.
+        provideHover: (document, position, token, next) =>
+          document.languageId === PYTHON ? undefined : next(document, position, token),
         workspace: {
           // Only the server's keys, and only those the user set (see settings.ts): the default
           // answer would be the whole section with client-only keys and editor defaults.

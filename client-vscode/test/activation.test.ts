@@ -334,6 +334,69 @@ describe('commands', () => {
     ]);
   });
 
+  it('writes a kernel for the Python module in the editor, saving it first', async () => {
+    const { connections, answers, activated } = activate();
+    answers.set('kernelblaster.init', { written: true, message: 'Wrote relu.cu: verified', path: '/ws/relu.cu' });
+    await activated.started;
+    const document = makeDocument('/ws/relu.py', 'class Model: ...\n', 'python');
+    document.isDirty = true;
+    mock.activeTextEditor = { document, selection: { active: { line: 0, character: 0 } } };
+    await command('kernelblaster.writeKernel');
+    assert.equal(document.saves, 1);
+    assert.deepEqual(connections[0].requests, [
+      { command: 'kernelblaster.init', args: [{ uri: 'file:///ws/relu.py', replace: false }] },
+    ]);
+    // The server shows the outcome and opens the kernel: the client only logs it.
+    assert.deepEqual(mock.messages, []);
+    assert.ok(mock.outputLines.includes('Write kernel for relu.py: Wrote relu.cu: verified'));
+  });
+
+  it('replaces an existing kernel only after a modal confirmation', async () => {
+    const { connections, answers, activated } = activate();
+    answers.set('kernelblaster.init', { written: false, message: 'No relu.cu written: no GPU', path: null });
+    await activated.started;
+    mock.files.add('/ws/relu.cu');
+    const document = makeDocument('/ws/relu.py', 'class Model: ...\n', 'python');
+    mock.activeTextEditor = { document, selection: { active: { line: 0, character: 0 } } };
+    await command('kernelblaster.writeKernel');
+    assert.deepEqual(connections[0].requests, [], 'dismissed: nothing is asked of the server');
+    assert.deepEqual(mock.messages, [
+      {
+        level: 'warning',
+        text: 'relu.cu exists. Replace it with a new CUDA kernel written for relu.py? It is replaced only once the new kernel is verified.',
+        items: ['Replace'],
+        modal: true,
+      },
+    ]);
+    mock.answers.push({ prefix: 'relu.cu exists', item: 'Replace' });
+    await command('kernelblaster.writeKernel');
+    assert.deepEqual(connections[0].requests, [
+      { command: 'kernelblaster.init', args: [{ uri: 'file:///ws/relu.py', replace: true }] },
+    ]);
+    assert.ok(mock.outputLines.includes('Write kernel for relu.py: No relu.cu written: no GPU'));
+  });
+
+  it('writes kernels from Python files only, in a trusted workspace, and reports a bad answer', async () => {
+    const { connections, answers, activated } = activate();
+    answers.set('kernelblaster.init', { written: 'yes' });
+    await activated.started;
+    openEditor(0);
+    await command('kernelblaster.writeKernel');
+    assert.deepEqual(messages('warning'), [
+      'Open a PyTorch reference (a .py with class Model, get_inputs() and get_init_inputs()) to write a CUDA kernel for it.',
+    ]);
+    mock.activeTextEditor = { document: makeDocument('/ws/relu.py', '', 'python'), selection: { active: { line: 0, character: 0 } } };
+    mock.trusted = false;
+    await command('kernelblaster.writeKernel');
+    assert.ok(messages('warning')[1].startsWith("KernelBlaster can't write a kernel in Restricted Mode"));
+    assert.deepEqual(connections[0].requests, []);
+    mock.trusted = true;
+    await command('kernelblaster.writeKernel');
+    assert.deepEqual(messages('error'), [
+      'KernelBlaster: Write kernel failed: the server answered {"written":"yes"} instead of {"written", "message", "path"}',
+    ]);
+  });
+
   it('needs a CUDA editor for the file commands', async () => {
     const { connections, activated } = activate();
     await activated.started;

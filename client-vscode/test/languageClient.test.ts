@@ -12,6 +12,7 @@ import { LanguageClient, ResponseError, State } from './mock/languageclient';
 import { mock, resetMock, setSetting, Uri, window } from './mock/vscode';
 
 interface Middleware {
+  provideHover: (document: { languageId: string }, position: unknown, token: unknown, next: (...args: unknown[]) => unknown) => unknown;
   workspace: {
     configuration: (params: unknown, token: unknown, next: (params: unknown, token: unknown) => unknown) => Promise<unknown>;
     didChangeConfiguration: (sections: string[] | undefined, next: (sections: string[] | undefined) => Promise<void>) => Promise<void>;
@@ -45,15 +46,30 @@ describe('language client setup', () => {
     assert.equal(client.id, 'kernelblaster', 'the id makes kernelblaster.trace.server the trace setting');
     const executable = { command: '/venv/bin/python', args: ['-m', 'kernelblaster', 'serve'], options: { cwd: '/ws' } };
     assert.deepEqual(client.serverOptions, { run: executable, debug: executable });
-    assert.deepEqual(client.clientOptions.documentSelector, [{ scheme: 'file', language: 'cuda-cpp' }]);
+    assert.deepEqual(client.clientOptions.documentSelector, [
+      { scheme: 'file', language: 'cuda-cpp' },
+      { scheme: 'file', language: 'python' },
+    ]);
     assert.equal(client.clientOptions.initializationOptions, init);
     assert.deepEqual(client.clientOptions.synchronize, { configurationSection: 'kernelblaster' });
   });
 
   it('leaves work-done progress (and its cancellation) to vscode-languageclient', () => {
     const { middleware } = connect();
-    assert.deepEqual(Object.keys(middleware), ['workspace']);
+    assert.deepEqual(Object.keys(middleware).sort(), ['provideHover', 'workspace']);
     assert.deepEqual(Object.keys(middleware.workspace).sort(), ['configuration', 'didChangeConfiguration']);
+  });
+
+  it('sends Python files for their code action but never asks the server to hover them', () => {
+    const { middleware } = connect();
+    const asked: string[] = [];
+    const next = (document: unknown) => {
+      asked.push((document as { languageId: string }).languageId);
+      return 'hover';
+    };
+    assert.equal(middleware.provideHover({ languageId: 'python' }, {}, {}, next), undefined);
+    assert.equal(middleware.provideHover({ languageId: 'cuda-cpp' }, {}, {}, next), 'hover');
+    assert.deepEqual(asked, ['cuda-cpp']);
   });
 
   it('answers workspace/configuration with only the settings the user set', async () => {

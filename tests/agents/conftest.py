@@ -1,5 +1,5 @@
-"""Fixtures for the agent tests: a scripted OpenAI-compatible server, clients pointed at it,
-and a fresh knowledge base."""
+"""Fixtures for the agent tests: clients pointed at the scripted OpenAI-compatible server
+(tests/conftest.py's `openai_server`), and a fresh knowledge base."""
 
 from __future__ import annotations
 
@@ -11,12 +11,6 @@ from openai_server import FAKE_KEY, OpenAITestServer
 
 from kernelblaster.agents.llm import LlmClient, LlmConfig
 from kernelblaster.kb.store import KnowledgeBase
-
-
-@pytest.fixture
-def openai_server() -> Iterator[OpenAITestServer]:
-    with OpenAITestServer() as server:
-        yield server
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from kernelblaster.agents.init_kernel import (
     describe_signature,
     initial_kernel,
     plain_form_problem,
-    save_kernel,
 )
 from kernelblaster.agents.lowering import Feedback
+from kernelblaster.atomic_files import save_kernel
 from kernelblaster.cli import main
 from kernelblaster.harness.records import CheckResult, HarnessError, Timing, VerifyResult
 from kernelblaster.harness.reference_signature import (

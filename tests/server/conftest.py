@@ -213,10 +213,11 @@ async def initialize(client: LanguageClient, params: types.InitializeParams) -> 
 
 def open_document(client: LanguageClient, path: Path, version: int = 1) -> str:
     uri = path_to_uri(path)
+    language = "python" if path.suffix == ".py" else "cuda-cpp"
     client.text_document_did_open(
         types.DidOpenTextDocumentParams(
             text_document=types.TextDocumentItem(
-                uri=uri, language_id="cuda-cpp", version=version, text=path.read_text()
+                uri=uri, language_id=language, version=version, text=path.read_text()
             )
         )
     )

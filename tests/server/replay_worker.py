@@ -1,11 +1,14 @@
-"""Stand-in for the harness worker and the optimize worker in server tests: it speaks the real
+"""Stand-in for the harness worker and the agents worker in server tests: it speaks the real
 protocol (reads the request from stdin, writes progress lines and one response) and replays a
 response recorded in the test's control directory, built from real fixtures.
 
     python replay_worker.py CONTROL_DIR harness|optimize
 
+`optimize` stands for the agents worker, which also takes `init`'s requests ("type": "init").
+
 CONTROL_DIR/
-  harness.json / optimize.json   the WorkerResponse / OptimizeResult to replay
+  harness.json / optimize.json / init.json   the WorkerResponse / OptimizeResult / InitResult
+                                 to replay
   delay                          seconds to wait before answering (every run)
   delay_once                     the same for the next run only (consumed by that run)
   busy                           spend the delay computing instead of sleeping (CPU load)
@@ -68,9 +71,11 @@ def send_checked(response: dict) -> None:
 def main() -> int:
     control, kind = Path(sys.argv[1]), sys.argv[2]
     request = json.loads(sys.stdin.read())
+    if request.get("type") == "init":
+        kind = "init"
     text = request.get("source_text")
     if text is None:
-        text = Path(request["source"]).read_text(encoding="utf-8")
+        text = Path(request.get("source") or request["reference"]).read_text(encoding="utf-8")
     request.pop("settings", None)
     request.pop("source_text", None)
     # Claim this run's controls before saying it started: a test that kills the run it saw
@@ -82,6 +87,8 @@ def main() -> int:
     log(control, "start", sha=hashlib.sha256(text.encode()).hexdigest(), **request)
     if kind == "harness":
         emit({"type": "progress", "phase": "build", "message": "building (replay)", "percent": 10})
+    elif kind == "init":
+        emit({"type": "progress", "attempt": 1, "attempts": 4, "message": "reply 1 (replay)"})
     else:
         emit({"type": "progress", "step": 1, "total": 2, "message": "rollout 1 step 1 (replay)"})
     if kind == "harness" and (control / "progressive").exists():

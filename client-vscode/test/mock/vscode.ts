@@ -102,6 +102,8 @@ export interface Message {
   readonly level: 'error' | 'warning' | 'information';
   readonly text: string;
   readonly items: readonly string[];
+  /** Present when the extension passed MessageOptions: whether the dialog was modal. */
+  readonly modal?: boolean;
 }
 
 interface SettingValues {
@@ -145,6 +147,8 @@ export const mock = {
   outputShown: 0,
   statusItems: [] as { text: string; tooltip: unknown; command: unknown; visible: boolean }[],
   workspaceFolders: undefined as { uri: Uri; name: string; index: number }[] | undefined,
+  /** Paths that `workspace.fs.stat` finds. */
+  files: new Set<string>(),
   trustGranted: new EventEmitter<undefined>(),
   configurationChanged: new EventEmitter<{ affectsConfiguration(section: string): boolean }>(),
 };
@@ -167,6 +171,7 @@ export function resetMock(): void {
   mock.outputShown = 0;
   mock.statusItems.length = 0;
   mock.workspaceFolders = undefined;
+  mock.files.clear();
   mock.trustGranted = new EventEmitter<undefined>();
   mock.configurationChanged = new EventEmitter();
 }
@@ -209,8 +214,12 @@ export function makeDocument(fsPath: string, text: string, languageId = 'cuda-cp
 }
 
 function showMessage(level: Message['level']) {
-  return (text: string, ...items: string[]): Promise<string | undefined> => {
-    mock.messages.push({ level, text, items });
+  return (text: string, ...rest: (string | { modal?: boolean })[]): Promise<string | undefined> => {
+    const options = typeof rest[0] === 'object' ? rest.shift() : undefined;
+    const items = rest.filter((item): item is string => typeof item === 'string');
+    mock.messages.push(
+      typeof options === 'object' ? { level, text, items, modal: options.modal === true } : { level, text, items },
+    );
     const answer = mock.answers.find((a) => text.startsWith(a.prefix));
     return Promise.resolve(answer !== undefined && items.includes(answer.item) ? answer.item : undefined);
   };
@@ -316,6 +325,12 @@ export const workspace = {
   onDidChangeConfiguration: (listener: Listener<{ affectsConfiguration(section: string): boolean }>) =>
     mock.configurationChanged.event(listener),
   getConfiguration: (section: string) => configuration(section),
+  fs: {
+    stat: (uri: Uri) =>
+      mock.files.has(uri.fsPath)
+        ? Promise.resolve({ type: 1, size: 0 })
+        : Promise.reject(Object.assign(new Error(`${uri.fsPath} not found`), { code: 'FileNotFound' })),
+  },
 };
 
 export const commands = {

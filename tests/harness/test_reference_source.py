@@ -1,0 +1,66 @@
+"""reference_source: a Python file read as a KernelBench reference from its text alone — the
+lines its definitions span (where the editor offers "Write a CUDA kernel"), what it lacks, and
+solutions told apart from problems — on the upstream format and on files that only look like
+it."""
+
+from __future__ import annotations
+
+from kernelblaster.harness.reference_source import Definition, describe_missing, outline
+from tests.conftest import REPO
+
+PROBLEM = (REPO / "bench" / "kernelbench" / "level1" / "19_ReLU.py").read_text()
+
+
+def test_a_problem_file_has_its_three_definitions_with_their_spans():
+    found = outline(PROBLEM)
+    assert found is not None and found.is_problem and found.missing == []
+    lines = PROBLEM.splitlines()
+    spans = {d.name: (lines[d.first_line], lines[d.last_line]) for d in found.definitions}
+    assert spans["Model"][0].startswith("class Model(")
+    assert spans["get_inputs"][0].startswith("def get_inputs(")
+    assert spans["get_init_inputs"][0].startswith("def get_init_inputs(")
+    model = next(d for d in found.definitions if d.name == "Model")
+    assert found.at(model.first_line) == model and found.at(model.last_line) == model
+    assert found.at(0) is None  # the module docstring
+
+
+def test_decorators_belong_to_the_definition_and_nested_ones_do_not_count():
+    text = (
+        "import functools\n"
+        "@functools.lru_cache\n"
+        "def get_inputs():\n"
+        "    return []\n"
+        "class Holder:\n"
+        "    class Model:\n"
+        "        pass\n"
+        "    def get_init_inputs(self):\n"
+        "        return []\n"
+    )
+    found = outline(text)
+    assert found is not None
+    assert found.definitions == [Definition("get_inputs", 1, 3)]
+    assert found.missing == ["Model", "get_init_inputs"]
+    assert describe_missing("x.py", found.missing).startswith(
+        "x.py is not a KernelBench-style reference: it lacks class Model, get_init_inputs(). "
+        "A reference defines class Model(nn.Module)"
+    )
+
+
+def test_a_solution_is_not_a_problem():
+    solution = PROBLEM.replace("class Model(", "class ModelNew(")
+    found = outline(solution)
+    assert found is not None and found.solution and not found.is_problem
+    assert found.missing == ["Model"]
+    both = PROBLEM + "\n\nclass ModelNew(Model):\n    pass\n"
+    assert not outline(both).is_problem  # type: ignore[union-attr]
+
+
+def test_other_python_files_and_broken_ones_are_not_references():
+    assert outline("import torch\n\nclass Trainer:\n    model = None\n") is None
+    assert outline("def model():\n    return 'Model'  # class Model mentioned\n") is None
+    assert outline("class Model(:\n    pass\ndef get_inputs(): return []\n") is None
+    assert outline("def get_inputs():\n    return [\x00]\n") is None
+    # definitions of the wrong kind (a function named Model, a class named get_inputs), and
+    # `class Model` only inside a string
+    text = 'def Model():\n    pass\nclass get_inputs:\n    pass\nDOC = """\nclass Model\n"""\n'
+    assert outline(text) is None
