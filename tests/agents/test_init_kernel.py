@@ -1,7 +1,9 @@
 """`init`: the LLM writes a module's first plain-CUDA kernel, the harness builds and verifies
 it, failures go back to the model. Against the scripted OpenAI-compatible HTTP server; builds
 are real nvcc builds where marked. Verification needs a GPU: without one the real worker
-stops at it (tested here), and tests/agents/test_init_gpu.py covers the verified path."""
+stops at it (tested here); on a GPU, the verified path is covered by
+tests/agents/test_kernelbench_gpu.py (init in the runner) and tests/server/test_write_kernel.py
+(the editor's action)."""
 
 from __future__ import annotations
 
