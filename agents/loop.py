@@ -55,7 +55,7 @@ from kernelblaster.harness.optimize_protocol import (
     OptimizeStep,
 )
 from kernelblaster.harness.records import PerfState
-from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.harness.targets import Target, kept_functions, resolve_target
 from kernelblaster.kb.catalog import enablers
 from kernelblaster.kb.ranking import select
 from kernelblaster.kb.records import Attempt, RankedTechnique, Technique, code_hash
@@ -159,12 +159,18 @@ class OptimizeRun:
 
 
 def constraints_for(target: Target, settings: Settings) -> list[str]:
+    kept = ", ".join(f"`{name}`" for name in kept_functions(target))
     rules = [
-        f"Keep `{target.entry}` with exactly the same signature and calling convention.",
+        f"Keep {kept} with exactly the same signature and calling convention.",
         "Compute the complete result for every valid input: no skipped elements, no "
         "hard-coded sizes beyond what the launcher receives.",
         "Do not cache results across calls and do not launch work on other streams.",
     ]
+    if target.bindings is not None:
+        rules.append(
+            f"{Path(target.bindings).name} (not shown, not yours to change) calls {kept} and "
+            "owns the torch side: keep this file free of torch headers."
+        )
     if not (target.allow_library_calls or settings.allow_library_calls):
         rules.append("Do all the work in your own CUDA kernels: no cuBLAS, cuDNN or torch ops.")
     return rules
@@ -517,7 +523,7 @@ def _step(
                 technique=technique,
                 notes=choice.notes,
                 constraints=plan.constraints,
-                entry_names=[plan.target.entry],
+                entry_names=kept_functions(plan.target),
             ),
             check=check,
             on_usage=spend,

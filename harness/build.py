@@ -6,6 +6,10 @@ usage); a flag of the same kind among the caller's flags replaces the default. n
 tools it starts are killed together on timeout (harness/processes.py). nvcc keeps its
 intermediate files in a scratch directory: the PTX there gives each kernel's
 `__launch_bounds__` and definition line.
+
+One source is built by one nvcc command. Several (a torch extension's kernels and its
+bindings) are built in parts: each source to an object, then one link, every step cached on its
+own, so an edit recompiles only the source it touched (each step has the build timeout).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -30,7 +35,13 @@ from kernelblaster.harness.ptxas import (
     parse_ptx_entries,
     parse_ptxas_resources,
 )
-from kernelblaster.harness.records import BuildResult, HarnessError
+from kernelblaster.harness.records import (
+    BuildResult,
+    BuildStep,
+    HarnessError,
+    KernelResources,
+    SourceDiagnostic,
+)
 from kernelblaster.settings import Settings
 
 __all__ = ["ArchChoice", "BuildSpec", "build", "detect_arch"]
@@ -52,7 +63,7 @@ class BuildSpec(msgspec.Struct, kw_only=True):
     source: str  # absolute path of the main .cu
     output_kind: Literal["shared", "executable", "object"]
     arch: str | None = None  # "sm_90"; None -> detect_arch(settings)
-    extra_sources: list[str] = []
+    extra_sources: list[str] = []  # compiled to their own objects and linked with `source`
     include_dirs: list[str] = []
     library_dirs: list[str] = []
     libraries: list[str] = []
@@ -93,8 +104,9 @@ def _options(spec: BuildSpec, arch: str) -> list[str]:
         f"-D{name}={value}" if value else f"-D{name}" for name, value in spec.defines.items()
     ]
     options += user
-    options += [f"-L{directory}" for directory in spec.library_dirs]
-    options += [f"-l{library}" for library in spec.libraries]
+    if spec.output_kind != "object":  # libraries are for the link
+        options += [f"-L{directory}" for directory in spec.library_dirs]
+        options += [f"-l{library}" for library in spec.libraries]
     return options
 
 
@@ -111,9 +123,22 @@ def _failure(
     )
 
 
+@dataclass(frozen=True)
+class _Toolchain:
+    """The build cache and the nvcc that fills it (None when there is none to run: cached
+    results can still be used)."""
+
+    cache: BuildCache
+    nvcc: str | None
+    nvcc_version: str | None
+
+
 def build(spec: BuildSpec, settings: Settings, *, cache_dir: Path | None = None) -> BuildResult:
+    """Several sources are built in parts (harness/records.py: BuildStep): each to its own
+    cached object, then linked."""
+    if spec.extra_sources and spec.output_kind == "object":
+        raise ValueError("an object file is compiled from one source")
     started = time.perf_counter()
-    started_wall = time.time()
     arch_note = ""
     arch = _user_arch(spec.flags) or spec.arch
     if arch is None:
@@ -144,18 +169,97 @@ def build(spec: BuildSpec, settings: Settings, *, cache_dir: Path | None = None)
                 fix="Check the path (relative paths in kernelblaster.toml are relative to it).",
             ),
         )
-    options = _options(spec, arch)
-    cache = BuildCache(Path(cache_dir) if cache_dir else settings.cache_root())
-    manifest_key = cache.manifest_key([spec.output_kind, arch, *options], sources)
     nvcc = shutil.which(settings.nvcc)
-    version = nvcc_version(nvcc) if nvcc else None
-    hit = cache.lookup(manifest_key, version)
+    tools = _Toolchain(
+        cache=BuildCache(Path(cache_dir) if cache_dir else settings.cache_root()),
+        nvcc=nvcc,
+        nvcc_version=nvcc_version(nvcc) if nvcc else None,
+    )
+    if len(sources) > 1:
+        result = _build_in_parts(spec, settings, tools, arch, sources, started)
+    else:
+        result = _cached_nvcc_run(spec, settings, tools, arch, sources, sources[0], started)
+    result.arch_note = arch_note
+    return result
+
+
+def _build_in_parts(
+    spec: BuildSpec,
+    settings: Settings,
+    tools: _Toolchain,
+    arch: str,
+    sources: list[str],
+    started: float,
+) -> BuildResult:
+    """Each source compiled to its own cached object, then the objects linked, so an edit to
+    one source recompiles only that one: a torch extension's kernels, not its bindings, whose
+    torch headers take most of a minute to compile. The main source compiles first; when it
+    fails, the others wait (its errors are what the user is fixing)."""
+    steps: list[BuildStep] = []
+    objects: list[str] = []
+    diagnostics: list[SourceDiagnostic] = []
+    resources: list[KernelResources] = []
+    for source in sources:
+        part = msgspec.structs.replace(spec, source=source, extra_sources=[], output_kind="object")
+        compiled = _cached_nvcc_run(
+            part, settings, tools, arch, [source], source, time.perf_counter()
+        )
+        steps.append(_step(source, compiled))
+        diagnostics += compiled.diagnostics
+        resources += compiled.resources
+        if not compiled.ok or compiled.artifact is None:
+            return msgspec.structs.replace(
+                compiled,
+                source=spec.source,
+                diagnostics=diagnostics,
+                resources=resources,
+                seconds=time.perf_counter() - started,
+                steps=steps,
+            )
+        objects.append(compiled.artifact)
+    linked = _cached_nvcc_run(
+        spec, settings, tools, arch, objects, sources[0], time.perf_counter(), known_deps=objects
+    )
+    steps.append(_step("link", linked))
+    return msgspec.structs.replace(
+        linked,
+        diagnostics=[*diagnostics, *linked.diagnostics],
+        resources=resources,
+        cached=all(step.cached for step in steps),
+        seconds=time.perf_counter() - started,
+        steps=steps,
+    )
+
+
+def _step(what: str, result: BuildResult) -> BuildStep:
+    return BuildStep(
+        what=what, artifact=result.artifact, cached=result.cached, seconds=result.seconds
+    )
+
+
+def _cached_nvcc_run(
+    spec: BuildSpec,
+    settings: Settings,
+    tools: _Toolchain,
+    arch: str,
+    inputs: list[str],
+    user_source: str,
+    started: float,
+    *,
+    known_deps: list[str] | None = None,
+) -> BuildResult:
+    """One nvcc command, compiling or linking `inputs` into `spec.output_kind`, through the
+    cache. Every file it read comes from nvcc's dependency output, unless `known_deps` (a link's
+    objects) says. Tool messages without a position are pinned to `user_source`."""
+    started_wall = time.time()
+    options = _options(spec, arch)
+    manifest_key = tools.cache.manifest_key([spec.output_kind, arch, *options], inputs)
+    hit = tools.cache.lookup(manifest_key, tools.nvcc_version)
     if hit is not None:
         hit.cached = True
-        hit.arch_note = arch_note
         hit.seconds = time.perf_counter() - started
         return hit
-    if nvcc is None or version is None:
+    if tools.nvcc is None or tools.nvcc_version is None:
         return _failure(
             spec,
             arch,
@@ -167,23 +271,21 @@ def build(spec: BuildSpec, settings: Settings, *, cache_dir: Path | None = None)
             ),
         )
     with tempfile.TemporaryDirectory(prefix="kernelblaster-build-") as scratch:
-        result = _compile(spec, settings, nvcc, arch, options, sources, Path(scratch), started)
-        result.arch_note = arch_note
+        result = _compile(
+            spec, settings, tools.nvcc, arch, options, inputs, user_source, Path(scratch), started
+        )
         if not result.ok or result.artifact is None:
             return result
-        deps = _dependencies(
-            nvcc,
-            options,
-            sources,
-            Path(scratch),
-            Path(spec.source).parent,
-            settings.build_timeout_s,
-        )
+        deps = known_deps
+        if deps is None:
+            deps = _dependencies(inputs, Path(scratch), Path(spec.source).parent)
         if deps is None or _changed_since(deps, started_wall):
             # unknown inputs, or one changed while nvcc read it: usable now, never looked up
-            stored = cache.keep_uncached(Path(result.artifact), result)
+            stored = tools.cache.keep_uncached(Path(result.artifact), result)
         else:
-            stored = cache.store(manifest_key, version, deps, Path(result.artifact), result)
+            stored = tools.cache.store(
+                manifest_key, tools.nvcc_version, deps, Path(result.artifact), result
+            )
         stored.seconds = time.perf_counter() - started
         return stored
 
@@ -194,7 +296,8 @@ def _compile(
     nvcc: str,
     arch: str,
     options: list[str],
-    sources: list[str],
+    inputs: list[str],
+    user_source: str,
     scratch: Path,
     started: float,
 ) -> BuildResult:
@@ -210,7 +313,7 @@ def _compile(
         f"-MF={scratch / 'deps.d'}",
         "-o",
         str(artifact),
-        *sources,
+        *inputs,
     ]
     cwd = Path(spec.source).parent
     try:
@@ -239,7 +342,7 @@ def _compile(
         if entry.file and entry.line
     }
     diagnostics = parse_nvcc_output(
-        output, source=sources[0], kernel_lines=kernel_lines, cwd=str(cwd)
+        output, source=user_source, kernel_lines=kernel_lines, cwd=str(cwd)
     )
     resources = parse_ptxas_resources(output, arch=arch)
     apply_launch_bounds(resources, entries)
@@ -291,30 +394,14 @@ def _supported_archs(nvcc: str) -> str:
     return ", ".join(archs) or "see `nvcc --list-gpu-code`"
 
 
-def _dependencies(
-    nvcc: str, options: list[str], sources: list[str], scratch: Path, cwd: Path, timeout: float
-) -> list[str] | None:
-    """Every file the compiler read, from nvcc's make-style dependency output: the build's own
-    for the main source, `nvcc -M` for extra sources (nvcc writes one dependency file per
-    command). None when they can't be had."""
-    depfiles = [scratch / "deps.d"]
-    for number, extra in enumerate(sources[1:]):
-        depfile = scratch / f"extra{number}.d"
-        preprocess = [o for o in options if o not in ("-shared", "-c")]
-        try:
-            _, returncode = _run([nvcc, *preprocess, "-M", f"-MF={depfile}", extra], cwd, timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        if returncode != 0:
-            return None
-        depfiles.append(depfile)
-    deps: list[str] = [*sources]
-    for depfile in depfiles:
-        try:
-            deps += parse_depfile(depfile.read_text(), cwd)
-        except OSError:
-            return None
-    return sorted(set(deps))
+def _dependencies(sources: list[str], scratch: Path, cwd: Path) -> list[str] | None:
+    """Every file the compiler read, from nvcc's make-style dependency output (`-MD`); None
+    when it can't be had."""
+    try:
+        text = (scratch / "deps.d").read_text()
+    except OSError:
+        return None
+    return sorted({*sources, *parse_depfile(text, cwd)})
 
 
 def parse_depfile(text: str, cwd: Path) -> list[str]:

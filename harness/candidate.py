@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import importlib.util
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from kernelblaster.harness.cuda_source import (
     kernel_names,
     read_source,
 )
+from kernelblaster.harness.ptxas import demangle
 from kernelblaster.harness.records import HarnessError
 from kernelblaster.harness.reference import Reference, ReferenceError_, as_outputs, load_module
 from kernelblaster.harness.target_build import extension_module_name
@@ -224,11 +226,14 @@ def _poison_value(dtype: torch.dtype) -> float | int | bool:
 
 def _extension(target: Target, library: Path, reference: Reference) -> Candidate:
     # The module's init symbol is named after TORCH_EXTENSION_NAME, not after the file.
-    name = extension_module_name(Path(target.source))
+    name = extension_module_name(target)
     spec = importlib.util.spec_from_file_location(name, library)
     if spec is None or spec.loader is None:
         raise _fail("bad_target", f"Cannot load the built extension {library}.")
-    module = importlib.util.module_from_spec(spec)
+    try:
+        module = importlib.util.module_from_spec(spec)
+    except ImportError as exc:  # the dynamic loader's own words, e.g. "undefined symbol: _Z..."
+        raise _unloadable(target, exc) from exc
     spec.loader.exec_module(module)
     forward = getattr(module, target.entry, None)
     if forward is None:
@@ -242,6 +247,24 @@ def _extension(target: Target, library: Path, reference: Reference) -> Candidate
         call=lambda inputs: as_outputs(forward(*inputs, *state)),
         own_kernels=set(kernel_names(Path(target.source))),
     )
+
+
+def _unloadable(target: Target, exc: ImportError) -> ReferenceError_:
+    """Why the dynamic loader refused the built extension, e.g. bindings that declare a launcher
+    the kernels file defines with other parameter types (a shared library links anyway)."""
+    message = str(exc)
+    symbol = re.search(r"undefined symbol: (\S+)", message)
+    if symbol is None:
+        return _fail("bad_target", f"Cannot load the built extension: {message}")
+    name = demangle([symbol.group(1)]).get(symbol.group(1), symbol.group(1))
+    if target.bindings:
+        fix = (
+            f"Declare it in {Path(target.bindings).name} exactly as "
+            f"{Path(target.source).name} defines it (name, parameter types, namespace)."
+        )
+    else:
+        fix = 'Define it, or link the library that does (e.g. nvcc_flags = ["-lcublas"]).'
+    return _fail("bad_target", f"The built extension uses {name}, which nothing defines.", fix)
 
 
 def import_solution(target: Target) -> ModuleType:

@@ -1,6 +1,7 @@
-"""CUDA source structure from the tree-sitter-cuda grammar: `__global__` kernels and the
-`extern "C"` launchers of plain targets. Parsing tolerates broken code (tree-sitter recovers),
-so the editor can still locate kernels in a file that doesn't compile."""
+"""CUDA source structure from the tree-sitter-cuda grammar: `__global__` kernels, the
+`extern "C"` launchers of plain targets and the host functions of an extension's kernels
+file. Parsing tolerates broken code (tree-sitter recovers), so the editor can still locate
+kernels in a file that doesn't compile."""
 
 from __future__ import annotations
 
@@ -163,6 +164,24 @@ def global_kernels(source: str) -> list[KernelDecl]:
             )
         )
     return kernels
+
+
+def host_function_names(source: str) -> list[str]:
+    """The functions defined for the host (neither `__global__` nor only `__device__`), in
+    source order, as named there (`ns::f` for a definition outside its namespace)."""
+    names: list[str] = []
+    for node in _walk(parse(source).root_node):
+        if node.type != "function_definition":
+            continue
+        qualifiers = {_text(c) for c in node.children}
+        if "__global__" in qualifiers or (
+            "__device__" in qualifiers and "__host__" not in qualifiers
+        ):
+            continue
+        function = _function(node)
+        if function is not None:
+            names.append(function.name)
+    return names
 
 
 def kernel_names(path: Path) -> list[str]:

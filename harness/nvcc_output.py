@@ -47,7 +47,9 @@ _DRIVER = re.compile(  # the host compiler driver and the linker: "cc1plus: fata
     r"^(?P<tool>cc1plus|gcc|g\+\+|c\+\+|clang\+\+|collect2|\S*/ld|ld)(?:\.\w+)?: "
     r"(?:(?P<severity>fatal error|error|warning): )?(?P<message>.*)$"
 )
-_UNDEFINED_REFERENCE = re.compile(r"^\S+:\(\.\w+(?:\+0x[0-9a-f]+)?\): (?P<message>undefined .*)$")
+_UNDEFINED_REFERENCE = re.compile(
+    r"^\S+:\(\.[\w.]+(?:\+0x[0-9a-f]+)?\): (?P<message>undefined .*)$"
+)
 
 # Lines that only summarise errors already reported; kept only when nothing else explains a
 # failure, so a failed build never goes without a diagnostic.

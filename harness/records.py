@@ -75,6 +75,17 @@ class KernelResources(msgspec.Struct, kw_only=True):
     occupancy_limiter: Literal["registers", "shared_memory", "block_size", "warps"] | None = None
 
 
+class BuildStep(msgspec.Struct, kw_only=True):
+    """One compiler run of a build made in parts (several sources): a source compiled to its
+    own object, or the link of those objects. Each is cached on its own, so an edit recompiles
+    only the source it touched."""
+
+    what: str  # the source compiled, or "link"
+    artifact: str | None = None  # the object or linked file (in the build cache)
+    cached: bool = False
+    seconds: float = 0.0
+
+
 class BuildResult(msgspec.Struct, kw_only=True):
     ok: bool
     source: str
@@ -88,6 +99,7 @@ class BuildResult(msgspec.Struct, kw_only=True):
     key: str = ""  # content hash of every input
     error: HarnessError | None = None
     arch_note: str = ""  # how the arch was chosen, e.g. "no GPU found ...; compiling for sm_90"
+    steps: list[BuildStep] = []  # for a build made in parts: each compile, then the link
 
 
 class Mismatch(msgspec.Struct, kw_only=True):

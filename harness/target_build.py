@@ -26,9 +26,13 @@ _TORCH_CUDA_FLAGS = [
 ]
 
 
-def extension_module_name(source: Path) -> str:
-    digest = hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:10]
-    stem = "".join(c if c.isalnum() else "_" for c in source.stem)
+def extension_module_name(target: Target) -> str:
+    """TORCH_EXTENSION_NAME: named after the file with PYBIND11_MODULE, so bindings apart from
+    the kernels keep their name (and their compiled object) across edits and rewrites of the
+    kernels, whose candidates are built from copies elsewhere."""
+    module_file = Path(target.bindings or target.source)
+    digest = hashlib.sha256(str(module_file.resolve()).encode()).hexdigest()[:10]
+    stem = "".join(c if c.isalnum() else "_" for c in module_file.stem)
     return f"kb_{stem}_{digest}"
 
 
@@ -73,6 +77,7 @@ def _torch_extension_spec(target: Target, base: BuildSpec) -> BuildSpec:
     return BuildSpec(
         source=base.source,
         output_kind="shared",
+        extra_sources=[target.bindings] if target.bindings else [],
         include_dirs=[
             *cpp_extension.include_paths(device_type="cuda"),
             sysconfig.get_paths()["include"],
@@ -86,7 +91,7 @@ def _torch_extension_spec(target: Target, base: BuildSpec) -> BuildSpec:
             *(f"-Xlinker=-rpath,{d}" for d in library_dirs),
         ],
         defines={
-            "TORCH_EXTENSION_NAME": extension_module_name(Path(target.source)),
+            "TORCH_EXTENSION_NAME": extension_module_name(target),
             "TORCH_API_INCLUDE_EXTENSION_H": "1",
             "_GLIBCXX_USE_CXX11_ABI": str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),
         },

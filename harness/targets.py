@@ -6,6 +6,9 @@ Four forms, tried in this order for a given path:
 2. a zero-config pair `foo.cu` + `foo.py` (KernelBench-style reference: `class Model`,
    `get_inputs()`, `get_init_inputs()`), where `foo.cu` is
    - a PyTorch extension (`#include <torch/extension.h>`) exporting `forward`, or
+   - the kernels of a PyTorch extension whose bindings (`PYBIND11_MODULE`, exporting
+     `forward`) are in `foo.cpp` beside it: built apart, so an edit to the kernels doesn't
+     recompile torch's headers, or
    - plain CUDA exporting one `extern "C"` launcher (the fast path: no torch headers);
 3. a KernelBench solution `.py` (defining `ModelNew`) with its problem file as reference
    (explicit target or `--reference`);
@@ -23,7 +26,12 @@ from typing import Literal
 
 import msgspec
 
-from kernelblaster.harness.cuda_source import CFunction, extern_c_functions, read_source
+from kernelblaster.harness.cuda_source import (
+    CFunction,
+    extern_c_functions,
+    host_function_names,
+    read_source,
+)
 from kernelblaster.harness.records import HarnessError
 from kernelblaster.settings import Settings, TargetConfig
 
@@ -40,12 +48,14 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
 
 _MAIN = re.compile(r"^\s*int\s+main\s*\(", re.MULTILINE)
 _TORCH_INCLUDE = re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/)")
+_PYBIND11_MODULE = re.compile(r"^\s*PYBIND11_MODULE\s*\(", re.MULTILINE)
 
 
 class Target(msgspec.Struct, kw_only=True):
     kind: TargetKind
     source: str  # the file the user edits (.cu, or the solution .py for kernelbench)
     reference: str | None = None  # KernelBench-style .py
+    bindings: str | None = None  # an extension's PYBIND11_MODULE .cpp, when apart from `source`
     entry: str  # launcher name (plain), "forward" (extension), "ModelNew" (kernelbench), "main"
     golden: str | None = None
     args: list[str] = []  # program arguments (standalone)
@@ -105,7 +115,23 @@ def _plain_launcher(source: Path, text: str, entry: str | None) -> CFunction | H
 
 
 def _from_config(config: TargetConfig, source: Path, text: str) -> Target | HarnessError:
+    bindings = config.bindings
+    if bindings is not None and not Path(bindings).is_file():
+        return HarnessError(
+            kind="bad_target",
+            message=f"The bindings file {bindings} configured for {source.name} does not exist.",
+            fix="Fix the `bindings` path in kernelblaster.toml (relative to that file).",
+        )
     kind = config.kind if config.kind != "auto" else detect_kind(source, text)
+    if bindings is not None and config.kind == "auto":
+        kind = "extension"
+    elif bindings is not None and kind != "extension":
+        return HarnessError(
+            kind="bad_target",
+            message=f"{source.name} is configured as a {kind} target with a bindings file; "
+            "only a PyTorch extension has bindings.",
+            fix='Remove `bindings`, or set kind = "extension" (or leave `kind` out).',
+        )
     reference = config.reference
     entry = config.entry
     if kind == "plain":
@@ -128,6 +154,7 @@ def _from_config(config: TargetConfig, source: Path, text: str) -> Target | Harn
         kind=kind,
         source=str(source),
         reference=reference,
+        bindings=bindings,
         entry=entry or {"extension": "forward", "kernelbench": "ModelNew"}.get(kind, "main"),
         golden=golden,
         args=list(config.args),
@@ -136,6 +163,20 @@ def _from_config(config: TargetConfig, source: Path, text: str) -> Target | Harn
         rtol=config.rtol,
         allow_library_calls=config.allow_library_calls,
     )
+
+
+def kept_functions(target: Target) -> list[str]:
+    """The functions of `target.source` a rewrite must keep with their signatures: its entry,
+    or, for kernels apart from their bindings, the functions of the kernels file that the
+    bindings call (`forward` is in the bindings, which a rewrite doesn't touch)."""
+    if target.bindings is None:
+        return [target.entry]
+    bindings = read_source(Path(target.bindings))
+    return [
+        name
+        for name in host_function_names(read_source(Path(target.source)))
+        if re.search(rf"(?<![\w.]){re.escape(name.split('::')[-1])}\s*\(", bindings)
+    ]
 
 
 def detect_kind(source: Path, text: str) -> TargetKind:
@@ -166,6 +207,18 @@ def _reference_beside(source: Path) -> str | None:
     return None
 
 
+def _bindings_beside(source: Path) -> str | None:
+    """`foo.cpp` beside `foo.cu` when it holds a PYBIND11_MODULE: the extension's bindings."""
+    if source.suffix == ".py":
+        return None
+    beside = source.with_suffix(".cpp")
+    try:
+        text = read_source(beside)
+    except OSError:
+        return None
+    return str(beside) if _PYBIND11_MODULE.search(text) else None
+
+
 def _golden_beside(source: Path) -> str | None:
     for name in (f"{source.stem}.golden", f"{source.stem}.golden.txt"):
         if (source.parent / name).is_file():
@@ -194,6 +247,7 @@ def resolve_target(
     implicit = TargetConfig(
         source=str(source),
         reference=str(reference) if reference else _reference_beside(source),
+        bindings=_bindings_beside(source),
         atol=settings.atol,
         rtol=settings.rtol,
         allow_library_calls=settings.allow_library_calls,

@@ -33,6 +33,9 @@ class TargetConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     source: str
     reference: str | None = None
+    # A torch extension's C++ file with PYBIND11_MODULE, when its kernels are in `source`
+    # without torch headers (compiled apart, so editing the kernels doesn't recompile torch's).
+    bindings: str | None = None
     entry: str | None = None
     kind: Literal["auto", "extension", "plain", "kernelbench", "standalone"] = "auto"
     golden: str | None = None
@@ -236,7 +239,7 @@ def load_settings(
                 raise UntrustedConfigError(config, risky)
             data.update(table)
         for target in data.get("targets", []):
-            for key in ("source", "reference", "golden"):
+            for key in ("source", "reference", "bindings", "golden"):
                 if isinstance(target.get(key), str):
                     target[key] = str((config_dir / target[key]).resolve())
     data.update(_env_overrides(environ))

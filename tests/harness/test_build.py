@@ -213,6 +213,121 @@ def test_executable_with_an_extra_source_tracks_both_sources_headers(tmp_path):
     assert not build(spec, SM90, cache_dir=tmp_path / "cache").cached
 
 
+def split_library(tmp_path: Path, *flags: str) -> BuildSpec:
+    main = copy_fixtures(tmp_path, "split_kernels.cu", "split_host.cpp", "split.h")
+    return BuildSpec(
+        source=str(main),
+        output_kind="shared",
+        extra_sources=[str(tmp_path / "split_host.cpp")],
+        flags=list(flags),
+    )
+
+
+def step_files(result: BuildResult) -> dict[str, tuple[bool, str, int]]:
+    """Each step's source name (or "link"): whether it was cached, its artifact and its mtime."""
+    return {
+        Path(step.what).name: (step.cached, step.artifact, os.stat(step.artifact).st_mtime_ns)
+        for step in result.steps
+    }
+
+
+@pytest.mark.nvcc
+def test_several_sources_build_in_parts_and_an_edit_recompiles_only_its_part(tmp_path):
+    spec = split_library(tmp_path)
+    cache = tmp_path / "cache"
+    first = build(spec, SM90, cache_dir=cache)
+    assert first.ok and not first.cached, first.diagnostics
+    assert Path(first.artifact).read_bytes()[:4] == b"\x7fELF"
+    assert [Path(step.what).name for step in first.steps] == [
+        "split_kernels.cu",
+        "split_host.cpp",
+        "link",
+    ]
+    assert not any(step.cached for step in first.steps)
+    assert [k.demangled for k in first.resources] == ["scale(float*, float, int)"]
+    before = step_files(first)
+
+    kernels = tmp_path / "split_kernels.cu"
+    kernels.write_text(kernels.read_text().replace("(n + 255) / 256, 256", "(n + 127) / 128, 128"))
+    edited = build(spec, SM90, cache_dir=cache)
+    after = step_files(edited)
+    assert edited.ok and not edited.cached
+    # the host object is reused: the same file, untouched; the kernels' object is new
+    assert after["split_host.cpp"] == (True, *before["split_host.cpp"][1:])
+    assert not after["split_kernels.cu"][0]
+    assert after["split_kernels.cu"][1] != before["split_kernels.cu"][1]
+    assert not after["link"][0] and edited.artifact != first.artifact
+
+    again = build(spec, SM90, cache_dir=cache)
+    assert again.cached and again.artifact == edited.artifact
+    assert all(step.cached for step in again.steps)
+
+    host = tmp_path / "split_host.cpp"
+    host.write_text(host.read_text().replace("2.0f", "3.0f"))
+    host_edit = step_files(build(spec, SM90, cache_dir=cache))
+    assert host_edit["split_kernels.cu"] == (True, *after["split_kernels.cu"][1:])
+    assert not host_edit["split_host.cpp"][0]
+
+
+@pytest.mark.nvcc
+def test_a_shared_header_or_other_flags_rebuild_every_part(tmp_path):
+    spec = split_library(tmp_path)
+    cache = tmp_path / "cache"
+    assert build(spec, SM90, cache_dir=cache).ok
+    header = tmp_path / "split.h"
+    header.write_text(header.read_text() + "// edited\n")
+    edited = build(spec, SM90, cache_dir=cache)
+    assert edited.ok and not any(step.cached for step in edited.steps)
+    flagged = build(split_library(tmp_path, "-DKB_FLAG=1"), SM90, cache_dir=cache)
+    assert flagged.ok and not any(step.cached for step in flagged.steps)
+
+
+@pytest.mark.nvcc
+def test_an_error_in_the_main_source_stops_before_the_other_parts(tmp_path):
+    spec = split_library(tmp_path)
+    kernels = tmp_path / "split_kernels.cu"
+    kernels.write_text(kernels.read_text().replace("y[i] *= s;", "y[i] *= undefined_name;"))
+    result = build(spec, SM90, cache_dir=tmp_path / "cache")
+    assert not result.ok and result.error.kind == "build_failed"
+    assert result.source == str(kernels)
+    assert [Path(step.what).name for step in result.steps] == ["split_kernels.cu"]
+    (error,) = [d for d in result.diagnostics if d.severity == "error"]
+    assert Path(error.file).name == "split_kernels.cu" and error.line == 6
+    assert "undefined_name" in error.message
+
+
+@pytest.mark.nvcc
+def test_an_error_in_another_part_names_its_file_and_line(tmp_path):
+    spec = split_library(tmp_path)
+    host = tmp_path / "split_host.cpp"
+    host.write_text(host.read_text().replace("return 0;", "return missing_variable;"))
+    result = build(spec, SM90, cache_dir=tmp_path / "cache")
+    assert not result.ok and result.source == spec.source
+    assert [(Path(s.what).name, s.cached) for s in result.steps] == [
+        ("split_kernels.cu", False),
+        ("split_host.cpp", False),
+    ]
+    (error,) = [d for d in result.diagnostics if d.severity == "error"]
+    assert (Path(error.file).name, error.line) == ("split_host.cpp", 7)
+    assert "missing_variable" in error.message
+
+
+@pytest.mark.nvcc
+def test_a_link_error_is_a_diagnostic_of_the_link(tmp_path):
+    main = copy_fixtures(tmp_path, "split_kernels.cu", "split.h")  # nothing defines scale_twice
+    (tmp_path / "main.cpp").write_text(
+        'extern "C" int scale_twice(float* y, int n);\nint main() { return scale_twice(0, 0); }\n'
+    )
+    spec = BuildSpec(
+        source=str(main), output_kind="executable", extra_sources=[str(tmp_path / "main.cpp")]
+    )
+    result = build(spec, SM90, cache_dir=tmp_path / "cache")
+    assert not result.ok and result.steps[-1].what == "link"
+    # at -O3 main() is in .text.startup: "main.cpp:(.text.startup+0x5): undefined reference"
+    (error,) = [d for d in result.diagnostics if "undefined reference" in d.message]
+    assert "scale_twice" in error.message and error.file == str(main)
+
+
 @pytest.mark.nvcc
 def test_object_output_and_user_flags_replace_defaults(built):
     result = built("good.cu", "object", "-O2", "-std=c++20")
