@@ -58,6 +58,11 @@ def measure(source: Path, settings: Settings) -> dict:
         "wall_s": round(wall, 3),
         "build_s": round(build.seconds, 3) if build else None,
         "build_cached": build.cached if build else None,
+        # built in parts (an extension's kernels and bindings): each part's seconds, or "cached"
+        "build_steps": {
+            Path(step.what).name: "cached" if step.cached else round(step.seconds, 3)
+            for step in (build.steps if build else [])
+        },
         "phases_s": check.phase_seconds if check else {},
         "verified": bool(check and check.verify and check.verify.ok),
         "kernel_ms": check.timing.median_ms if check and check.timing else None,

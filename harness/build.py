@@ -223,6 +223,7 @@ def _build_in_parts(
     steps.append(_step("link", linked))
     return msgspec.structs.replace(
         linked,
+        command=steps[0].command,
         diagnostics=[*diagnostics, *linked.diagnostics],
         resources=resources,
         cached=all(step.cached for step in steps),
@@ -233,7 +234,11 @@ def _build_in_parts(
 
 def _step(what: str, result: BuildResult) -> BuildStep:
     return BuildStep(
-        what=what, artifact=result.artifact, cached=result.cached, seconds=result.seconds
+        what=what,
+        artifact=result.artifact,
+        cached=result.cached,
+        seconds=result.seconds,
+        command=result.command,
     )
 
 

@@ -66,6 +66,14 @@ def format_build_result(result: BuildResult) -> str:
         lines.append(f"built {name} for {result.arch} ({how}): {result.artifact}")
     else:
         lines.append(f"build of {name} for {result.arch} failed")
+    if result.steps:  # built in parts: which ones were compiled again
+        lines.append(
+            "parts: "
+            + "; ".join(
+                f"{Path(step.what).name} {'cached' if step.cached else f'{step.seconds:.2f} s'}"
+                for step in result.steps
+            )
+        )
     if result.arch_note:
         lines.append(f"arch: {result.arch_note}")
     if result.error is not None:

@@ -84,6 +84,7 @@ class BuildStep(msgspec.Struct, kw_only=True):
     artifact: str | None = None  # the object or linked file (in the build cache)
     cached: bool = False
     seconds: float = 0.0
+    command: list[str] = []
 
 
 class BuildResult(msgspec.Struct, kw_only=True):
@@ -91,7 +92,7 @@ class BuildResult(msgspec.Struct, kw_only=True):
     source: str
     artifact: str | None = None  # the built shared library or executable
     arch: str
-    command: list[str] = []
+    command: list[str] = []  # the nvcc command that compiled `source`
     diagnostics: list[SourceDiagnostic] = []
     resources: list[KernelResources] = []
     cached: bool = False

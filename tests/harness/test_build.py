@@ -261,6 +261,8 @@ def test_several_sources_build_in_parts_and_an_edit_recompiles_only_its_part(tmp
     again = build(spec, SM90, cache_dir=cache)
     assert again.cached and again.artifact == edited.artifact
     assert all(step.cached for step in again.steps)
+    report = format_build_result(edited)
+    assert "parts: split_kernels.cu " in report and "; split_host.cpp cached; link " in report
 
     host = tmp_path / "split_host.cpp"
     host.write_text(host.read_text().replace("2.0f", "3.0f"))

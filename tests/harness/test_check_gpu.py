@@ -72,6 +72,23 @@ def test_torch_extension_example(cache_dir):
     }
 
 
+def test_two_file_torch_extension_verifies_and_a_kernel_edit_reuses_its_bindings(tmp_path):
+    for suffix in (".cu", ".cpp", ".py"):
+        shutil.copy(EXAMPLES / f"bias_gelu_scale_split{suffix}", tmp_path)
+    source = tmp_path / "bias_gelu_scale_split.cu"
+    first = check(source, tmp_path / "cache")
+    assert first.error is None, first.error
+    assert first.check.verify.ok, first.check.verify.message
+    assert [s.cached for s in first.build.steps] == [False, False, False]
+    source.write_text(source.read_text().replace("0.5f, n);", "0.5f * 1.0f, n);"))
+    edited = check(source, tmp_path / "cache")
+    assert edited.error is None and edited.check.verify.ok, edited.error
+    bindings = edited.build.steps[1]
+    assert Path(bindings.what).name == "bias_gelu_scale_split.cpp" and bindings.cached
+    assert bindings.artifact == first.build.steps[1].artifact
+    assert not edited.build.steps[0].cached
+
+
 def test_standalone_program_against_golden(cache_dir):
     response = check(EXAMPLES / "saxpy_program.cu", cache_dir)
     assert response.error is None, response.error

@@ -1,11 +1,12 @@
 """Target resolution: which form a file is and what it is checked against (no GPU needed)."""
 
+import shutil
 from pathlib import Path
 
 import pytest
 
 from kernelblaster.harness.records import HarnessError
-from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.harness.targets import Target, kept_functions, resolve_target
 from kernelblaster.settings import Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,3 +113,58 @@ def test_explicit_reference_that_does_not_exist(tmp_path):
 def test_every_plain_example_resolves(name):
     target = resolve_target(EXAMPLES / f"{name}.cu", Settings())
     assert isinstance(target, Target) and target.kind == "plain" and target.entry == name
+
+
+def test_kernels_beside_their_bindings_are_an_extension_built_with_them():
+    target = resolve_target(EXAMPLES / "bias_gelu_scale_split.cu", Settings())
+    assert isinstance(target, Target)
+    assert (target.kind, target.entry) == ("extension", "forward")
+    assert target.bindings == str(EXAMPLES / "bias_gelu_scale_split.cpp")
+    assert target.reference == str(EXAMPLES / "bias_gelu_scale_split.py")
+    # a rewrite of the kernels file keeps what the bindings call, not forward (theirs)
+    assert kept_functions(target) == ["bias_gelu_scale"]
+    single = resolve_target(EXAMPLES / "bias_gelu_scale.cu", Settings())
+    assert single.bindings is None and kept_functions(single) == ["forward"]
+
+
+def write_pair(directory: Path, cpp: str) -> Path:
+    (directory / "k.cu").write_text('extern "C" void k(float* y) {}\n')
+    shutil.copy(EXAMPLES / "relu.py", directory / "k.py")
+    (directory / "k.cpp").write_text(cpp)
+    return directory / "k.cu"
+
+
+def test_a_cpp_beside_without_pybind11_module_is_not_bindings(tmp_path):
+    source = write_pair(tmp_path, "// PYBIND11_MODULE is only mentioned here\nint cpu_k();\n")
+    target = resolve_target(source, Settings())
+    assert isinstance(target, Target)
+    assert (target.kind, target.entry, target.bindings) == ("plain", "k", None)
+
+
+def test_bindings_from_kernelblaster_toml_are_relative_to_it(tmp_path):
+    source = write_pair(tmp_path, "int not_bindings();\n")
+    (tmp_path / "glue").mkdir()
+    (tmp_path / "glue" / "b.cpp").write_text("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {}\n")
+    (tmp_path / "kernelblaster.toml").write_text(
+        '[[targets]]\nsource = "k.cu"\nreference = "k.py"\nbindings = "glue/b.cpp"\n'
+    )
+    target = resolve_target(source, load_settings(tmp_path, environ={}))
+    assert isinstance(target, Target)
+    assert (target.kind, target.bindings) == ("extension", str(tmp_path / "glue" / "b.cpp"))
+
+
+@pytest.mark.parametrize(
+    ("entry", "kind", "message"),
+    [
+        ('bindings = "gone.cpp"', "bad_target", "gone.cpp"),
+        ('bindings = "k.cpp"\nkind = "plain"', "bad_target", "only a PyTorch extension"),
+    ],
+)
+def test_bad_bindings_configuration_says_what_to_fix(tmp_path, entry, kind, message):
+    source = write_pair(tmp_path, "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {}\n")
+    (tmp_path / "kernelblaster.toml").write_text(
+        f'[[targets]]\nsource = "k.cu"\nreference = "k.py"\n{entry}\n'
+    )
+    error = resolve_target(source, load_settings(tmp_path, environ={}))
+    assert isinstance(error, HarnessError)
+    assert error.kind == kind and message in error.message and error.fix
