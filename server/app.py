@@ -21,6 +21,8 @@ from kernelblaster.server.configuration import (
     parse_init_options,
 )
 from kernelblaster.server.documents import (
+    BINDINGS_SUFFIX,
+    REFERENCE_SUFFIX,
     from_client_position,
     is_header,
     is_kernel_source,
@@ -155,7 +157,7 @@ def _external_change(ls: KernelBlasterServer, path: Path) -> None:
     """A file changed outside the editor (runs on the event loop, from the watcher)."""
     if path.name in CONFIG_NAMES:
         ls.background(_reconfigure(ls))
-    elif path.suffix == ".py":
+    elif path.suffix in (REFERENCE_SUFFIX, BINDINGS_SUFFIX):  # foo.cu's foo.py or foo.cpp
         for source in ls.documents.paths():
             if source.parent == path.parent and source.stem == path.stem:
                 pipeline.schedule(ls, source)

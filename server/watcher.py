@@ -1,5 +1,6 @@
 """Changes made outside the editor (git checkout, code generation, another tool) to kernel
-sources, their `.py` references and the configuration files, seen through watchdog.
+sources, their `.py` references, their `.cpp` bindings and the configuration files, seen
+through watchdog.
 
 watchdog calls back on its own thread; events are handed to the server's event loop with
 `call_soon_threadsafe`. Directories are watched non-recursively, only where the server has an
@@ -16,13 +17,18 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from kernelblaster.server.documents import KERNEL_SUFFIXES, REFERENCE_SUFFIX, in_state_dir
+from kernelblaster.server.documents import (
+    BINDINGS_SUFFIX,
+    KERNEL_SUFFIXES,
+    REFERENCE_SUFFIX,
+    in_state_dir,
+)
 from kernelblaster.settings import CONFIG_FILE
 
 log = logging.getLogger(__name__)
 
 CONFIG_NAMES = frozenset({CONFIG_FILE, "pyproject.toml"})
-_WATCHED_SUFFIXES = KERNEL_SUFFIXES | {REFERENCE_SUFFIX}
+_WATCHED_SUFFIXES = KERNEL_SUFFIXES | {REFERENCE_SUFFIX, BINDINGS_SUFFIX}
 
 
 def is_relevant(path: Path) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from lsprotocol import types
 
 from kernelblaster.server.jobs import DEBOUNCE_S as JOB_DEBOUNCE_S
@@ -92,16 +93,17 @@ async def test_crashed_worker_yields_a_diagnostic_and_the_next_save_works(client
     assert len(started(workspace)) == 2
 
 
-async def test_reference_changed_outside_the_editor_reruns_the_job(client, workspace):
+@pytest.mark.parametrize("companion", ["five.py", "five.cpp"])  # its reference, its bindings
+async def test_companion_changed_outside_the_editor_reruns_the_job(client, workspace, companion):
     source = copy_five(workspace)
-    reference = workspace.add("five.py", "# reference\n")
+    reference = workspace.add(companion, "// written\n")
     await start(client, workspace)
     uri = open_document(client, source)
     await wait_for_states(client, uri, count=5)
     assert len(started(workspace)) == 1
 
     client.diagnostics.pop(uri)
-    reference.write_text("# reference, regenerated\n")
+    reference.write_text("// regenerated\n")
     await wait_for_states(client, uri, count=5)
     assert len(started(workspace)) == 2
 
