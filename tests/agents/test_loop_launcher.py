@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -16,7 +17,7 @@ from openai_server import reply, server_error
 from test_loop import H200, SOFTMAX, RecordedHarness, cuda, run_loop, soft, timing
 
 from kernelblaster.agents.evaluation import Evaluation, evaluation_of
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
+from kernelblaster.agents.loop import OptimizeRun, constraints_for, run_optimization
 from kernelblaster.harness.classify import classify_report
 from kernelblaster.harness.ncu_reader import read_report
 from kernelblaster.harness.optimize_protocol import OptimizeRequest
@@ -27,6 +28,7 @@ from kernelblaster.harness.records import (
     ProfileReport,
     VerifyResult,
 )
+from kernelblaster.harness.targets import resolve_target
 from kernelblaster.harness.worker_protocol import WorkerResponse
 from kernelblaster.kb.catalog import enablers
 from kernelblaster.settings import Settings
@@ -299,3 +301,15 @@ def test_optimize_reference_pairs_a_file_its_name_does_not(
     # paired: it got past finding a reference to building and checking, which needs a GPU here
     assert code == 1 and "softmax.better.py" not in paired["error"]
     assert "can't be optimized until it verifies" in paired["error"]
+
+
+def test_a_rewrite_of_an_extensions_kernels_keeps_what_its_bindings_call():
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    split = resolve_target(examples / "bias_gelu_scale_split.cu", Settings())
+    rules = constraints_for(split, Settings())
+    assert rules[0] == (
+        "Keep `bias_gelu_scale` with exactly the same signature and calling convention."
+    )
+    assert any("bias_gelu_scale_split.cpp" in rule and "torch headers" in rule for rule in rules)
+    single = resolve_target(examples / "bias_gelu_scale.cu", Settings())
+    assert constraints_for(single, Settings())[0].startswith("Keep `forward` with")
