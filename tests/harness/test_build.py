@@ -285,33 +285,25 @@ def test_a_shared_header_or_other_flags_rebuild_every_part(tmp_path):
 
 
 @pytest.mark.nvcc
-def test_an_error_in_the_main_source_stops_before_the_other_parts(tmp_path):
+@pytest.mark.parametrize(
+    ("broken", "old", "line", "parts"),
+    [  # an error in the main source stops the build before the other parts
+        ("split_kernels.cu", "y[i] *= s;", 6, ["split_kernels.cu"]),
+        ("split_host.cpp", "return 0;", 7, ["split_kernels.cu", "split_host.cpp"]),
+    ],
+)
+def test_a_compile_error_in_a_part_names_its_file_and_line(tmp_path, broken, old, line, parts):
     spec = split_library(tmp_path)
-    kernels = tmp_path / "split_kernels.cu"
-    kernels.write_text(kernels.read_text().replace("y[i] *= s;", "y[i] *= undefined_name;"))
+    edited = tmp_path / broken
+    edited.write_text(edited.read_text().replace(old, "undefined_name;"))
     result = build(spec, SM90, cache_dir=tmp_path / "cache")
     assert not result.ok and result.error.kind == "build_failed"
-    assert result.source == str(kernels)
-    assert [Path(step.what).name for step in result.steps] == ["split_kernels.cu"]
+    assert result.source == spec.source
+    assert [Path(step.what).name for step in result.steps] == parts
+    assert not any(step.cached for step in result.steps)
     (error,) = [d for d in result.diagnostics if d.severity == "error"]
-    assert Path(error.file).name == "split_kernels.cu" and error.line == 6
+    assert (Path(error.file).name, error.line) == (broken, line)
     assert "undefined_name" in error.message
-
-
-@pytest.mark.nvcc
-def test_an_error_in_another_part_names_its_file_and_line(tmp_path):
-    spec = split_library(tmp_path)
-    host = tmp_path / "split_host.cpp"
-    host.write_text(host.read_text().replace("return 0;", "return missing_variable;"))
-    result = build(spec, SM90, cache_dir=tmp_path / "cache")
-    assert not result.ok and result.source == spec.source
-    assert [(Path(s.what).name, s.cached) for s in result.steps] == [
-        ("split_kernels.cu", False),
-        ("split_host.cpp", False),
-    ]
-    (error,) = [d for d in result.diagnostics if d.severity == "error"]
-    assert (Path(error.file).name, error.line) == ("split_host.cpp", 7)
-    assert "missing_variable" in error.message
 
 
 @pytest.mark.nvcc
