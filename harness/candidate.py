@@ -1,15 +1,9 @@
 """Calling the kernel under test, whatever its form, as `candidate(inputs) -> outputs`.
 Worker side: imports torch.
 
-Plain form calling convention (the launcher is the file's one `extern "C"` function):
-- pointer parameters receive, in order: the tensors of `get_inputs()`, then the reference
-  model's parameters and buffers in `state_dict()` order, then the outputs, which the harness
-  allocates with the reference's output shapes and dtypes (NaN-poisoned);
-- scalar parameters are filled by name: a numeric attribute of the reference model, else a
-  module-level constant of the reference file (`M`, `N`, `batch_size`, ...), else `n`/`numel`/
-  `size` mean the number of elements of the first input;
-- a `cudaStream_t` parameter receives PyTorch's current stream;
-- a `cudaError_t`/`int` return value other than 0 is reported as a launch failure.
+A plain target's launcher is called through ctypes with the arguments harness/plain_launch.py
+gives each parameter (the plain form's calling convention); its outputs are allocated here,
+NaN-poisoned, and a `cudaStream_t` parameter receives PyTorch's current stream.
 """
 
 from __future__ import annotations
@@ -26,56 +20,23 @@ from types import ModuleType
 
 import torch
 
-from kernelblaster.harness.cuda_source import (
-    CFunction,
-    extern_c_functions,
-    kernel_names,
-    read_source,
+from kernelblaster.harness.cuda_source import kernel_names
+from kernelblaster.harness.plain_launch import (
+    SCALAR_CTYPES,
+    STREAM,
+    output_templates,
+    plain_launch,
 )
 from kernelblaster.harness.ptxas import demangle
-from kernelblaster.harness.records import HarnessError
-from kernelblaster.harness.reference import Reference, ReferenceError_, as_outputs, load_module
+from kernelblaster.harness.reference import (
+    Reference,
+    ReferenceError_,
+    as_outputs,
+    load_module,
+    target_error,
+)
 from kernelblaster.harness.target_build import extension_module_name
 from kernelblaster.harness.targets import Target
-
-POINTER_DTYPES: dict[str, torch.dtype | None] = {
-    "float": torch.float32,
-    "double": torch.float64,
-    "__half": torch.float16,
-    "half": torch.float16,
-    "__nv_bfloat16": torch.bfloat16,
-    "nv_bfloat16": torch.bfloat16,
-    "int": torch.int32,
-    "int32_t": torch.int32,
-    "unsigned int": torch.int32,
-    "long": torch.int64,
-    "long long": torch.int64,
-    "int64_t": torch.int64,
-    "int8_t": torch.int8,
-    "char": torch.int8,
-    "uint8_t": torch.uint8,
-    "unsigned char": torch.uint8,
-    "bool": torch.bool,
-    "void": None,  # any dtype
-}
-
-SCALAR_CTYPES = {
-    "int": ctypes.c_int,
-    "int32_t": ctypes.c_int32,
-    "unsigned int": ctypes.c_uint,
-    "unsigned": ctypes.c_uint,
-    "long": ctypes.c_long,
-    "long long": ctypes.c_longlong,
-    "int64_t": ctypes.c_int64,
-    "size_t": ctypes.c_size_t,
-    "float": ctypes.c_float,
-    "double": ctypes.c_double,
-    "bool": ctypes.c_bool,
-}
-
-
-def _fail(kind, message: str, fix: str = "") -> ReferenceError_:
-    return ReferenceError_(HarnessError(kind=kind, message=message, fix=fix))
 
 
 @dataclass
@@ -111,77 +72,13 @@ def _plain(
     probe_inputs: list,
     templates: list[torch.Tensor],
 ) -> Candidate:
-    text = read_source(Path(target.source))
-    launcher: CFunction = next(f for f in extern_c_functions(text) if f.name == target.entry)
-    lib = ctypes.CDLL(str(library))
-    function = getattr(lib, launcher.name)
-    returns_status = launcher.return_type not in ("void", "")
-    function.restype = ctypes.c_int if returns_status else None
-    pointers = [p for p in launcher.params if p.pointer]
-    scalars = [p for p in launcher.params if not p.pointer]
-    for p in scalars:
-        if p.base_type != "cudaStream_t" and p.base_type not in SCALAR_CTYPES:
-            raise _fail(
-                "bad_target",
-                f"Launcher parameter `{p.type} {p.name}` has a type the harness can't fill.",
-                f"Use one of: {', '.join(SCALAR_CTYPES)}, pointers, or cudaStream_t.",
-            )
+    launch = plain_launch(target, reference, probe_inputs, templates)
+    function = getattr(ctypes.CDLL(str(library)), launch.launcher.name)
+    function.restype = ctypes.c_int if launch.returns_status else None
     function.argtypes = [
-        ctypes.c_void_p
-        if p.pointer or p.base_type == "cudaStream_t"
-        else SCALAR_CTYPES[p.base_type]
-        for p in launcher.params
+        ctypes.c_void_p if p.pointer or p.base_type == STREAM else SCALAR_CTYPES[p.base_type]
+        for p in launch.launcher.params
     ]
-    tensor_inputs = [x for x in probe_inputs if isinstance(x, torch.Tensor)]
-    state = reference.tensors()
-    expected = len(tensor_inputs) + len(state) + len(templates)
-    if len(pointers) != expected:
-        raise _fail(
-            "shape_mismatch",
-            f"{launcher.name} takes {len(pointers)} pointers, but the reference has "
-            f"{len(tensor_inputs)} input tensor(s), {len(state)} parameter/buffer tensor(s) "
-            f"({', '.join(n for n, _ in state) or 'none'}) and {len(templates)} output(s) = "
-            f"{expected}.",
-            "Pointers come in this order: inputs, then parameters/buffers in state_dict order, "
-            "then outputs.",
-        )
-    roles = (
-        [f"input {i}" for i in range(len(tensor_inputs))]
-        + [f"parameter {n}" for n, _ in state]
-        + [f"output {i}" for i in range(len(templates))]
-    )
-    for p, role, tensor in zip(
-        pointers, roles, [*tensor_inputs, *(t for _, t in state), *templates], strict=True
-    ):
-        wanted = POINTER_DTYPES.get(p.base_type, "unknown")
-        if wanted == "unknown" or (wanted is not None and wanted != tensor.dtype):
-            raise _fail(
-                "shape_mismatch",
-                f"Launcher parameter `{p.type} {p.name}` receives {role}, which is "
-                f"{tensor.dtype} {tuple(tensor.shape)}.",
-                "Make the pointer type match the tensor's dtype.",
-            )
-        if role.startswith("output") and p.const:
-            raise _fail(
-                "shape_mismatch",
-                f"Launcher parameter `{p.type} {p.name}` receives {role} but is const.",
-                "Output pointers come last among the pointers and must not be const.",
-            )
-
-    def scalar_value(name: str, first_input: torch.Tensor | None):
-        value = reference.scalar(name)
-        if value is None and name in ("n", "numel", "size") and first_input is not None:
-            value = first_input.numel()
-        if value is None:
-            raise _fail(
-                "shape_mismatch",
-                f"Launcher parameter `{name}` matches no attribute of Model and no module "
-                f"constant in {reference.path.name}.",
-                "Name scalar parameters after the reference's constants (e.g. batch_size, dim, "
-                "M, N, K) or model attributes; `n`/`numel` mean the first input's element count.",
-            )
-        return value
-
     candidate = Candidate(
         call=lambda inputs: [],
         own_kernels=set(kernel_names(Path(target.source))),
@@ -197,19 +94,17 @@ def _plain(
                 out.fill_(_poison_value(out.dtype))
         if candidate.settle:
             torch.cuda.synchronize(device)
-        buffers = iter([*tensors, *(t for _, t in state), *outputs])
-        first = tensors[0] if tensors else None
         args = []
-        for p in launcher.params:
-            if p.pointer:
-                args.append(next(buffers).data_ptr())
-            elif p.base_type == "cudaStream_t":
+        for argument in launch.arguments(tensors, outputs):
+            if argument.role == "stream":
                 args.append(torch.cuda.current_stream(device).cuda_stream)
+            elif argument.role == "scalar":
+                args.append(argument.value)
             else:
-                args.append(scalar_value(p.name, first))
+                args.append(argument.value.data_ptr())
         status = function(*args)
-        if returns_status and status:
-            raise RuntimeError(f"{launcher.name} returned error code {status}")
+        if launch.returns_status and status:
+            raise RuntimeError(f"{launch.launcher.name} returned error code {status}")
         return outputs
 
     candidate.call = call
@@ -229,7 +124,7 @@ def _extension(target: Target, library: Path, reference: Reference) -> Candidate
     name = extension_module_name(target)
     spec = importlib.util.spec_from_file_location(name, library)
     if spec is None or spec.loader is None:
-        raise _fail("bad_target", f"Cannot load the built extension {library}.")
+        raise target_error("bad_target", f"Cannot load the built extension {library}.")
     try:
         module = importlib.util.module_from_spec(spec)
     except ImportError as exc:  # the dynamic loader's own words, e.g. "undefined symbol: _Z..."
@@ -237,7 +132,7 @@ def _extension(target: Target, library: Path, reference: Reference) -> Candidate
     spec.loader.exec_module(module)
     forward = getattr(module, target.entry, None)
     if forward is None:
-        raise _fail(
+        raise target_error(
             "entry_missing",
             f"The extension built from {Path(target.source).name} exports no `{target.entry}`.",
             'Add PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }.',
@@ -255,7 +150,7 @@ def _unloadable(target: Target, exc: ImportError) -> ReferenceError_:
     message = str(exc)
     symbol = re.search(r"undefined symbol: (\S+)", message)
     if symbol is None:
-        return _fail("bad_target", f"Cannot load the built extension: {message}")
+        return target_error("bad_target", f"Cannot load the built extension: {message}")
     name = demangle([symbol.group(1)]).get(symbol.group(1), symbol.group(1))
     if target.bindings:
         fix = (
@@ -264,7 +159,7 @@ def _unloadable(target: Target, exc: ImportError) -> ReferenceError_:
         )
     else:
         fix = 'Define it, or link the library that does (e.g. nvcc_flags = ["-lcublas"]).'
-    return _fail("bad_target", f"The built extension uses {name}, which nothing defines.", fix)
+    return target_error("bad_target", f"The built extension uses {name}, which nothing defines.", fix)
 
 
 def import_solution(target: Target) -> ModuleType:
@@ -286,7 +181,7 @@ def _kernelbench(target: Target, reference: Reference, device) -> Candidate:
     module = import_solution(target)
     model_class = getattr(module, target.entry, None)
     if model_class is None:
-        raise _fail("entry_missing", f"{solution.name} defines no class {target.entry}.")
+        raise target_error("entry_missing", f"{solution.name} defines no class {target.entry}.")
     torch.manual_seed(0)
     model = model_class(*reference.module.get_init_inputs()).to(device).eval()
     # Same weights as the reference, so outputs are comparable (KernelBench relies on seeding).
@@ -300,15 +195,11 @@ def _kernelbench(target: Target, reference: Reference, device) -> Candidate:
 def load_candidate(
     target: Target, artifact: Path | None, reference: Reference, device: torch.device
 ) -> Candidate:
-    # The reference's outputs on probe inputs: the shapes and dtypes a plain launcher's outputs
-    # are allocated with, and the blocks verification poisons for candidates that allocate
-    # their outputs themselves (extensions, KernelBench solutions).
-    # Kept on the meta device: their shapes and dtypes, not their memory.
+    # The reference's outputs: the shapes and dtypes a plain launcher's outputs are allocated
+    # with, and the blocks verification poisons for candidates that allocate their outputs
+    # themselves (extensions, KernelBench solutions).
     probe_inputs = reference.inputs(0, device)
-    with torch.no_grad():
-        outputs = as_outputs(reference.model(*probe_inputs))
-    templates = [torch.empty_like(t, device="meta") for t in outputs]
-    del outputs
+    templates = output_templates(reference, probe_inputs)
     if target.kind == "plain":
         assert artifact is not None
         return _plain(target, artifact, reference, device, probe_inputs, templates)

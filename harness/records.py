@@ -248,6 +248,11 @@ class ProfileReport(msgspec.Struct, kw_only=True):
     report_path: str | None = None
     kernels: list[KernelProfile] = []
     seconds: float = 0.0
+    # The process ncu ran: a plain target's native driver, run_once (other callable targets, or
+    # a plain one whose driver could not run: `fallback_reason` says why), or the program;
+    # None for a report read on its own (`kernelblaster analyze`).
+    program: Literal["native_driver", "run_once", "program"] | None = None
+    fallback_reason: str = ""
 
 
 # --- classification ------------------------------------------------------------------------

@@ -23,6 +23,11 @@ class ReferenceError_(Exception):
         self.error = error
 
 
+def target_error(kind, message: str, fix: str = "") -> ReferenceError_:
+    """What doesn't fit between a target and its reference (`kind`: a HarnessError kind)."""
+    return ReferenceError_(HarnessError(kind=kind, message=message, fix=fix))
+
+
 def load_module(path: Path, module_name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:

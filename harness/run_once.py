@@ -1,6 +1,8 @@
 """`python -m kernelblaster.harness.run_once SPEC.json`: run a target's candidate a few times on
-seeded inputs and exit. This is the program that ncu and compute-sanitizer watch, so it does
-nothing else: no verification, no timing."""
+seeded inputs and exit. This is the program that compute-sanitizer watches, and ncu for every
+target but the plain form and standalone programs (a plain target is profiled through the
+native driver, harness/native_driver.py, on the same inputs, unless that driver cannot run; a
+program runs itself), so it does nothing else: no verification, no timing."""
 
 from __future__ import annotations
 
@@ -11,12 +13,15 @@ import msgspec
 
 from kernelblaster.harness.targets import Target
 
+# The input set the profiled (and sanitized) launch runs on, whichever program makes it.
+PROFILE_SEED = 1234
+
 
 class RunOnceSpec(msgspec.Struct, kw_only=True):
     target: Target
     artifact: str | None
     gpu_index: int = 0
-    seed: int = 1234
+    seed: int = PROFILE_SEED
     repeat: int = 1
 
 

@@ -19,8 +19,8 @@ from kernelblaster.agents.kernelbench_problems import discover
 from kernelblaster.agents.llm import LlmClient, LlmConfig
 from kernelblaster.agents.prompting import render_messages
 from kernelblaster.harness.build import BuildSpec, build
-from kernelblaster.harness.candidate import POINTER_DTYPES, SCALAR_CTYPES
 from kernelblaster.harness.cuda_source import extern_c_functions, global_kernels
+from kernelblaster.harness.plain_launch import POINTER_DTYPES, SCALAR_CTYPES
 from kernelblaster.harness.reference_signature import SignatureResponse, describe
 from kernelblaster.settings import Settings
 
