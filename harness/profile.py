@@ -91,7 +91,7 @@ def profile_target(
         used = "native_driver"
         # The driver's input data is as large as the inputs: written for this run only.
         with tempfile.TemporaryDirectory(prefix="driver-", dir=work_dir) as scratch:
-            command, fallback_reason = _driver_command(target, built, settings, Path(scratch))
+            command, fallback_reason = driver_command(target, built, settings, Path(scratch))
             if command is not None:
                 report_path, error = profile(command)
                 why = setup_failed(error.log) if error is not None else None
@@ -112,7 +112,7 @@ def profile_target(
     return report, None
 
 
-def _driver_command(
+def driver_command(
     target: Target, built: BuildResult, settings: Settings, scratch: Path
 ) -> tuple[list[str] | None, str]:
     """The native driver's command line for a plain target, its spec and data written into

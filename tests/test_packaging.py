@@ -35,6 +35,8 @@ def test_every_subpackage_imports(installed, tmp_path, where):
         "import kernelblaster.agents.loop, kernelblaster.harness.worker, kernelblaster.kb.store, "
         "kernelblaster.server.app; from kernelblaster.kb.catalog import load_catalog; "
         "from kernelblaster.agents.prompting import load_template; load_template('lowering'); "
+        "from importlib.resources import files; "
+        "assert files('kernelblaster.harness').joinpath('native_driver.cpp').is_file(); "
         "print(len(load_catalog().technique))"
     )
     done = _python(code, installed, cwd)

@@ -1,0 +1,94 @@
+"""On a GPU: a plain target profiled through the native driver gives what run_once gives (same
+kernels, same launch configuration, same classified state), and the worker profiles plain
+targets through the driver on save. Prints both paths' ncu wall times (run with -s); the
+benchmark is bench/profile_driver.py."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from kernelblaster.harness.build import build
+from kernelblaster.harness.classify import classify_report
+from kernelblaster.harness.cuda_source import kernel_names
+from kernelblaster.harness.profile import profile_target
+from kernelblaster.harness.target_build import build_spec
+from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.harness.worker_client import run_harness_sync
+from kernelblaster.harness.worker_protocol import WorkerRequest
+from kernelblaster.settings import Settings
+
+pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _pair(name: str, folder: Path) -> Path:
+    for suffix in (".cu", ".py"):
+        shutil.copy(EXAMPLES / f"{name}{suffix}", folder / f"{name}{suffix}")
+    return folder / f"{name}.cu"
+
+
+def _device_arch() -> str:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}"
+
+
+@pytest.mark.parametrize("name", ["relu", "softmax"])
+def test_the_native_driver_profiles_what_run_once_profiles(name, tmp_path):
+    source = _pair(name, tmp_path)
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    target = resolve_target(source, settings)
+    assert isinstance(target, Target), target
+    built = build(build_spec(target, settings), settings)
+    assert built.ok, built.error
+    reports = {}
+    for native in (True, False):
+        report, error = profile_target(
+            target,
+            built,
+            settings,
+            depth="quick",
+            kernels=[],
+            progress=lambda *_: None,
+            arch=_device_arch(),
+            native_driver=native,
+        )
+        assert error is None, f"{error.kind}: {error.message}\n{error.log}"
+        reports[native] = report
+    driver, run_once = reports[True], reports[False]
+    assert (driver.program, driver.fallback_reason) == ("native_driver", "")
+    assert run_once.program == "run_once"
+    print(
+        f"\n{name}: ncu through the driver {driver.seconds:.2f} s, "
+        f"through run_once {run_once.seconds:.2f} s"
+    )
+    names = [kernel.name for kernel in driver.kernels]
+    assert names == [kernel.name for kernel in run_once.kernels] == kernel_names(source)
+    # the same workload: the same grid and block (sized from the same n), registers, shared memory
+    assert [k.launch for k in driver.kernels] == [k.launch for k in run_once.kernels]
+    states = [(s.kernel, s.bottleneck, s.state) for s in classify_report(driver)]
+    assert states == [(s.kernel, s.bottleneck, s.state) for s in classify_report(run_once)]
+    for state in classify_report(driver):
+        print(f"  {state.kernel}: {state.state} | {state.summary}")
+
+
+def test_the_worker_profiles_a_plain_target_through_the_driver(tmp_path):
+    source = _pair("softmax", tmp_path)
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    request = WorkerRequest(
+        task="profile", source=str(source), settings=msgspec.to_builtins(settings)
+    )
+    response = run_harness_sync(request, settings)
+    assert response.error is None, response.error
+    assert response.check.verify.ok
+    assert response.profile.program == "native_driver", response.profile.fallback_reason
+    assert [state.kernel for state in response.states] == ["softmax_rowthread"]
+    # the driver's data file lived for the profile only
+    profile_dir = Path(response.build.artifact).parent / "profile"
+    assert not list(profile_dir.glob("driver-*"))
