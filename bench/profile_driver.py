@@ -72,14 +72,7 @@ def measure(name: str, work: Path, repeats: int) -> dict:
 
     def profile(native: bool) -> ProfileReport:
         report, error = profile_target(
-            target,
-            built,
-            settings,
-            depth="quick",
-            kernels=[],
-            progress=lambda *_: None,
-            arch=_arch(),
-            native_driver=native,
+            target, built, settings, depth="quick", arch=_arch(), native_driver=native
         )
         if error is not None:
             raise RuntimeError(f"{error.kind}: {error.message}\n{error.log}")

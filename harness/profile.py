@@ -42,19 +42,24 @@ from kernelblaster.settings import Settings
 _log = logging.getLogger(__name__)
 
 
+def _no_progress(*_) -> None:
+    pass
+
+
 def profile_target(
     target: Target,
     built: BuildResult,
     settings: Settings,
     *,
     depth: str,
-    kernels: list[str],
-    progress: Callable[..., None],
+    kernels: list[str] | None = None,
+    progress: Callable[..., None] = _no_progress,
     arch: str | None = None,
     native_driver: bool = True,
 ) -> tuple[ProfileReport | None, HarnessError | None]:
-    """`arch`: the GPU's (e.g. "sm_90"), for the metrics only some architectures have.
-    `native_driver` False profiles a plain target through run_once (to compare the two)."""
+    """`kernels`: the names to profile (None: every kernel the file defines). `arch`: the
+    GPU's (e.g. "sm_90"), for the metrics only some architectures have. `native_driver` False
+    profiles a plain target through run_once (to compare the two)."""
     source = Path(target.source)
     # Beside the build in the cache; a KernelBench solution has no build of ours (load_inline
     # builds it), so a folder of its own in the cache. Never the user's folder.

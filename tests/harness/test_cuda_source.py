@@ -4,11 +4,11 @@ for its own kernels only and writes nothing beside the user's files."""
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
+from recording_ncu import profile_quick, recorded_argv, recording_ncu
+
 from kernelblaster.harness.cuda_source import kernel_names
-from kernelblaster.harness.profile import profile_target
 from kernelblaster.harness.records import BuildResult
 from kernelblaster.harness.targets import Target, resolve_target
 from kernelblaster.settings import Settings
@@ -38,27 +38,14 @@ def test_a_solution_that_does_not_parse_defines_no_kernels(tmp_path):
 def test_profiling_a_kernelbench_solution_filters_to_its_kernels_and_stays_in_the_cache(
     tmp_path,
 ):
-    ncu = tmp_path / "bin" / "ncu"
-    ncu.parent.mkdir()
-    ncu.write_text('#!/bin/sh\necho "$@" > "$(dirname "$0")/argv"\nexit 0\n')
-    ncu.chmod(ncu.stat().st_mode | stat.S_IXUSR)
+    ncu = recording_ncu(tmp_path / "bin")
     settings = Settings(ncu_path=str(ncu), cache_dir=str(tmp_path / "cache"))
     target = resolve_target(SOLUTION, settings)
     assert isinstance(target, Target)
     built = BuildResult(ok=True, source=str(SOLUTION), arch="sm_90")
     before = sorted(SOLUTION.parent.iterdir())
-    messages: list[str] = []
-    report, error = profile_target(
-        target,
-        built,
-        settings,
-        depth="quick",
-        kernels=[],
-        progress=lambda phase, message, *_: messages.append(message),
-    )
-    # the fake ncu writes no report: that is the error, after the command was formed
-    assert report is None and error is not None and error.kind == "crash"
-    argv = (ncu.parent / "argv").read_text().split()
+    _, messages = profile_quick(target, built, settings)
+    argv = recorded_argv(ncu)
     assert argv[argv.index("-k") + 1] == "regex:^(.*::)?(relu_kernel)(<.*>)?$"
     assert messages == ["ncu (quick) on relu_kernel"]
     assert sorted(SOLUTION.parent.iterdir()) == before  # nothing written beside the user's files

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import logging
 import shutil
-import stat
 import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
+from recording_ncu import executable_script, profile_quick, recorded_argv, recording_ncu
 
 from kernelblaster.harness.build import BuildSpec, build
 from kernelblaster.harness.cuda_source import CFunction, extern_c_functions
@@ -30,7 +30,6 @@ from kernelblaster.harness.native_driver import (
 )
 from kernelblaster.harness.ncu import classify_ncu_failure
 from kernelblaster.harness.plain_launch import launcher_of
-from kernelblaster.harness.profile import profile_target
 from kernelblaster.harness.records import BuildResult
 from kernelblaster.harness.reference import load_reference
 from kernelblaster.harness.run_once import PROFILE_SEED, RunOnceSpec
@@ -301,18 +300,10 @@ def test_the_drivers_own_failures_are_named(settings, relu_library, relu_driver,
         assert setup_failed(done.stderr).startswith(why), done.stderr
 
 
-def _fake_tool(path: Path, script: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\n" + script)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
-
-
 def test_a_driver_that_does_not_compile_leaves_profiling_to_run_once(tmp_path, caplog):
-    bin_dir = tmp_path / "bin"
-    ncu = _fake_tool(bin_dir / "ncu", 'echo "$@" > "$(dirname "$0")/argv"\nexit 0\n')
-    nvcc = _fake_tool(
-        bin_dir / "nvcc",
+    ncu = recording_ncu(tmp_path / "bin")
+    nvcc = executable_script(
+        tmp_path / "bin" / "nvcc",
         'case "$1" in --version) echo "Cuda compilation tools, release 0.0 (broken)";; '
         '*) echo "driver.cpp(1): error: this compiler is broken" >&2; exit 1;; esac\n',
     )
@@ -324,20 +315,9 @@ def test_a_driver_that_does_not_compile_leaves_profiling_to_run_once(tmp_path, c
     built = BuildResult(
         ok=True, source=str(source), artifact=str(tmp_path / "build" / "relu.so"), arch="sm_90"
     )
-    messages: list[str] = []
     with caplog.at_level(logging.WARNING, logger="kernelblaster.harness.profile"):
-        report, error = profile_target(
-            target,
-            built,
-            settings,
-            depth="quick",
-            kernels=[],
-            progress=lambda phase, message, *_: messages.append(message),
-        )
-    # the fake ncu writes no report (that is the error), after it was given run_once
-    assert report is None and error is not None and error.kind == "crash"
-    argv = (bin_dir / "argv").read_text().split()
-    assert argv[-3:-1] == ["-m", "kernelblaster.harness.run_once"]
+        _, messages = profile_quick(target, built, settings)
+    assert recorded_argv(ncu)[-3:-1] == ["-m", "kernelblaster.harness.run_once"]
     reason = "the driver for void(pointer, pointer, int, cudaStream_t) did not compile"
     assert messages[0] == "ncu (quick) on relu_naive"
     assert messages[1].startswith(f"profiling through run_once: {reason}: nvcc failed")
