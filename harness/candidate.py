@@ -159,7 +159,9 @@ def _unloadable(target: Target, exc: ImportError) -> ReferenceError_:
         )
     else:
         fix = 'Define it, or link the library that does (e.g. nvcc_flags = ["-lcublas"]).'
-    return target_error("bad_target", f"The built extension uses {name}, which nothing defines.", fix)
+    return target_error(
+        "bad_target", f"The built extension uses {name}, which nothing defines.", fix
+    )
 
 
 def import_solution(target: Target) -> ModuleType:
