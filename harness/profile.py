@@ -1,8 +1,10 @@
 """Profiling a checked target with Nsight Compute, in the worker, filtered to the target's own
 kernels. The process ncu runs depends on the target's form:
 
-- plain CUDA: the native driver (harness/native_driver.py), a small C++ program that calls the
-  launcher once on run_once's seeded inputs, which the worker writes to a file. ncu then starts
+- plain CUDA, with the `native_profile_driver` setting (off by default until its GPU comparison
+  has passed; otherwise run_once): the native driver (harness/native_driver.py), a small C++
+  program that calls the launcher once on run_once's seeded inputs, which the worker writes to
+  a file. ncu then starts
   no Python, torch or second CUDA context (about 3 s under ncu on an H100, where run_once takes
   about 7). Where the driver can't be built or can't set the call up, run_once instead, with
   the reason logged and kept in the report (`fallback_reason`);
@@ -55,11 +57,12 @@ def profile_target(
     kernels: list[str] | None = None,
     progress: Callable[..., None] = _no_progress,
     arch: str | None = None,
-    native_driver: bool = True,
+    native_driver: bool | None = None,
 ) -> tuple[ProfileReport | None, HarnessError | None]:
     """`kernels`: the names to profile (None: every kernel the file defines). `arch`: the
-    GPU's (e.g. "sm_90"), for the metrics only some architectures have. `native_driver` False
-    profiles a plain target through run_once (to compare the two)."""
+    GPU's (e.g. "sm_90"), for the metrics only some architectures have. `native_driver`: whether
+    a plain target goes through the native driver (None: `settings.native_profile_driver`;
+    the GPU test and bench/profile_driver.py compare the two)."""
     source = Path(target.source)
     # Beside the build in the cache; a KernelBench solution has no build of ours (load_inline
     # builds it), so a folder of its own in the cache. Never the user's folder.
@@ -92,7 +95,9 @@ def profile_target(
     if target.kind == "standalone":
         used = "program"
         report_path, error = profile([str(built.artifact), *target.args])
-    elif target.kind == "plain" and native_driver:
+    elif target.kind == "plain" and (
+        settings.native_profile_driver if native_driver is None else native_driver
+    ):
         used = "native_driver"
         # The driver's input data is as large as the inputs: written for this run only.
         with tempfile.TemporaryDirectory(prefix="driver-", dir=work_dir) as scratch:

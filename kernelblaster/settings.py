@@ -55,6 +55,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ncu_path: str = "ncu"
     ncu_depth: Literal["quick", "full"] = "quick"
     compute_sanitizer_path: str = "compute-sanitizer"
+    # Plain targets under ncu through the native driver (harness/native_driver.py) instead of
+    # Python + torch. Off by default until tests/harness/test_native_driver_gpu.py, which
+    # compares both paths' kernels and states, has passed on a GPU.
+    native_profile_driver: bool = False
     # timeouts, seconds
     build_timeout_s: float = 300.0
     run_timeout_s: float = 60.0

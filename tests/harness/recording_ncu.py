@@ -39,6 +39,7 @@ def profile_quick(
         settings,
         depth="quick",
         progress=lambda phase, message, *_: messages.append(message),
+        native_driver=True,
     )
     # the recording ncu writes no report: that is the error, after the command was formed
     assert report is None and error is not None and error.kind == "crash"

@@ -73,7 +73,7 @@ def test_the_native_driver_profiles_what_run_once_profiles(name, tmp_path):
 
 def test_the_worker_profiles_a_plain_target_through_the_driver(tmp_path):
     source = _pair("softmax", tmp_path)
-    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    settings = Settings(cache_dir=str(tmp_path / "cache"), native_profile_driver=True)
     request = WorkerRequest(
         task="profile", source=str(source), settings=msgspec.to_builtins(settings)
     )
