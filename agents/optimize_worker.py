@@ -26,6 +26,7 @@ from kernelblaster.harness.optimize_protocol import (
 )
 from kernelblaster.harness.processes import exit_with_parent
 from kernelblaster.harness.protocol_stream import ProtocolStream
+from kernelblaster.harness.worker_client import keep_spare_workers
 from kernelblaster.kb.schema import KBError
 from kernelblaster.kb.store import default_path, open_or_fallback
 from kernelblaster.settings import Settings
@@ -58,7 +59,7 @@ def handle(request: OptimizeRequest, stream: ProtocolStream) -> OptimizeResult:
 
     if kb_message:
         on_progress(0, request.rollouts * request.depth, kb_message, None)
-    with kb:
+    with kb, keep_spare_workers():  # the run's evaluations start in prewarmed workers
         return run_optimization(
             OptimizeRun(
                 request=request,
