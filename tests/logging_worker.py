@@ -1,7 +1,8 @@
 """A harness worker for tests of how workers are started and ended. It speaks the worker
 protocol (harness/worker_protocol.py) but answers from a file instead of building anything, and
 logs what those tests need: each process's pid, the GPU it was asked to prewarm on
-(KERNELBLASTER_PREWARM, set on spare workers), and the GPU and candidate of the request it got.
+(KERNELBLASTER_PREWARM, set on spare workers), and the GPU (Settings.gpu) and candidate of the
+request it got.
 
     worker_command = [sys.executable, ".../tests/logging_worker.py", LOG, ANSWER]
 
@@ -44,18 +45,19 @@ def _answer(answer: str, source_text: str) -> dict:
 
 
 def main(log: str, answer: str) -> None:
+    import msgspec
+
     from kernelblaster.harness.processes import exit_with_parent
+    from kernelblaster.settings import Settings
 
     exit_with_parent()  # as the real worker does: it ends with the process that started it
     _log(log, event="started", prewarm=os.environ.get("KERNELBLASTER_PREWARM"))
     request = json.loads(sys.stdin.buffer.read())
     source_text = request.get("source_text") or ""
     candidate = re.search(r"KB_RESULT_\w+", source_text)
+    settings = msgspec.convert(request["settings"], Settings)
     _log(
-        log,
-        event="request",
-        gpu=request["settings"].get("gpu_index", 0),
-        candidate=candidate.group(0) if candidate else None,
+        log, event="request", gpu=settings.gpu, candidate=candidate.group(0) if candidate else None
     )
     if answer == "hang":
         while True:

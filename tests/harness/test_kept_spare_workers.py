@@ -133,12 +133,12 @@ def test_an_exception_in_the_block_kills_every_worker(tmp_path):
 
 def test_a_request_still_running_when_the_block_ends_is_killed(tmp_path):
     settings = _settings(tmp_path, answer="hang")
-    outcome: dict[str, BaseException | WorkerResponse] = {}
+    outcome: dict[str, Exception | WorkerResponse] = {}
 
     def rollout() -> None:
         try:
             outcome["response"] = _run(settings)
-        except BaseException as exc:  # what the thread saw is the test's subject
+        except concurrent.futures.CancelledError as exc:
             outcome["raised"] = exc
         try:
             _run(settings)  # the run is over: refused, not run in a worker nobody would kill
@@ -150,7 +150,7 @@ def test_a_request_still_running_when_the_block_ends_is_killed(tmp_path):
         thread.start()
         assert wait_for(lambda: _served(tmp_path)), "the request never reached its worker"
     thread.join(timeout=30)
-    assert isinstance(outcome.get("raised"), concurrent.futures.CancelledError)
+    assert "raised" in outcome  # its request was cancelled, its worker killed
     assert "closed" in str(outcome.get("afterwards"))
     assert none_left(tmp_path) == []
 
