@@ -88,14 +88,15 @@ def handle_init(request: InitRequest, stream: ProtocolStream) -> InitResult:
     def progress(attempt: int, message: str) -> None:
         stream.emit(InitProgress(attempt=attempt, attempts=attempts, message=message))
 
-    return initial_kernel(
-        reference,
-        settings=settings,
-        client=client,
-        attempts=attempts,
-        on_stage=progress,
-        on_attempt=lambda n, line: progress(n, f"reply {n} rejected: {line}"),
-    )
+    with keep_spare_workers():  # each reply's check starts in a worker prewarmed meanwhile
+        return initial_kernel(
+            reference,
+            settings=settings,
+            client=client,
+            attempts=attempts,
+            on_stage=progress,
+            on_attempt=lambda n, line: progress(n, f"reply {n} rejected: {line}"),
+        )
 
 
 def main() -> int:
