@@ -141,7 +141,7 @@ async def run_worker(
     gpu_index: int = 0,
 ) -> Result:
     """Run `request` in a worker: a spare one when `spares` is given (its working directory is
-    the server's; workers take every path from the request), else a fresh one in `cwd`."""
+    its caller's; workers take every path from the request), else a fresh one in `cwd`."""
     process = await (
         spares.take(command, gpu_index) if spares is not None else _spawn(command, cwd)
     )
@@ -367,7 +367,8 @@ class SpareWorkerThread:
 
 # A context variable, not a global: it follows the run into the threads started with a copy of
 # its context (the rollout threads, agents/rollout_runners.py), and a thread still running
-# after its run ended finds that run's closed object instead of starting unkillable workers.
+# after its run ended finds that run's closed object instead of starting a worker that nobody
+# would end.
 _kept_spares: contextvars.ContextVar[SpareWorkerThread | None] = contextvars.ContextVar(
     "kernelblaster_spare_workers", default=None
 )

@@ -17,14 +17,13 @@ import pytest
 from logging_worker import events
 from process_leaks import leftovers, none_left
 from rollout_harness import by_prompt
-from test_loop import H200, SOFTMAX, timing
+from test_loop import H200, SOFTMAX, run_loop, timing
 
 from kernelblaster.agents.evaluation import evaluate
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.rollout_runners import runner_for
 from kernelblaster.harness.classify import classify_report
 from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.optimize_protocol import OptimizeRequest, OptimizeResult
+from kernelblaster.harness.optimize_protocol import OptimizeResult
 from kernelblaster.harness.records import BuildResult, CheckResult, VerifyResult
 from kernelblaster.harness.worker_client import keep_spare_workers
 from kernelblaster.harness.worker_protocol import WorkerResponse
@@ -82,31 +81,26 @@ def _workers(folder: Path) -> dict[int, int]:
     return found
 
 
-def _optimize(tmp_path, client, kb, *, rollouts=3, **run_options) -> OptimizeResult:
+def _optimize(tmp_path, client, kb, harness=evaluate, **run_options) -> OptimizeResult:
+    """Three one-step rollouts on GPUs 0 and 1, inside `keep_spare_workers` as `optimize` runs
+    them, with the logging worker answering every evaluation (`harness`: the real `evaluate`)."""
     worker = [sys.executable, str(TESTS / "logging_worker.py"), str(tmp_path / "log")]
     settings = Settings(
         worker_command=[*worker, str(_verified_answer(tmp_path / "answer.json"))],
         gpu_index=GPUS,
         cache_dir=str(tmp_path / "cache"),
     )
-    request = OptimizeRequest(
-        source=str(SOFTMAX),
-        source_text=SOFTMAX.read_text(),
-        kernel="softmax_rowthread",
-        rollouts=rollouts,
-        depth=1,
-        seed=5,
-        settings=settings,
-    )
     with keep_spare_workers():
-        return run_optimization(
-            OptimizeRun(
-                request=request,
-                client=client,
-                kb=kb,
-                run_rollouts=runner_for(settings),
-                **run_options,
-            )
+        return run_loop(
+            client,
+            kb,
+            harness,
+            rollouts=3,
+            depth=1,
+            seed=5,
+            settings=settings,
+            run_rollouts=runner_for(settings),
+            **run_options,
         )
 
 
@@ -115,7 +109,7 @@ def test_every_evaluation_runs_in_its_gpus_worker_started_before_it(
 ):
     openai_server.responder = by_prompt("verified 0.5")
     watched = WatchedEvaluate(tmp_path)
-    outcome = _optimize(tmp_path, client, kb, evaluate=watched)
+    outcome = _optimize(tmp_path, client, kb, watched)
 
     assert outcome.error is None and outcome.improved
     assert [step.outcome for step in outcome.steps] == ["success"] * 3
