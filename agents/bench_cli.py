@@ -97,6 +97,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     )
     from kernelblaster.agents.llm import LlmClient, LlmConfig, LlmError
     from kernelblaster.harness.gpu_arch import detect_arch
+    from kernelblaster.harness.worker_client import keep_spare_workers
     from kernelblaster.kb.schema import KBError
     from kernelblaster.kb.store import default_path, open_or_fallback
 
@@ -151,7 +152,9 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     services = RunServices(
         settings=settings, client=client, kb=kb, work_dir=work.resolve(), seed=args.seed
     )
-    with kb:
+    # One set of spare workers for the whole run: each evaluation (init, the loop, the final
+    # timing; ~6 a problem) starts in a worker that prewarmed meanwhile.
+    with kb, keep_spare_workers():
         try:
             run = run_kernelbench(
                 problems,

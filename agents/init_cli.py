@@ -36,6 +36,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     # Imported here: the openai client is heavy, and every command shares this start-up.
     from kernelblaster.agents.init_kernel import initial_kernel
     from kernelblaster.agents.llm import LlmClient, LlmConfig, LlmError
+    from kernelblaster.harness.worker_client import keep_spare_workers
 
     reference = Path(args.file).resolve()
     if not reference.is_file() or reference.suffix != ".py":
@@ -67,9 +68,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     if not args.json:
         model = client.config.model
         print(f"asking {model} for a CUDA kernel for {reference.name}", file=sys.stderr)
-    result = initial_kernel(
-        reference, settings=settings, client=client, attempts=attempts, on_attempt=report
-    )
+    with keep_spare_workers():  # each reply's check starts in a worker prewarmed meanwhile
+        result = initial_kernel(
+            reference, settings=settings, client=client, attempts=attempts, on_attempt=report
+        )
     if result.source is not None:
         try:
             save_kernel(target, result.source, force=args.force)

@@ -56,6 +56,7 @@ from kernelblaster.harness.optimize_protocol import (
 )
 from kernelblaster.harness.records import PerfState
 from kernelblaster.harness.targets import Target, kept_functions, resolve_target
+from kernelblaster.harness.worker_client import prewarm_harness_workers
 from kernelblaster.kb.catalog import enablers
 from kernelblaster.kb.ranking import select
 from kernelblaster.kb.records import Attempt, RankedTechnique, Technique, code_hash
@@ -214,6 +215,9 @@ def run_optimization(run: OptimizeRun) -> OptimizeResult:
         return result
     total = request.rollouts * request.depth
     run.on_progress(0, total, f"profiling the original {request.kernel}", None)
+    # Each rollout GPU gets a worker that prewarms while the original is profiled, instead of
+    # paying the start-up at its first step (spare workers only: see keep_spare_workers).
+    prewarm_harness_workers(settings, settings.gpus())
     origin = _start(run)
     if isinstance(origin, str):
         result.error = origin

@@ -82,6 +82,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from kernelblaster.agents.loop import OptimizeRun, run_optimization
     from kernelblaster.agents.rollout_runners import runner_for
     from kernelblaster.harness.optimize_protocol import OptimizeRequest
+    from kernelblaster.harness.worker_client import keep_spare_workers
     from kernelblaster.kb.schema import KBError
     from kernelblaster.kb.store import default_path, open_or_fallback
 
@@ -147,7 +148,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         seed=args.seed,
         settings=settings,
     )
-    with kb:
+    with kb, keep_spare_workers():  # the run's evaluations start in prewarmed workers
         result = run_optimization(
             OptimizeRun(
                 request=request,

@@ -26,6 +26,7 @@ from kernelblaster.harness.optimize_protocol import (
 )
 from kernelblaster.harness.processes import exit_with_parent
 from kernelblaster.harness.protocol_stream import ProtocolStream
+from kernelblaster.harness.worker_client import keep_spare_workers
 from kernelblaster.kb.schema import KBError
 from kernelblaster.kb.store import default_path, open_or_fallback
 from kernelblaster.settings import Settings
@@ -58,7 +59,7 @@ def handle(request: OptimizeRequest, stream: ProtocolStream) -> OptimizeResult:
 
     if kb_message:
         on_progress(0, request.rollouts * request.depth, kb_message, None)
-    with kb:
+    with kb, keep_spare_workers():  # the run's evaluations start in prewarmed workers
         return run_optimization(
             OptimizeRun(
                 request=request,
@@ -87,14 +88,15 @@ def handle_init(request: InitRequest, stream: ProtocolStream) -> InitResult:
     def progress(attempt: int, message: str) -> None:
         stream.emit(InitProgress(attempt=attempt, attempts=attempts, message=message))
 
-    return initial_kernel(
-        reference,
-        settings=settings,
-        client=client,
-        attempts=attempts,
-        on_stage=progress,
-        on_attempt=lambda n, line: progress(n, f"reply {n} rejected: {line}"),
-    )
+    with keep_spare_workers():  # each reply's check starts in a worker prewarmed meanwhile
+        return initial_kernel(
+            reference,
+            settings=settings,
+            client=client,
+            attempts=attempts,
+            on_stage=progress,
+            on_attempt=lambda n, line: progress(n, f"reply {n} rejected: {line}"),
+        )
 
 
 def main() -> int:

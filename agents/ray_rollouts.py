@@ -27,6 +27,7 @@ from kernelblaster.agents.loop import (
     RunRollouts,
     run_rollout,
 )
+from kernelblaster.harness.worker_client import keep_spare_workers
 from kernelblaster.kb.database import is_postgres_url
 from kernelblaster.kb.store import open_or_fallback
 
@@ -116,7 +117,7 @@ def _rollout_task(job: RayRollout, rollout: int) -> RolloutResult:
             "KERNELBLASTER_KB) for rollouts on several hosts",
         )
     kb, _ = open_or_fallback(job.kb_location)
-    with kb:
+    with kb, keep_spare_workers():  # the rollout's steps start in prewarmed workers
         services = RolloutServices(
             client=LlmClient(job.llm),
             kb=kb,

@@ -2,12 +2,15 @@
 
 A worker is a thread: the heavy part of a step (build, verify, time, profile) runs in a harness
 worker process on the worker's GPU (`gpu_index` in the settings it passes on), and the LLM calls
-wait on the network, so threads are enough. The workers share the KB (one connection, one
+wait on the network, so threads are enough. Each thread runs in a copy of the caller's context,
+so the run's spare workers (harness/worker_client.keep_spare_workers) serve its evaluations,
+each GPU's from its own spare. The workers share the KB (one connection, one
 transaction at a time) and the LLM client. Each attempt is recorded as it happens, so rollouts
 running alongside, and those that start later, rank with it."""
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -75,6 +78,14 @@ class OnGpus:
 
         count = max(1, min(self.workers, rollouts))
         with ThreadPoolExecutor(max_workers=count, thread_name_prefix="rollout") as pool:
-            for future in [pool.submit(work, slot) for slot in range(count)]:
-                future.result()
+            # A context can be entered by one thread at a time: a copy for each.
+            futures = [
+                pool.submit(contextvars.copy_context().run, work, slot) for slot in range(count)
+            ]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                stop.set()  # Ctrl-C here: the rollouts stop at their next step, not at the end
+                raise
         return results

@@ -5,6 +5,7 @@ agent at once with real optimized CUDA (bench/scripted/), so the ratio is the ha
 
     python3 bench/rollouts.py                          # needs 2 GPUs; ~8 min on an H200 pair
     python3 bench/rollouts.py --rollouts 8 --depth 3 --example softmax --gpus 0,1
+    python3 bench/rollouts.py --fresh-workers   # a fresh worker per evaluation, to compare
 
 Every step gets the same rewrite, made distinct per call by one unused constant (a real edit,
 so each step builds, verifies, times and profiles it; a reply identical to the current source
@@ -14,15 +15,21 @@ gain. Before timing, a short run on each GPU warms what both timed runs share (t
 the PyTorch baselines of each GPU); each timed run starts from an empty KB. The optimize call
 also profiles the original first and runs compute-sanitizer on the best candidate last, on one
 GPU: that part does not shrink with more GPUs, so the rollout phase is timed on its own too.
+Each run keeps spare workers, as `kernelblaster optimize` does (harness/worker_client.py
+keep_spare_workers): every evaluation starts in a worker that prewarmed (Python, torch, the
+CUDA context) during the previous one, and every rollout GPU's first worker prewarms while the
+original is profiled (`--fresh-workers`: a worker started for each evaluation, as before).
 
-Writes bench/results/rollouts-<gpu>.json (after each run, so a run cut short keeps the first):
-per run the wall time of the whole call and of its rollout phase, the steps and their outcomes,
-and per GPU the evaluations it ran and for how long both GPUs were busy at once; then the
+Writes bench/results/rollouts-<gpu>.json (rollouts-fresh-workers-<gpu>.json with
+--fresh-workers) after each run, so a run cut short keeps the first: per run the wall time of
+the whole call and of its rollout phase, the steps and their outcomes, and per GPU the
+evaluations it ran and for how long both GPUs were busy at once; then the
 1-GPU / N-GPU ratios."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import shutil
@@ -41,6 +48,7 @@ from kernelblaster.agents.llm import LlmClient, LlmConfig
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.rollout_runners import runner_for
 from kernelblaster.harness.optimize_protocol import OptimizeRequest
+from kernelblaster.harness.worker_client import keep_spare_workers
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
@@ -57,6 +65,11 @@ def main() -> int:
     parser.add_argument("--rollouts", type=int, default=8)
     parser.add_argument("--depth", type=int, default=3)
     parser.add_argument("--gpus", default="0,1", help="the GPUs of the parallel run")
+    parser.add_argument(
+        "--fresh-workers",
+        action="store_true",
+        help="start a worker for each evaluation instead of keeping spare workers",
+    )
     args = parser.parse_args()
     gpus = [int(g) for g in args.gpus.split(",")]
     kernel, rewrite = CASES[args.example]
@@ -74,6 +87,7 @@ def main() -> int:
         "rollouts": args.rollouts,
         "depth": args.depth,
         "gpus": gpus,
+        "workers": "fresh per evaluation" if args.fresh_workers else "spare (prewarmed)",
         "goal": ">= 1.8x wall-time ratio for 2 GPUs",
         "runs": [],
     }
@@ -94,7 +108,9 @@ def main() -> int:
         scratch = Path(scratch_dir)
         for file in (REPO / "examples").glob(f"{args.example}.*"):
             shutil.copy(file, scratch / file.name)
-        bench = _Bench(scratch, scratch / f"{args.example}.cu", kernel, server.base_url)
+        source = scratch / f"{args.example}.cu"
+        bench = _Bench(scratch, source, kernel, server.base_url, spares=not args.fresh_workers)
+        kind = "rollouts-fresh-workers" if args.fresh_workers else "rollouts"
         print(f"warming up on GPUs {gpus}", flush=True)
         payload["warmup"] = last = bench.run("warmup", gpus, rollouts=len(gpus), depth=1)
         for name, on in (("1 GPU", gpus[:1]), (f"{len(gpus)} GPUs", gpus)):
@@ -102,20 +118,21 @@ def main() -> int:
                 print(f"stopped: the {last['name']} run failed", flush=True)
                 return 1
             payload["runs"].append(last := bench.run(name, on, args.rollouts, args.depth))
-            path = write_result("rollouts", payload)  # after each run: a timeout keeps the first
+            path = write_result(kind, payload)  # after each run: a timeout keeps the first
     one, many = payload["runs"]
     payload["same_steps"] = one["steps"] == many["steps"]
     payload["ratio_wall"] = one["wall_s"] / many["wall_s"]
     payload["ratio_rollout_phase"] = one["rollout_phase_s"] / many["rollout_phase_s"]
-    path = write_result("rollouts", payload)
+    path = write_result(kind, payload)
     print(json.dumps({k: payload[k] for k in ("same_steps", "ratio_wall", "ratio_rollout_phase")}))
     print(f"wrote {path}")
     return 0
 
 
 class _Bench:
-    def __init__(self, scratch: Path, source: Path, kernel: str, base_url: str):
+    def __init__(self, scratch: Path, source: Path, kernel: str, base_url: str, *, spares: bool):
         self.scratch, self.source, self.kernel = scratch, source, kernel
+        self.spares = spares  # keep spare workers during each run, as `optimize` does
         self.cache = scratch / "cache"  # shared by every run: builds and baselines stay warm
         self.client = LlmClient(
             LlmConfig(
@@ -152,7 +169,9 @@ class _Bench:
         def progress(step: int, total: int, message: str, best: float | None) -> None:
             print(f"  [{name} {step}/{total}] {message}", flush=True)
 
-        with KnowledgeBase.open(self.scratch / f"kb-{name.replace(' ', '-')}.sqlite3") as kb:
+        kb_path = self.scratch / f"kb-{name.replace(' ', '-')}.sqlite3"
+        workers = keep_spare_workers() if self.spares else contextlib.nullcontext()
+        with KnowledgeBase.open(kb_path) as kb, workers:
             start = time.monotonic()
             request = OptimizeRequest(
                 source=str(self.source),

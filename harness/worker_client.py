@@ -10,6 +10,12 @@ budgets and turns a failure into the response's error (worker_failures.py); `run
 is the same for callers without an event loop (the CLI, the optimize loop, benches). The
 optimize worker is run by the server alone, through `run_worker`. Torch-free: every process
 kind imports it.
+
+Spare workers hide a worker's start-up (seconds: Python, the torch import, the CUDA context):
+a worker is started, and prewarms, before the request it will run exists (`SpareWorkers`).
+The language server keeps them on its event loop; callers without one open
+`keep_spare_workers()` around a run of several evaluations (the optimize loop, the KernelBench
+runner), and `run_harness_sync` takes its workers from there.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -69,22 +77,45 @@ async def _spawn(
 
 
 class SpareWorkers:
-    """One started worker per command, waiting for its request. A harness worker spends
+    """One started worker per (GPU, command), waiting for its request. A harness worker spends
     seconds before its first useful instruction (Python start-up, importing torch, creating the
     CUDA context); with KERNELBLASTER_PREWARM=<gpu index> set it does all that while it waits,
-    on the GPU the job will use, so the next save skips it. A spare that died meanwhile is
-    replaced, never used."""
+    on the GPU the job will use, so the next request skips it. A spare that died meanwhile is
+    replaced, never used. Used from one event loop (its processes belong to that loop)."""
 
     def __init__(self) -> None:
         self._spares: dict[tuple[int, tuple[str, ...]], asyncio.subprocess.Process] = {}
 
     async def take(self, command: list[str], gpu_index: int = 0) -> asyncio.subprocess.Process:
-        key = (gpu_index, tuple(command))
-        spare = self._spares.pop(key, None)
+        """The spare for `command` on `gpu_index` (a new worker if none is alive), its
+        replacement started at once so that the next request finds one waiting too."""
+        spare = self._spares.pop((gpu_index, tuple(command)), None)
         if spare is None or spare.returncode is not None:
             spare = await self._start(command, gpu_index)
-        self._spares[key] = await self._start(command, gpu_index)
+        try:
+            await self.ready(command, gpu_index)
+        except BaseException:  # cancelled while the replacement started: `spare` is nobody's
+            kill_worker(spare)
+            raise
         return spare
+
+    async def ready(self, command: list[str], gpu_index: int = 0) -> None:
+        """Have a live spare wait for `command` on `gpu_index` (e.g. on a GPU that a run is
+        about to use, before its first request)."""
+        key = (gpu_index, tuple(command))
+        if self._alive(key):
+            return
+        started = await self._start(command, gpu_index)
+        # Another request may have left one there while this one started (two rollouts on one
+        # GPU): one spare per key is enough, and one that is nobody's would never be killed.
+        if self._alive(key):
+            kill_worker(started)
+        else:
+            self._spares[key] = started
+
+    def _alive(self, key: tuple[int, tuple[str, ...]]) -> bool:
+        spare = self._spares.get(key)
+        return spare is not None and spare.returncode is None
 
     async def _start(self, command: list[str], gpu_index: int) -> asyncio.subprocess.Process:
         return await _spawn(command, None, {"KERNELBLASTER_PREWARM": str(gpu_index)})
@@ -110,7 +141,7 @@ async def run_worker(
     gpu_index: int = 0,
 ) -> Result:
     """Run `request` in a worker: a spare one when `spares` is given (its working directory is
-    the server's; workers take every path from the request), else a fresh one in `cwd`."""
+    its caller's; workers take every path from the request), else a fresh one in `cwd`."""
     process = await (
         spares.take(command, gpu_index) if spares is not None else _spawn(command, cwd)
     )
@@ -246,5 +277,122 @@ def run_harness_sync(
     *,
     on_progress: Callable[[WorkerProgress], None] = lambda _: None,
 ) -> WorkerResponse:
-    """`run_harness` for callers without an event loop (the CLI, the optimize loop)."""
+    """`run_harness` for callers without an event loop (the CLI, the optimize loop): in a spare
+    worker inside `keep_spare_workers()` (`on_progress` is then called from its thread), else
+    in a fresh one."""
+    kept = _kept_spares.get()
+    if kept is not None:
+        return kept.run_harness(request, settings, on_progress)
     return asyncio.run(run_harness(request, settings, on_progress=on_progress))
+
+
+# --- spare workers for callers without an event loop -----------------------------------------
+
+
+class SpareWorkerThread:
+    """SpareWorkers for synchronous callers. asyncio subprocesses belong to the event loop that
+    started them, so `asyncio.run` per request (a new loop each time) could never keep a worker
+    waiting for the next request. This object owns one event loop, run by its own thread while
+    the object is open; callers in any thread (several rollout threads at once) submit to it
+    and block until their response. Each request still runs in a worker process of its own,
+    killed when it ends, with the same phase budgets.
+
+    `close` cancels the requests still running (their workers killed) and kills the spares;
+    after it, a request is refused rather than run in a worker nobody would kill."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._spares = SpareWorkers()
+        self._closed = False
+        self._lock = threading.Lock()  # no request slips in while `close` runs
+        # A daemon: an owner that never closes it must not keep the interpreter from exiting
+        # (its workers watch this process and end with it, harness/processes.py).
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="spare-workers", daemon=True
+        )
+        self._thread.start()
+
+    def run_harness(
+        self,
+        request: WorkerRequest,
+        settings: Settings,
+        on_progress: Callable[[WorkerProgress], None],
+    ) -> WorkerResponse:
+        return self._call(
+            run_harness(request, settings, on_progress=on_progress, spares=self._spares)
+        )
+
+    def prewarm(self, settings: Settings, gpus: list[int]) -> None:
+        """Have a harness worker wait, prewarming, on each of `gpus`."""
+        for gpu in gpus:
+            # A command that can't start is reported by the first request that needs it.
+            with contextlib.suppress(WorkerFailed):
+                self._call(self._spares.ready(harness_command(settings), gpu))
+
+    def _call(self, coroutine: Coroutine[Any, Any, Result]) -> Result:
+        with self._lock:
+            if self._closed:
+                coroutine.close()
+                raise RuntimeError("the run's spare workers are closed: the run has ended")
+            future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            # Ctrl-C or SIGTERM while waiting: the request's worker (and all it started) is
+            # killed now, not left running until it finishes.
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            asyncio.run_coroutine_threadsafe(self._shut_down(), self._loop).result()
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+
+    async def _shut_down(self) -> None:
+        # Every other task on this loop is a request (or one of its pipe readers): cancelling
+        # it kills its worker (run_worker's `finally`).
+        running = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        await self._spares.close()
+
+
+# A context variable, not a global: it follows the run into the threads started with a copy of
+# its context (the rollout threads, agents/rollout_runners.py), and a thread still running
+# after its run ended finds that run's closed object instead of starting a worker that nobody
+# would end.
+_kept_spares: contextvars.ContextVar[SpareWorkerThread | None] = contextvars.ContextVar(
+    "kernelblaster_spare_workers", default=None
+)
+
+
+@contextlib.contextmanager
+def keep_spare_workers() -> Iterator[None]:
+    """Within the block, `run_harness_sync` runs each request in a spare worker: one prewarmed
+    worker per (GPU, command), ready when a request comes and replaced as soon as it is taken,
+    so a worker's start-up overlaps with whatever the caller does between requests (an LLM
+    call, the previous evaluation). When the block ends (normally, by an exception, Ctrl-C),
+    every worker it started has been killed."""
+    kept = SpareWorkerThread()
+    token = _kept_spares.set(kept)
+    try:
+        yield
+    finally:
+        _kept_spares.reset(token)
+        kept.close()
+
+
+def prewarm_harness_workers(settings: Settings, gpus: list[int]) -> None:
+    """Inside `keep_spare_workers()`, have a harness worker prewarm on each of `gpus` now (e.g.
+    the rollouts' GPUs while the original kernel is profiled); elsewhere nothing."""
+    kept = _kept_spares.get()
+    if kept is not None:
+        kept.prewarm(settings, gpus)

@@ -80,7 +80,9 @@ def soft(ok: bool, reason: str = "") -> str:
     return json.dumps({"ok": ok, "reasons": [reason] if reason else []})
 
 
-def run_loop(client, kb, harness, *, rollouts=2, depth=2, k=3, seed=7, **run_options):
+def run_loop(
+    client, kb, harness, *, rollouts=2, depth=2, k=3, seed=7, settings=None, **run_options
+):
     request = OptimizeRequest(
         source=str(SOFTMAX),
         source_text=SOFTMAX.read_text(),
@@ -89,7 +91,7 @@ def run_loop(client, kb, harness, *, rollouts=2, depth=2, k=3, seed=7, **run_opt
         depth=depth,
         top_k=k,
         seed=seed,
-        settings=Settings(),
+        settings=settings or Settings(),
     )
     return run_optimization(
         OptimizeRun(request=request, client=client, kb=kb, evaluate=harness, **run_options)

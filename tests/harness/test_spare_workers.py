@@ -7,6 +7,8 @@ import sys
 import time
 
 import msgspec
+import psutil
+from process_leaks import wait_for
 
 from kernelblaster.harness.worker_client import SpareWorkers, run_worker
 from kernelblaster.harness.worker_protocol import WorkerMessage, WorkerRequest, WorkerResponse
@@ -60,3 +62,24 @@ async def test_a_dead_spare_is_replaced_not_used():
         assert pid != spare.pid
     finally:
         await spares.close()
+
+
+async def test_two_jobs_at_once_on_one_gpu_keep_one_spare_and_lose_none():
+    spares = SpareWorkers()
+    try:
+        # Both start a worker and a replacement at the same time: one replacement is kept.
+        (_, first, _), (_, second, _) = await asyncio.gather(_run(spares), _run(spares))
+        assert first != second
+        assert len(_workers()) == 1
+    finally:
+        await spares.close()
+    assert wait_for(lambda: not _workers()), "a spare outlived close()"
+
+
+def _workers() -> list[psutil.Process]:
+    """This test's worker processes still running."""
+    return [
+        child
+        for child in psutil.Process().children()
+        if WORKER in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE
+    ]
