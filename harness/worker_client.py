@@ -85,31 +85,31 @@ class SpareWorkers:
 
     def __init__(self) -> None:
         self._spares: dict[tuple[int, tuple[str, ...]], asyncio.subprocess.Process] = {}
+        self._closed = False
 
     async def take(self, command: list[str], gpu_index: int = 0) -> asyncio.subprocess.Process:
-        """The spare for `command` on `gpu_index` (a new worker if none is alive), its
-        replacement started at once so that the next request finds one waiting too."""
+        """The spare for `command` on `gpu_index` (a new worker if none is alive). Its
+        replacement is started by `run_worker` once this request has ended, not now: a worker
+        starting beside it (importing torch, creating a CUDA context on the same GPU) would
+        share the CPU and the GPU with the kernel it is verifying and timing."""
         spare = self._spares.pop((gpu_index, tuple(command)), None)
         if spare is None or spare.returncode is not None:
             spare = await self._start(command, gpu_index)
-        try:
-            await self.ready(command, gpu_index)
-        except BaseException:  # cancelled while the replacement started: `spare` is nobody's
-            kill_worker(spare)
-            raise
         return spare
 
     async def ready(self, command: list[str], gpu_index: int = 0) -> None:
         """Have a live spare wait for `command` on `gpu_index` (e.g. on a GPU that a run is
         about to use, before its first request)."""
         key = (gpu_index, tuple(command))
-        if self._alive(key):
+        if self._closed or self._alive(key):
             return
         started = await self._start(command, gpu_index)
         # Another request may have left one there while this one started (two rollouts on one
-        # GPU): one spare per key is enough, and one that is nobody's would never be killed.
-        if self._alive(key):
+        # GPU), or the spares were closed meanwhile (a request ending as its run ends): one
+        # spare per key is enough, and one that is nobody's would never be killed.
+        if self._closed or self._alive(key):
             kill_worker(started)
+            await started.wait()  # reaped in this loop, which owns its transport
         else:
             self._spares[key] = started
 
@@ -121,6 +121,7 @@ class SpareWorkers:
         return await _spawn(command, None, {"KERNELBLASTER_PREWARM": str(gpu_index)})
 
     async def close(self) -> None:
+        self._closed = True
         spares = list(self._spares.values())
         self._spares.clear()
         for spare in spares:
@@ -145,6 +146,23 @@ async def run_worker(
     process = await (
         spares.take(command, gpu_index) if spares is not None else _spawn(command, cwd)
     )
+    try:
+        return await _exchange(process, request, decoder, result_type, on_progress, timeout_s)
+    finally:
+        task = asyncio.current_task()
+        if spares is not None and not (task is not None and task.cancelling()):
+            await spares.ready(command, gpu_index)  # for the next request (see `take`)
+
+
+async def _exchange(
+    process: asyncio.subprocess.Process,
+    request: msgspec.Struct,
+    decoder: msgspec.json.Decoder,
+    result_type: type[Result],
+    on_progress: Callable[[Any], None],
+    timeout_s: Budget,
+) -> Result:
+    """Send `request` to the started `process` and read its messages until its result."""
     budget = timeout_s if callable(timeout_s) else (lambda _message: timeout_s)
     stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
     stderr_reader = asyncio.create_task(_collect(process.stderr, stderr_tail))
@@ -360,7 +378,8 @@ class SpareWorkerThread:
         # it kills its worker (run_worker's `finally`).
         running = asyncio.all_tasks() - {asyncio.current_task()}
         for task in running:
-            task.cancel()
+            if not task.cancelling():  # cancelled once (Ctrl-C): let it finish reaping
+                task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
         await self._spares.close()
 

@@ -37,7 +37,7 @@ async def _run(spares: SpareWorkers) -> tuple[float, int, str]:
     return float(started), int(pid), prewarm
 
 
-async def test_second_job_uses_the_worker_started_during_the_first():
+async def test_second_job_uses_the_worker_started_after_the_first():
     spares = SpareWorkers()
     try:
         _, first_pid, prewarm = await _run(spares)
@@ -67,7 +67,7 @@ async def test_a_dead_spare_is_replaced_not_used():
 async def test_two_jobs_at_once_on_one_gpu_keep_one_spare_and_lose_none():
     spares = SpareWorkers()
     try:
-        # Both start a worker and a replacement at the same time: one replacement is kept.
+        # Both start a worker, and a replacement when done, at once: one replacement is kept.
         (_, first, _), (_, second, _) = await asyncio.gather(_run(spares), _run(spares))
         assert first != second
         assert len(_workers()) == 1
