@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import msgspec
 import torch
 from common import REPO, write_result
 
@@ -72,7 +73,11 @@ def measure(name: str, work: Path, repeats: int) -> dict:
 
     def profile(native: bool) -> ProfileReport:
         report, error = profile_target(
-            target, built, settings, depth="quick", arch=_arch(), native_driver=native
+            target,
+            built,
+            msgspec.structs.replace(settings, native_profile_driver=native),
+            depth="quick",
+            arch=_arch(),
         )
         if error is not None:
             raise RuntimeError(f"{error.kind}: {error.message}\n{error.log}")

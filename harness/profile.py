@@ -57,12 +57,11 @@ def profile_target(
     kernels: list[str] | None = None,
     progress: Callable[..., None] = _no_progress,
     arch: str | None = None,
-    native_driver: bool | None = None,
 ) -> tuple[ProfileReport | None, HarnessError | None]:
     """`kernels`: the names to profile (None: every kernel the file defines). `arch`: the
-    GPU's (e.g. "sm_90"), for the metrics only some architectures have. `native_driver`: whether
-    a plain target goes through the native driver (None: `settings.native_profile_driver`;
-    the GPU test and bench/profile_driver.py compare the two)."""
+    GPU's (e.g. "sm_90"), for the metrics only some architectures have. A plain target goes
+    through the native driver when `settings.native_profile_driver` says so (the GPU test and
+    bench/profile_driver.py compare the two paths by that setting)."""
     source = Path(target.source)
     # Beside the build in the cache; a KernelBench solution has no build of ours (load_inline
     # builds it), so a folder of its own in the cache. Never the user's folder.
@@ -95,9 +94,7 @@ def profile_target(
     if target.kind == "standalone":
         used = "program"
         report_path, error = profile([str(built.artifact), *target.args])
-    elif target.kind == "plain" and (
-        settings.native_profile_driver if native_driver is None else native_driver
-    ):
+    elif target.kind == "plain" and settings.native_profile_driver:
         used = "native_driver"
         # The driver's input data is as large as the inputs: written for this run only.
         with tempfile.TemporaryDirectory(prefix="driver-", dir=work_dir) as scratch:

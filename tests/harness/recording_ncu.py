@@ -6,6 +6,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import msgspec
+
 from kernelblaster.harness.profile import profile_target
 from kernelblaster.harness.records import BuildResult, HarnessError
 from kernelblaster.harness.targets import Target
@@ -36,10 +38,9 @@ def profile_quick(
     report, error = profile_target(
         target,
         built,
-        settings,
+        msgspec.structs.replace(settings, native_profile_driver=True),
         depth="quick",
         progress=lambda phase, message, *_: messages.append(message),
-        native_driver=True,
     )
     # the recording ncu writes no report: that is the error, after the command was formed
     assert report is None and error is not None and error.kind == "crash"

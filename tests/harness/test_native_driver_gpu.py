@@ -50,7 +50,11 @@ def test_the_native_driver_profiles_what_run_once_profiles(name, tmp_path):
     reports = {}
     for native in (True, False):
         report, error = profile_target(
-            target, built, settings, depth="quick", arch=_device_arch(), native_driver=native
+            target,
+            built,
+            msgspec.structs.replace(settings, native_profile_driver=native),
+            depth="quick",
+            arch=_device_arch(),
         )
         assert error is None, f"{error.kind}: {error.message}\n{error.log}"
         reports[native] = report
