@@ -51,6 +51,28 @@ async def test_second_job_uses_the_worker_started_after_the_first():
         await spares.close()
 
 
+async def test_the_replacement_starts_only_once_the_job_has_ended():
+    """Not beside the job's worker while it verifies and times its kernel."""
+    spares = SpareWorkers()
+    slow = WORKER.replace("sys.stdin.read()", "sys.stdin.read(); time.sleep(1.0)")
+    try:
+        await run_worker(
+            [sys.executable, "-c", slow],
+            WorkerRequest(task="build", source="/nonexistent.cu"),
+            msgspec.json.Decoder(WorkerMessage),
+            WorkerResponse,
+            lambda _: None,
+            timeout_s=30,
+            spares=spares,
+        )
+        ended = time.time()
+        (spare,) = spares._spares.values()
+        # started after the job's second of work, when the job had answered
+        assert psutil.Process(spare.pid).create_time() > ended - 0.5
+    finally:
+        await spares.close()
+
+
 async def test_a_dead_spare_is_replaced_not_used():
     spares = SpareWorkers()
     try:
