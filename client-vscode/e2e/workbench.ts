@@ -329,15 +329,27 @@ export class Workbench {
   /** Opens a quick input with `key`, types `text`, waits until `offeredIn` (by default the
    * focused row, which Enter picks) shows `expected`, and picks it. */
   private async quickInput(key: string, text: string, expected: string, offeredIn = '.quick-input-list .monaco-list-row.focused'): Promise<void> {
-    const input = await this.openQuickInput(key);
-    await input.type(text);
-    try {
-      await this.wait(`"${expected}" to be offered`, () =>
-        this.page.evaluate((selector, wanted) => document.querySelector(selector)?.textContent.includes(wanted), offeredIn, expected),
-      );
-    } catch (error) {
-      await this.page.keyboard.press('Escape'); // leave the window usable for the next test
-      throw error;
+    // The list is computed when the quick input opens: a command registered a moment later
+    // (e.g. Workspace Trust's, while the workbench restores) is missing from it until the
+    // input is opened again, so a miss closes it and asks once more.
+    const attempts = 3;
+    for (let attempt = 1; ; attempt++) {
+      const input = await this.openQuickInput(key);
+      await input.type(text);
+      try {
+        await this.wait(
+          `"${expected}" to be offered`,
+          () => this.page.evaluate((selector, wanted) => document.querySelector(selector)?.textContent.includes(wanted), offeredIn, expected),
+          TIMEOUT_MS / attempts,
+        );
+        break;
+      } catch (error) {
+        await this.page.keyboard.press('Escape'); // leave the window usable for the next try or test
+        await this.wait('the quick input to close', () => this.quickInputClosed());
+        if (attempt === attempts) {
+          throw error;
+        }
+      }
     }
     await this.page.keyboard.press('Enter');
     await this.wait('the quick input to close', () => this.quickInputClosed());
