@@ -250,8 +250,9 @@ class ProfileReport(msgspec.Struct, kw_only=True):
     seconds: float = 0.0
     # The process ncu ran: a plain target's native driver, run_once (other callable targets, or
     # a plain one whose driver could not run: `fallback_reason` says why), or the program;
+    # "in_process" for the counters the worker collected itself (harness/counters.py, no ncu);
     # None for a report read on its own (`kernelblaster analyze`).
-    program: Literal["native_driver", "run_once", "program"] | None = None
+    program: Literal["native_driver", "run_once", "program", "in_process"] | None = None
     fallback_reason: str = ""
 
 

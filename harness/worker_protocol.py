@@ -22,6 +22,9 @@ from kernelblaster.harness.records import (
 # A profile run sends its verification and timing early, in the progress message that starts
 # the profile (`check` set), so the caller can show them while ncu runs; the WorkerResponse
 # repeats them, with the speedups over PyTorch when those were measured after the profile.
+# Where the counters are collected in the worker itself (harness/counters.py), a second
+# progress message repeats the check with that profile and its states (`profile`, `states`
+# set) while ncu runs for the source lines; the WorkerResponse's profile then replaces it.
 # The caller may kill it at any time (cancellation, timeout); a missing WorkerResponse means
 # the worker died, which the caller reports as a crash.
 
@@ -45,6 +48,9 @@ class WorkerProgress(msgspec.Struct, kw_only=True, tag="progress"):
     # the run's build and its check, its speedups missing when the baselines are not cached.
     build: BuildResult | None = None
     check: CheckResult | None = None
+    # The in-process counters' profile and its states, ahead of ncu's (phase "profile").
+    profile: ProfileReport | None = None
+    states: list[PerfState] = []
 
 
 class WorkerResponse(msgspec.Struct, kw_only=True, tag="result"):

@@ -76,25 +76,36 @@ async def _profile(
     )
 
     timed = ""  # once verified and timed, the status keeps saying so while the profile runs
+    ranking: asyncio.Task | None = None  # of an early profile's states
 
     def on_progress(message: WorkerProgress) -> None:
-        nonlocal timed
+        nonlocal timed, ranking
         if message.check is not None and message.check.timing is not None:
             show_checked(ls, path, hashed, message)
             timed = f"{formatting.timing_line(message.check)}; "
+        if message.states:
+            ranking = asyncio.get_running_loop().create_task(refresh_ranking(ls, path))
         reporter.report(message.phase, f"{path.name}: {timed}{message.message}", message.percent)
 
     reporter.report("build", f"{path.name}: starting the worker")
-    return await run_harness(
-        request, settings, on_progress=on_progress, spares=ls.spare_workers, cwd=path.parent
-    )
+    try:
+        return await run_harness(
+            request, settings, on_progress=on_progress, spares=ls.spare_workers, cwd=path.parent
+        )
+    finally:
+        # The final result is ranked after the early one, never overwritten by it.
+        if ranking is not None:
+            await ranking
 
 
 def show_checked(ls: KernelBlasterServer, path: Path, hashed: str, message: WorkerProgress) -> None:
     """Publish a run's verification and timing while its profile runs: they replace the file's
     result, whose profile stays pinned to its kernels as an earlier version's until the new
-    one lands. Kept in memory only: the run's response is saved when it ends."""
-    partial = WorkerResponse(build=message.build, check=message.check)
+    one lands, or until the worker's own counters give the new states ahead of ncu's source
+    lines. Kept in memory only: the run's response is saved when it ends."""
+    partial = WorkerResponse(
+        build=message.build, check=message.check, profile=message.profile, states=message.states
+    )
     ls.cache.put(new_result(path, hashed, partial, earlier=ls.cache.get(path)))
     publish(ls, path)
 

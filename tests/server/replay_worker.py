@@ -16,6 +16,9 @@ CONTROL_DIR/
   progressive                    send the response's verification and timing first (its speedups
                                  left out, as when the baselines are not cached yet), then wait
                                  for a `release` file (consumed) before the rest
+  early.json                     with `progressive`: a WorkerResponse whose profile and states are
+                                 sent after the timing (with it again), as the worker's
+                                 in-process counters' are, before the `release` wait
   log.jsonl                      appended per run: {"pid", "event": "start"|"done", ...request}
 """
 
@@ -50,22 +53,22 @@ def emit(message: dict) -> None:
     sys.stdout.flush()
 
 
-def send_checked(response: dict) -> None:
+def send_checked(response: dict) -> dict:
     """The progress message a worker sends once verified and timed, before its profile."""
     check = {
         key: value
         for key, value in response["check"].items()
         if key not in ("eager", "compiled", "speedup_vs_eager", "speedup_vs_compile")
     }
-    emit(
-        {
-            "type": "progress",
-            "phase": "profile",
-            "message": "verified and timed (replay)",
-            "build": response.get("build"),
-            "check": check,
-        }
-    )
+    message = {
+        "type": "progress",
+        "phase": "profile",
+        "message": "verified and timed (replay)",
+        "build": response.get("build"),
+        "check": check,
+    }
+    emit(message)
+    return message
 
 
 def main() -> int:
@@ -92,7 +95,17 @@ def main() -> int:
     else:
         emit({"type": "progress", "step": 1, "total": 2, "message": "rollout 1 step 1 (replay)"})
     if kind == "harness" and (control / "progressive").exists():
-        send_checked(json.loads((control / "harness.json").read_text()))
+        checked = send_checked(json.loads((control / "harness.json").read_text()))
+        if (control / "early.json").exists():
+            early = json.loads((control / "early.json").read_text())
+            emit(
+                {
+                    **checked,
+                    "message": "state from the in-process counters (replay); ncu for the lines",
+                    "profile": early["profile"],
+                    "states": early["states"],
+                }
+            )
         while claim(control, "release") is None:
             time.sleep(0.02)
     if crash:

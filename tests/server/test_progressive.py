@@ -1,9 +1,12 @@
 """Progressive results through the real language server: the verified timing is published
 while the profile still runs (the replay worker holds its profile until the test releases it,
 so the order is certain, not timed), an earlier version's profile stays pinned to its kernel
-meanwhile, and a profile that fails after the timing leaves the timing shown with its error."""
+meanwhile, the worker's in-process counters' state is shown before ncu's source lines land,
+and a profile that fails after the timing leaves the timing shown with its error."""
 
 from __future__ import annotations
+
+import asyncio
 
 import msgspec
 from lsprotocol import types
@@ -141,3 +144,49 @@ async def test_a_job_cancelled_during_its_profile_keeps_its_timing(client, works
         )
     )
     assert "| whole target, median | 0.481 ms |" in hover.contents.value
+
+
+async def test_the_in_process_state_is_shown_before_ncus_pass_lands(client, workspace):
+    source = workspace.add("softmax.cu", softmax_source())
+    final = verified_softmax(source)
+    workspace.record("harness", final)
+    # what the in-process counters give: the same kernel and metrics, without ncu's source
+    # markers and rule results, and a summary of its own so the test can tell the two apart
+    early = msgspec.structs.replace(final)
+    early.profile = msgspec.structs.replace(final.profile, program="in_process")
+    early.profile.kernels = [
+        msgspec.structs.replace(kernel, markers=[], rules=[]) for kernel in final.profile.kernels
+    ]
+    early.states = [
+        msgspec.structs.replace(state, summary="memory-bound (in-process counters)", findings=[])
+        for state in final.states
+    ]
+    workspace.record("early", early)
+    workspace.control_file("progressive")
+    await start(client, workspace)
+    uri = open_document(client, source)
+
+    (state,) = await wait_until(lambda: by_code(client.diagnostics.get(uri, []), "state"))
+    assert state.message.startswith("softmax_rowthread: memory-bound (in-process counters) — ")
+    assert EARLIER not in state.message
+    assert client.job_status[-1].running  # ncu's pass has not landed
+    assert sorted(d.code for d in client.diagnostics[uri]) == ["state", "timing"]
+    # the KB ranks the early state (in the background): hover offers its optimizations
+    params = types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(4, 20)
+    )
+    for _ in range(100):
+        hover = await client.text_document_hover_async(params)
+        if "Optimizations ranked by the knowledge base" in hover.contents.value:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError(f"the early state was never ranked: {hover.contents.value}")
+    assert client.job_status[-1].running
+
+    workspace.control_file("release")
+    await wait_until(lambda: not client.job_status[-1].running)
+    (state,) = by_code(client.diagnostics[uri], "state")
+    # ncu's profile replaced it, with the findings only its pass has
+    assert state.message.startswith(f"softmax_rowthread: {final.states[0].summary}")
+    assert "use 4 of 32 bytes per sector" in state.message
