@@ -79,6 +79,7 @@ class CounterRun(msgspec.Struct, kw_only=True):
     library: cupti.LibraryInfo | None = None
     library_files: list[str] = []  # the libcupti/libnvperf/libcuda files the process holds
     prepared: cupti.Prepared | None = None
+    begun: cupti.Begun | None = None
     session: cupti.SessionRecord | None = None
     failure: cupti.CuptiError | None = None
     phase_seconds: dict[str, float] = {}
@@ -160,6 +161,9 @@ def collect_counters(
         laps.lap("prepare")
         if not run.prepared.cached:
             _log_unsupported(run.prepared)
+        run.begun = library.begin(replay, MAX_LAUNCHES)
+        run.phase_seconds.update(run.begun.seconds)
+        laps.lap("begin")
         passes = run.prepared.passes if replay == "user" else 1
         run.session = _profiled_call(library, lambda: candidate(inputs), l2, replay, passes, laps)
         run.phase_seconds.update(run.session.seconds)
@@ -252,10 +256,9 @@ def _profiled_call(
     passes: int,
     laps: _Laps,
 ) -> cupti.SessionRecord:
-    """`call` profiled: once (kernel replay), or once per pass of the metric schedule (user
-    replay), each time after an L2 flush; the session's counters and launches."""
-    library.begin(replay, MAX_LAUNCHES)
-    laps.lap("enable")
+    """`call` profiled in the session `library.begin` opened: once (kernel replay), or once
+    per pass of the metric schedule (user replay), each time after an L2 flush; the session's
+    counters and launches. The session is closed whatever happens."""
     try:
         for _ in range(passes + 1):
             l2.flush_l2()
@@ -301,6 +304,8 @@ def kernel_profiles(
 ) -> tuple[list[KernelProfile], HarnessError | None]:
     """One KernelProfile per launch of a kernel in `names`, in launch order: range i holds the
     counters of the i-th launch of a pass. Launches the driver refused made no range."""
+    if session.launch_records_error:
+        return [], _failed(f"the launches were not recorded: {session.launch_records_error}")
     launched = [launch for launch in session.launches if launch.status == 0]
     first = [launch for launch in launched if launch.pass_index == 0]
     sequence = [launch.name for launch in first]

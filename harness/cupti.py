@@ -184,6 +184,7 @@ class Prepared(MetricPlan, kw_only=True):
     it); `seconds`: cupti_init and config_image."""
 
     cached: bool
+    device_support: str  # what cuptiProfilerDeviceSupported said about the device
     device: int
     sm_count: int
     compute_capability: list[int]
@@ -228,11 +229,16 @@ class SessionRecord(msgspec.Struct, kw_only=True):
     ranges: list[RangeRecord]
     dropped_ranges: int
     launches: list[LaunchRecord]
+    launch_records_error: str  # why `launches` is empty, if launches could not be recorded
     seconds: dict[str, float]  # decode, evaluate
 
 
-class _Begun(msgspec.Struct, kw_only=True):
-    seconds: dict[str, float]
+class Begun(msgspec.Struct, kw_only=True):
+    """`launch_records_error`: why launches are not recorded (another CUPTI callback
+    subscriber holds the process's one place), empty when they are."""
+
+    launch_records_error: str
+    seconds: dict[str, float]  # enable
 
 
 class _Done(msgspec.Struct):
@@ -286,8 +292,8 @@ class CounterLibrary:
         """Set the profiler up for `metrics` on the calling thread's current CUDA context."""
         return self._call("kbc_prepare", Prepared, *_names(metrics))
 
-    def begin(self, replay: Replay, max_ranges: int) -> dict[str, float]:
-        return self._call("kbc_begin", _Begun, _REPLAY_CODES[replay], max_ranges).seconds
+    def begin(self, replay: Replay, max_ranges: int) -> Begun:
+        return self._call("kbc_begin", Begun, _REPLAY_CODES[replay], max_ranges)
 
     def start_pass(self) -> None:
         self._call("kbc_start_pass", _Done)

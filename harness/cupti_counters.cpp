@@ -8,16 +8,17 @@
 //
 // Every exported function returns a JSON document (free it with kbc_free):
 //   {"ok": true, ...}                      what the call produced, or
-//   {"ok": false, "error": {"api": "cupti" | "cuda" | "library", "call": "cuptiRangeProfilerEnable",
-//    "code": 35, "name": "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES", "message": "..."}}
+//   {"ok": false, "error": {"api": "cupti" | "cuda" | "library",
+//    "call": "cuptiRangeProfilerEnable", "code": 35, "name": "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES",
+//    "message": "..."}}
 // naming the call that failed and the result string CUPTI (or the driver) gives for its code.
 //
 // A profile, on the thread whose current context runs the kernels:
 //   kbc_prepare(metrics)     once per metric list: CUPTI's profiler, the chip, which requested
 //                            metrics it supports (the others are left out, each with the reason),
 //                            the config image that schedules them into passes; kept for the next
-//   kbc_begin(replay, n)     launch records on, range profiler enabled with the config, room for
-//                            n ranges
+//   kbc_begin(replay, n)     range profiler enabled with the config, room for n ranges; launch
+//                            records on
 //   kbc_start_pass()         \ around the launches. Kernel replay: CUPTI replays each kernel in
 //   kbc_stop_pass()          / place, one pass is all. User replay: the caller repeats the same
 //                            launches until stop says every pass was submitted.
@@ -381,6 +382,7 @@ struct LaunchKernelExParams {
 // What kbc_prepare found, kept while the context and the metric list stay the same.
 struct Prepared {
   CUcontext context = nullptr;
+  std::string device_support;  // what cuptiProfilerDeviceSupported said
   CUdevice device = 0;
   int sm_count = 0, cc_major = 0, cc_minor = 0;
   std::string chip;
@@ -399,6 +401,7 @@ struct Session {
   int pass = -1;  // the pass being recorded, 0-based
   std::mutex launches_lock;
   std::vector<Launch> launches;
+  std::string launch_records_error;  // why launches are not recorded, if they are not
 };
 
 std::mutex g_lock;  // one profile at a time: CUPTI's profiler is per process
@@ -458,11 +461,20 @@ void CUPTIAPI record_launch(void* userdata, CUpti_CallbackDomain domain, CUpti_C
   session->launches.push_back(launch);
 }
 
+// CUPTI takes one callback subscriber per process: where another holds the place (kineto, once
+// torch.profiler ran), the counters are still collected and the session says why launches are
+// not recorded.
 void start_launch_records(Session& session) {
-  check(cuptiSubscribe(&session.subscriber, record_launch, &session), "cuptiSubscribe");
-  for (CUpti_CallbackId id : kLaunchCallbacks) {
-    check(cuptiEnableCallback(1, session.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id),
-          "cuptiEnableCallback");
+  try {
+    check(cuptiSubscribe(&session.subscriber, record_launch, &session), "cuptiSubscribe");
+    for (CUpti_CallbackId id : kLaunchCallbacks) {
+      check(cuptiEnableCallback(1, session.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id),
+            "cuptiEnableCallback");
+    }
+  } catch (const CallFailed& failure) {
+    session.launch_records_error = failure.call + ": " + failure.name + ": " + failure.message;
+    if (session.subscriber != nullptr) cuptiUnsubscribe(session.subscriber);
+    session.subscriber = nullptr;
   }
 }
 
@@ -519,17 +531,30 @@ std::string support_level(CUpti_Profiler_Support_Level level) {
   }
 }
 
-void check_device_supported(CUdevice device) {
+// Whether CUPTI can profile the device; a device it can't (vGPU without profiling, confidential
+// computing, ...) fails here with each condition named. Returns what the query said, for the
+// diagnostics: a CUPTI that can't answer it (the query is newer than the Range Profiler) is
+// not refused for that, its later calls tell.
+std::string check_device_supported(CUdevice device) {
   CUpti_Profiler_DeviceSupported_Params params{CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE};
   params.cuDevice = device;
   params.api = CUPTI_PROFILER_RANGE_PROFILING;
-  check(cuptiProfilerDeviceSupported(&params), "cuptiProfilerDeviceSupported");
-  if (params.isSupported == CUPTI_PROFILER_CONFIGURATION_SUPPORTED) return;
-  fail("library", "cuptiProfilerDeviceSupported", params.isSupported, "device not supported",
-       "CUPTI cannot profile this device: architecture " + support_level(params.architecture) +
-           ", SLI " + support_level(params.sli) + ", vGPU " + support_level(params.vGpu) +
-           ", confidential compute " + support_level(params.confidentialCompute) + ", CMP " +
-           support_level(params.cmp) + ", WSL " + support_level(params.wsl));
+  const CUptiResult result = cuptiProfilerDeviceSupported(&params);
+  if (result != CUPTI_SUCCESS) {
+    const char* name = nullptr;
+    cuptiGetResultString(result, &name);
+    return std::string("cuptiProfilerDeviceSupported failed: ") + (name ? name : "");
+  }
+  const std::string levels =
+      "architecture " + support_level(params.architecture) + ", SLI " + support_level(params.sli) +
+      ", vGPU " + support_level(params.vGpu) + ", confidential compute " +
+      support_level(params.confidentialCompute) + ", CMP " + support_level(params.cmp) + ", WSL " +
+      support_level(params.wsl);
+  if (params.isSupported != CUPTI_PROFILER_CONFIGURATION_SUPPORTED) {
+    fail("library", "cuptiProfilerDeviceSupported", params.isSupported, "device not supported",
+         "CUPTI cannot profile this device: " + levels);
+  }
+  return "supported: " + levels;
 }
 
 std::unique_ptr<Prepared> prepare(const std::vector<std::string>& requested, double& init_s,
@@ -554,7 +579,7 @@ std::unique_ptr<Prepared> prepare(const std::vector<std::string>& requested, dou
     check(cuptiProfilerInitialize(&params), "cuptiProfilerInitialize");
     g_profiler_initialized = true;
   }
-  check_device_supported(device);
+  prepared->device_support = check_device_supported(device);
   CUpti_Device_GetChipName_Params chip{CUpti_Device_GetChipName_Params_STRUCT_SIZE};
   chip.deviceIndex = static_cast<size_t>(device);
   check(cuptiDeviceGetChipName(&chip), "cuptiDeviceGetChipName");
@@ -580,7 +605,9 @@ std::unique_ptr<Prepared> prepare(const std::vector<std::string>& requested, dou
 
 std::string prepared_json(const Prepared& prepared, bool cached, double init_s, double config_s) {
   return "{\"ok\":true,\"cached\":" + std::string(cached ? "true" : "false") +
-         ",\"chip\":" + quote(prepared.chip) + ",\"device\":" + std::to_string(prepared.device) +
+         ",\"chip\":" + quote(prepared.chip) +
+         ",\"device_support\":" + quote(prepared.device_support) +
+         ",\"device\":" + std::to_string(prepared.device) +
          ",\"sm_count\":" + std::to_string(prepared.sm_count) + ",\"compute_capability\":[" +
          std::to_string(prepared.cc_major) + "," + std::to_string(prepared.cc_minor) + "]," +
          prepared.plan.json() + ",\"seconds\":{\"cupti_init\":" + number(init_s) +
@@ -783,11 +810,11 @@ __attribute__((visibility("default"))) char* kbc_begin(int replay, size_t max_ra
     auto session = std::make_unique<Session>();
     session->context = g_prepared->context;
     try {
-      start_launch_records(*session);
       CUpti_RangeProfiler_Enable_Params enable{CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
       enable.ctx = g_prepared->context;
       check(cuptiRangeProfilerEnable(&enable), "cuptiRangeProfilerEnable");
       session->range = enable.pRangeProfilerObject;
+      start_launch_records(*session);
 
       std::vector<const char*> names = pointers(g_prepared->plan.supported);
       CUpti_RangeProfiler_GetCounterDataSize_Params size{
@@ -830,8 +857,10 @@ __attribute__((visibility("default"))) char* kbc_begin(int replay, size_t max_ra
       }
       throw;
     }
+    const std::string launch_error = session->launch_records_error;
     g_session = std::move(session);
-    return "{\"ok\":true,\"seconds\":{\"enable\":" + number(seconds_since(started)) + "}}";
+    return "{\"ok\":true,\"launch_records_error\":" + quote(launch_error) +
+           ",\"seconds\":{\"enable\":" + number(seconds_since(started)) + "}}";
   });
 }
 
@@ -895,7 +924,9 @@ __attribute__((visibility("default"))) char* kbc_end() {
     const std::string launches = launches_json(session->launches);
     return "{\"ok\":true,\"metrics\":" + strings(g_prepared->plan.supported) +
            ",\"ranges\":" + ranges + ",\"dropped_ranges\":" + std::to_string(dropped) +
-           ",\"launches\":" + launches + ",\"seconds\":{\"decode\":" + number(decode_s) +
+           ",\"launches\":" + launches +
+           ",\"launch_records_error\":" + quote(session->launch_records_error) +
+           ",\"seconds\":{\"decode\":" + number(decode_s) +
            ",\"evaluate\":" + number(seconds_since(started)) + "}}";
   });
 }
