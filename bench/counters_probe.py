@@ -306,6 +306,8 @@ def child(args) -> int:
                 say(f"{label}: phases {step['phase_seconds']}")
                 if run.library is not None and run_index == 0:
                     say(f"  CUPTI: {msgspec.to_builtins(run.library)}; files {run.library_files}")
+                    if run.library.older_than_headers:
+                        say("  WARNING: the libcupti running it is older than its headers")
                 if run.prepared is not None and not plan_printed:
                     plan_printed = True
                     prepared = run.prepared

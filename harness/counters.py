@@ -172,6 +172,13 @@ def collect_counters(
     except cupti.CuptiFailure as failure:
         run.failure = failure.error
         run.error = cupti.harness_error(failure.error)
+        if run.library is not None and run.library.older_than_headers:
+            run.error.message += (
+                f" The libcupti running it ({run.library.libcupti}, API "
+                f"{run.library.runtime_cupti_api}) is older than the CUPTI headers the library "
+                f"was built with (API {run.library.compiled_cupti_api}); loading the toolkit's "
+                "CUPTI before torch (harness/cupti.preload_toolkit_cupti) avoids that."
+            )
     except (RuntimeError, ctypes.ArgumentError) as exc:  # the launcher's or the kernel's
         run.error = error_from_exception(exc, kernels=set(names))
     finally:

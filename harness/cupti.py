@@ -163,6 +163,12 @@ class LibraryInfo(msgspec.Struct, kw_only=True):
     runtime_cupti_api: int  # cuptiGetVersion() of the libcupti running it
     libcupti: str  # that libcupti's path
 
+    @property
+    def older_than_headers(self) -> bool:
+        """A libcupti older than the headers may refuse the newer headers' parameter structs
+        (CUPTI_ERROR_INVALID_PARAMETER): e.g. torch's copy under a newer toolkit."""
+        return self.runtime_cupti_api < self.compiled_cupti_api
+
 
 class UnsupportedMetric(msgspec.Struct, kw_only=True):
     metric: str

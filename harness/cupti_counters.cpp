@@ -41,6 +41,7 @@
 #include <cupti_version.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -399,6 +400,9 @@ struct Session {
   std::vector<uint8_t> counter_data;
   bool started = false;
   int pass = -1;  // the pass being recorded, 0-based
+  // Launches count only between a pass's start and its stop: the caller's own work around the
+  // passes (an L2 flush before each) is neither profiled nor recorded.
+  std::atomic<bool> recording{false};
   std::mutex launches_lock;
   std::vector<Launch> launches;
   std::string launch_records_error;  // why launches are not recorded, if they are not
@@ -414,7 +418,7 @@ void CUPTIAPI record_launch(void* userdata, CUpti_CallbackDomain domain, CUpti_C
   auto* session = static_cast<Session*>(userdata);
   const auto* call = static_cast<const CUpti_CallbackData*>(data);
   if (domain != CUPTI_CB_DOMAIN_DRIVER_API || call->callbackSite != CUPTI_API_EXIT) return;
-  if (call->context != session->context) return;
+  if (!session->recording.load() || call->context != session->context) return;
   Launch launch;
   auto dims = [&launch](unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shared) {
@@ -876,6 +880,7 @@ __attribute__((visibility("default"))) char* kbc_start_pass() {
     start.pRangeProfilerObject = g_session->range;
     check(cuptiRangeProfilerStart(&start), "cuptiRangeProfilerStart");
     g_session->started = true;
+    g_session->recording.store(true);
     return std::string("{\"ok\":true,\"pass\":") + std::to_string(g_session->pass) + "}";
   });
 }
@@ -884,6 +889,7 @@ __attribute__((visibility("default"))) char* kbc_stop_pass() {
   return guarded([] {
     std::lock_guard<std::mutex> guard(g_lock);
     require_session("kbc_stop_pass");
+    g_session->recording.store(false);  // the pass's launch calls have all returned
     check(driver().ctx_synchronize(), "cuCtxSynchronize (the pass's kernels)");
     CUpti_RangeProfiler_Stop_Params stop{CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
     stop.pRangeProfilerObject = g_session->range;
