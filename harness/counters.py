@@ -222,7 +222,7 @@ def _library(
     library, toolkit = cupti.build_library(settings, arch=built.arch or None)
     if not library.ok or library.artifact is None or toolkit is None:
         error = library.error
-        if error is not None and error.kind in ("nvcc_missing", "counters_failed"):
+        if error is not None and error.kind == "counters_failed":
             run.error = error
         else:
             run.error = HarnessError(

@@ -100,35 +100,35 @@ def find_cupti(nvcc: str) -> CuptiToolkit | None:
 def build_library(
     settings: Settings, *, arch: str | None = None
 ) -> tuple[BuildResult, CuptiToolkit | None]:
-    """The library (BuildResult.artifact), compiled by nvcc on first use and taken from the build
-    cache after, until its source, a CUPTI header or nvcc changes. `arch`: any name nvcc takes
-    (the library is host code); None detects the GPU's."""
+    """The library (BuildResult.artifact) and the CUPTI it links, compiled by nvcc on first use
+    and taken from the build cache after, until its source, a CUPTI header or nvcc changes.
+    `arch`: any name nvcc takes (the library is host code); None detects the GPU's."""
     nvcc = shutil.which(settings.nvcc)
     toolkit = find_cupti(nvcc) if nvcc else None
-    if nvcc is not None and toolkit is None:
-        root = _toolkit_root(nvcc)
-        failed = BuildResult(
-            ok=False,
-            source=str(LIBRARY_SOURCE),
-            arch=arch or "",
-            error=HarnessError(
-                kind="counters_failed",
-                message=f"CUPTI's Range Profiler (cupti_range_profiler.h and libcupti, CUDA 12.6 "
-                f"or newer) is not in the CUDA toolkit of {nvcc} ({root or 'its root unknown'}).",
-                fix="Install a CUDA toolkit 12.6 or newer with CUPTI; " + _FALLBACK_FIX,
-            ),
+    if toolkit is None:
+        where = (
+            f"the CUDA toolkit of {nvcc}" if nvcc else f"no toolkit ({settings.nvcc!r} not found)"
         )
-        return failed, None
+        failed = HarnessError(
+            kind="counters_failed",
+            message="CUPTI's Range Profiler (cupti_range_profiler.h and libcupti, CUDA 12.6 or "
+            f"newer) was not found: {where}.",
+            fix="Install a CUDA toolkit 12.6 or newer with CUPTI and put its nvcc on PATH (or "
+            "set `nvcc`). " + _FALLBACK_FIX,
+        )
+        return BuildResult(
+            ok=False, source=str(LIBRARY_SOURCE), arch=arch or "", error=failed
+        ), None
     # libcupti by soname, found through the run path; libcuda is opened at run time (see the
     # source); libnvperf_* are CUPTI's to open (see the module's docstring).
     spec = BuildSpec(
         source=str(LIBRARY_SOURCE),
         output_kind="shared",
         arch=arch,
-        include_dirs=[toolkit.include_dir] if toolkit else [],
-        library_dirs=[toolkit.lib_dir] if toolkit else [],
+        include_dirs=[toolkit.include_dir],
+        library_dirs=[toolkit.lib_dir],
         libraries=["cupti", "dl"],
-        flags=["-Xlinker", f"-rpath={toolkit.lib_dir}"] if toolkit else [],
+        flags=["-Xlinker", f"-rpath={toolkit.lib_dir}"],
     )
     return build(spec, settings), toolkit
 

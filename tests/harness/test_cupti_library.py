@@ -156,3 +156,39 @@ def test_other_failures_name_the_call_and_cuptis_words():
     assert "ncu" in error.fix
     no_device = _failure("cuda", "cuCtxGetDevice", 100, "CUDA_ERROR_NO_DEVICE")
     assert cupti.harness_error(no_device).kind == "no_gpu"
+
+
+def _toolkit(root: Path) -> str:
+    """A toolkit tree whose nvcc answers a dry run as nvcc does (`#$ TOP=...`)."""
+    nvcc = root / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text(f'#!/bin/sh\necho "#$ _HERE_={root}/bin"\necho "#$ TOP={root}/bin/.."\n')
+    nvcc.chmod(0o755)
+    return str(nvcc)
+
+
+def test_cupti_is_found_where_older_toolkits_keep_it(tmp_path):
+    nvcc = _toolkit(tmp_path / "cuda-12.8")
+    assert cupti.find_cupti(nvcc) is None  # no CUPTI at all
+    extras = tmp_path / "cuda-12.8" / "extras" / "CUPTI"
+    (extras / "include").mkdir(parents=True)
+    (extras / "include" / "cupti_range_profiler.h").write_text("")
+    (extras / "lib64").mkdir()
+    for name in ("libcupti.so", "libcupti.so.12", "libcupti.so.2025.1.0"):
+        (extras / "lib64" / name).write_text("")
+    found = cupti.find_cupti(nvcc)
+    assert found.root == str((tmp_path / "cuda-12.8").resolve())
+    assert found.include_dir == str(extras.resolve() / "include")
+    assert found.lib_dir == str(extras.resolve() / "lib64")
+    assert found.soname == "libcupti.so.12"
+
+
+def test_without_cupti_the_library_is_not_built_and_says_why(tmp_path):
+    settings = Settings(cache_dir=str(tmp_path / "cache"), nvcc=_toolkit(tmp_path / "cuda-12.4"))
+    built, toolkit = cupti.build_library(settings, arch="sm_90")
+    assert toolkit is None and not built.ok
+    assert built.error.kind == "counters_failed"
+    assert "CUDA 12.6 or newer" in built.error.message and "cuda-12.4" in built.error.message
+    missing = Settings(cache_dir=str(tmp_path / "cache"), nvcc="/nonexistent/nvcc")
+    built, _ = cupti.build_library(missing, arch="sm_90")
+    assert "'/nonexistent/nvcc' not found" in built.error.message
