@@ -47,7 +47,7 @@ from common import REPO, write_result
 from kernelblaster.harness import cupti
 from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.build import build
-from kernelblaster.harness.counter_metrics import COUNTER_METRICS
+from kernelblaster.harness.counter_metrics import COUNTER_METRICS, LAUNCH_METRICS
 from kernelblaster.harness.target_build import build_spec
 from kernelblaster.harness.targets import Target, resolve_target
 from kernelblaster.settings import Settings
@@ -55,17 +55,6 @@ from kernelblaster.settings import Settings
 EXAMPLES = ["relu", "softmax", "matmul", "row_sum"]
 VARIANTS = ["default", "toolkit-cupti"]
 SOL = [m.DURATION, m.SM_PCT, m.MEMORY_PCT, m.DRAM_PCT, m.L1_PCT, m.L2_PCT]
-LAUNCH = [
-    m.GRID_SIZE,
-    m.BLOCK_SIZE,
-    m.REGISTERS,
-    m.SHARED_STATIC,
-    m.SHARED_DYNAMIC,
-    m.SM_COUNT,
-    m.WAVES,
-    m.THEORETICAL_OCCUPANCY,
-    *m.BLOCK_LIMITS.values(),
-]
 CHILD_TIMEOUT_S = 200  # two children and ncu must fit the device's 10 minutes
 
 
@@ -427,7 +416,7 @@ def compare(name: str, ncu: dict, children: dict[str, dict]) -> dict:
         say(f"-- {theirs['name']} (launch {index})")
         header = f"{'metric':78} {'ncu':>11}" + "".join(f" {c[:20]:>20}" for c in columns)
         say(header)
-        names = SOL + [n for n in COUNTER_METRICS if n not in SOL] + LAUNCH
+        names = SOL + [n for n in COUNTER_METRICS if n not in SOL] + list(LAUNCH_METRICS)
         for metric in names:
             row = f"{metric[:78]:78} {_value(theirs['metrics'].get(metric)):>11}"
             for column, report in columns.items():

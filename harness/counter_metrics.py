@@ -42,6 +42,21 @@ COUNTER_METRICS: list[str] = sorted(
     | {m.stall_metric(reason) for reason in m.STALL_REASONS}
 )
 
+# What `launch_metrics` computes, by ncu's names (a launch too large to run has no waves).
+LAUNCH_METRICS: tuple[str, ...] = (
+    m.GRID_SIZE,
+    m.BLOCK_SIZE,
+    *m.GRID_DIMS,
+    *m.BLOCK_DIMS,
+    m.REGISTERS,
+    m.SHARED_STATIC,
+    m.SHARED_DYNAMIC,
+    m.SM_COUNT,
+    m.WAVES,
+    m.THEORETICAL_OCCUPANCY,
+    *(m.BLOCK_LIMITS[name] for name in ("registers", "shared_memory", "warps", "blocks")),
+)
+
 # occupancy.py's names for the resources limiting resident blocks, as ncu's metrics name them
 _LIMITS = {
     "registers": m.BLOCK_LIMITS["registers"],

@@ -90,20 +90,11 @@ def _no_progress(*_) -> None:
 
 
 def profile_in_process(
-    target: Target,
-    built: BuildResult,
-    settings: Settings,
-    *,
-    kernels: list[str] | None = None,
-    replay: cupti.Replay = "kernel",
-    progress: Callable[..., None] = _no_progress,
+    target: Target, built: BuildResult, settings: Settings, **options
 ) -> tuple[ProfileReport | None, HarnessError | None]:
-    """The quick profile of `target`'s kernels (`kernels`: the names to keep; None: every
-    kernel its source defines), collected in this process; or why not, as profile_target
-    answers."""
-    run = collect_counters(
-        target, built, settings, kernels=kernels, replay=replay, progress=progress
-    )
+    """The quick profile of `target`'s kernels collected in this process, or why not, as
+    profile_target answers; `options` are collect_counters's (kernels, replay, progress)."""
+    run = collect_counters(target, built, settings, **options)
     return run.report, run.error
 
 
@@ -133,7 +124,9 @@ def collect_counters(
     replay: cupti.Replay = "kernel",
     progress: Callable[..., None] = _no_progress,
 ) -> CounterRun:
-    """`profile_in_process`, with everything it learnt on the way."""
+    """`profile_in_process`, with everything it learnt on the way. `kernels`: the names to
+    keep (None: every kernel the source defines); `replay`: "kernel" (CUPTI replays each
+    kernel in place) or "user" (the launcher is called once per pass)."""
     run = CounterRun()
     laps = _Laps(run.phase_seconds)
     run.error = _refusal(target, settings)

@@ -14,6 +14,7 @@ from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.classify import classify_report
 from kernelblaster.harness.counter_metrics import (
     COUNTER_METRICS,
+    LAUNCH_METRICS,
     is_hardware_metric,
     launch_metrics,
 )
@@ -22,19 +23,13 @@ from kernelblaster.harness.records import LaunchConfig, ProfileReport
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 REPORTS = sorted(FIXTURES.rglob("*.ncu-rep"))
+# ncu's and ours must be equal; ncu's shared-memory limit is that of the driver's carveout
 EXACT = [
-    m.GRID_SIZE,
-    m.BLOCK_SIZE,
-    *m.GRID_DIMS,
-    *m.BLOCK_DIMS,
-    m.REGISTERS,
-    m.SHARED_STATIC,
-    m.SHARED_DYNAMIC,
-    m.SM_COUNT,
-    m.BLOCK_LIMITS["registers"],
-    m.BLOCK_LIMITS["warps"],
-    m.BLOCK_LIMITS["blocks"],
+    name
+    for name in LAUNCH_METRICS
+    if name not in (m.WAVES, m.THEORETICAL_OCCUPANCY, m.BLOCK_LIMITS["shared_memory"])
 ]
+LIMITS = [m.BLOCK_LIMITS[name] for name in ("registers", "warps", "blocks")]
 
 
 def _id(path: Path) -> str:
@@ -92,13 +87,14 @@ def test_launch_statistics_and_occupancy_are_ncus(report_path):
     for kernel in report.kernels:
         ncu = kernel.metrics
         ours = launch_metrics(kernel.launch, arch=report.arch, sm_count=int(ncu[m.SM_COUNT]))
+        assert set(ours) == set(LAUNCH_METRICS)
         assert {name: ours[name] for name in EXACT} == {name: ncu[name] for name in EXACT}
         assert ours[m.THEORETICAL_OCCUPANCY] == pytest.approx(ncu[m.THEORETICAL_OCCUPANCY])
         assert ours[m.WAVES] == pytest.approx(ncu[m.WAVES], rel=1e-12)
         # ncu's shared-memory limit is that of the carveout the driver picked: the largest
         # (ours) where shared memory alone limits the kernel, a smaller one where it need not
         shared = m.BLOCK_LIMITS["shared_memory"]
-        others = [ncu[name] for name in EXACT[-3:]]
+        others = [ncu[name] for name in LIMITS]
         assert ours[shared] >= ncu[shared]
         if ncu[shared] < min(others):
             assert ours[shared] == ncu[shared]

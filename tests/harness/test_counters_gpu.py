@@ -7,18 +7,16 @@ diagnostic benchmark is bench/counters_probe.py."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-import msgspec
 import pytest
+from gpu_examples import copy_example, ncu_quick
 
 from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.build import build
 from kernelblaster.harness.classify import classify_report
 from kernelblaster.harness.counters import collect_counters
 from kernelblaster.harness.cuda_source import kernel_names
-from kernelblaster.harness.profile import profile_target
 from kernelblaster.harness.records import ProfileReport
 from kernelblaster.harness.target_build import build_spec
 from kernelblaster.harness.targets import Target, resolve_target
@@ -26,7 +24,6 @@ from kernelblaster.settings import Settings
 
 pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SOL = (m.SM_PCT, m.MEMORY_PCT, m.DRAM_PCT, m.L1_PCT, m.L2_PCT)
 SOL_TOLERANCE = 10.0  # percentage points of peak
 
@@ -41,13 +38,6 @@ def ncu_reports() -> dict[str, ProfileReport]:
     return {}  # ncu's quick report per example, made once for both replay modes
 
 
-def _device_arch() -> str:
-    import torch
-
-    major, minor = torch.cuda.get_device_capability()
-    return f"sm_{major}{minor}"
-
-
 def _states(report: ProfileReport) -> list[tuple[str, str, str]]:
     return [(s.kernel, s.bottleneck, s.state) for s in classify_report(report)]
 
@@ -57,24 +47,14 @@ def _states(report: ProfileReport) -> list[tuple[str, str, str]]:
 def test_in_process_counters_classify_as_ncu_does(name, replay, work, ncu_reports):
     folder = work / name
     folder.mkdir(exist_ok=True)
-    for suffix in (".cu", ".py"):
-        shutil.copy(EXAMPLES / f"{name}{suffix}", folder / f"{name}{suffix}")
-    source = folder / f"{name}.cu"
+    source = copy_example(name, folder)
     settings = Settings(cache_dir=str(work / "cache"))
     target = resolve_target(source, settings)
     assert isinstance(target, Target) and target.kind == "plain", target
     built = build(build_spec(target, settings), settings)
     assert built.ok, built.error
     if name not in ncu_reports:
-        report, error = profile_target(
-            target,
-            built,
-            msgspec.structs.replace(settings, native_profile_driver=False),
-            depth="quick",
-            arch=_device_arch(),
-        )
-        assert error is None, f"{error.kind}: {error.message}\n{error.log}"
-        ncu_reports[name] = report
+        ncu_reports[name] = ncu_quick(target, built, settings, native_driver=False)
     ncu = ncu_reports[name]
 
     cold = collect_counters(target, built, settings, replay=replay)
