@@ -3,8 +3,8 @@
 // `kbc_stop_pass` in the calling process's current CUDA context (auto range: one range per
 // launch), and CUPTI's callback API records each launch's kernel, grid, block and dynamic shared
 // memory, so that ncu need not start a new process. Host code only; harness/cupti.py builds it
-// with nvcc through the build cache (linked to the toolkit's libcupti and libnvperf_*) and calls
-// it with ctypes.
+// with nvcc through the build cache (linked to libcupti by soname, with a run path to the
+// toolkit's; CUPTI opens its libnvperf_* itself) and calls it with ctypes.
 //
 // Every exported function returns a JSON document (free it with kbc_free):
 //   {"ok": true, ...}                      what the call produced, or
@@ -50,11 +50,10 @@
 #include <cstring>
 #include <exception>
 #include <map>
-#include <utility>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if CUPTI_API_VERSION < 24
