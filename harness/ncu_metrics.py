@@ -44,6 +44,28 @@ ISSUE_ACTIVE = "smsp__issue_active.avg.per_cycle_active"  # instructions per cyc
 CYCLES_PER_ISSUE = "smsp__average_warp_latency_per_inst_issued.ratio"
 THREADS_PER_INSTRUCTION = "smsp__thread_inst_executed_per_inst_executed.ratio"  # of 32
 STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio")
+# The stall reasons ncu's WarpStateStats section reports (ncu 2025.3; `gmma` on sm_90 only).
+STALL_REASONS = (
+    "barrier",
+    "branch_resolving",
+    "dispatch_stall",
+    "drain",
+    "gmma",
+    "imc_miss",
+    "lg_throttle",
+    "long_scoreboard",
+    "math_pipe_throttle",
+    "membar",
+    "mio_throttle",
+    "misc",
+    "no_instruction",
+    "not_selected",
+    "selected",
+    "short_scoreboard",
+    "sleeping",
+    "tex_throttle",
+    "wait",
+)
 
 
 def stall_metric(reason: str) -> str:

@@ -186,10 +186,11 @@ def demangle(names: Iterable[str]) -> dict[str, str]:
 
 
 def short_name(demangled: str) -> str:
-    """The bare function name of a demangled signature: "void ns::k<64>(float*)" -> "k"."""
+    """The bare function name of a demangled signature: "void ns::k<64>(float*)" -> "k"; an
+    anonymous namespace's "(anonymous namespace)::" is a scope, not the parameter list."""
     outside_templates = []
     depth = 0
-    for char in demangled:
+    for char in demangled.replace("(anonymous namespace)", ""):
         if char == "(" and depth == 0:  # the parameter list starts
             break
         depth += (char == "<") - (char == ">")

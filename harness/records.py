@@ -20,6 +20,8 @@ ErrorKind = Literal[
     "wrong_arch",
     "counter_permission",
     "ncu_replay_failed",
+    # the in-process counters (harness/counters.py) could not be collected: profile through ncu
+    "counters_failed",
     "build_failed",
     "no_reference",
     "bad_reference",
@@ -250,10 +252,12 @@ class ProfileReport(msgspec.Struct, kw_only=True):
     seconds: float = 0.0
     # The process ncu ran: a plain target's native driver, run_once (other callable targets, or
     # a plain one whose driver could not run: `fallback_reason` says why), or the program;
-    # "in_process" for the counters the worker collected itself (harness/counters.py, no ncu);
-    # None for a report read on its own (`kernelblaster analyze`).
+    # "in_process" for counters collected with CUPTI inside the worker, without ncu
+    # (harness/counters.py); None for a report read on its own (`kernelblaster analyze`).
     program: Literal["native_driver", "run_once", "program", "in_process"] | None = None
     fallback_reason: str = ""
+    # Where `seconds` went, by phase, where the profiler says (e.g. "replay", "decode").
+    phase_seconds: dict[str, float] = {}
 
 
 # --- classification ------------------------------------------------------------------------

@@ -36,19 +36,29 @@ def program(spec_path: Path) -> list[str]:
     return [sys.executable, "-m", "kernelblaster.harness.run_once", str(spec_path)]
 
 
-def main(argv: list[str]) -> int:
+def prepare_call(spec: RunOnceSpec):
+    """The candidate and the seeded inputs of the profiled call, on the spec's GPU (made the
+    current device): what run_once calls, and what harness/counters.py profiles in the worker.
+    Raises ReferenceError_ where the reference and the target don't fit."""
     import torch
 
     from kernelblaster.harness.candidate import load_candidate
     from kernelblaster.harness.reference import load_reference
 
-    spec = msgspec.json.decode(Path(argv[0]).read_bytes(), type=RunOnceSpec)
     device = torch.device("cuda", spec.gpu_index)
     torch.cuda.set_device(device)
     reference = load_reference(Path(spec.target.reference or ""), device)
     artifact = Path(spec.artifact) if spec.artifact else None
     candidate = load_candidate(spec.target, artifact, reference, device)
-    inputs = reference.inputs(spec.seed, device)
+    return candidate, reference.inputs(spec.seed, device)
+
+
+def main(argv: list[str]) -> int:
+    import torch
+
+    spec = msgspec.json.decode(Path(argv[0]).read_bytes(), type=RunOnceSpec)
+    candidate, inputs = prepare_call(spec)
+    device = torch.device("cuda", spec.gpu_index)
     with torch.no_grad():
         for _ in range(spec.repeat):
             candidate(inputs)

@@ -37,6 +37,7 @@ def test_every_subpackage_imports(installed, tmp_path, where):
         "from kernelblaster.agents.prompting import load_template; load_template('lowering'); "
         "from importlib.resources import files; "
         "assert files('kernelblaster.harness').joinpath('native_driver.cpp').is_file(); "
+        "assert files('kernelblaster.harness').joinpath('cupti_counters.cpp').is_file(); "
         "print(len(load_catalog().technique))"
     )
     done = _python(code, installed, cwd)

@@ -5,16 +5,15 @@ benchmark is bench/profile_driver.py."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import msgspec
 import pytest
+from gpu_examples import copy_example, ncu_quick
 
 from kernelblaster.harness.build import build
 from kernelblaster.harness.classify import classify_report
 from kernelblaster.harness.cuda_source import kernel_names
-from kernelblaster.harness.profile import profile_target
 from kernelblaster.harness.target_build import build_spec
 from kernelblaster.harness.targets import Target, resolve_target
 from kernelblaster.harness.worker_client import run_harness_sync
@@ -23,42 +22,18 @@ from kernelblaster.settings import Settings
 
 pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def _pair(name: str, folder: Path) -> Path:
-    for suffix in (".cu", ".py"):
-        shutil.copy(EXAMPLES / f"{name}{suffix}", folder / f"{name}{suffix}")
-    return folder / f"{name}.cu"
-
-
-def _device_arch() -> str:
-    import torch
-
-    major, minor = torch.cuda.get_device_capability()
-    return f"sm_{major}{minor}"
-
 
 @pytest.mark.parametrize("name", ["relu", "softmax"])
 def test_the_native_driver_profiles_what_run_once_profiles(name, tmp_path):
-    source = _pair(name, tmp_path)
+    source = copy_example(name, tmp_path)
     settings = Settings(cache_dir=str(tmp_path / "cache"))
     target = resolve_target(source, settings)
     assert isinstance(target, Target), target
     built = build(build_spec(target, settings), settings)
     assert built.ok, built.error
-    reports = {}
-    for native in (True, False):
-        report, error = profile_target(
-            target,
-            built,
-            msgspec.structs.replace(settings, native_profile_driver=native),
-            depth="quick",
-            arch=_device_arch(),
-        )
-        assert error is None, f"{error.kind}: {error.message}\n{error.log}"
-        reports[native] = report
-    driver, run_once = reports[True], reports[False]
+    driver, run_once = (
+        ncu_quick(target, built, settings, native_driver=native) for native in (True, False)
+    )
     assert (driver.program, driver.fallback_reason) == ("native_driver", "")
     assert run_once.program == "run_once"
     print(
@@ -76,7 +51,7 @@ def test_the_native_driver_profiles_what_run_once_profiles(name, tmp_path):
 
 
 def test_the_worker_profiles_a_plain_target_through_the_driver(tmp_path):
-    source = _pair("softmax", tmp_path)
+    source = copy_example("softmax", tmp_path)
     settings = Settings(cache_dir=str(tmp_path / "cache"), native_profile_driver=True)
     request = WorkerRequest(
         task="profile", source=str(source), settings=msgspec.to_builtins(settings)

@@ -160,3 +160,6 @@ def test_demangle_and_short_names():
     assert short_name("void tmpl<128>(float*)") == "tmpl"
     assert short_name("void ns::k<a<b<c>>, 3>(int)") == "k"
     assert short_name("register_hog(float const*, float*, int)") == "register_hog"
+    # torch's kernels live in anonymous namespaces; ncu names this one by its last identifier
+    torch_kernel = "void at::native::(anonymous namespace)::fill_kernel<float, 4>(int, float)"
+    assert short_name(torch_kernel) == "fill_kernel"

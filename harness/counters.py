@@ -1,0 +1,393 @@
+"""The quick profile's counters collected inside the worker with CUPTI (issue 14): no process
+started under ncu (7-12 s on an H100 through run_once, ~3 s through the native driver); the
+kernel replayed in place in the worker's warm CUDA context. Worker side: imports torch.
+
+For a plain target (an `extern "C"` launcher):
+1. the call run_once makes (harness/run_once.prepare_call): the reference's inputs under
+   PROFILE_SEED, its parameters, outputs shaped like its outputs. Outputs are not NaN-filled:
+   every kernel launched inside the profile is profiled, the fill's too;
+2. one warm-up call outside the profile: the module loads (lazily, at its first launch) and
+   the launcher's first-call costs stay out of the counters;
+3. one profiled call, L2 flushed before it (ncu flushes the caches before each pass): CUPTI's
+   Range Profiler, auto range (one range per kernel launch, so every launch of the launcher
+   gets its own values), kernel replay (CUPTI replays each kernel in place, once per pass of
+   the metric schedule). `replay="user"` instead calls the launcher once per pass, L2 flushed
+   before each: what to use if kernel replay's passes read warm caches;
+4. each launch of the target's own kernels (ncu's `-k` filter: the bare function name) becomes
+   a KernelProfile with the counters by ncu's names, the launch statistics and occupancy
+   computed from the recorded launch (harness/counter_metrics.py), and no ncu rules or source
+   markers, so `classify_report` reads it as it reads a quick ncu report.
+
+Targets it refuses (`counters_failed`, to be profiled through ncu): torch extensions (their
+verification watches them with torch.profiler, which brings its own CUPTI session, kineto,
+into the worker; CUPTI takes one callback subscriber per process), KernelBench solutions (Python
+that may run any torch op, watched the same way) and standalone programs (a process of their
+own, not a call). Launches with thread-block clusters are profiled, but occupancy.py does not
+model clusters: their occupancy limits are those of the blocks alone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import torch
+
+from kernelblaster.harness import cupti
+from kernelblaster.harness import ncu_metrics as m
+from kernelblaster.harness.counter_metrics import COUNTER_METRICS, launch_metrics
+from kernelblaster.harness.cuda_errors import error_from_exception
+from kernelblaster.harness.cuda_source import kernel_names
+from kernelblaster.harness.ptxas import demangle, short_name
+from kernelblaster.harness.records import (
+    BuildResult,
+    HarnessError,
+    KernelProfile,
+    LaunchConfig,
+    ProfileReport,
+)
+from kernelblaster.harness.reference import ReferenceError_
+from kernelblaster.harness.run_once import RunOnceSpec, prepare_call
+from kernelblaster.harness.targets import Target
+from kernelblaster.harness.timing import CudaClock
+from kernelblaster.settings import Settings
+
+_log = logging.getLogger(__name__)
+
+MAX_LAUNCHES = 64  # kernel launches one profiled call may make (the counter data's ranges)
+
+_REFUSED = {
+    "extension": "a torch extension's verification watches it with torch.profiler, whose own "
+    "CUPTI session (kineto) lives in the same worker",
+    "kernelbench": "a KernelBench solution is Python that may run any torch op, and its "
+    "verification watches it with torch.profiler (kineto's CUPTI) in the same worker",
+    "standalone": "a standalone program runs as a process of its own, not as a call in the worker",
+}
+
+
+class CounterRun(msgspec.Struct, kw_only=True):
+    """What one in-process profile produced: the report or the error, and for diagnostics
+    (bench/counters_probe.py) the CUPTI that ran, the metric plan, the raw session, the call
+    that failed and where the time went."""
+
+    report: ProfileReport | None = None
+    error: HarnessError | None = None
+    library: cupti.LibraryInfo | None = None
+    library_files: list[str] = []  # the libcupti/libnvperf/libcuda files the process holds
+    prepared: cupti.Prepared | None = None
+    begun: cupti.Begun | None = None
+    session: cupti.SessionRecord | None = None
+    failure: cupti.CuptiError | None = None
+    phase_seconds: dict[str, float] = {}
+
+
+def _no_progress(*_) -> None:
+    pass
+
+
+def profile_in_process(
+    target: Target, built: BuildResult, settings: Settings, **options
+) -> tuple[ProfileReport | None, HarnessError | None]:
+    """The quick profile of `target`'s kernels collected in this process, or why not, as
+    profile_target answers; `options` are collect_counters's (kernels, replay, progress)."""
+    run = collect_counters(target, built, settings, **options)
+    return run.report, run.error
+
+
+class _Laps:
+    """Wall time per phase, each lap ending where the next begins."""
+
+    def __init__(self, seconds: dict[str, float]):
+        self.seconds = seconds
+        self.began = self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._last
+        self._last = now
+
+    def total(self) -> float:
+        self.seconds["total"] = time.perf_counter() - self.began
+        return self.seconds["total"]
+
+
+def collect_counters(
+    target: Target,
+    built: BuildResult,
+    settings: Settings,
+    *,
+    kernels: list[str] | None = None,
+    replay: cupti.Replay = "kernel",
+    progress: Callable[..., None] = _no_progress,
+) -> CounterRun:
+    """`profile_in_process`, with everything it learnt on the way. `kernels`: the names to
+    keep (None: every kernel the source defines); `replay`: "kernel" (CUPTI replays each
+    kernel in place) or "user" (the launcher is called once per pass)."""
+    run = CounterRun()
+    laps = _Laps(run.phase_seconds)
+    run.error = _refusal(target, settings)
+    if run.error is not None:
+        return run
+    names = kernels or kernel_names(Path(target.source))
+    progress("profile", f"counters in process on {', '.join(names) or 'all kernels'}")
+    library = _library(built, settings, run)
+    laps.lap("library")
+    if library is None:
+        return run
+    device = torch.device("cuda", settings.gpu)
+    try:
+        run.library = library.info()
+        spec = RunOnceSpec(target=target, artifact=built.artifact, gpu_index=settings.gpu)
+        candidate, inputs = prepare_call(spec)
+        candidate.poison = False
+        l2 = CudaClock(device)
+        with torch.no_grad():
+            candidate(inputs)
+        torch.cuda.synchronize(device)
+        laps.lap("inputs")
+        run.prepared = library.prepare(COUNTER_METRICS)
+        run.phase_seconds.update(run.prepared.seconds)
+        laps.lap("prepare")
+        if not run.prepared.cached:
+            _log_unsupported(run.prepared)
+        run.begun = library.begin(replay, MAX_LAUNCHES)
+        run.phase_seconds.update(run.begun.seconds)
+        laps.lap("begin")
+        passes = run.prepared.passes if replay == "user" else 1
+        run.session = _profiled_call(library, lambda: candidate(inputs), l2, replay, passes, laps)
+        run.phase_seconds.update(run.session.seconds)
+    except ReferenceError_ as exc:
+        run.error = exc.error
+    except cupti.CuptiFailure as failure:
+        run.failure = failure.error
+        run.error = cupti.harness_error(failure.error)
+        if run.library is not None and run.library.older_than_headers:
+            run.error.message += (
+                f" The libcupti running it ({run.library.libcupti}, API "
+                f"{run.library.runtime_cupti_api}) is older than the CUPTI headers the library "
+                f"was built with (API {run.library.compiled_cupti_api}); loading the toolkit's "
+                "CUPTI before torch (harness/cupti.preload_toolkit_cupti) avoids that."
+            )
+    except (RuntimeError, ctypes.ArgumentError) as exc:  # the launcher's or the kernel's
+        run.error = error_from_exception(exc, kernels=set(names))
+    finally:
+        run.library_files = cupti.library_files()
+    if run.error is None and run.session is not None and run.prepared is not None:
+        profiles, run.error = kernel_profiles(run.session, run.prepared, names, built, replay)
+        laps.lap("report")
+        if run.error is None:
+            run.report = ProfileReport(
+                device=torch.cuda.get_device_name(device),
+                arch=run.prepared.arch,
+                depth="quick",
+                kernels=profiles,
+                program="in_process",
+                phase_seconds=run.phase_seconds,
+            )
+    seconds = laps.total()
+    if run.report is not None:
+        run.report.seconds = seconds
+    return run
+
+
+def _refusal(target: Target, settings: Settings) -> HarnessError | None:
+    if target.kind != "plain":
+        why = _REFUSED.get(target.kind, f"{target.kind} targets are not calls in the worker")
+        return HarnessError(
+            kind="counters_failed",
+            message=f"In-process counters cover plain CUDA targets only: {why}.",
+            fix="It is profiled through Nsight Compute (ncu) instead.",
+        )
+    from kernelblaster.harness.check import gpu_problem
+
+    return gpu_problem(settings)
+
+
+def _library(
+    built: BuildResult, settings: Settings, run: CounterRun
+) -> cupti.CounterLibrary | None:
+    """The counter library built (or found in the build cache) and loaded; None, with
+    `run.error` set, where it can't be."""
+    library, toolkit = cupti.build_library(settings, arch=built.arch or None)
+    if not library.ok or library.artifact is None or toolkit is None:
+        error = library.error
+        if error is not None and error.kind == "counters_failed":
+            run.error = error
+        else:
+            run.error = HarnessError(
+                kind="counters_failed",
+                message="The in-process counter library did not compile: "
+                + (error.message if error else "nvcc wrote no library"),
+                fix="It is profiled through Nsight Compute (ncu) instead; the log shows nvcc's "
+                "output.",
+                log=error.log if error else "",
+            )
+        return None
+    try:
+        return cupti.load_library(library.artifact, toolkit)
+    except OSError as exc:
+        run.error = HarnessError(
+            kind="counters_failed",
+            message=f"The in-process counter library could not be loaded: {exc}",
+            fix="It is profiled through Nsight Compute (ncu) instead.",
+        )
+        return None
+
+
+def _log_unsupported(prepared: cupti.Prepared) -> None:
+    for unsupported in prepared.unsupported:
+        _log.info(
+            "%s has no metric %s (%s): left out of the counters",
+            prepared.chip,
+            unsupported.metric,
+            unsupported.reason,
+        )
+
+
+def _profiled_call(
+    library: cupti.CounterLibrary,
+    call: Callable[[], object],
+    l2: CudaClock,
+    replay: cupti.Replay,
+    passes: int,
+    laps: _Laps,
+) -> cupti.SessionRecord:
+    """`call` profiled in the session `library.begin` opened: once (kernel replay), or once
+    per pass of the metric schedule (user replay), each time after an L2 flush; the session's
+    counters and launches. The session is closed whatever happens."""
+    try:
+        for _ in range(passes + 1):
+            l2.flush_l2()
+            l2.synchronize()
+            library.start_pass()
+            with torch.no_grad():
+                call()
+            if library.stop_pass().all_passes_submitted:
+                break
+        else:
+            raise cupti.CuptiFailure(
+                cupti.CuptiError(
+                    api="library",
+                    call="cuptiRangeProfilerStop",
+                    code=0,
+                    name="passes left",
+                    message=f"CUPTI still wanted passes after {passes + 1} ({replay} replay)",
+                )
+            )
+    except BaseException:
+        _abort(library)
+        raise
+    laps.lap("replay")
+    session = library.end()
+    laps.lap("end")
+    return session
+
+
+def _abort(library: cupti.CounterLibrary) -> None:
+    """Disable the profiler after a failure; the failure that got here is the one reported."""
+    try:
+        library.abort()
+    except cupti.CuptiFailure as failure:
+        _log.warning("disabling CUPTI's profiler after a failure failed too: %s", failure)
+
+
+def kernel_profiles(
+    session: cupti.SessionRecord,
+    prepared: cupti.Prepared,
+    names: list[str],
+    built: BuildResult,
+    replay: cupti.Replay,
+) -> tuple[list[KernelProfile], HarnessError | None]:
+    """One KernelProfile per launch of a kernel in `names`, in launch order: range i holds the
+    counters of the i-th launch of a pass. Launches the driver refused made no range."""
+    if session.launch_records_error:
+        return [], _failed(f"the launches were not recorded: {session.launch_records_error}")
+    launched = [launch for launch in session.launches if launch.status == 0]
+    first = [launch for launch in launched if launch.pass_index == 0]
+    sequence = [launch.name for launch in first]
+    passes = {launch.pass_index for launch in launched}
+    for index in sorted(passes - {0}):
+        again = [launch.name for launch in launched if launch.pass_index == index]
+        if again != sequence:
+            return [], _failed(
+                f"the launcher launched other kernels in pass {index} of the {replay} replay "
+                f"({', '.join(again) or 'none'}) than in the first ({', '.join(sequence)})"
+            )
+    if session.dropped_ranges or len(session.ranges) != len(first):
+        return [], _failed(
+            f"CUPTI measured {len(session.ranges)} ranges ({session.dropped_ranges} dropped) "
+            f"for {len(first)} kernel launches ({', '.join(sequence) or 'none'}); one call may "
+            f"launch at most {MAX_LAUNCHES}"
+        )
+    readable = demangle(sequence)
+    wanted = set(names)
+    profiles = []
+    for launch, measured in zip(first, session.ranges, strict=True):
+        demangled = readable.get(launch.name, launch.name)
+        name = short_name(demangled)
+        if name not in wanted:
+            continue
+        resources = _resources(launch, built)
+        if resources is None:
+            return [], _failed(
+                f"the registers of {name} could not be read: {launch.attribute_error}"
+            )
+        registers, shared_static = resources
+        launch_config = LaunchConfig(
+            grid=launch.grid,
+            block=launch.block,
+            registers_per_thread=registers,
+            shared_static_bytes=shared_static,
+            shared_dynamic_bytes=launch.shared_dynamic,
+        )
+        metrics = {
+            metric: value
+            for metric, value in zip(session.metrics, measured.values, strict=True)
+            if value is not None
+        }
+        metrics |= launch_metrics(launch_config, arch=prepared.arch, sm_count=prepared.sm_count)
+        launch_config.waves_per_sm = metrics.get(m.WAVES)
+        profiles.append(
+            KernelProfile(
+                name=name,
+                demangled=demangled,
+                duration_ns=metrics.get(m.DURATION),
+                launch=launch_config,
+                metrics=metrics,
+            )
+        )
+    if not profiles:
+        launched_names = ", ".join(short_name(readable.get(n, n)) for n in sequence) or "none"
+        return [], HarnessError(
+            kind="ncu_replay_failed",
+            message=f"The launcher launched no kernel matching {', '.join(names)} "
+            f"(it launched: {launched_names}).",
+            fix="Check that the launcher launches the file's kernels.",
+        )
+    return profiles, None
+
+
+def _resources(launch: cupti.LaunchRecord, built: BuildResult) -> tuple[int, int] | None:
+    """(registers per thread, static shared memory) of the launched function: the driver's
+    answer, else ptxas's for the kernel of that name in the build."""
+    if launch.registers >= 0 and launch.shared_static >= 0:
+        return launch.registers, launch.shared_static
+    compiled = next((k for k in built.resources if k.name == launch.name), None)
+    if compiled is None:
+        return None
+    _log.warning(
+        "%s: %s; using ptxas's registers and shared memory", launch.name, launch.attribute_error
+    )
+    return compiled.registers, compiled.shared_bytes
+
+
+def _failed(why: str) -> HarnessError:
+    return HarnessError(
+        kind="counters_failed",
+        message=f"The in-process counters could not be matched to the launches: {why}.",
+        fix="It is profiled through Nsight Compute (ncu) instead.",
+    )

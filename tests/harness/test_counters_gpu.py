@@ -1,0 +1,81 @@
+"""On a GPU: the counters collected in process with CUPTI (harness/counters.py) classify each
+kernel of the plain examples as ncu's quick profile through run_once does, with the same
+launches, and their speed-of-light percentages agree with ncu's within SOL_TOLERANCE percentage
+points of peak (ncu flushes the caches before every replay pass; CUPTI's kernel replay may not,
+and both measure a different run of the kernel). Prints both paths' times (run with -s); the
+diagnostic benchmark is bench/counters_probe.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gpu_examples import copy_example, ncu_quick
+
+from kernelblaster.harness import ncu_metrics as m
+from kernelblaster.harness.build import build
+from kernelblaster.harness.classify import classify_report
+from kernelblaster.harness.counters import collect_counters
+from kernelblaster.harness.cuda_source import kernel_names
+from kernelblaster.harness.records import ProfileReport
+from kernelblaster.harness.target_build import build_spec
+from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.settings import Settings
+
+pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]
+
+SOL = (m.SM_PCT, m.MEMORY_PCT, m.DRAM_PCT, m.L1_PCT, m.L2_PCT)
+SOL_TOLERANCE = 10.0  # percentage points of peak
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("counters")
+
+
+@pytest.fixture(scope="module")
+def ncu_reports() -> dict[str, ProfileReport]:
+    return {}  # ncu's quick report per example, made once for both replay modes
+
+
+def _states(report: ProfileReport) -> list[tuple[str, str, str]]:
+    return [(s.kernel, s.bottleneck, s.state) for s in classify_report(report)]
+
+
+@pytest.mark.parametrize("replay", ["kernel", "user"])
+@pytest.mark.parametrize("name", ["relu", "softmax", "matmul", "row_sum"])
+def test_in_process_counters_classify_as_ncu_does(name, replay, work, ncu_reports):
+    folder = work / name
+    folder.mkdir(exist_ok=True)
+    source = copy_example(name, folder)
+    settings = Settings(cache_dir=str(work / "cache"))
+    target = resolve_target(source, settings)
+    assert isinstance(target, Target) and target.kind == "plain", target
+    built = build(build_spec(target, settings), settings)
+    assert built.ok, built.error
+    if name not in ncu_reports:
+        ncu_reports[name] = ncu_quick(target, built, settings, native_driver=False)
+    ncu = ncu_reports[name]
+
+    cold = collect_counters(target, built, settings, replay=replay)
+    warm = collect_counters(target, built, settings, replay=replay)
+    for run in (cold, warm):
+        assert run.error is None, f"{run.error.kind}: {run.error.message}\n{run.error.log}"
+    assert warm.prepared.cached  # the profiler and its config image are kept for the next save
+    in_process = warm.report
+    assert in_process.program == "in_process" and in_process.arch == ncu.arch
+    print(
+        f"\n{name} ({replay} replay): ncu (run_once) {ncu.seconds:.2f} s, in process "
+        f"{cold.report.seconds:.2f} s cold, {in_process.seconds:.2f} s warm "
+        f"{ {phase: round(s, 3) for phase, s in in_process.phase_seconds.items()} }"
+    )
+    names = [kernel.name for kernel in in_process.kernels]
+    assert names == [kernel.name for kernel in ncu.kernels] == kernel_names(source)
+    for ours, theirs in zip(in_process.kernels, ncu.kernels, strict=True):
+        assert (ours.launch.grid, ours.launch.block) == (theirs.launch.grid, theirs.launch.block)
+        assert ours.launch.waves_per_sm == pytest.approx(theirs.launch.waves_per_sm)
+        for metric in SOL:
+            assert ours.metrics[metric] == pytest.approx(theirs.metrics[metric], abs=SOL_TOLERANCE)
+    assert _states(in_process) == _states(ncu)
+    for state in classify_report(in_process):
+        print(f"  {state.kernel}: {state.state} | {state.summary}")
