@@ -36,6 +36,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -58,8 +59,12 @@ SOL = [m.DURATION, m.SM_PCT, m.MEMORY_PCT, m.DRAM_PCT, m.L1_PCT, m.L2_PCT]
 CHILD_TIMEOUT_S = 200  # two children and ncu must fit the device's 10 minutes
 
 
+_LOG: list[str] = []  # everything printed, the children's lines included: copied to $OUT
+
+
 def say(text: str = "") -> None:
     print(text, flush=True)
+    _LOG.append(text)
 
 
 def section(title: str) -> None:
@@ -257,14 +262,21 @@ def child(args) -> int:
         toolkit = cupti.find_cupti(shutil.which(settings.nvcc) or "nvcc")
         results["preloaded"] = cupti.preload_toolkit_cupti(toolkit) if toolkit else None
         say(f"[{args.child}] preloaded before torch: {results['preloaded']}")
+    save()
     began = time.perf_counter()
     import torch
 
     from kernelblaster.harness.classify import classify_report
     from kernelblaster.harness.counters import collect_counters
 
-    torch.cuda.init()
-    torch.empty(1, device="cuda")  # the context, as a warm worker has it
+    try:
+        torch.cuda.init()
+        torch.empty(1, device="cuda")  # the context, as a warm worker has it
+    except (RuntimeError, AssertionError) as exc:
+        results["exception"] = failure_text(exc)
+        say(f"[{args.child}] no CUDA in torch:\n{results['exception']}")
+        save()
+        return 1
     results["torch_start_s"] = round(time.perf_counter() - began, 3)
     results["libraries_after_torch"] = cupti.library_files()
     say(
@@ -356,11 +368,19 @@ def run_child(variant: str, args, sources: list[str], work: Path) -> dict:
     ]
     section(f"in process: {variant}")
     began = time.perf_counter()
-    try:
-        done = subprocess.run(command, timeout=CHILD_TIMEOUT_S, cwd=REPO)
-        status = done.returncode
-    except subprocess.TimeoutExpired:
-        status = "timeout"
+    child_process = subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    # a child that hangs (in CUPTI, say) is killed: the probe must end within the device's time
+    watchdog = threading.Timer(CHILD_TIMEOUT_S, child_process.kill)
+    watchdog.start()
+    for line in child_process.stdout:
+        say(line.rstrip("\n"))
+    status = child_process.wait()
+    timed_out = not watchdog.is_alive()
+    watchdog.cancel()
+    if timed_out:
+        status = f"killed after {CHILD_TIMEOUT_S} s"
     wall = round(time.perf_counter() - began, 3)
     results = json.loads(out.read_text()) if out.is_file() else {}
     results["exit"] = status
@@ -433,25 +453,95 @@ def compare(name: str, ncu: dict, children: dict[str, dict]) -> dict:
     return {"compared": True, "states": states, "same_states": agree, "flagged": flagged}
 
 
-def summary(examples: dict, children: dict[str, dict]) -> None:
-    section("summary (seconds)")
+def _failures(results: dict) -> dict[str, int]:
+    """Each distinct failure of a variant's runs (the failed call, or the exception's last
+    line), with how many runs it ended."""
+    counts: dict[str, int] = {}
+    for step in results.get("steps", []):
+        record = step.get("run_record") or {}
+        failure, error = record.get("failure"), record.get("error")
+        if failure:
+            text = f"{failure['call']}: {failure['name']}: {failure['message'].strip()[:300]}"
+        elif error:
+            text = f"{error['kind']}: {error['message'][:300]}"
+        elif "exception" in step:
+            text = step["exception"].strip().splitlines()[-1][:300]
+        else:
+            continue
+        counts[text] = counts.get(text, 0) + 1
+    return counts
+
+
+def diagnosis(results: dict) -> None:
+    """The findings in a few lines, printed last (a device run may return only the output's
+    tail): what ran, what failed and where, whether the states agree, what it costs."""
+    section("diagnosis")
+    environment, built = results.get("environment", {}), results.get("library", {})
+    say(f"GPU: {environment.get('nvidia_smi')}; nvcc: {environment.get('nvcc_version')}")
+    say(f"toolkit CUPTI: {environment.get('toolkit')}")
+    say(f"torch's CUPTI files: {environment.get('torch_cupti_files')}")
+    say(f"counter permission: {environment.get('profiling_admin_only')}")
+    build_error = (built.get("build") or {}).get("error")
     say(
-        f"{'example':9} {'ncu':>7}  "
-        + "  ".join(f"{v}/{r} run1 -> last" for v in children for r in ("kernel", "user"))
+        f"library: build ok={built.get('build', {}).get('ok')} {built.get('build_s')} s, "
+        f"cache lookup {built.get('cache_lookup_s')} s, load {built.get('load_s')} s; "
+        f"{built.get('info')}" + (f"; BUILD ERROR {build_error}" if build_error else "")
     )
-    for name, entry in examples.items():
-        line = f"{name:9} {_value(entry.get('ncu', {}).get('wall_s')):>7}"
-        for variant, results in children.items():
+    for variant, child_results in results.get("in_process", {}).items():
+        steps = child_results.get("steps", [])
+        first = next((st.get("run_record") for st in steps if st.get("run_record")), None) or {}
+        prepared = first.get("prepared") or {}
+        say(
+            f"[{variant}] exit {child_results.get('exit')} in {child_results.get('wall_s')} s, "
+            f"last step {child_results.get('last_step')}; preloaded "
+            f"{child_results.get('preloaded')}; CUPTI {first.get('library')}"
+        )
+        say(f"[{variant}] libraries: {first.get('library_files')}")
+        if child_results.get("exception"):
+            say(f"[{variant}] FAILED: {child_results['exception'].strip().splitlines()[-1]}")
+        if prepared:
+            unsupported = [item["metric"] for item in prepared.get("unsupported", [])]
+            say(
+                f"[{variant}] chip {prepared.get('chip')}, {prepared.get('passes')} passes, "
+                f"{len(prepared.get('supported', []))} metrics, unsupported {unsupported}; "
+                f"device: {prepared.get('device_support')}"
+            )
+        begun = first.get("begun") or {}
+        if begun.get("launch_records_error"):
+            say(f"[{variant}] LAUNCHES NOT RECORDED: {begun['launch_records_error']}")
+        for text, count in _failures(child_results).items():
+            say(f"[{variant}] FAILED {count}x: {text}")
+    say("")
+    for name, entry in results.get("examples", {}).items():
+        ncu = entry.get("ncu", {})
+        ncu_states = [state["state"] for state in ncu.get("states", [])] or "no report"
+        say(f"{name}: ncu (run_once) {_value(ncu.get('wall_s'))} s, states {ncu_states}")
+        if ncu.get("error"):
+            say(f"  ncu FAILED: {ncu['error']['kind']}: {ncu['error']['message'][:400]}")
+        elif ncu.get("exception"):
+            say(f"  ncu FAILED: {ncu['exception'].strip().splitlines()[-1]}")
+        for variant, child_results in results.get("in_process", {}).items():
             for replay in ("kernel", "user"):
-                totals = [
-                    step.get("phase_seconds", {}).get("total")
-                    for step in results.get("steps", [])
-                    if step["example"] == name and step["replay"] == replay
+                runs = [
+                    st
+                    for st in child_results.get("steps", [])
+                    if st["example"] == name and st["replay"] == replay
                 ]
-                if totals:
-                    line += f"  {variant}/{replay}: {' -> '.join(_value(t) for t in totals)}"
-        same = entry.get("comparison", {}).get("same_states")
-        say(f"{line}  same states: {same}")
+                if not runs:
+                    continue
+                totals = " -> ".join(
+                    _value(st.get("phase_seconds", {}).get("total")) for st in runs
+                )
+                last = runs[-1]
+                states = [st["state"] for st in last.get("states", [])] or "no report"
+                phases = {k: round(v, 3) for k, v in last.get("phase_seconds", {}).items()}
+                say(f"  {variant}/{replay}: total {totals} s; states {states}; last run {phases}")
+        comparison = entry.get("comparison", {})
+        flagged = comparison.get("flagged", [])
+        say(
+            f"  same states as ncu: {comparison.get('same_states')}; {len(flagged)} metric "
+            f"differences beyond 10 points / 25%: {flagged[:8]}"
+        )
 
 
 def main() -> int:
@@ -499,10 +589,15 @@ def main() -> int:
         results["in_process"] = children
         for name in built:
             examples[name]["comparison"] = compare(name, examples[name].get("ncu", {}), children)
-        summary(examples, children)
     results["probe_s"] = round(time.perf_counter() - began, 3)
+    diagnosis(results)
     path = write_result("counters", results)
     say(f"\nwrote {path} ({results['probe_s']} s)")
+    out = os.environ.get("OUT")
+    if out:  # the device machine returns what is written there
+        shutil.copy(path, Path(out) / path.name)
+        (Path(out) / "counters-probe.log").write_text("\n".join(_LOG) + "\n")
+        say(f"copied it and the whole log (counters-probe.log) to {out}")
     return 0
 
 
