@@ -7,6 +7,7 @@ its children, so the caller can kill it on timeout or cancellation and carry on.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sys
 from pathlib import Path
@@ -18,7 +19,13 @@ from kernelblaster.harness.classify import classify_report
 from kernelblaster.harness.cuda_source import read_source
 from kernelblaster.harness.processes import exit_with_parent
 from kernelblaster.harness.protocol_stream import ProtocolStream
-from kernelblaster.harness.records import BuildResult, HarnessError
+from kernelblaster.harness.records import (
+    BuildResult,
+    CheckResult,
+    HarnessError,
+    PerfState,
+    ProfileReport,
+)
 from kernelblaster.harness.setup_errors import is_torch, torch_missing
 from kernelblaster.harness.target_build import BuildSpecError, build_kernelbench, build_spec
 from kernelblaster.harness.targets import Target, detect_kind, resolve_target
@@ -26,6 +33,7 @@ from kernelblaster.harness.worker_protocol import WorkerProgress, WorkerRequest,
 from kernelblaster.settings import Settings
 
 _stream: ProtocolStream | None = None  # claimed in main()
+_log = logging.getLogger(__name__)
 
 
 def emit(message: WorkerProgress | WorkerResponse) -> None:
@@ -127,6 +135,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
 
     # Shown while ncu runs: the verified timing is worth seconds to the user.
     emit(WorkerProgress(phase="profile", message="starting the profile", build=built, check=result))
+    early = _early_profile(request, target, built, settings, result)
     report, error = profile.profile_target(
         target,
         built,
@@ -138,11 +147,52 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     )
     # Classified once, here where the profile is made: every caller gets the same states.
     states = classify_report(report) if report is not None else []
+    if report is None and early is not None:
+        # ncu failed after the counters gave the state: keep it; `error` says what's missing.
+        report, states = early
     # After the profile, so that neither the timing nor the state waits for torch.compile.
     baseline_error = check.add_baselines(target, settings, result, progress=progress)
     return WorkerResponse(
         build=built, check=result, profile=report, states=states, error=error or baseline_error
     )
+
+
+def _early_profile(
+    request: WorkerRequest,
+    target: Target,
+    built: BuildResult,
+    settings: Settings,
+    checked: CheckResult,
+) -> tuple[ProfileReport, list[PerfState]] | None:
+    """A plain target's quick profile from the worker's own counters (harness/counters.py),
+    sent ahead of ncu's pass, which adds the source lines and ncu's rules; None where that
+    path does not apply or failed (logged: ncu's pass then says what the user must know)."""
+    if not (settings.in_process_counters and request.depth == "quick" and target.kind == "plain"):
+        return None
+    import torch
+
+    from kernelblaster.harness.counters import profile_in_process
+
+    report, error = profile_in_process(
+        target, built, settings, kernels=request.kernels or None, progress=progress
+    )
+    torch.cuda.empty_cache()  # ncu's process needs the memory the counters' inputs held
+    if report is None:
+        assert error is not None
+        _log.warning("in-process counters failed, ncu only: %s", error.message)
+        return None
+    states = classify_report(report)
+    emit(
+        WorkerProgress(
+            phase="profile",
+            message="state from the in-process counters; ncu for the source lines",
+            build=built,
+            check=checked,
+            profile=report,
+            states=states,
+        )
+    )
+    return report, states
 
 
 def _prewarm(gpu_index: int) -> None:

@@ -59,6 +59,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Python + torch. Off by default until tests/harness/test_native_driver_gpu.py, which
     # compares both paths' kernels and states, has passed on a GPU.
     native_profile_driver: bool = False
+    # A plain target's quick state from counters the worker collects itself with CUPTI
+    # (harness/counters.py, ~1 s), shown before ncu's pass adds the source lines and its rules'
+    # estimates. Same states as ncu on the examples (tests/harness/test_counters_gpu.py).
+    in_process_counters: bool = True
     # timeouts, seconds
     build_timeout_s: float = 300.0
     run_timeout_s: float = 60.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 from gpu_examples import copy_example, ncu_quick
 
@@ -20,6 +21,8 @@ from kernelblaster.harness.cuda_source import kernel_names
 from kernelblaster.harness.records import ProfileReport
 from kernelblaster.harness.target_build import build_spec
 from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.harness.worker_client import run_harness_sync
+from kernelblaster.harness.worker_protocol import WorkerProgress, WorkerRequest
 from kernelblaster.settings import Settings
 
 pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]
@@ -79,3 +82,31 @@ def test_in_process_counters_classify_as_ncu_does(name, replay, work, ncu_report
     assert _states(in_process) == _states(ncu)
     for state in classify_report(in_process):
         print(f"  {state.kernel}: {state.state} | {state.summary}")
+
+
+@pytest.mark.parametrize("name", ["relu", "softmax"])
+def test_the_worker_sends_the_in_process_state_before_ncus_profile(name, work):
+    """A save's run: after the timing, a progress message with the counters' profile and
+    states; then ncu's profile in the response, classifying every kernel the same way."""
+    folder = work / f"worker-{name}"
+    folder.mkdir(exist_ok=True)
+    source = copy_example(name, folder)
+    settings = Settings(cache_dir=str(work / "cache"))
+    assert settings.in_process_counters  # the default
+    messages: list[WorkerProgress] = []
+    request = WorkerRequest(
+        task="profile", source=str(source), settings=msgspec.to_builtins(settings)
+    )
+    response = run_harness_sync(request, settings, on_progress=messages.append)
+    assert response.error is None, response.error
+    early = [message for message in messages if message.states]
+    assert len(early) == 1, [message.message for message in messages]
+    (message,) = early
+    assert message.profile.program == "in_process"
+    assert message.check.verify.ok and message.check.timing is not None
+    assert response.profile.program in ("run_once", "native_driver")
+    assert [(s.kernel, s.state) for s in message.states] == [
+        (s.kernel, s.state) for s in response.states
+    ]
+    timed = next(i for i, m in enumerate(messages) if m.check is not None)
+    assert messages.index(message) > timed

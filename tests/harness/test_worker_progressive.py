@@ -14,7 +14,13 @@ import pytest
 
 from kernelblaster.harness import worker
 from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.records import BuildResult, CheckResult, Timing, VerifyResult
+from kernelblaster.harness.records import (
+    BuildResult,
+    CheckResult,
+    HarnessError,
+    Timing,
+    VerifyResult,
+)
 from kernelblaster.harness.worker_protocol import (
     WorkerMessage,
     WorkerProgress,
@@ -24,7 +30,7 @@ from kernelblaster.harness.worker_protocol import (
 from kernelblaster.settings import Settings
 
 check = pytest.importorskip("kernelblaster.harness.check")  # imports torch
-from kernelblaster.harness import baselines, profile  # noqa: E402 - needs torch, as above
+from kernelblaster.harness import baselines, counters, profile  # noqa: E402 - as above
 
 REPO = Path(__file__).resolve().parents[2]
 FIVE = REPO / "tests" / "fixtures" / "ncu" / "h100-five"
@@ -54,6 +60,13 @@ def recorded(tmp_path, monkeypatch) -> list[tuple[str, object]]:
         events.append(("profile", None))
         return read_report(FIVE / "five.ncu-rep", depth="full"), None
 
+    def profile_in_process(*_, **__):
+        events.append(("counters", None))
+        if (tmp_path / "counters_fail").exists():
+            return None, HarnessError(kind="counters_failed", message="CUPTI said no")
+        report = read_report(FIVE / "five.ncu-rep", depth="quick")
+        return msgspec.structs.replace(report, program="in_process", report_path=None), None
+
     def add_baselines(target, settings, result, *, progress):
         events.append(("baselines", None))
         result.eager = _timing(0.05)
@@ -72,6 +85,7 @@ def recorded(tmp_path, monkeypatch) -> list[tuple[str, object]]:
     monkeypatch.setattr(check, "run_check", run_check)
     monkeypatch.setattr(check, "add_baselines", add_baselines)
     monkeypatch.setattr(profile, "profile_target", profile_target)
+    monkeypatch.setattr(counters, "profile_in_process", profile_in_process)
     return events
 
 
@@ -82,11 +96,19 @@ def _request(tmp_path: Path, task: str) -> WorkerRequest:
     )
 
 
+def _progress(recorded) -> list[WorkerProgress]:
+    return [m for kind, m in recorded if kind == "emit" and isinstance(m, WorkerProgress)]
+
+
 def test_the_timing_goes_out_before_the_profile_and_the_baselines_after_it(recorded, tmp_path):
     response = worker.handle(_request(tmp_path, "profile"))
     order = [kind if kind != "emit" else type(m).__name__ for kind, m in recorded]
-    (partial,) = [m for kind, m in recorded if kind == "emit" and m.check is not None]
-    assert order.index("profile") > recorded.index(("emit", partial))
+    partial, early = [m for m in _progress(recorded) if m.check is not None]
+    # the timing, then the in-process counters' state, then ncu's profile
+    assert recorded.index(("emit", partial)) < order.index("counters")
+    assert order.index("counters") < recorded.index(("emit", early)) < order.index("profile")
+    assert not partial.states and early.profile.program == "in_process"
+    assert [s.state for s in early.states] == [s.state for s in response.states]
     assert order[-1] == "baselines"  # after the profile: the state doesn't wait for them
     assert isinstance(partial, WorkerProgress) and partial.phase == "profile"
     assert partial.build is not None and partial.build.ok
@@ -94,6 +116,28 @@ def test_the_timing_goes_out_before_the_profile_and_the_baselines_after_it(recor
     assert partial.check.eager is None and partial.check.speedup_vs_eager is None
     assert isinstance(response, WorkerResponse) and response.error is None
     assert response.check.speedup_vs_eager == 2.5 and response.states
+
+
+def test_without_in_process_counters_ncu_alone_gives_the_state(recorded, tmp_path):
+    (tmp_path / "counters_fail").touch()
+    response = worker.handle(_request(tmp_path, "profile"))
+    assert ("counters", None) in recorded  # tried, failed: nothing sent ahead of ncu
+    assert not [m for m in _progress(recorded) if m.states]
+    assert response.error is None and response.profile.program is None and response.states
+
+    recorded.clear()
+    request = _request(tmp_path, "profile")
+    request.settings["in_process_counters"] = False
+    worker.handle(request)
+    assert ("counters", None) not in recorded and ("profile", None) in recorded
+
+
+def test_the_counters_state_stays_when_ncus_pass_fails(recorded, tmp_path, monkeypatch):
+    failure = HarnessError(kind="ncu_missing", message="ncu not found")
+    monkeypatch.setattr(profile, "profile_target", lambda *_, **__: (None, failure))
+    response = worker.handle(_request(tmp_path, "profile"))
+    assert response.error == failure  # what the source lines need, said
+    assert response.profile.program == "in_process" and response.states
 
 
 def test_a_check_run_measures_its_baselines_before_answering(recorded, tmp_path):
