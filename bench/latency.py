@@ -100,10 +100,28 @@ async def _first_seen(client, uri: str, code: str, began: float, timeout: float 
     raise TimeoutError(f"no {code} diagnostic within {timeout} s")
 
 
+async def _job_ended(running: dict[str, bool], uri: str, timeout: float = 120.0) -> None:
+    deadline = time.perf_counter() + timeout
+    while running.get(uri, True):
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"the run of {uri} did not end within {timeout} s")
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(5.0)  # the spare that replaces its worker warms up (torch, CUDA context)
+
+
 async def through_server(source: Path, cache_dir: Path, saves: int) -> dict:
     client = await start_language_server(
         source.parent, {"cacheDir": str(cache_dir), "kbPath": str(cache_dir / "kb.db")}
     )
+    # Each edit waits for the previous run to end (ncu's pass for the source lines goes on
+    # after the state is shown): a save that cancels a running job measures a fresh worker's
+    # start, not the save pipeline.
+    running: dict[str, bool] = {}
+
+    @client.feature("kernelblaster/jobStatus")
+    def _job_status(params) -> None:
+        running[params.uri] = params.running
+
     try:
         uri = path_to_uri(source)
         text = source.read_text()
@@ -121,6 +139,7 @@ async def through_server(source: Path, cache_dir: Path, saves: int) -> dict:
         }
         runs = []
         for version in range(2, saves + 2):
+            await _job_ended(running, uri)
             text = f"// edit {version}\n" + text  # one line more: the kernels move down
             source.write_text(text)
             client.diagnostics.pop(uri, None)
