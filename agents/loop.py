@@ -293,6 +293,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
             forced=forced,
             seed=step_seed,
             temperature=request.temperature,
+            exploration=request.exploration,
         )
         if choice is None:
             break
@@ -461,6 +462,7 @@ def _choose(
     forced: str | None,
     seed: int | None,
     temperature: float,
+    exploration: float,
 ) -> RankedTechnique | None:
     ranked = kb.rank(state.arch, state.state, state.findings)
     if forced is not None:
@@ -486,7 +488,9 @@ def _choose(
                 notes=[],
                 explanation=technique.prior_source,
             )
-    picked = select(ranked[: max(k, 1)], 1, temperature=temperature, seed=seed)
+    picked = select(
+        ranked, 1, top_k=max(k, 1), temperature=temperature, exploration=exploration, seed=seed
+    )
     return picked[0] if picked else None
 
 

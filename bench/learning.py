@@ -70,6 +70,7 @@ class Config(msgspec.Struct, kw_only=True):
     depth: int = 4
     top_k: int = 3
     temperature: float = 1.0
+    exploration: float = 0.0  # the selection's UCB bonus coefficient (kb.ranking.select)
     prior_strength: float = ranking.PRIOR_STRENGTH
     bootstrap: int = 2000
     seed: int = 0
@@ -113,6 +114,7 @@ def run_task(
         top_k=k,
         seed=seed,
         temperature=temperature,
+        exploration=config.exploration,
         settings=SETTINGS,
     )
     outcome = run_optimization(
@@ -176,6 +178,7 @@ def run_arm(
     """One arm over one ordering: training tasks (for the arms that learn), then held-out,
     with the training tasks replayed from `train_table` when given. Its KBs are files
     `<label>-<ordering>-<position>` in `scratch`."""
+    ranking.PRIOR_STRENGTH = config.prior_strength  # an experiment parameter, not a tuned value
     k, temperature = config.top_k, config.temperature
     if arm == "greedy":
         temperature = 0.0
@@ -252,8 +255,9 @@ def summarize(
     budget; for the arms that learn, the prediction error by position in the ordering."""
     summary = {}
     oracle_rows = []
+    any_arm = next(iter(runs.values()))  # every arm holds out the same tasks
     for index, per_task in enumerate(oracle):
-        held_out = [r.task for r in runs["fresh"][index] if r.held_out]
+        held_out = [r.task for r in any_arm[index] if r.held_out]
         oracle_rows.append(_geomean([per_task[name] for name in held_out]))
     oracle_curves = np.array(oracle_rows)
     summary["oracle"] = {
@@ -261,7 +265,7 @@ def summarize(
         "per_ordering": oracle_curves.round(4).tolist(),
     }
     for arm, per_ordering in runs.items():
-        best = np.array([_geomean([r.best for r in rs if r.held_out]) for rs in per_ordering])
+        best = held_out_best(per_ordering)
         wasted = np.array(
             [np.mean([r.wasted for r in rs if r.held_out], axis=0) for rs in per_ordering]
         )
@@ -279,6 +283,25 @@ def summarize(
     return summary
 
 
+def held_out_best(per_ordering: list[list[TaskRun]]) -> np.ndarray:
+    """Per ordering (rows) and budget (columns): the held-out tasks' geomean best speedup."""
+    return np.array([_geomean([r.best for r in rs if r.held_out]) for rs in per_ordering])
+
+
+def paired_ratio(
+    runs: dict[str, list[list[TaskRun]]], numerator: str, denominator: str, config: Config
+) -> dict:
+    """`numerator`'s held-out geomean best speedup over `denominator`'s, ordering by ordering
+    (both arms replay the same tasks with the same seeds), so the interval is that of the
+    difference itself rather than two overlapping intervals; and per budget the share of
+    orderings where the numerator is ahead, level and behind."""
+    ratio = held_out_best(runs[numerator]) / held_out_best(runs[denominator])
+    result = bootstrap(ratio, config, log=True)
+    for name, holds in (("ahead", ratio > 1 + 1e-9), ("behind", ratio < 1 - 1e-9)):
+        result[f"orderings_{name}"] = holds.mean(axis=0).round(4).tolist()
+    return result
+
+
 def _mean_or_nan(values: list[float]) -> float:
     return float(np.mean(values)) if values else math.nan
 
@@ -291,21 +314,16 @@ def _geomean(curves: list[list[float]]) -> list[float]:
 
 
 def run(config: Config) -> dict:
-    ranking.PRIOR_STRENGTH = config.prior_strength  # an experiment parameter, not a tuned value
     tables = [read_table(Path(p)) for p in config.tables]
     table, others = tables[0], tables[1:]
     library = load_library(LIBRARY)
-    # A task half measured (a measure run cut short) would replay its missing variants as
-    # unreachable and bias every arm alike: only fully measured tasks take part.
-    tasks = [t for t in library if fully_measured(t, table)]
-    if len(tasks) < 2:
-        raise SystemExit(f"{config.tables[0]} measures {len(tasks)} task(s) fully; need 2 or more")
+    tasks = measured_tasks(library, table, config.tables[0])
     arms = ["persistent", "greedy", "fresh", "uniform"]
     runs: dict[str, list[list[TaskRun]]] = {arm: [] for arm in arms}
     transfer: dict[str, list[list[TaskRun]]] = {}
     oracle = []
     began = time.perf_counter()
-    with tempfile.TemporaryDirectory(dir=_fast_scratch()) as scratch:
+    with tempfile.TemporaryDirectory(dir=fast_scratch()) as scratch:
         for index in range(config.orderings):
             train, test = ordering_of(tasks, config, index)
             for arm in arms:
@@ -322,6 +340,10 @@ def run(config: Config) -> dict:
             oracle.append({t.task: oracle_best(t, table, config) for t in test})
             print(f"ordering {index + 1}/{config.orderings} done", file=sys.stderr, flush=True)
     summary = summarize({**runs, **transfer}, oracle, config)
+    comparisons = {
+        f"{a} / {b}": paired_ratio(runs, a, b, config)
+        for a, b in (("persistent", "fresh"), ("greedy", "fresh"))
+    }
     if not others:
         summary["transfer"] = {"skipped": "only one GPU's table: measure another GPU to compare"}
     return {
@@ -332,10 +354,21 @@ def run(config: Config) -> dict:
         "not_fully_measured": [t.task for t in library if t not in tasks],
         "seconds": round(time.perf_counter() - began, 1),
         "arms": summary,
+        "comparisons": comparisons,
     }
 
 
-def _fast_scratch() -> str | None:
+def measured_tasks(library: list[Task], table: LearningTable, name: str) -> list[Task]:
+    """The tasks of `library` that `table` (read from `name`) measures fully. A task half
+    measured (a measure run cut short) would replay its missing variants as unreachable and
+    bias every arm alike: it takes no part."""
+    tasks = [t for t in library if fully_measured(t, table)]
+    if len(tasks) < 2:
+        raise SystemExit(f"{name} measures {len(tasks)} task(s) fully; need 2 or more")
+    return tasks
+
+
+def fast_scratch() -> str | None:
     """KBs live in memory-backed /dev/shm where there is one: every attempt is an fsync."""
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() else None
@@ -404,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=DEFAULTS.depth)
     parser.add_argument("--top-k", type=int, default=DEFAULTS.top_k)
     parser.add_argument("--temperature", type=float, default=DEFAULTS.temperature)
+    parser.add_argument("--exploration", type=float, default=DEFAULTS.exploration)
     parser.add_argument("--prior-strength", type=float, default=DEFAULTS.prior_strength)
     parser.add_argument("--bootstrap", type=int, default=DEFAULTS.bootstrap)
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
@@ -426,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         depth=args.depth,
         top_k=args.top_k,
         temperature=args.temperature,
+        exploration=args.exploration,
         prior_strength=args.prior_strength,
         bootstrap=args.bootstrap,
         seed=args.seed,

@@ -27,6 +27,7 @@ class OptimizeRequest(msgspec.Struct, kw_only=True, tag="optimize"):
     top_k: int = 3
     seed: int | None = None
     temperature: float = 1.0  # of the weighted random top-k selection
+    exploration: float = 0.0  # its UCB bonus for techniques tried less (kb.ranking.select)
     settings: Settings = msgspec.field(default_factory=Settings)
 
 

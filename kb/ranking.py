@@ -14,6 +14,12 @@ Before any measurement the prior is the catalog's rule of thumb, raised toward n
 speedup for each of the kernel's findings the technique addresses, as far as it addresses it
 directly (`directness`); a technique aimed at none of the findings is capped at the least
 promising one that is, so it never outranks it untried.
+
+Selection (`select`) samples among the best few, weighted by predicted speedup sharpened by a
+temperature, optionally with a UCB-style bonus for techniques tried less than their rivals
+(`exploration_bonus`): the ranking says what is expected; the bonus only decides what to try.
+PRIOR_STRENGTH, the temperature and the exploration coefficient were chosen with
+bench/learning_tune.py (cross-validation on the training tasks of a measured table).
 """
 
 from __future__ import annotations
@@ -82,29 +88,51 @@ def predict(
     )
 
 
+def exploration_bonus(item: RankedTechnique, tried: int, exploration: float) -> float:
+    """UCB1's optimism, in log-speedup units: `exploration` x sqrt(ln(1 + tried) / (1 +
+    item.attempts)), where `tried` counts the attempts of every technique ranked for the state.
+    A technique never tried gains the most, and more the more its rivals were tried; the bonus
+    of one tried often fades. 0 turns exploration by bonus off."""
+    if exploration <= 0:
+        return 0.0
+    return exploration * math.sqrt(math.log1p(tried) / (1 + item.attempts))
+
+
 def select(
     ranked: list[RankedTechnique],
     k: int,
     *,
+    top_k: int | None = None,
     temperature: float = 1.0,
+    exploration: float = 0.0,
     seed: int | None = None,
 ) -> list[RankedTechnique]:
-    """Weighted random top-k without replacement. Weights are predicted_speedup ** (1 /
-    temperature): temperature 1 samples in proportion to predicted speedup, smaller values
-    sharpen toward the best, temperature <= 0 is greedy (the first k of `ranked` by prediction).
-    The same seed and input always give the same selection, in the order drawn."""
+    """Weighted random k of the `top_k` best of `ranked` (all of them when None), without
+    replacement. Each technique scores log(predicted_speedup) plus its exploration bonus
+    (`exploration_bonus`; none at exploration 0, when the best are simply the first by
+    prediction); weights are exp(score / temperature): temperature 1 and no bonus samples in
+    proportion to predicted speedup, smaller values sharpen toward the best, temperature <= 0
+    is greedy (the k best by score). The same seed and input always give the same selection,
+    in the order drawn."""
     if k <= 0 or not ranked:
         return []
+    tried = sum(item.attempts for item in ranked)
+    scored = [
+        (math.log(item.predicted_speedup) + exploration_bonus(item, tried, exploration), item)
+        for item in ranked
+    ]
+    scored.sort(key=lambda pair: -pair[0])  # stable: ties keep the ranking's order
+    shortlist = scored[: max(top_k, 1)] if top_k is not None else scored
     if temperature <= 0:
-        return sorted(ranked, key=lambda r: -r.predicted_speedup)[:k]
+        return [item for _, item in shortlist[:k]]
     rng = random.Random(seed)
     keyed = []
-    for item in ranked:
+    for score, item in shortlist:
         # Gumbel-top-k: the k largest of log-weight + Gumbel noise are distributed exactly as
         # k draws without replacement, each in proportion to its weight.
         uniform = rng.random() or 5e-324  # random() is in [0, 1); keep log() finite
         gumbel = -math.log(-math.log(uniform))
-        keyed.append((math.log(item.predicted_speedup) / temperature + gumbel, item))
+        keyed.append((score / temperature + gumbel, item))
     keyed.sort(key=lambda pair: -pair[0])
     return [item for _, item in keyed[:k]]
 

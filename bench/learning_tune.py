@@ -1,0 +1,318 @@
+"""Tune the optimization loop's selection on the learning environment: PRIOR_STRENGTH (how many
+observations the prior is worth), the sampling temperature and the exploration bonus
+(kb.ranking.select), chosen by cross-validation on training tasks only.
+
+It runs bench/learning.py's experiment (the same table, tasks, orderings and train/held-out
+splits, the same replay of the real loop): for each ordering, every setting of the grid is
+scored by k-fold cross-validation *within that ordering's training tasks*: a persistent KB is
+trained on the other folds' tasks (in the ordering's order) and then optimizes the left-out
+fold's tasks; the score is the mean, over those tasks and budgets 1..--small-budget, of the log
+best speedup. The best-scoring setting is that ordering's choice, made without ever replaying
+its held-out tasks; then its held-out curves (persistent KB and fresh KB) are measured as
+bench/learning.py measures them, beside those of the defaults. The tuning is nested inside
+each ordering, so the tuned curves estimate what tuning buys on tasks it has not seen.
+
+    python bench/learning_tune.py                  # writes bench/results/learning-tune-<gpu>.json
+    python bench/learning_tune.py --orderings 4 --prior-strengths 3 --temperatures 0,1 \\
+        --explorations 0,0.25 --jobs 2
+
+The setting chosen in most orderings is reported as `most_chosen`: the candidate for the
+loop's defaults (kb/ranking.py's PRIOR_STRENGTH, OptimizeRequest's temperature and exploration).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common and learning
+import learning as experiment
+from common import RESULTS, slug
+
+from kernelblaster.agents.replay_table import (
+    LearningTable,
+    LibraryError,
+    Task,
+    load_library,
+    read_table,
+)
+
+SMALL_BUDGET = 4  # the budgets a user waits for: one rollout's steps
+GRID = {
+    "prior_strength": [1.0, 3.0, 10.0],
+    "temperature": [0.0, 0.5, 1.0, 2.0],
+    "exploration": [0.0, 0.1, 0.25, 0.5],
+}
+
+
+class Setting(msgspec.Struct, frozen=True, kw_only=True):
+    prior_strength: float
+    temperature: float
+    exploration: float
+
+    @property
+    def label(self) -> str:
+        return (
+            f"prior_strength={self.prior_strength:g} temperature={self.temperature:g} "
+            f"exploration={self.exploration:g}"
+        )
+
+
+class OrderingTuning(msgspec.Struct, kw_only=True):
+    """One ordering: its split, the folds of its training tasks, each setting's CV score, the
+    choice, and the held-out runs of the defaults and of the choice."""
+
+    index: int
+    train: list[str]
+    held_out: list[str]
+    folds: list[list[str]]  # of the training tasks only
+    scores: dict[str, float]  # setting label -> CV score (mean log best speedup, small budgets)
+    choice: str
+    runs: dict[str, list[experiment.TaskRun]]  # arm -> its runs (training tasks, then held out)
+    oracle: dict[str, list[float]]  # held-out task -> the oracle's curve
+
+
+def settings_grid(grid: dict[str, list[float]], defaults: Setting) -> list[Setting]:
+    """Every combination of the grid, the defaults first (a tie goes to them)."""
+    combos = [
+        Setting(prior_strength=p, temperature=t, exploration=e)
+        for p, t, e in itertools.product(
+            grid["prior_strength"], grid["temperature"], grid["exploration"]
+        )
+    ]
+    return [defaults, *(s for s in combos if s != defaults)]
+
+
+def configured(config: experiment.Config, setting: Setting) -> experiment.Config:
+    return msgspec.structs.replace(
+        config,
+        prior_strength=setting.prior_strength,
+        temperature=setting.temperature,
+        exploration=setting.exploration,
+    )
+
+
+def folds_of(train: list[Task], k: int) -> list[list[Task]]:
+    """`train` dealt into min(k, len) folds in its order (fold j: positions j, j + k, ...)."""
+    k = max(1, min(k, len(train)))
+    return [train[j::k] for j in range(k)]
+
+
+def small_budget_score(runs: list[experiment.TaskRun], small_budget: int) -> list[float]:
+    """Per held-out run: the mean log best speedup over budgets 1..small_budget."""
+    return [float(np.mean(np.log(r.best[:small_budget]))) for r in runs if r.held_out]
+
+
+def cv_score(
+    setting: Setting,
+    train: list[Task],
+    folds: list[list[Task]],
+    table: LearningTable,
+    config: experiment.Config,
+    scratch: Path,
+    index: int,
+    small_budget: int,
+) -> float:
+    """The setting's cross-validated score within one ordering's training tasks `train`, dealt
+    into `folds`: each fold optimized by a persistent KB trained on the other folds' tasks (in
+    the ordering's order), every left-out task counting once. With a single fold there is
+    nothing to train on: the KB starts fresh."""
+    config = configured(config, setting)
+    scores: list[float] = []
+    for number, fold in enumerate(folds):
+        others = [t for t in train if t not in fold]
+        runs = experiment.run_arm(
+            "persistent", others, fold, table, config, scratch, index, label=f"cv{number}"
+        )
+        scores += small_budget_score(runs, small_budget)
+    return float(np.mean(scores))
+
+
+def tune_ordering(
+    index: int,
+    tasks: list[Task],
+    table: LearningTable,
+    config: experiment.Config,
+    settings: list[Setting],
+    k: int,
+    small_budget: int,
+) -> OrderingTuning:
+    train, test = experiment.ordering_of(tasks, config, index)
+    folds = folds_of(train, k)
+    with tempfile.TemporaryDirectory(dir=experiment.fast_scratch()) as name:
+        scratch = Path(name)
+        scores = {
+            s.label: cv_score(s, train, folds, table, config, scratch, index, small_budget)
+            for s in settings
+        }  # computed from the training tasks alone: `test` is not touched above
+        best = max(settings, key=lambda s: scores[s.label])  # the first of equals: defaults
+        runs = {}
+        for name_, setting in (("defaults", settings[0]), ("tuned", best)):
+            for arm in ("persistent", "fresh"):
+                runs[f"{arm} ({name_})"] = experiment.run_arm(
+                    arm, train, test, table, configured(config, setting), scratch, index,
+                    label=f"{arm}-{name_}",
+                )  # fmt: skip
+    return OrderingTuning(
+        index=index,
+        train=[t.task for t in train],
+        held_out=[t.task for t in test],
+        folds=[[t.task for t in fold] for fold in folds],
+        scores=scores,
+        choice=best.label,
+        runs=runs,
+        oracle={t.task: experiment.oracle_best(t, table, config) for t in test},
+    )
+
+
+def tune(
+    config: experiment.Config,
+    grid: dict[str, list[float]],
+    *,
+    k: int,
+    small_budget: int,
+    jobs: int,
+) -> dict:
+    table = read_table(Path(config.tables[0]))
+    tasks = experiment.measured_tasks(load_library(experiment.LIBRARY), table, config.tables[0])
+    defaults = Setting(
+        prior_strength=config.prior_strength,
+        temperature=config.temperature,
+        exploration=config.exploration,
+    )
+    settings = settings_grid(grid, defaults)
+    began = time.perf_counter()
+    indices = range(config.orderings)
+    shared = (tasks, table, config, settings, k, small_budget)
+    if jobs > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(tune_ordering, i, *shared) for i in indices]
+            orderings = [future.result() for future in futures]
+    else:
+        orderings = [tune_ordering(i, *shared) for i in indices]
+    runs = {arm: [o.runs[arm] for o in orderings] for arm in orderings[0].runs}
+    summary = experiment.summarize(runs, [o.oracle for o in orderings], config)
+    comparisons = {
+        f"{a} / {b}": experiment.paired_ratio(runs, a, b, config)
+        for a, b in (
+            ("persistent (tuned)", "persistent (defaults)"),
+            ("persistent (tuned)", "fresh (tuned)"),
+            ("persistent (defaults)", "fresh (defaults)"),
+            ("fresh (tuned)", "fresh (defaults)"),
+        )
+    }
+    chosen = Counter(o.choice for o in orderings)
+    mean_scores = {
+        s.label: round(float(np.mean([o.scores[s.label] for o in orderings])), 5) for s in settings
+    }
+    return {
+        "table": {"device": table.device, "arch": table.arch, "note": table.note},
+        "config": msgspec.to_builtins(config),
+        "protocol": {
+            "folds": k,
+            "small_budget": small_budget,
+            "score": f"mean over left-out training tasks and budgets 1..{small_budget} of "
+            "log(best speedup); chosen per ordering from its training tasks only",
+        },
+        "grid": grid,
+        "defaults": defaults.label,
+        "budgets": list(range(1, config.budget + 1)),
+        "tasks": [t.task for t in tasks],
+        "orderings": [
+            {
+                "index": o.index,
+                "train": o.train,
+                "held_out": o.held_out,
+                "folds": o.folds,
+                "choice": o.choice,
+                "scores": {label: round(score, 5) for label, score in o.scores.items()},
+            }
+            for o in orderings
+        ],
+        "choice": {
+            "per_ordering": dict(chosen.most_common()),
+            "most_chosen": chosen.most_common(1)[0][0],
+            "mean_cv_score": dict(sorted(mean_scores.items(), key=lambda item: -item[1])),
+        },
+        "seconds": round(time.perf_counter() - began, 1),
+        "arms": summary,
+        "comparisons": comparisons,
+    }
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected numbers separated by commas"
+        ) from None
+    if not values or not all(math.isfinite(v) and v >= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected non-negative numbers")
+    return values
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--table", type=Path, help="a learning table (default: the first "
+                        "bench/results/learning-table-*.json)")  # fmt: skip
+    defaults = experiment.DEFAULTS
+    parser.add_argument("--orderings", type=int, default=defaults.orderings)
+    parser.add_argument("--train-fraction", type=float, default=defaults.train_fraction)
+    parser.add_argument("--rollouts", type=int, default=defaults.rollouts)
+    parser.add_argument("--depth", type=int, default=defaults.depth)
+    parser.add_argument("--top-k", type=int, default=defaults.top_k)
+    parser.add_argument("--folds", type=int, default=3, help="CV folds of the training tasks")
+    parser.add_argument("--small-budget", type=int, default=SMALL_BUDGET)
+    for key in GRID:
+        flag = "--" + key.replace("_", "-") + "s"
+        parser.add_argument(flag, type=_floats, default=GRID[key], help="comma-separated grid")
+    parser.add_argument("--bootstrap", type=int, default=defaults.bootstrap)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--jobs", type=int, default=1, help="orderings tuned in parallel")
+    parser.add_argument("--out", type=Path, help="result JSON (default: under bench/results/)")
+    args = parser.parse_args(argv)
+    table = args.table or next(iter(sorted(RESULTS.glob("learning-table-*.json"))), None)
+    if table is None:
+        print("error: no learning table: run bench/learning/measure.py on a GPU first, or pass "
+              "--table", file=sys.stderr)  # fmt: skip
+        return 2
+    config = msgspec.structs.replace(
+        defaults,
+        tables=[str(table)],
+        orderings=args.orderings,
+        train_fraction=args.train_fraction,
+        rollouts=args.rollouts,
+        depth=args.depth,
+        top_k=args.top_k,
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+    )
+    grid = {key: getattr(args, key + "s") for key in GRID}
+    try:
+        result = tune(
+            config, grid, k=args.folds, small_budget=min(args.small_budget, config.budget),
+            jobs=args.jobs,
+        )  # fmt: skip
+    except LibraryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = args.out or RESULTS / f"learning-tune-{slug(result['table']['device'])}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(msgspec.json.format(msgspec.json.encode(result), indent=1).decode() + "\n")
+    print(f"wrote {out} in {result['seconds']} s; most chosen: {result['choice']['most_chosen']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
