@@ -273,6 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=defaults.depth)
     parser.add_argument("--top-k", type=int, default=defaults.top_k)
     parser.add_argument("--folds", type=int, default=3, help="CV folds of the training tasks")
+    # the setting the tuned one is compared with: the loop's defaults unless told otherwise
+    parser.add_argument("--prior-strength", type=float, default=defaults.prior_strength)
+    parser.add_argument("--temperature", type=float, default=defaults.temperature)
+    parser.add_argument("--exploration", type=float, default=defaults.exploration)
     parser.add_argument("--small-budget", type=int, default=SMALL_BUDGET)
     for key in GRID:
         flag = "--" + key.replace("_", "-") + "s"
@@ -295,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
         rollouts=args.rollouts,
         depth=args.depth,
         top_k=args.top_k,
+        prior_strength=args.prior_strength,
+        temperature=args.temperature,
+        exploration=args.exploration,
         bootstrap=args.bootstrap,
         seed=args.seed,
     )

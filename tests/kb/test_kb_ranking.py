@@ -9,7 +9,7 @@ import msgspec
 import pytest
 from kb_helpers import make_attempt
 
-from kernelblaster.kb.ranking import ncu_gain, select
+from kernelblaster.kb.ranking import exploration_bonus, ncu_gain, select
 
 
 class FakeFinding(msgspec.Struct):
@@ -148,3 +148,61 @@ def test_rank_accepts_the_classifiers_findings(kb):
 def test_an_entry_primed_by_the_policy_update_is_ranked_even_off_target(kb):
     kb.set_prior("sm_90", "memory.dram", "tensor_cores_wmma", 1.3, "GEMV rewrite used mma")
     assert _by_id(kb.rank("sm_90", "memory.dram"))["tensor_cores_wmma"].gain_if_verified == 1.3
+
+
+def test_without_exploration_selection_is_the_top_k_by_prediction(kb):
+    """Exploration 0 is the selection the loop had before the bonus existed: the same draws
+    from the first top_k of the ranking, seed for seed."""
+    ranked = kb.rank("sm_90", "memory.dram")
+    for seed in range(40):
+        assert select(ranked, 1, top_k=3, seed=seed) == select(ranked[:3], 1, seed=seed)
+    assert select(ranked, 2, top_k=3, temperature=0) == ranked[:2]
+
+
+def test_the_exploration_bonus_is_ucb1_in_log_speedup(kb):
+    ranked = kb.rank("sm_90", "memory.dram")
+    untried = msgspec.structs.replace(ranked[0], attempts=0)
+    tried = msgspec.structs.replace(ranked[0], attempts=8)
+    assert exploration_bonus(untried, 20, 0.5) == pytest.approx(0.5 * math.sqrt(math.log(21)))
+    assert exploration_bonus(tried, 20, 0.5) == pytest.approx(0.5 * math.sqrt(math.log(21) / 9))
+    assert exploration_bonus(untried, 0, 0.5) == 0.0  # nothing tried yet: nothing to favour
+    assert exploration_bonus(untried, 20, 0.0) == 0.0
+
+
+def test_exploration_brings_an_untried_technique_into_the_shortlist(kb):
+    """The three best-predicted techniques tried many times, a fourth never: without the bonus
+    greedy selection never reaches it; with it, the untried one is chosen, and once it has been
+    tried as often as the others the best prediction wins again."""
+    ranked = kb.rank("sm_90", "memory.dram")[:4]
+    tried = [msgspec.structs.replace(r, attempts=10) for r in ranked[:3]]
+    fourth = msgspec.structs.replace(ranked[3], attempts=0)
+    assert fourth.predicted_speedup < tried[2].predicted_speedup
+    candidates = [*tried, fourth]
+    assert select(candidates, 1, top_k=3, temperature=0) == [tried[0]]
+    assert select(candidates, 1, top_k=3, temperature=0, exploration=0.5) == [fourth]
+    sampled = Counter(
+        select(candidates, 1, top_k=3, exploration=0.5, seed=s)[0].technique for s in range(300)
+    )
+    assert sampled[fourth.technique] > 0 and tried[0].technique in sampled
+    caught_up = [*tried, msgspec.structs.replace(fourth, attempts=10)]
+    assert select(caught_up, 1, top_k=3, temperature=0, exploration=0.5) == [tried[0]]
+
+
+def test_the_loop_explores_by_the_requests_coefficient(kb, tmp_path):
+    """agents.loop's choice of technique follows the request's exploration: a state whose best
+    techniques were tried many times gets an untried one at exploration > 0, greedily."""
+    from kernelblaster.agents.loop import _choose
+    from kernelblaster.harness.records import PerfState
+
+    state = PerfState(
+        kernel="k", arch="sm_90", bottleneck="memory", state="memory.dram", summary=""
+    )
+    top = kb.rank("sm_90", "memory.dram")[:3]
+    for ranked in top:
+        for _ in range(6):
+            kb.record(make_attempt(technique=ranked.technique, measured_speedup=1.1))
+    ranked = kb.rank("sm_90", "memory.dram")
+    greedy = _choose(kb, state, k=3, forced=None, seed=1, temperature=0, exploration=0.0)
+    explored = _choose(kb, state, k=3, forced=None, seed=1, temperature=0, exploration=1.0)
+    assert greedy is not None and greedy.technique == ranked[0].technique
+    assert explored is not None and explored.attempts == 0

@@ -84,7 +84,7 @@ HAND_MADE: dict[str, dict[str, tuple]] = {
 }
 
 
-def _state(task: str, state_and_findings: tuple, near_limit: bool) -> PerfState:
+def perf_state(task: str, state_and_findings: tuple, near_limit: bool) -> PerfState:
     state, findings = state_and_findings
     return PerfState(
         kernel=task,
@@ -119,7 +119,7 @@ def fixture_table() -> LearningTable:
                 entry.detail = f"{result} (test fixture)"
             else:
                 entry.time_ms, entry.spread, entry.repetitions = result, SPREAD, 100
-                entry.state = _state(task.task, state, near_limit)
+                entry.state = perf_state(task.task, state, near_limit)
             table.measurements.append(entry)
     table.transitions = transitions(tasks, table)
     return table
