@@ -4,7 +4,8 @@ re-classify. The result is what the loop needs: a verdict the lowering agent can
 
 A candidate is whatever the target's launcher (or `forward`, or `main`) launches: every kernel
 its file defines is profiled, whatever the rewrite named them, and the state is the dominant
-kernel's by GPU time (`launched_kernels`). Renamed, split, fused or added kernels are normal."""
+kernel's by GPU time (`launched_kernels`), with a `kernel_chain` finding when other kernels
+take a real share of the time. Renamed, split, fused or added kernels are normal."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import msgspec
 
 from kernelblaster.agents.lowering import Feedback
 from kernelblaster.harness.classify import kernel_states, launch_durations
+from kernelblaster.harness.findings import with_kernel_chain
 from kernelblaster.harness.optimize_protocol import LaunchedKernel
 from kernelblaster.harness.records import (
     BuildResult,
@@ -150,11 +152,14 @@ def evaluation_of(response: WorkerResponse, kernel: str | None) -> Evaluation:
     launched = launched_kernels(response.profile, response.states) if response.profile else []
     named = next((state for info, state in launched if info.name == kernel), None)
     dominant = launched[0][1] if launched else None
+    state = named or dominant
+    if state is not None:  # the ranking's cue for fusion: what else the candidate launches
+        state = with_kernel_chain(state, [info.time_share for info, _ in launched])
     return Evaluation(
         outcome="verified",
         check=check,
         profile=response.profile,
-        state=named or dominant,
+        state=state,
         kernels=[info for info, _ in launched],
         time_ms=check.timing.median_ms,
     )

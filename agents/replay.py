@@ -34,6 +34,7 @@ from kernelblaster.agents.replay_table import (
     Task,
     source_digest,
 )
+from kernelblaster.harness.findings import with_kernel_chain
 from kernelblaster.harness.records import CheckResult, Timing, VerifyResult
 from kernelblaster.settings import Settings
 
@@ -172,7 +173,7 @@ class ReplayTask:
             return Evaluation(
                 outcome=outcome, feedback=Feedback(kind=kind, message=measured.detail or outcome)
             )
-        assert measured.time_ms is not None
+        assert measured.time_ms is not None and measured.state is not None
         time_ms = measured.time_ms * math.exp(self.rng.gauss(0.0, measured.spread or 0.0))
         if self.steps and self.steps[-1].target == variant and self.steps[-1].time_ms is None:
             self.steps[-1].time_ms = time_ms
@@ -186,7 +187,9 @@ class ReplayTask:
             eager=_timing(measured.eager_ms, 0) if measured.eager_ms else None,
             compiled=_timing(measured.compile_ms, 0) if measured.compile_ms else None,
         )
-        return Evaluation(outcome="verified", check=check, state=measured.state, time_ms=time_ms)
+        # As the live evaluation does: the measured state plus what else the variant launches.
+        state = with_kernel_chain(measured.state, list(measured.kernel_ns.values()))
+        return Evaluation(outcome="verified", check=check, state=state, time_ms=time_ms)
 
 
 def _timing(ms: float, repetitions: int) -> Timing:

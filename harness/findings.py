@@ -13,10 +13,18 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+
+import msgspec
 
 from kernelblaster.harness import ncu_metrics as m
-from kernelblaster.harness.records import Finding, KernelProfile, RuleResult, SourceMarker
+from kernelblaster.harness.records import (
+    Finding,
+    KernelProfile,
+    PerfState,
+    RuleResult,
+    SourceMarker,
+)
 
 # Thresholds, each from ncu's rule on the same topic unless said otherwise.
 FULL_SECTOR_BYTES = 32.0
@@ -30,6 +38,7 @@ STALL_MAX_ISSUE = 0.8  # ... while schedulers issue on fewer than 80% of cycles
 DIVERGENT_THREADS = 28.0  # ours: more than 1 in 8 lanes idle per executed instruction
 LOW_ISSUE = 0.6  # schedulers issue on fewer than 60% of cycles
 PIPE_SATURATED_PCT = 80.0  # ours: a unit this busy is the limit; more warps can't raise it
+CHAIN_MIN_SHARE = 0.1  # ours: kernels besides the dominant one taking >= 10% of the GPU time
 
 _ACTIONABLE = ("optimization", "warning")
 _TOOLKIT_HEADER = re.compile(r"(^|/)(cuda[^/]*|nvidia[^/]*)/(.*/)?include/")
@@ -42,7 +51,34 @@ def find(kernel: KernelProfile, *, device: str = "") -> list[Finding]:
     found: list[Finding] = []
     for detect in _DETECTORS:
         found.extend(detect(kernel, own_file, device))
-    return sorted(found, key=lambda f: (-(f.estimated_speedup or 0.0), _order_key(f.id), f.id))
+    return find_order(found)
+
+
+def with_kernel_chain(state: PerfState, time_shares: Sequence[float]) -> PerfState:
+    """`state` (of the kernel that takes most of a launcher's GPU time) with a `kernel_chain`
+    finding when the launcher runs other kernels too, taking >= CHAIN_MIN_SHARE of the time
+    together (`time_shares`: every kernel's share, in any order). A chain of passes over the same
+    data round-trips each intermediate through memory; fused into one kernel, the intermediates
+    stay on chip, so fusing saves at most the other kernels' share: the finding's estimate, as
+    ncu's estimates are. A property of what a launcher launches, not of one kernel's profile."""
+    if len(time_shares) < 2 or sum(time_shares) <= 0:
+        return state
+    others = 1.0 - max(time_shares) / sum(time_shares)
+    if others < CHAIN_MIN_SHARE:
+        return state
+    chain = Finding(
+        id="kernel_chain",
+        evidence={"kernels": float(len(time_shares)), "other_kernels_share": round(others, 4)},
+        estimated_speedup=100.0 * others,
+        message=f"{len(time_shares)} kernels launched: the others take {others:.0%} of GPU time",
+    )
+    findings = [f for f in state.findings if f.id != chain.id] + [chain]
+    return msgspec.structs.replace(state, findings=find_order(findings))
+
+
+def find_order(findings: list[Finding]) -> list[Finding]:
+    """Findings the way `find` lists them: the largest estimated speedup first."""
+    return sorted(findings, key=lambda f: (-(f.estimated_speedup or 0.0), _order_key(f.id), f.id))
 
 
 def kernel_source_file(markers: Iterable[SourceMarker]) -> str | None:

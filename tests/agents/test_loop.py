@@ -248,12 +248,16 @@ def test_a_state_the_kb_lacks_is_mapped_by_the_state_extractor(openai_server, cl
         def __call__(self, source, text, kernel, settings, **options):
             evaluation = super().__call__(source, text, kernel, settings, **options)
             if evaluation.state is not None:
-                evaluation.state = msgspec.structs.replace(evaluation.state, state="compute.lsu")
+                # a stall-reason state the classifier can name and the catalog lacks
+                # (compute.lsu was one until the catalog learned it)
+                evaluation.state = msgspec.structs.replace(
+                    evaluation.state, state="latency.mio_throttle"
+                )
             return evaluation
 
-    assert "compute.lsu" not in {s.id for s in kb.states()}
+    assert "latency.mio_throttle" not in {s.id for s in kb.states()}
     openai_server.push(
-        reply(json.dumps({"state": "memory.l1", "confidence": 0.9, "rationale": "LSU-bound"})),
+        reply(json.dumps({"state": "memory.l1", "confidence": 0.9, "rationale": "MIO-bound"})),
         reply(cuda("broken")),
         reply(cuda("broken")),
         reply(cuda("broken")),

@@ -206,3 +206,31 @@ def test_the_loop_explores_by_the_requests_coefficient(kb, tmp_path):
     explored = _choose(kb, state, k=3, forced=None, seed=1, temperature=0, exploration=1.0)
     assert greedy is not None and greedy.technique == ranked[0].technique
     assert explored is not None and explored.attempts == 0
+
+
+def test_the_classifiers_compute_states_are_catalog_states(kb):
+    """harness/classify.py names compute.lsu (memory instructions keep the SM busy) and
+    compute.issue (busy issuing, no pipe metrics); the catalog knows both, so the KB ranks
+    what addresses them instead of treating them as unknown: fewer memory instructions
+    (128-bit accesses, register reuse) for the first, fewer instructions for the second."""
+    known = {state.id for state in kb.states()}
+    compute = {f"compute.{pipe}" for pipe in ("fp32", "fp64", "tensor", "xu", "lsu", "issue")}
+    assert compute <= known
+    lsu = _by_id(kb.rank("sm_90", "compute.lsu"))
+    assert {"vectorized_loads", "register_tiling"} <= set(lsu)
+    assert "tensor_cores_wmma" not in lsu and "fast_math_intrinsics" not in lsu
+    issue = _by_id(kb.rank("sm_90", "compute.issue"))
+    assert {"index_strength_reduction", "fma_contraction", "thread_coarsening"} <= set(issue)
+    assert "shared_memory_tiling" not in issue
+
+
+def test_vectorized_loads_address_the_latency_of_a_streaming_kernel(kb):
+    """Four times the bytes in flight per load: a long-scoreboard stall raises vectorized loads
+    (a secondary finding: less than their primary, LSU queue throttling)."""
+    stall = [FakeFinding("stall_long_scoreboard", estimated_speedup=50.0)]
+    throttle = [FakeFinding("stall_lg_throttle", estimated_speedup=50.0)]
+    plain = _by_id(kb.rank("sm_90", "memory.dram"))["vectorized_loads"]
+    stalled = _by_id(kb.rank("sm_90", "memory.dram", stall))["vectorized_loads"]
+    throttled = _by_id(kb.rank("sm_90", "memory.dram", throttle))["vectorized_loads"]
+    assert plain.gain_if_verified < stalled.gain_if_verified < throttled.gain_if_verified
+    assert "stall_long_scoreboard" in stalled.explanation

@@ -133,3 +133,29 @@ def test_a_source_that_is_no_variant_is_refused(replay_of):
     replay = replay_of("gelu")
     with pytest.raises(LibraryError, match="no variant of it"):
         replay.evaluate(replay.source, "// something else\n", "gelu", Settings())
+
+
+def test_the_replayed_state_carries_the_chain_the_variant_launches(library, table):
+    """As the live evaluation does, the replay adds kernel_chain from the variant's measured
+    kernels (bias_gelu_scale's naive form on the H100: three passes of about equal length)."""
+    import random
+
+    import msgspec
+
+    from kernelblaster.agents.replay import ReplayTask
+
+    task = next(t for t in library if t.task == "softmax")
+    naive = table.measurement("softmax", "naive")
+    chained = msgspec.structs.replace(
+        naive, kernel_ns={"row_max": 119_360.0, "row_exp_sum": 114_112.0, "row_div": 108_384.0}
+    )
+    replayed = msgspec.structs.replace(
+        table, measurements=[chained if m is naive else m for m in table.measurements]
+    )
+    replay = ReplayTask(task, replayed, rng=random.Random(0))
+    state = replay.evaluate(replay.source, replay.naive_text, None, Settings()).state
+    chain = next(f for f in state.findings if f.id == "kernel_chain")
+    assert chain.estimated_speedup == pytest.approx(100 * (1 - 119_360 / 341_856))
+    single = ReplayTask(task, table, rng=random.Random(0))
+    alone = single.evaluate(single.source, single.naive_text, None, Settings()).state
+    assert "kernel_chain" not in {f.id for f in alone.findings}
