@@ -289,6 +289,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
         choice = _choose(
             kb,
             current.state,
+            source_hash=code_hash(current.source) if request.avoid_failed else None,
             k=request.top_k,
             forced=forced,
             seed=step_seed,
@@ -458,6 +459,7 @@ def _choose(
     kb: KnowledgeBase,
     state: PerfState,
     *,
+    source_hash: str | None,
     k: int,
     forced: str | None,
     seed: int | None,
@@ -488,10 +490,26 @@ def _choose(
                 notes=[],
                 explanation=technique.prior_source,
             )
+    if source_hash is not None:
+        ranked = _untried_or_successful(kb, state, source_hash, ranked)
     picked = select(
         ranked, 1, top_k=max(k, 1), temperature=temperature, exploration=exploration, seed=seed
     )
     return picked[0] if picked else None
+
+
+def _untried_or_successful(
+    kb: KnowledgeBase, state: PerfState, source_hash: str, ranked: list[RankedTechnique]
+) -> list[RankedTechnique]:
+    """`ranked` without the techniques already tried on this very kernel (`source_hash`)
+    without a success: the lowering agent has had its retries at each of them, so trying one
+    again spends a step on what this kernel's own record says fails, while untried ones
+    remain. Successes stay (a rollout from the original re-applies them to go deeper). When
+    every technique has failed here, all of them are back."""
+    tried = kb.attempts(arch=state.arch, state=state.state, source_hash=source_hash)
+    succeeded = {a.technique for a in tried if a.outcome == "success"}
+    failed = {a.technique for a in tried if a.outcome != "infrastructure"} - succeeded
+    return [r for r in ranked if r.technique not in failed] or ranked
 
 
 def _step(

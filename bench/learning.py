@@ -71,6 +71,7 @@ class Config(msgspec.Struct, kw_only=True):
     top_k: int = 3
     temperature: float = 1.0
     exploration: float = 0.0  # the selection's UCB bonus coefficient (kb.ranking.select)
+    avoid_failed: bool = False  # skip what already failed on the kernel a step starts from
     prior_strength: float = ranking.PRIOR_STRENGTH
     bootstrap: int = 2000
     seed: int = 0
@@ -115,6 +116,7 @@ def run_task(
         seed=seed,
         temperature=temperature,
         exploration=config.exploration,
+        avoid_failed=config.avoid_failed,
         settings=SETTINGS,
     )
     outcome = run_optimization(
@@ -438,6 +440,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top-k", type=int, default=DEFAULTS.top_k)
     parser.add_argument("--temperature", type=float, default=DEFAULTS.temperature)
     parser.add_argument("--exploration", type=float, default=DEFAULTS.exploration)
+    parser.add_argument(
+        "--avoid-failed",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULTS.avoid_failed,
+        help="skip techniques already tried without success on the kernel a step starts from",
+    )
     parser.add_argument("--prior-strength", type=float, default=DEFAULTS.prior_strength)
     parser.add_argument("--bootstrap", type=int, default=DEFAULTS.bootstrap)
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
@@ -461,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         top_k=args.top_k,
         temperature=args.temperature,
         exploration=args.exploration,
+        avoid_failed=args.avoid_failed,
         prior_strength=args.prior_strength,
         bootstrap=args.bootstrap,
         seed=args.seed,

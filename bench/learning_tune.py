@@ -1,6 +1,7 @@
 """Tune the optimization loop's selection on the learning environment: PRIOR_STRENGTH (how many
-observations the prior is worth), the sampling temperature and the exploration bonus
-(kb.ranking.select), chosen by cross-validation on training tasks only.
+observations the prior is worth), the sampling temperature and the exploration rule (the UCB
+bonus of kb.ranking.select, and whether a step skips techniques that already failed on the
+kernel it starts from: agents/loop.py), chosen by cross-validation on training tasks only.
 
 It runs bench/learning.py's experiment (the same table, tasks, orderings and train/held-out
 splits, the same replay of the real loop): for each ordering, every setting of the grid is
@@ -14,10 +15,11 @@ each ordering, so the tuned curves estimate what tuning buys on tasks it has not
 
     python bench/learning_tune.py                  # writes bench/results/learning-tune-<gpu>.json
     python bench/learning_tune.py --orderings 4 --prior-strengths 3 --temperatures 0,1 \\
-        --explorations 0,0.25 --jobs 2
+        --explorations 0,0.25 --avoid-failed-values 0,1 --jobs 2
 
 The setting chosen in most orderings is reported as `most_chosen`: the candidate for the
-loop's defaults (kb/ranking.py's PRIOR_STRENGTH, OptimizeRequest's temperature and exploration).
+loop's defaults (kb/ranking.py's PRIOR_STRENGTH, OptimizeRequest's temperature, exploration
+and avoid_failed).
 """
 
 from __future__ import annotations
@@ -51,7 +53,14 @@ SMALL_BUDGET = 4  # the budgets a user waits for: one rollout's steps
 GRID = {
     "prior_strength": [1.0, 3.0, 10.0],
     "temperature": [0.0, 0.5, 1.0, 2.0],
-    "exploration": [0.0, 0.1, 0.25, 0.5],
+    "exploration": [0.0, 0.25, 0.5],
+    "avoid_failed": [0.0, 1.0],  # no, yes
+}
+GRID_FLAGS = {
+    "prior_strength": "--prior-strengths",
+    "temperature": "--temperatures",
+    "exploration": "--explorations",
+    "avoid_failed": "--avoid-failed-values",
 }
 
 
@@ -59,12 +68,13 @@ class Setting(msgspec.Struct, frozen=True, kw_only=True):
     prior_strength: float
     temperature: float
     exploration: float
+    avoid_failed: bool
 
     @property
     def label(self) -> str:
         return (
             f"prior_strength={self.prior_strength:g} temperature={self.temperature:g} "
-            f"exploration={self.exploration:g}"
+            f"exploration={self.exploration:g} avoid_failed={'yes' if self.avoid_failed else 'no'}"
         )
 
 
@@ -85,9 +95,9 @@ class OrderingTuning(msgspec.Struct, kw_only=True):
 def settings_grid(grid: dict[str, list[float]], defaults: Setting) -> list[Setting]:
     """Every combination of the grid, the defaults first (a tie goes to them)."""
     combos = [
-        Setting(prior_strength=p, temperature=t, exploration=e)
-        for p, t, e in itertools.product(
-            grid["prior_strength"], grid["temperature"], grid["exploration"]
+        Setting(prior_strength=p, temperature=t, exploration=e, avoid_failed=bool(a))
+        for p, t, e, a in itertools.product(
+            grid["prior_strength"], grid["temperature"], grid["exploration"], grid["avoid_failed"]
         )
     ]
     return [defaults, *(s for s in combos if s != defaults)]
@@ -99,6 +109,7 @@ def configured(config: experiment.Config, setting: Setting) -> experiment.Config
         prior_strength=setting.prior_strength,
         temperature=setting.temperature,
         exploration=setting.exploration,
+        avoid_failed=setting.avoid_failed,
     )
 
 
@@ -189,6 +200,7 @@ def tune(
         prior_strength=config.prior_strength,
         temperature=config.temperature,
         exploration=config.exploration,
+        avoid_failed=config.avoid_failed,
     )
     settings = settings_grid(grid, defaults)
     began = time.perf_counter()
@@ -277,10 +289,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prior-strength", type=float, default=defaults.prior_strength)
     parser.add_argument("--temperature", type=float, default=defaults.temperature)
     parser.add_argument("--exploration", type=float, default=defaults.exploration)
+    parser.add_argument(
+        "--avoid-failed", action=argparse.BooleanOptionalAction, default=defaults.avoid_failed
+    )
     parser.add_argument("--small-budget", type=int, default=SMALL_BUDGET)
-    for key in GRID:
-        flag = "--" + key.replace("_", "-") + "s"
-        parser.add_argument(flag, type=_floats, default=GRID[key], help="comma-separated grid")
+    for key, flag in GRID_FLAGS.items():
+        parser.add_argument(
+            flag, dest=f"grid_{key}", type=_floats, default=GRID[key], help="comma-separated grid"
+        )
     parser.add_argument("--bootstrap", type=int, default=defaults.bootstrap)
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--jobs", type=int, default=1, help="orderings tuned in parallel")
@@ -302,10 +318,11 @@ def main(argv: list[str] | None = None) -> int:
         prior_strength=args.prior_strength,
         temperature=args.temperature,
         exploration=args.exploration,
+        avoid_failed=args.avoid_failed,
         bootstrap=args.bootstrap,
         seed=args.seed,
     )
-    grid = {key: getattr(args, key + "s") for key in GRID}
+    grid = {key: getattr(args, f"grid_{key}") for key in GRID}
     try:
         result = tune(
             config, grid, k=args.folds, small_budget=min(args.small_budget, config.budget),

@@ -28,6 +28,8 @@ class OptimizeRequest(msgspec.Struct, kw_only=True, tag="optimize"):
     seed: int | None = None
     temperature: float = 1.0  # of the weighted random top-k selection
     exploration: float = 0.0  # its UCB bonus for techniques tried less (kb.ranking.select)
+    # skip techniques already tried on the very kernel a step starts from without a success
+    avoid_failed: bool = False
     settings: Settings = msgspec.field(default_factory=Settings)
 
 

@@ -340,10 +340,14 @@ class KnowledgeBase:
         arch: str | None = None,
         state: str | None = None,
         technique: str | None = None,
+        source_hash: str | None = None,
         limit: int | None = None,
     ) -> list[Attempt]:
-        """Recorded attempts, most recent first (`state` is the state before the attempt)."""
-        clause, params = rows.where(arch=arch, before_state=state, technique=technique)
+        """Recorded attempts, most recent first (`state` is the state before the attempt;
+        `source_hash` the code_hash of the kernel it started from)."""
+        clause, params = rows.where(
+            arch=arch, before_state=state, technique=technique, source_hash=source_hash
+        )
         sql = f"SELECT {rows.ATTEMPT_COLUMNS} FROM attempts{clause} ORDER BY time DESC, id DESC"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"

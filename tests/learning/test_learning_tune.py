@@ -104,11 +104,12 @@ def test_tuning_picks_the_setting_known_to_be_best(tmp_path):
         "--orderings", "4", "--train-fraction", "0.8", "--rollouts", "2", "--depth", "2",
         "--folds", "4", "--prior-strength", "3", "--temperature", "8", "--exploration", "0",
         "--prior-strengths", "3", "--temperatures", "0,8", "--explorations", "0",
+        "--avoid-failed-values", "0",
         "--small-budget", "2", "--bootstrap", "100",
     )  # fmt: skip
     _check_protocol(result)
-    greedy = "prior_strength=3 temperature=0 exploration=0"
-    sampling = "prior_strength=3 temperature=8 exploration=0"
+    greedy = "prior_strength=3 temperature=0 exploration=0 avoid_failed=no"
+    sampling = "prior_strength=3 temperature=8 exploration=0 avoid_failed=no"
     assert result["defaults"] == sampling
     for ordering in result["orderings"]:
         # greedy reaches the 10x kernel at step 1 of every left-out task: the best score
@@ -125,11 +126,11 @@ def test_a_ci_sized_tuning_run_on_the_fixture_table(tmp_path, table_path):
     result = _tune(
         tmp_path, table_path,
         "--orderings", "2", "--rollouts", "1", "--depth", "3", "--folds", "2",
-        "--prior-strengths", "1,3", "--temperatures", "0,1", "--explorations", "0,0.5",
-        "--bootstrap", "50",
+        "--prior-strengths", "3", "--temperatures", "0,1", "--explorations", "0,0.5",
+        "--avoid-failed-values", "0,1", "--bootstrap", "50",
     )  # fmt: skip
     _check_protocol(result)
-    assert len(result["orderings"][0]["scores"]) == 8  # 2 x 2 x 2, the defaults among them
+    assert len(result["orderings"][0]["scores"]) == 8  # 1 x 2 x 2 x 2, the defaults among them
     assert result["protocol"]["folds"] == 2 and result["protocol"]["small_budget"] == 3
     arms = result["arms"]
     assert set(arms) == {
