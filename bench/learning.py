@@ -277,7 +277,7 @@ def summarize(
             "wasted_steps": bootstrap(wasted, config, log=False),
             "per_ordering": best.round(4).tolist(),
         }
-        if arm in LEARNING_ARMS:
+        if arm.split(" (")[0] in LEARNING_ARMS:  # e.g. "persistent (tuned)" in learning_tune
             # A task the loop took no step on (its kernel already at a roof) has no error.
             errors = np.array([[_mean_or_nan(r.errors) for r in rs] for rs in per_ordering])
             entry["prediction_error_by_position"] = bootstrap(errors, config, log=False)

@@ -141,6 +141,8 @@ def test_a_ci_sized_tuning_run_on_the_fixture_table(tmp_path, table_path):
     for arm, entry in arms.items():
         best = np.array(entry["per_ordering"])
         assert best.shape == (2, 3) and (best >= 1).all() and (best <= oracle + 1e-9).all(), arm
+    assert "prediction_error_by_position" in arms["persistent (tuned)"]
+    assert (tmp_path / "tune.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_grid_values_must_be_numbers(tmp_path, table_path):
