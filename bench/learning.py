@@ -60,6 +60,7 @@ BENCH = Path(__file__).resolve().parent
 LIBRARY = BENCH / "learning" / "tasks"
 LEARNING_ARMS = ("persistent", "greedy", "fresh")  # arms whose predictions come from a KB
 SETTINGS = Settings()
+LOOP = OptimizeRequest(source="", source_text="", kernel="")  # the loop's defaults
 
 
 class Config(msgspec.Struct, kw_only=True):
@@ -68,10 +69,10 @@ class Config(msgspec.Struct, kw_only=True):
     train_fraction: float = 0.6
     rollouts: int = 3
     depth: int = 4
-    top_k: int = 3
-    temperature: float = 1.0
-    exploration: float = 0.0  # the selection's UCB bonus coefficient (kb.ranking.select)
-    avoid_failed: bool = False  # skip what already failed on the kernel a step starts from
+    top_k: int = LOOP.top_k
+    temperature: float = LOOP.temperature
+    exploration: float = LOOP.exploration  # the selection's UCB bonus (kb.ranking.select)
+    avoid_failed: bool = LOOP.avoid_failed  # skip what already failed on a step's kernel
     prior_strength: float = ranking.PRIOR_STRENGTH
     bootstrap: int = 2000
     seed: int = 0

@@ -17,9 +17,9 @@ each ordering, so the tuned curves estimate what tuning buys on tasks it has not
     python bench/learning_tune.py --orderings 4 --prior-strengths 3 --temperatures 0,1 \\
         --explorations 0,0.25 --avoid-failed-values 0,1 --jobs 2
 
-The setting chosen in most orderings is reported as `most_chosen`: the candidate for the
-loop's defaults (kb/ranking.py's PRIOR_STRENGTH, OptimizeRequest's temperature, exploration
-and avoid_failed).
+Choices follow the one-standard-error rule (`choose`). The same rule over all orderings' CV
+scores gives `recommended`, the candidate for the loop's defaults (kb/ranking.py's
+PRIOR_STRENGTH, OptimizeRequest's temperature, exploration and avoid_failed).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class OrderingTuning(msgspec.Struct, kw_only=True):
     train: list[str]
     held_out: list[str]
     folds: list[list[str]]  # of the training tasks only
-    scores: dict[str, float]  # setting label -> CV score (mean log best speedup, small budgets)
+    scores: dict[str, list[float]]  # setting label -> CV score of each training task
     choice: str
     runs: dict[str, list[experiment.TaskRun]]  # arm -> its runs (training tasks, then held out)
     oracle: dict[str, list[float]]  # held-out task -> the oracle's curve
@@ -124,7 +124,7 @@ def small_budget_score(runs: list[experiment.TaskRun], small_budget: int) -> lis
     return [float(np.mean(np.log(r.best[:small_budget]))) for r in runs if r.held_out]
 
 
-def cv_score(
+def cv_scores(
     setting: Setting,
     train: list[Task],
     folds: list[list[Task]],
@@ -133,11 +133,11 @@ def cv_score(
     scratch: Path,
     index: int,
     small_budget: int,
-) -> float:
-    """The setting's cross-validated score within one ordering's training tasks `train`, dealt
-    into `folds`: each fold optimized by a persistent KB trained on the other folds' tasks (in
-    the ordering's order), every left-out task counting once. With a single fold there is
-    nothing to train on: the KB starts fresh."""
+) -> list[float]:
+    """The setting's cross-validated scores within one ordering's training tasks `train`, dealt
+    into `folds`, one per training task (in the folds' order, the same for every setting): each
+    fold optimized by a persistent KB trained on the other folds' tasks (in the ordering's
+    order). With a single fold there is nothing to train on: the KB starts fresh."""
     config = configured(config, setting)
     scores: list[float] = []
     for number, fold in enumerate(folds):
@@ -146,7 +146,30 @@ def cv_score(
             "persistent", others, fold, table, config, scratch, index, label=f"cv{number}"
         )
         scores += small_budget_score(runs, small_budget)
-    return float(np.mean(scores))
+    return scores
+
+
+def choose(settings: list[Setting], scores: dict[str, list[float]]) -> Setting:
+    """The one-standard-error rule: of the settings whose mean score is within one standard
+    error (of the paired difference, over the scored units) of the best mean, the one that
+    changes the fewest parameters from the defaults (`settings[0]`), then the best scoring.
+    Among settings the data can't tell apart, it keeps what is known over what won by noise."""
+    means = {label: float(np.mean(values)) for label, values in scores.items()}
+    best = max(settings, key=lambda s: means[s.label])
+    top = np.array(scores[best.label])
+
+    def within_noise(setting: Setting) -> bool:
+        gap = top - np.array(scores[setting.label])
+        error = gap.std(ddof=1) / math.sqrt(len(gap)) if len(gap) > 1 else 0.0
+        return float(gap.mean()) <= error
+
+    def changes(setting: Setting) -> int:
+        return sum(
+            getattr(setting, name) != getattr(settings[0], name) for name in GRID
+        )  # fmt: skip
+
+    eligible = [s for s in settings if within_noise(s)]
+    return min(eligible, key=lambda s: (changes(s), -means[s.label]))
 
 
 def tune_ordering(
@@ -163,10 +186,10 @@ def tune_ordering(
     with tempfile.TemporaryDirectory(dir=experiment.fast_scratch()) as name:
         scratch = Path(name)
         scores = {
-            s.label: cv_score(s, train, folds, table, config, scratch, index, small_budget)
+            s.label: cv_scores(s, train, folds, table, config, scratch, index, small_budget)
             for s in settings
         }  # computed from the training tasks alone: `test` is not touched above
-        best = max(settings, key=lambda s: scores[s.label])  # the first of equals: defaults
+        best = choose(settings, scores)
         runs = {}
         for name_, setting in (("defaults", settings[0]), ("tuned", best)):
             for arm in ("persistent", "fresh"):
@@ -224,9 +247,12 @@ def tune(
         )
     }
     chosen = Counter(o.choice for o in orderings)
-    mean_scores = {
-        s.label: round(float(np.mean([o.scores[s.label] for o in orderings])), 5) for s in settings
-    }
+    per_ordering = {s.label: [_mean(o.scores[s.label]) for o in orderings] for s in settings}
+    mean_scores = {label: round(float(np.mean(v)), 5) for label, v in per_ordering.items()}
+    # The defaults to ship: the same rule over every ordering's training-only CV score. Every
+    # task is a training task of some ordering, so this choice has no held-out estimate of its
+    # own; the nested per-ordering choices above are that estimate.
+    recommended = choose(settings, per_ordering)
     return {
         "table": {"device": table.device, "arch": table.arch, "note": table.note},
         "config": msgspec.to_builtins(config),
@@ -235,6 +261,8 @@ def tune(
             "small_budget": small_budget,
             "score": f"mean over left-out training tasks and budgets 1..{small_budget} of "
             "log(best speedup); chosen per ordering from its training tasks only",
+            "rule": "one standard error: of the settings within one standard error of the best "
+            "mean score, the one changing the fewest parameters from the defaults",
         },
         "grid": grid,
         "defaults": defaults.label,
@@ -247,19 +275,26 @@ def tune(
                 "held_out": o.held_out,
                 "folds": o.folds,
                 "choice": o.choice,
-                "scores": {label: round(score, 5) for label, score in o.scores.items()},
+                "scores": {label: _mean(v) for label, v in o.scores.items()},
+                "task_scores": {label: np.round(v, 5).tolist() for label, v in o.scores.items()},
             }
             for o in orderings
         ],
         "choice": {
             "per_ordering": dict(chosen.most_common()),
             "most_chosen": chosen.most_common(1)[0][0],
+            "recommended": recommended.label,
             "mean_cv_score": dict(sorted(mean_scores.items(), key=lambda item: -item[1])),
         },
         "seconds": round(time.perf_counter() - began, 1),
         "arms": summary,
         "comparisons": comparisons,
     }
+
+
+def _mean(values: list[float]) -> float:
+    """As written to the JSON (which the choices can be checked against)."""
+    return round(float(np.mean(values)), 5)
 
 
 def _floats(text: str) -> list[float]:
@@ -337,8 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     image = out.with_suffix(".png")
     experiment.plot(result, image)  # the tuned arms' held-out curves beside the defaults'
     print(
-        f"wrote {out} and {image} in {result['seconds']} s; most chosen: "
-        f"{result['choice']['most_chosen']}"
+        f"wrote {out} and {image} in {result['seconds']} s; recommended: "
+        f"{result['choice']['recommended']}"
     )
     return 0
 

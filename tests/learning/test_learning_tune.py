@@ -80,20 +80,35 @@ def _tune(tmp_path, table_path, *options: str) -> dict:
 
 def _check_protocol(result: dict) -> None:
     """What every tuning run must hold: CV folds are made of training tasks only and cover
-    them; every setting is scored; the choice is the best score (the first of equals)."""
-    settings = list(result["orderings"][0]["scores"])
-    assert settings[0] == result["defaults"]
+    them; every setting is scored, once per training task; the choice is the rule's on those
+    scores, per ordering and over all of them."""
+    tune = load_script("bench/learning_tune.py")
+    labels = list(result["orderings"][0]["scores"])
+    assert labels[0] == result["defaults"]
+    settings = [_setting(tune, label) for label in labels]
     for ordering in result["orderings"]:
         train, held_out = set(ordering["train"]), set(ordering["held_out"])
         assert train and held_out and not train & held_out
         folded = [task for fold in ordering["folds"] for task in fold]
         assert sorted(folded) == sorted(train), "the folds are the training tasks, each once"
-        scores = ordering["scores"]
-        assert list(scores) == settings
-        assert ordering["choice"] == max(settings, key=lambda label: scores[label])
+        scores = ordering["task_scores"]
+        assert list(scores) == labels and all(len(v) == len(train) for v in scores.values())
+        assert ordering["choice"] == tune.choose(settings, scores).label
     counts = result["choice"]["per_ordering"]
     assert sum(counts.values()) == len(result["orderings"])
     assert result["choice"]["most_chosen"] == max(counts, key=lambda label: counts[label])
+    overall = {label: [o["scores"][label] for o in result["orderings"]] for label in labels}
+    assert result["choice"]["recommended"] == tune.choose(settings, overall).label
+
+
+def _setting(tune, label: str):
+    values = dict(part.split("=") for part in label.split())
+    return tune.Setting(
+        prior_strength=float(values["prior_strength"]),
+        temperature=float(values["temperature"]),
+        exploration=float(values["exploration"]),
+        avoid_failed=values["avoid_failed"] == "yes",
+    )
 
 
 def test_tuning_picks_the_setting_known_to_be_best(tmp_path):
@@ -116,6 +131,7 @@ def test_tuning_picks_the_setting_known_to_be_best(tmp_path):
         assert ordering["scores"][greedy] == pytest.approx(np.log(10.0), abs=0.05)
         assert ordering["scores"][sampling] <= ordering["scores"][greedy]
     assert result["choice"]["most_chosen"] == greedy  # a tie would go to the defaults
+    assert result["choice"]["recommended"] == greedy
     arms = result["arms"]
     assert arms["oracle"]["best_speedup"]["mean"][0] == pytest.approx(10, rel=0.01)
     ratio = result["comparisons"]["persistent (tuned) / persistent (defaults)"]
@@ -151,6 +167,27 @@ def test_grid_values_must_be_numbers(tmp_path, table_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2 and "'0,warm': expected numbers separated by commas" in done.stderr
+
+
+def test_the_choice_keeps_the_defaults_unless_the_data_tell_the_settings_apart():
+    """One standard error: a setting ahead of the defaults by less than the noise of the
+    difference does not replace them; one ahead on every unit does; among settings within the
+    noise of the best, the one that changes the fewest parameters is kept."""
+    tune = load_script("bench/learning_tune.py")
+
+    def setting(t: float, e: float = 0.0) -> object:
+        return tune.Setting(prior_strength=3, temperature=t, exploration=e, avoid_failed=False)
+
+    defaults, greedy, both = setting(1.0), setting(0.0), setting(0.0, 0.5)
+    settings = [defaults, greedy, both]
+    noisy = {defaults.label: [1.0, 2.0, 1.0, 2.0], greedy.label: [2.0, 1.0, 2.1, 1.0],
+             both.label: [0.0, 0.0, 0.0, 0.0]}  # fmt: skip
+    assert tune.choose(settings, noisy) == defaults  # greedy's lead (0.025) is noise
+    clear = {defaults.label: [1.0, 1.2, 0.9, 1.1], greedy.label: [1.5, 1.6, 1.6, 1.4],
+             both.label: [1.7, 1.5, 1.5, 1.55]}  # fmt: skip
+    # both is best by a hair; greedy is within its noise and changes one parameter, not two
+    assert tune.choose(settings, clear) == greedy
+    assert tune.choose([greedy], {greedy.label: [1.0]}) == greedy  # one unit: no error bar
 
 
 def test_folds_deal_the_training_tasks_in_order():
