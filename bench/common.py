@@ -16,6 +16,13 @@ RESULTS = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parents[1]
 
 
+def repo_relative(path: Path) -> str:
+    """`path` as recorded in a result: relative to the repository when it is inside it, so a
+    result reads the same on every machine."""
+    resolved = path.resolve()
+    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else str(path)
+
+
 def openai_server_module() -> ModuleType:
     """tests/openai_server.py, the scripted OpenAI-compatible server (not an installed module)."""
     spec = importlib.util.spec_from_file_location("openai_server", REPO / "tests/openai_server.py")

@@ -39,7 +39,7 @@ import msgspec
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common
-from common import RESULTS, slug
+from common import REPO, RESULTS, repo_relative, slug
 
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.replay import ReplayModel, ReplayTask
@@ -317,7 +317,7 @@ def _geomean(curves: list[list[float]]) -> list[float]:
 
 
 def run(config: Config) -> dict:
-    tables = [read_table(Path(p)) for p in config.tables]
+    tables = [read_table(REPO / p) for p in config.tables]  # REPO / an absolute path: the path
     table, others = tables[0], tables[1:]
     library = load_library(LIBRARY)
     tasks = measured_tasks(library, table, config.tables[0])
@@ -462,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     config = Config(
-        tables=[str(t) for t in tables],
+        tables=[repo_relative(t) for t in tables],
         orderings=args.orderings,
         train_fraction=args.train_fraction,
         rollouts=args.rollouts,

@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common and learning
 import learning as experiment
-from common import RESULTS, slug
+from common import REPO, RESULTS, repo_relative, slug
 
 from kernelblaster.agents.replay_table import (
     LearningTable,
@@ -50,7 +50,7 @@ from kernelblaster.agents.replay_table import (
 )
 
 SMALL_BUDGET = 4  # the budgets a user waits for: one rollout's steps
-GRID = {  # 48 settings: about 8 minutes for 20 orderings of 10 tasks with --jobs 2
+GRID = {  # 48 settings: 3-6 minutes for 20 orderings of 10 tasks with --jobs 2 on 2 cores
     "prior_strength": [1.0, 3.0, 10.0, 30.0],
     "temperature": [0.0, 0.5, 1.0],
     "exploration": [0.0, 0.25],
@@ -217,7 +217,7 @@ def tune(
     small_budget: int,
     jobs: int,
 ) -> dict:
-    table = read_table(Path(config.tables[0]))
+    table = read_table(REPO / config.tables[0])  # relative paths are the repository's
     tasks = experiment.measured_tasks(load_library(experiment.LIBRARY), table, config.tables[0])
     defaults = Setting(
         prior_strength=config.prior_strength,
@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     config = msgspec.structs.replace(
         defaults,
-        tables=[str(table)],
+        tables=[repo_relative(table)],
         orderings=args.orderings,
         train_fraction=args.train_fraction,
         rollouts=args.rollouts,

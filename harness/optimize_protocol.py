@@ -26,10 +26,12 @@ class OptimizeRequest(msgspec.Struct, kw_only=True, tag="optimize"):
     depth: int = 3
     top_k: int = 3
     seed: int | None = None
-    temperature: float = 1.0  # of the weighted random top-k selection
-    exploration: float = 0.0  # its UCB bonus for techniques tried less (kb.ranking.select)
-    # skip techniques already tried on the very kernel a step starts from without a success
-    avoid_failed: bool = False
+    # The selection (kb.ranking.select, agents/loop.py), tuned with bench/learning_tune.py on
+    # the H100 learning table (README, "Does the knowledge base learn?"): greedy, and never
+    # the same failure twice on one kernel; the UCB bonus never helped there.
+    temperature: float = 0.0  # of the weighted random top-k selection; 0: the best first
+    exploration: float = 0.0  # its UCB bonus for techniques tried less
+    avoid_failed: bool = True  # skip techniques that already failed on a step's starting kernel
     settings: Settings = msgspec.field(default_factory=Settings)
 
 
