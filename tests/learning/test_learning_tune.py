@@ -118,8 +118,8 @@ def test_tuning_picks_the_setting_known_to_be_best(tmp_path):
         tmp_path, path,
         "--orderings", "4", "--train-fraction", "0.8", "--rollouts", "2", "--depth", "2",
         "--folds", "4", "--prior-strength", "3", "--temperature", "8", "--exploration", "0",
-        "--no-avoid-failed", "--prior-strengths", "3", "--temperatures", "0,8", "--explorations", "0",
-        "--avoid-failed-values", "0",
+        "--no-avoid-failed", "--prior-strengths", "3", "--temperatures", "0,8",
+        "--explorations", "0", "--avoid-failed-values", "0",
         "--small-budget", "2", "--bootstrap", "100",
     )  # fmt: skip
     _check_protocol(result)
