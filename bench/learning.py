@@ -5,8 +5,9 @@ harness's verdicts and times come from the table, with noise at the measured spr
 
 Protocol: for each of N orderings (seeded permutations of the tasks), the first part of the
 tasks is for training and the rest is held out. Arms:
-- persistent: one KB across the ordering's tasks (train, then held-out), weighted random top-k;
-- greedy: the same with temperature 0 (always the best-ranked technique);
+- persistent: one KB across the ordering's tasks (train, then held-out), with the selection
+  given (the loop's defaults unless told: --temperature, --exploration, --avoid-failed);
+- greedy: the same with temperature 0 (always the best-ranked technique; the default);
 - fresh: a new, empty KB for every task (no memory);
 - uniform: uniform random among every technique the ranking offers for the state;
 - oracle: the best kernel any policy can reach within the budget (the table's best chain of
@@ -16,7 +17,9 @@ Each task gets `rollouts x depth` steps; the curve at budget b is the best verif
 the first b steps. Reported, with bootstrap confidence intervals over orderings: the held-out
 geomean of the best speedup vs budget, the regret vs the oracle, wasted steps (steps that did
 not give a faster verified kernel) and the prediction error |log(predicted / realized)| of
-rank() by the task's position in the ordering.
+rank() by the task's position in the ordering; and comparisons paired by ordering (e.g.
+persistent / fresh: both arms replay the same tasks with the same seeds). bench/learning_tune.py
+tunes the selection with this experiment's arms, on training tasks only.
 
     python bench/learning.py                       # every bench/results/learning-table-*.json
     python bench/learning.py --table T.json --orderings 40 --temperature 0.5 --top-k 4
@@ -181,7 +184,7 @@ def run_arm(
     """One arm over one ordering: training tasks (for the arms that learn), then held-out,
     with the training tasks replayed from `train_table` when given. Its KBs are files
     `<label>-<ordering>-<position>` in `scratch`."""
-    ranking.PRIOR_STRENGTH = config.prior_strength  # an experiment parameter, not a tuned value
+    ranking.PRIOR_STRENGTH = config.prior_strength  # the arm's, whatever the shipped value
     k, temperature = config.top_k, config.temperature
     if arm == "greedy":
         temperature = 0.0
@@ -425,15 +428,8 @@ def plot(result: dict, path: Path) -> None:
 DEFAULTS = Config(tables=[])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--table",
-        action="append",
-        type=Path,
-        help="a learning table (repeatable; the first is replayed, the others train the "
-        "transfer arm); default: every bench/results/learning-table-*.json",
-    )
+def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
+    """The experiment's options (bench/learning_tune.py takes them too)."""
     parser.add_argument("--orderings", type=int, default=DEFAULTS.orderings)
     parser.add_argument("--train-fraction", type=float, default=DEFAULTS.train_fraction)
     parser.add_argument("--rollouts", type=int, default=DEFAULTS.rollouts)
@@ -450,18 +446,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prior-strength", type=float, default=DEFAULTS.prior_strength)
     parser.add_argument("--bootstrap", type=int, default=DEFAULTS.bootstrap)
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
-    parser.add_argument("--out", type=Path, help="result JSON (default: under bench/results/)")
-    parser.add_argument("--plot", type=Path, help="plot PNG (default: beside the JSON)")
-    args = parser.parse_args(argv)
-    tables = args.table or sorted(RESULTS.glob("learning-table-*.json"))
-    if not tables:
-        print(
-            "error: no learning table: run bench/learning/measure.py on a GPU first, or pass "
-            "--table",
-            file=sys.stderr,
-        )
-        return 2
-    config = Config(
+
+
+def config_of(args: argparse.Namespace, tables: list[Path]) -> Config:
+    return Config(
         tables=[repo_relative(t) for t in tables],
         orderings=args.orderings,
         train_fraction=args.train_fraction,
@@ -475,17 +463,48 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap=args.bootstrap,
         seed=args.seed,
     )
+
+
+def measured_tables() -> list[Path]:
+    """Every bench/results/learning-table-*.json; none: says what to do and exits."""
+    tables = sorted(RESULTS.glob("learning-table-*.json"))
+    if not tables:
+        raise SystemExit(
+            "error: no learning table: run bench/learning/measure.py on a GPU first, or pass "
+            "--table"
+        )
+    return tables
+
+
+def write_result(result: dict, out: Path, image: Path) -> None:
+    """The result JSON at `out` and its plot at `image`."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(msgspec.json.format(msgspec.json.encode(result), indent=1).decode() + "\n")
+    plot(result, image)
+    print(f"wrote {out} and {image} in {result['seconds']} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--table",
+        action="append",
+        type=Path,
+        help="a learning table (repeatable; the first is replayed, the others train the "
+        "transfer arm); default: every bench/results/learning-table-*.json",
+    )
+    add_experiment_arguments(parser)
+    parser.add_argument("--out", type=Path, help="result JSON (default: under bench/results/)")
+    parser.add_argument("--plot", type=Path, help="plot PNG (default: beside the JSON)")
+    args = parser.parse_args(argv)
+    config = config_of(args, args.table or measured_tables())
     try:
         result = run(config)
     except LibraryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     out = args.out or RESULTS / f"learning-{slug(result['table']['device'])}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(msgspec.json.format(msgspec.json.encode(result), indent=1).decode() + "\n")
-    image = args.plot or out.with_suffix(".png")
-    plot(result, image)
-    print(f"wrote {out} and {image} in {result['seconds']} s")
+    write_result(result, out, args.plot or out.with_suffix(".png"))
     return 0
 
 

@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common and learning
 import learning as experiment
-from common import REPO, RESULTS, repo_relative, slug
+from common import REPO, RESULTS, slug
 
 from kernelblaster.agents.replay_table import (
     LearningTable,
@@ -313,50 +313,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--table", type=Path, help="a learning table (default: the first "
                         "bench/results/learning-table-*.json)")  # fmt: skip
-    defaults = experiment.DEFAULTS
-    parser.add_argument("--orderings", type=int, default=defaults.orderings)
-    parser.add_argument("--train-fraction", type=float, default=defaults.train_fraction)
-    parser.add_argument("--rollouts", type=int, default=defaults.rollouts)
-    parser.add_argument("--depth", type=int, default=defaults.depth)
-    parser.add_argument("--top-k", type=int, default=defaults.top_k)
+    # --prior-strength, --temperature, --exploration, --avoid-failed: the setting the tuned one
+    # is compared with (the loop's defaults unless told otherwise)
+    experiment.add_experiment_arguments(parser)
     parser.add_argument("--folds", type=int, default=3, help="CV folds of the training tasks")
-    # the setting the tuned one is compared with: the loop's defaults unless told otherwise
-    parser.add_argument("--prior-strength", type=float, default=defaults.prior_strength)
-    parser.add_argument("--temperature", type=float, default=defaults.temperature)
-    parser.add_argument("--exploration", type=float, default=defaults.exploration)
-    parser.add_argument(
-        "--avoid-failed", action=argparse.BooleanOptionalAction, default=defaults.avoid_failed
-    )
     parser.add_argument("--small-budget", type=int, default=SMALL_BUDGET)
     for key, flag in GRID_FLAGS.items():
         parser.add_argument(
             flag, dest=f"grid_{key}", type=_floats, default=GRID[key], help="comma-separated grid"
         )
-    parser.add_argument("--bootstrap", type=int, default=defaults.bootstrap)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--jobs", type=int, default=1, help="orderings tuned in parallel")
     parser.add_argument("--out", type=Path, help="result JSON (default: under bench/results/)")
     args = parser.parse_args(argv)
-    table = args.table or next(iter(sorted(RESULTS.glob("learning-table-*.json"))), None)
-    if table is None:
-        print("error: no learning table: run bench/learning/measure.py on a GPU first, or pass "
-              "--table", file=sys.stderr)  # fmt: skip
-        return 2
-    config = msgspec.structs.replace(
-        defaults,
-        tables=[repo_relative(table)],
-        orderings=args.orderings,
-        train_fraction=args.train_fraction,
-        rollouts=args.rollouts,
-        depth=args.depth,
-        top_k=args.top_k,
-        prior_strength=args.prior_strength,
-        temperature=args.temperature,
-        exploration=args.exploration,
-        avoid_failed=args.avoid_failed,
-        bootstrap=args.bootstrap,
-        seed=args.seed,
-    )
+    config = experiment.config_of(args, [args.table or experiment.measured_tables()[0]])
     grid = {key: getattr(args, f"grid_{key}") for key in GRID}
     try:
         result = tune(
@@ -367,14 +336,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     out = args.out or RESULTS / f"learning-tune-{slug(result['table']['device'])}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(msgspec.json.format(msgspec.json.encode(result), indent=1).decode() + "\n")
-    image = out.with_suffix(".png")
-    experiment.plot(result, image)  # the tuned arms' held-out curves beside the defaults'
-    print(
-        f"wrote {out} and {image} in {result['seconds']} s; recommended: "
-        f"{result['choice']['recommended']}"
-    )
+    # the plot: the tuned arms' held-out curves beside the defaults'
+    experiment.write_result(result, out, out.with_suffix(".png"))
+    print(f"recommended: {result['choice']['recommended']}")
     return 0
 
 
