@@ -95,6 +95,7 @@ def profile_in_process(
     """The quick profile of `target`'s kernels collected in this process, or why not, as
     profile_target answers; `options` are collect_counters's (kernels, replay, progress)."""
     run = collect_counters(target, built, settings, **options)
+    torch.cuda.empty_cache()  # a profile through ncu may follow: its process needs the memory
     return run.report, run.error
 
 

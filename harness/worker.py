@@ -169,14 +169,11 @@ def _early_profile(
     path does not apply or failed (logged: ncu's pass then says what the user must know)."""
     if not (settings.in_process_counters and request.depth == "quick" and target.kind == "plain"):
         return None
-    import torch
-
     from kernelblaster.harness.counters import profile_in_process
 
     report, error = profile_in_process(
         target, built, settings, kernels=request.kernels or None, progress=progress
     )
-    torch.cuda.empty_cache()  # ncu's process needs the memory the counters' inputs held
     if report is None:
         assert error is not None
         _log.warning("in-process counters failed, ncu only: %s", error.message)
