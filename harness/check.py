@@ -268,21 +268,24 @@ def _phase(result: CheckResult) -> str:
 
 def _verify_and_time(settings, result, progress, phase_done, verifier, warnings) -> None:
     """Verify, time and verify once more into `result`. Besides "verify" and "time" (timing
-    and the trial after it), their parts: verify_gate, verify_sets, verify_calls,
-    verify_checks (`Verifier.seconds`), time_repetitions, time_recheck."""
+    and the trial after it), their parts: verify_gate, verify_calls, verify_checks
+    (`Verifier.seconds`), verify_sets (sets made as their trials took them, when they were not
+    made ahead), time_repetitions, time_recheck."""
     candidate, reference, device = verifier.candidate, verifier.reference, verifier.device
     progress("verify", f"verifying on {max(settings.trials, 3)} fresh input sets")
     outcome = verifier.verify(settings.trials)
     outcome.warnings = warnings + outcome.warnings
     result.verify = outcome
     result.phase_seconds.update({f"verify_{k}": round(v, 4) for k, v in verifier.seconds.items()})
+    assert verifier.plan is not None
+    if verifier.plan.made_late_s:
+        result.phase_seconds["verify_sets"] = round(verifier.plan.made_late_s, 4)
     phase_done("verify")
     if not outcome.ok:
         return
     progress("time", "timing the kernel")
     began = time.perf_counter()
     candidate.poison = False
-    assert verifier.plan is not None
     input_sets = verifier.plan.timing_inputs() or _timing_inputs(reference, outcome.seeds, device)
     clock = CudaClock(device)
     result.timing = time_callable(candidate, input_sets, clock=clock)

@@ -23,6 +23,7 @@ when asked for, so a trial sees the same values either way."""
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -75,6 +76,7 @@ class TrialPlan:
         self.trials = max(trials, 3)
         self.seeds = [fresh_seed() for _ in range(self.trials + 1)]  # the recheck's last
         self.made_ahead = False
+        self.made_late_s = 0.0  # spent making sets when their trials took them
         self._warm_up: TrialSet | None = None
         self._ahead: dict[int, TrialSet] = {}
         self._timing_sets: list[list] = []
@@ -87,11 +89,11 @@ class TrialPlan:
     def warm_up(self) -> TrialSet:
         """The set of the stream gate's sizing call: made ahead, or now."""
         made, self._warm_up = self._warm_up, None
-        return made or self._make_warm_up()
+        return made or self._late(self._make_warm_up)
 
     def take(self, index: int) -> TrialSet:
         """Trial `index`'s sets: made ahead, or now."""
-        return self._ahead.pop(index, None) or self._make_trial(index)
+        return self._ahead.pop(index, None) or self._late(lambda: self._make_trial(index))
 
     def timing_inputs(self) -> list[list] | None:
         """The first trials' pristine input sets for timing to rotate through, when they were
@@ -121,6 +123,12 @@ class TrialPlan:
         decoys = sum(not self.reuses_previous_inputs(i) for i in range(len(self.seeds)))
         sets = 1 + len(self.seeds)
         return (sets + decoys + 1) * input_bytes + sets * output_bytes
+
+    def _late(self, make: Callable[[], TrialSet]) -> TrialSet:
+        began = time.perf_counter()
+        made = make()
+        self.made_late_s += time.perf_counter() - began
+        return made
 
     def _make_warm_up(self) -> TrialSet:
         return self._make(decoy_seed(decoy_seed(self.seeds[0])), decoy=False)

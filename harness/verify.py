@@ -102,9 +102,9 @@ class Verifier:
     `recheck()` repeats one trial after timing, so a candidate that behaves only for its
     first calls is caught too. `plan` and `habits`: the reference side's, when made already
     (harness/reference_side.py); else made here. `seconds`: where the time went (gate: the
-    stream gate's calibration and sizing call; sets: input sets and expected outputs made as
-    their trials came; calls: the candidate's guarded calls, up to the device's idle; checks:
-    comparisons and the checks on inputs and outputs)."""
+    stream gate's calibration and sizing call; calls: the candidate's guarded calls, until the
+    device is idle; checks: comparisons and the checks on inputs and outputs; the sets made as
+    their trials took them are the plan's `made_late_s`)."""
 
     def __init__(
         self,
@@ -210,8 +210,7 @@ class Verifier:
         if self._gate is None:
             assert self.plan is not None
             gate = StreamGate(self.device)
-            with self._timed("sets"):
-                warm_up = self.plan.warm_up()
+            warm_up = self.plan.warm_up()
             torch.cuda.synchronize(self.device)
             began = time.perf_counter()
             outputs = self._call(warm_up.inputs)
@@ -272,8 +271,7 @@ class Verifier:
             gate = self._open_gate(seed)
         if gate is None:
             return
-        with self._timed("sets"):
-            sets = self.plan.take(index)
+        sets = self.plan.take(index)
         reuse_inputs = self.plan.reuses_previous_inputs(index)
         staged = self._stage(sets.inputs, self._staged if reuse_inputs else sets.decoy)
         self._staged = staged
