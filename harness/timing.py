@@ -105,10 +105,10 @@ def median_interval(times: list[float]) -> tuple[float, float] | None:
     return (times[j - 1], times[n - j]) if j > 0 else None
 
 
-def _pinned_down(times: list[float]) -> bool:
+def _pinned_down(times: list[float], min_repetitions: int) -> bool:
     """Whether the median of sorted `times` is known to ±MEDIAN_PRECISION (95%)."""
     interval = median_interval(times)
-    if len(times) < MIN_REPETITIONS or interval is None:
+    if len(times) < min_repetitions or interval is None:
         return False
     median = statistics.median(times)
     half_width = max(median - interval[0], interval[1] - median)
@@ -123,7 +123,12 @@ def time_callable(
     warmup: int = 3,
     max_repetitions: int = 200,
     budget_ms: float = 1000.0,
+    min_repetitions: int = MIN_REPETITIONS,
 ) -> Timing:
+    """The median and spread of `run`'s device time over `input_sets`, rotated. With
+    `min_repetitions` at `max_repetitions`, every repetition within the budget is timed (the
+    plan before the stop rule; bench/timing_plan.py compares them)."""
+
     def timed_launch(inputs: list) -> tuple[object, object]:
         clock.flush_l2()
         start = clock.mark()
@@ -144,9 +149,9 @@ def time_callable(
     for i in range(warm):
         run(input_sets[i % len(input_sets)])
     times: list[float] = []
-    while len(times) < repetitions and not _pinned_down(times):
+    while len(times) < repetitions and not _pinned_down(times, min_repetitions):
         first = len(times)
-        count = min(repetitions, max(MIN_REPETITIONS, first + ROUND)) - first
+        count = min(repetitions, max(min_repetitions, first + ROUND)) - first
         marks = [timed_launch(input_sets[(first + i) % len(input_sets)]) for i in range(count)]
         clock.synchronize()
         times = sorted([*times, *(clock.elapsed_ms(s, e) for s, e in marks)])

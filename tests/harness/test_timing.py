@@ -125,3 +125,10 @@ def test_the_stop_rule_is_the_stated_precision():
     low, high = median_interval(steady)
     median = statistics.median(steady)
     assert max(median - low, high - median) <= MEDIAN_PRECISION * median
+
+
+def test_the_full_plan_times_every_repetition_within_the_budget():
+    # bench/timing_plan.py's comparison: the plan before the stop rule
+    device = FakeDevice(kernel_ms=1.5)
+    timing = time_callable(device.run, [[1]], clock=device, min_repetitions=200)
+    assert timing.repetitions == 200
