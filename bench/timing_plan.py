@@ -49,9 +49,9 @@ def _summary(timings: list, walls: list[float]) -> dict:
     }
 
 
-def measure(name: str, rounds: int, work: Path) -> dict:
-    for file in (REPO / "examples").glob(f"{name}.*"):
-        shutil.copy(file, work / file.name)
+def measure(name: str, rounds: int, scratch: Path) -> dict:
+    """Both plans on example `name`, built in a copy under `scratch`."""
+    work = Path(shutil.copytree(REPO / "examples", scratch / name))
     settings = Settings(cache_dir=str(work / "cache"))
     target = resolve_target(work / f"{name}.cu", settings)
     assert isinstance(target, Target), target
@@ -83,9 +83,7 @@ def main() -> int:
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
         for name in args.examples:
-            work = Path(scratch) / name
-            work.mkdir()
-            results[name] = measure(name, args.rounds, work)
+            results[name] = measure(name, args.rounds, Path(scratch))
             pinned, full = results[name]["pinned"], results[name]["full"]
             print(
                 f"{name:10} pinned {pinned['median_ms']:.4f} ms (x{pinned['spread']:.4f}, "
