@@ -115,4 +115,5 @@ def prepare_reference_side(
     # and running it raise (a broken reference, out of memory, a CUDA error, a bug).
     except Exception as exc:  # noqa: BLE001 - raised again by ready()
         side.failure = exc
+        side.plan = None  # its sets freed before an out-of-memory report measures what's free
     return side
