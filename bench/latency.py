@@ -87,6 +87,7 @@ def _summary(response: WorkerResponse, wall: float) -> dict:
         "wall_s": round(wall, 3),
         "build_s": round(build.seconds, 3) if build else None,
         "build_cached": build.cached if build else None,
+        "nvcc_stages_ms": build.nvcc_stages_ms if build else {},
         # built in parts (an extension's kernels and bindings): each part's seconds, or "cached"
         "build_steps": {
             Path(step.what).name: "cached" if step.cached else round(step.seconds, 3)
