@@ -5,10 +5,12 @@ measured through the real worker process, as the language server runs it on save
 
 Writes bench/results/latency-<gpu>.json. Cold: an empty cache (nvcc build, and the eager /
 torch.compile baselines measured); warm: the same inputs again (build cached, baselines
-cached), each on a fresh worker process as the CLI runs it; "warm on a spare worker": the
-language server's path, a worker started (torch imported, CUDA context created) while the
-editor was idle. The torch-extension example is also rebuilt after a one-line edit, the case
-that is bounded by compiling torch's headers.
+cached), each on a fresh worker process as the CLI runs it; on a spare worker: the language
+server's path, a worker started (torch imported, CUDA context created) while the editor was
+idle, first for the unchanged file (build cached), then after each of `--saves` one-line
+edits (a real nvcc build, with the reference side of the check made beside it). Every run
+records the worker's phases (`PHASES` says what each is). The torch-extension example is also
+rebuilt after a one-line edit, the case that is bounded by compiling torch's headers.
 
 Through the real language server (`kernelblaster serve` over stdio, a pytest-lsp client, the
 real worker), for the plain-CUDA single-kernel examples: open → first timing / state
@@ -34,30 +36,58 @@ from common import start_language_server, write_result
 from lsprotocol import types
 
 from kernelblaster.harness.worker_client import SpareWorkers, run_harness, run_harness_sync
-from kernelblaster.harness.worker_protocol import WorkerRequest
+from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.server.documents import path_to_uri
 from kernelblaster.settings import Settings
 
 SERVER_EXAMPLES = ["relu", "softmax"]
+# CheckResult.phase_seconds, as harness/check.py and harness/worker.py record them. The
+# reference_* parts run beside the nvcc build when the worker can (plain and extension targets
+# on a GPU); otherwise inside "load".
+PHASES = {
+    "reference_load": "import the reference .py, build its Model on the GPU",
+    "reference_probe": "seed-0 inputs: output shapes/dtypes, whether the reference aliases or "
+    "changes its inputs",
+    "reference_sets": "every trial's inputs, decoys and expected outputs made ahead (absent "
+    "when they did not fit in a quarter of free GPU memory)",
+    "reference_after_build": "how long the reference side ran on after nvcc had finished (0: "
+    "the build was the longer)",
+    "load": "from the check's start to the candidate loaded (dlopen, launcher checks); "
+    "includes the reference side when it was not made beside the build",
+    "verify": "all of verification (>= 3 trials)",
+    "verify_gate": "stream gate calibration and the sizing (warm-up) call",
+    "verify_sets": "input sets made as their trials took them (only when not made ahead)",
+    "verify_calls": "the candidate's guarded calls, each until the GPU is idle",
+    "verify_checks": "comparisons with the expected outputs, aliasing/in-place/cache checks",
+    "time": "timing and the trial after it",
+    "time_repetitions": "cold call, calibration, warm-up and the L2-flushed repetitions",
+    "time_recheck": "one more verified trial after timing",
+    "baselines": "PyTorch eager and torch.compile timed (cached per reference and GPU)",
+}
 EARLIER = "(profile of an earlier version of this file)"
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DEFAULT = ["relu", "row_sum", "softmax", "matmul", "bias_gelu_scale", "saxpy_program"]
 
 
+def _request(source: Path, settings: Settings) -> WorkerRequest:
+    return WorkerRequest(task="check", source=str(source), settings=msgspec.to_builtins(settings))
+
+
 def measure(source: Path, settings: Settings) -> dict:
-    request = WorkerRequest(
-        task="check", source=str(source), settings=msgspec.to_builtins(settings)
-    )
     began = time.perf_counter()
-    response = run_harness_sync(request, settings)
-    wall = time.perf_counter() - began
+    response = run_harness_sync(_request(source, settings), settings)
+    return _summary(response, time.perf_counter() - began)
+
+
+def _summary(response: WorkerResponse, wall: float) -> dict:
     check = response.check
     build = response.build
     return {
         "wall_s": round(wall, 3),
         "build_s": round(build.seconds, 3) if build else None,
         "build_cached": build.cached if build else None,
+        "nvcc_stages_ms": build.nvcc_stages_ms if build else {},
         # built in parts (an extension's kernels and bindings): each part's seconds, or "cached"
         "build_steps": {
             Path(step.what).name: "cached" if step.cached else round(step.seconds, 3)
@@ -66,24 +96,39 @@ def measure(source: Path, settings: Settings) -> dict:
         "phases_s": check.phase_seconds if check else {},
         "verified": bool(check and check.verify and check.verify.ok),
         "kernel_ms": check.timing.median_ms if check and check.timing else None,
+        "timing_repetitions": check.timing.repetitions if check and check.timing else None,
         "speedup_vs_eager": check.speedup_vs_eager if check else None,
         "speedup_vs_compile": check.speedup_vs_compile if check else None,
         "error": f"{response.error.kind}: {response.error.message}" if response.error else None,
     }
 
 
-async def _spare_save(request: WorkerRequest, settings: Settings) -> float:
-    """Wall time of a save as the language server runs it: on a spare worker that started (and
-    imported torch, and created its CUDA context) while the editor was idle."""
+async def on_spare_worker(source: Path, settings: Settings, edits: int) -> dict:
+    """Saves as the language server runs them: each on a spare worker that started (imported
+    torch, created its CUDA context) while the editor was idle. First the file as it is (its
+    build cached by the runs before), then `edits` one-line edits, each built by nvcc."""
     spares = SpareWorkers()
+    request = _request(source, settings)
+    text = source.read_text()
+    runs = []
     try:
         await run_harness(request, settings, spares=spares)
-        await asyncio.sleep(8)  # the editor is idle; the spare warms up
-        began = time.perf_counter()
-        await run_harness(request, settings, spares=spares)
-        return round(time.perf_counter() - began, 3)
+        for version in range(edits + 1):
+            if version:
+                source.write_text(f"// edit {version}\n" + text)
+            await asyncio.sleep(8)  # the editor is idle; the spare warms up
+            began = time.perf_counter()
+            response = await run_harness(request, settings, spares=spares)
+            runs.append(_summary(response, time.perf_counter() - began))
     finally:
         await spares.close()
+        source.write_text(text)
+    edited = [run["wall_s"] for run in runs[1:]]
+    return {
+        "build_cached": runs[0],
+        "after_edit": runs[1:],
+        "after_edit_wall_p50_s": statistics.median(edited) if edited else None,
+    }
 
 
 async def _first_seen(client, uri: str, code: str, began: float, timeout: float = 600) -> float:
@@ -179,7 +224,9 @@ async def through_server(source: Path, cache_dir: Path, saves: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--examples", nargs="*", default=DEFAULT)
-    parser.add_argument("--saves", type=int, default=3, help="edits saved through the server")
+    parser.add_argument(
+        "--saves", type=int, default=3, help="edits saved, on a spare worker and through the server"
+    )
     args = parser.parse_args()
     results = {}
     server = {}
@@ -193,11 +240,8 @@ def main() -> int:
             settings = Settings(cache_dir=str(work / "cache"))
             cold = measure(source, settings)
             warm = measure(source, settings)
-            request = WorkerRequest(
-                task="check", source=str(source), settings=msgspec.to_builtins(settings)
-            )
-            spare_s = asyncio.run(_spare_save(request, settings))
-            entry = {"cold": cold, "warm": warm, "warm_on_spare_worker_wall_s": spare_s}
+            spare = asyncio.run(on_spare_worker(source, settings, args.saves))
+            entry = {"cold": cold, "warm": warm, "on_spare_worker": spare}
             if name == "bias_gelu_scale":
                 text = source.read_text()
                 source.write_text(text.replace("0.5f, n);", "0.5f * 1.0f, n);"))
@@ -220,7 +264,14 @@ def main() -> int:
                 f"verified={warm['verified']} err={warm['error']}",
                 flush=True,
             )
-    path = write_result("latency", {"examples": results, "through_language_server": server})
+            for run in spare["after_edit"]:
+                print(
+                    f"{name:16} edit on a spare worker {run['wall_s']:.3f}s  "
+                    f"build {run['build_s']}s  phases {run['phases_s']}",
+                    flush=True,
+                )
+    payload = {"examples": results, "through_language_server": server, "phases": PHASES}
+    path = write_result("latency", payload)
     print(f"wrote {path}")
     return 0
 

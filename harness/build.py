@@ -14,6 +14,7 @@ own, so an edit recompiles only the source it touched (each step has the build t
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import shutil
@@ -199,6 +200,7 @@ def _build_in_parts(
     objects: list[str] = []
     diagnostics: list[SourceDiagnostic] = []
     resources: list[KernelResources] = []
+    stages: dict[str, float] = {}
     for source in sources:
         part = msgspec.structs.replace(spec, source=source, extra_sources=[], output_kind="object")
         compiled = _cached_nvcc_run(
@@ -207,6 +209,7 @@ def _build_in_parts(
         steps.append(_step(source, compiled))
         diagnostics += compiled.diagnostics
         resources += compiled.resources
+        stages = _summed(stages, compiled.nvcc_stages_ms)
         if not compiled.ok or compiled.artifact is None:
             return msgspec.structs.replace(
                 compiled,
@@ -215,6 +218,7 @@ def _build_in_parts(
                 resources=resources,
                 seconds=time.perf_counter() - started,
                 steps=steps,
+                nvcc_stages_ms=stages,
             )
         objects.append(compiled.artifact)
     linked = _cached_nvcc_run(
@@ -229,7 +233,12 @@ def _build_in_parts(
         cached=all(step.cached for step in steps),
         seconds=time.perf_counter() - started,
         steps=steps,
+        nvcc_stages_ms=_summed(stages, linked.nvcc_stages_ms),
     )
+
+
+def _summed(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    return {name: round(a.get(name, 0.0) + b.get(name, 0.0), 1) for name in {*a, *b}}
 
 
 def _step(what: str, result: BuildResult) -> BuildStep:
@@ -263,6 +272,7 @@ def _cached_nvcc_run(
     if hit is not None:
         hit.cached = True
         hit.seconds = time.perf_counter() - started
+        hit.nvcc_stages_ms = {}
         return hit
     if tools.nvcc is None or tools.nvcc_version is None:
         return _failure(
@@ -309,6 +319,7 @@ def _compile(
     keep = scratch / "keep"
     keep.mkdir()
     artifact = scratch / (Path(spec.source).stem + _ARTIFACT_SUFFIX[spec.output_kind])
+    stage_times = scratch / "stages.csv"
     command = [
         nvcc,
         *options,
@@ -316,6 +327,7 @@ def _compile(
         f"-keep-dir={keep}",
         "-MD",
         f"-MF={scratch / 'deps.d'}",
+        f"--time={stage_times}",
         "-o",
         str(artifact),
         *inputs,
@@ -360,10 +372,33 @@ def _compile(
         diagnostics=diagnostics,
         resources=resources,
         seconds=time.perf_counter() - started,
+        nvcc_stages_ms=_stage_times(stage_times),
     )
     if not result.ok:
         result.error = _build_error(output, nvcc, arch, returncode)
     return result
+
+
+def _stage_times(path: Path) -> dict[str, float]:
+    """Milliseconds per stage from `nvcc --time`'s CSV, whose header names the columns
+    ("phase name", "metric", "unit", with spaces around them); a stage run twice is summed."""
+    try:
+        with path.open(newline="") as handle:
+            rows = [[field.strip() for field in row] for row in csv.reader(handle)]
+    except OSError:
+        return {}
+    if not rows:
+        return {}
+    stages: dict[str, float] = {}
+    for row in rows[1:]:
+        fields = dict(zip(rows[0], row, strict=False))
+        name, metric = fields.get("phase name", ""), fields.get("metric", "")
+        if name and fields.get("unit") == "ms":
+            try:
+                stages[name] = round(stages.get(name, 0.0) + float(metric), 1)
+            except ValueError:
+                continue
+    return stages
 
 
 def _run(command: list[str], cwd: Path, timeout: float) -> tuple[str, int]:

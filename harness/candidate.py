@@ -21,12 +21,7 @@ from types import ModuleType
 import torch
 
 from kernelblaster.harness.cuda_source import kernel_names
-from kernelblaster.harness.plain_launch import (
-    SCALAR_CTYPES,
-    STREAM,
-    output_templates,
-    plain_launch,
-)
+from kernelblaster.harness.plain_launch import SCALAR_CTYPES, STREAM, plain_launch
 from kernelblaster.harness.ptxas import demangle
 from kernelblaster.harness.reference import (
     Reference,
@@ -35,6 +30,7 @@ from kernelblaster.harness.reference import (
     load_module,
     target_error,
 )
+from kernelblaster.harness.reference_side import Probe, make_probe
 from kernelblaster.harness.target_build import extension_module_name
 from kernelblaster.harness.targets import Target
 
@@ -195,16 +191,21 @@ def _kernelbench(target: Target, reference: Reference, device) -> Candidate:
 
 
 def load_candidate(
-    target: Target, artifact: Path | None, reference: Reference, device: torch.device
+    target: Target,
+    artifact: Path | None,
+    reference: Reference,
+    device: torch.device,
+    probe: Probe | None = None,
 ) -> Candidate:
+    """`probe`: the reference's, when made already (harness/reference_side.py)."""
+    probe = probe or make_probe(reference, reference.inputs(0, device))
     # The reference's outputs: the shapes and dtypes a plain launcher's outputs are allocated
     # with, and the blocks verification poisons for candidates that allocate their outputs
     # themselves (extensions, KernelBench solutions).
-    probe_inputs = reference.inputs(0, device)
-    templates = output_templates(reference, probe_inputs)
+    templates = probe.output_templates
     if target.kind == "plain":
         assert artifact is not None
-        return _plain(target, artifact, reference, device, probe_inputs, templates)
+        return _plain(target, artifact, reference, device, probe.inputs, templates)
     if target.kind == "extension":
         assert artifact is not None
         candidate = _extension(target, artifact, reference)

@@ -23,6 +23,7 @@ from kernelblaster.harness.records import (
     VerifyWarning,
 )
 from kernelblaster.harness.reference import Reference, ReferenceError_, load_reference
+from kernelblaster.harness.reference_side import ReferenceSide, prepare_reference_side
 from kernelblaster.harness.run_once import RunOnceSpec, program, write_spec
 from kernelblaster.harness.setup_errors import torch_cpu_only
 from kernelblaster.harness.static_checks import check_cuda_source, check_python_solution
@@ -125,11 +126,13 @@ def run_check(
     progress: Progress,
     sanitize: bool = False,
     integrity: RuntimeSnapshot | None = None,
+    reference_side: ReferenceSide | None = None,
 ) -> tuple[CheckResult, HarnessError | None]:
     """The check's result, and why it stopped short (None: it ran to the end; a failed
     verification is a result, not an error). `integrity`: the runtime as it was before the
     candidate's code first ran, when that was before this call (a KernelBench solution's build
-    imports it); else taken here."""
+    imports it); else taken here. `reference_side`: made while the candidate was built
+    (`prepare_reference`); else made here."""
     device = torch.device("cuda", settings.gpu)
     torch.cuda.set_device(device)
     result = CheckResult(
@@ -155,7 +158,15 @@ def run_check(
         kernels = set(kernel_names(Path(target.source)))
         try:
             error = _check_callable(
-                target, built, settings, result, device, progress, phase_done, integrity
+                target,
+                built,
+                settings,
+                result,
+                device,
+                progress,
+                phase_done,
+                integrity,
+                reference_side,
             )
         except ReferenceError_ as exc:
             error = exc.error
@@ -185,25 +196,53 @@ def _timing_inputs(reference: Reference, seeds: list[int], device: torch.device)
     return [first, *(reference.inputs(seed, device) for seed in seeds[1:3])]
 
 
+def prepare_reference(
+    target: Target, settings: Settings, *, abandon: Callable[[], bool] = lambda: False
+) -> ReferenceSide:
+    """The reference side of `target`'s check (harness/reference_side.py), on the GPU the
+    check will run on."""
+    device = torch.device("cuda", settings.gpu)
+    path = Path(target.reference or "")
+    return prepare_reference_side(path, device, trials=settings.trials, abandon=abandon)
+
+
 def _check_callable(
-    target, built, settings, result, device, progress, phase_done, integrity
+    target, built, settings, result, device, progress, phase_done, integrity, side
 ) -> HarnessError | None:
-    """Load, verify and time into `result`; the error that stopped it, if any."""
+    """Load, verify and time into `result`; the error that stopped it, if any. "load" is the
+    time until the candidate is loaded: the reference side's too when it is made here."""
     reference: Reference | None = None
     candidate: Candidate | None = None
     try:
-        progress("verify", "loading the reference")
-        reference = load_reference(Path(target.reference or ""), device)
+        if side is None:
+            progress("verify", "loading the reference")
+            side = prepare_reference(target, settings)
+        else:
+            progress("verify", f"loading {Path(target.source).name}")
+        result.phase_seconds.update(side.seconds)
+        reference = side.reference
+        reference, probe, habits, plan = side.ready()
         artifact = Path(built.artifact) if built.artifact else None
         if target.kind == "kernelbench":
             # Importing the solution runs load_inline, a compilation: it gets the build budget.
             progress("build", f"importing {Path(target.source).name} (load_inline compiles it)")
         integrity = integrity or RuntimeSnapshot()  # before the candidate's code first runs
-        candidate = load_candidate(target, artifact, reference, device)
+        candidate = load_candidate(target, artifact, reference, device, probe)
         phase_done("load")
-        _verify_and_time(
-            target, settings, result, device, progress, phase_done, reference, candidate, integrity
+        warnings = _static_findings(target, settings)
+        verifier = Verifier(
+            candidate,
+            reference,
+            device=device,
+            integrity=integrity,
+            atol=target.atol,
+            rtol=target.rtol,
+            watch_kernels=any(w.kind == "calls_library" for w in warnings),
+            allow_library_calls=target.allow_library_calls or settings.allow_library_calls,
+            plan=plan,
+            habits=habits,
         )
+        _verify_and_time(settings, result, progress, phase_done, verifier, warnings)
         return None
     except torch.OutOfMemoryError as exc:
         return out_of_memory(
@@ -221,43 +260,42 @@ def _phase(result: CheckResult) -> str:
     if "load" not in done:
         return "loading the reference and the candidate"
     if "verify" not in done:
-        return "verifying (one input set at a time)"
+        return "verifying"
     if "time" not in done:
         return "timing the kernel"
     return "timing PyTorch eager and torch.compile"
 
 
-def _verify_and_time(
-    target, settings, result, device, progress, phase_done, reference, candidate, integrity
-) -> None:
+def _verify_and_time(settings, result, progress, phase_done, verifier, warnings) -> None:
+    """Verify, time and verify once more into `result`. Besides "verify" and "time" (timing
+    and the trial after it), their parts: verify_gate, verify_calls, verify_checks
+    (`Verifier.seconds`), verify_sets (sets made as their trials took them, when they were not
+    made ahead), time_repetitions, time_recheck."""
+    candidate, reference, device = verifier.candidate, verifier.reference, verifier.device
     progress("verify", f"verifying on {max(settings.trials, 3)} fresh input sets")
-    allow = target.allow_library_calls or settings.allow_library_calls
-    warnings = _static_findings(target, settings)
-    verifier = Verifier(
-        candidate,
-        reference,
-        device=device,
-        integrity=integrity,
-        atol=target.atol,
-        rtol=target.rtol,
-        watch_kernels=any(w.kind == "calls_library" for w in warnings),
-        allow_library_calls=allow,
-    )
     outcome = verifier.verify(settings.trials)
     outcome.warnings = warnings + outcome.warnings
     result.verify = outcome
+    result.phase_seconds.update({f"verify_{k}": round(v, 4) for k, v in verifier.seconds.items()})
+    assert verifier.plan is not None
+    if verifier.plan.made_late_s:
+        result.phase_seconds["verify_sets"] = round(verifier.plan.made_late_s, 4)
     phase_done("verify")
     if not outcome.ok:
         return
     progress("time", "timing the kernel")
+    began = time.perf_counter()
     candidate.poison = False
-    input_sets = _timing_inputs(reference, outcome.seeds, device)
+    input_sets = verifier.plan.timing_inputs() or _timing_inputs(reference, outcome.seeds, device)
     clock = CudaClock(device)
     result.timing = time_callable(candidate, input_sets, clock=clock)
     candidate.poison = True
     del input_sets, clock
+    result.phase_seconds["time_repetitions"] = round(time.perf_counter() - began, 4)
     progress("time", "verifying once more after timing")
+    began = time.perf_counter()
     recheck = verifier.recheck()
+    result.phase_seconds["time_recheck"] = round(time.perf_counter() - began, 4)
     recheck.warnings = outcome.warnings
     result.verify = recheck
     if not recheck.ok:

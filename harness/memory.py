@@ -1,16 +1,19 @@
 """How much GPU memory a problem needs, and an out-of-memory failure reported as one.
 Worker side: imports torch.
 
-Verification holds one input set at a time, twice (the candidate's copy and the pristine one
-the reference runs on), and four sets of outputs (what the candidate returned, what the
-caller's stream saw, the reference's, and the previous call's, kept so that a reused buffer
-can't pass as a new one), besides the reference's parameters and the candidate's own copy."""
+At the least, verification holds one input set at a time, twice (the candidate's copy and the
+pristine one the reference runs on), and four sets of outputs (what the candidate returned,
+what the caller's stream saw, the reference's, and the previous call's, kept so that a reused
+buffer can't pass as a new one), besides the reference's parameters and the candidate's own
+copy. Where a quarter of the free memory holds them, every trial's sets are made ahead instead
+(harness/trial_sets.py)."""
 
 from __future__ import annotations
 
 import gc
 import traceback
 
+import psutil
 import torch
 
 from kernelblaster.harness.cuda_errors import OUT_OF_MEMORY_FIX
@@ -40,8 +43,12 @@ def input_bytes(reference: Reference) -> int | None:
 
 
 def fits(nbytes: int, device: torch.device, *, share: float) -> bool:
-    """Whether `nbytes` more fit in `share` of the memory free on `device` now."""
-    free, _ = torch.cuda.mem_get_info(device)
+    """Whether `nbytes` more fit in `share` of the memory free on `device` now (the host's
+    available memory for the CPU, where the tests verify)."""
+    if device.type == "cpu":
+        free = psutil.virtual_memory().available
+    else:
+        free, _ = torch.cuda.mem_get_info(device)
     return nbytes <= share * free
 
 

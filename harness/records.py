@@ -103,6 +103,9 @@ class BuildResult(msgspec.Struct, kw_only=True):
     error: HarnessError | None = None
     arch_note: str = ""  # how the arch was chosen, e.g. "no GPU found ...; compiling for sm_90"
     steps: list[BuildStep] = []  # for a build made in parts: each compile, then the link
+    # Milliseconds per stage of the nvcc runs that made it (`nvcc --time`: "cudafe++", "cicc",
+    # "ptxas", "gcc (compiling)", ...; a stage run twice is summed); empty when it was cached.
+    nvcc_stages_ms: dict[str, float] = {}
 
 
 class Mismatch(msgspec.Struct, kw_only=True):

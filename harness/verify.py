@@ -1,16 +1,17 @@
 """Numerical verification and the runtime reward-hacking checks of a candidate against its
 reference. Worker side: imports torch.
 
-Each trial draws a fresh input set from a new seed, one set at a time (freed before the next):
+Each trial draws a fresh input set from a new seed (harness/trial_sets.py: made ahead of the
+trials where they all fit in memory, else one trial's at a time, freed before the next):
 
 - The candidate's input tensors hold other values (another seed's, or the previous trial's)
   until a copy on the caller's stream fills them, behind a gate that holds that stream while
   the candidate is called (harness/stream_gate.py). Every other trial reuses the previous
   trial's tensors with their contents changed in place, so a cache keyed on the tensors rather
   than their values returns a stale answer; the others allocate new ones.
-- The candidate runs first, with the reference model's forward() disabled, into memory
-  poisoned with NaN so an unwritten element fails. What the caller's stream sees right after
-  the call is compared with the reference, which then runs on a pristine copy of the inputs.
+- The candidate runs with the reference model's forward() disabled, into memory poisoned
+  with NaN so an unwritten element fails. What the caller's stream sees right after the call is
+  compared with the reference's outputs on a pristine copy of the inputs, made before the call.
 
 Runtime evidence names a hack; source patterns only warn (harness/static_checks.py):
 `side_stream` (work not ordered inside the caller's stream: outputs unfinished when the call
@@ -25,9 +26,9 @@ after timing."""
 
 from __future__ import annotations
 
-import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -47,9 +48,11 @@ from kernelblaster.harness.records import (
     VerifyResult,
     VerifyWarning,
 )
-from kernelblaster.harness.reference import Reference, as_outputs
+from kernelblaster.harness.reference import Reference
+from kernelblaster.harness.reference_side import ReferenceHabits, reference_habits
 from kernelblaster.harness.stream_gate import StreamGate
 from kernelblaster.harness.tensor_checks import Signature, overlaps, same_bits
+from kernelblaster.harness.trial_sets import TrialPlan, copied, decoy_seed, expected_outputs
 
 # Kernels a candidate may launch besides its own: fills (the harness's own NaN poison among
 # them), memsets and copies. Matched case-insensitively against the launched kernel's name.
@@ -88,10 +91,6 @@ def _tensors(values: list) -> list[torch.Tensor]:
     return [v for v in values if isinstance(v, torch.Tensor)]
 
 
-def _decoy_seed(seed: int) -> int:
-    return (seed * 2654435761 + 12345) % (2**31 - 1)
-
-
 def _scaled(inputs: list, scale: float) -> list:
     return [
         x * scale if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
@@ -101,7 +100,11 @@ def _scaled(inputs: list, scale: float) -> list:
 class Verifier:
     """Runs the trials against one reference and collects mismatches, hacks and warnings.
     `recheck()` repeats one trial after timing, so a candidate that behaves only for its
-    first calls is caught too."""
+    first calls is caught too. `plan` and `habits`: the reference side's, when made already
+    (harness/reference_side.py); else made here. `seconds`: where the time went (gate: the
+    stream gate's calibration and sizing call; calls: the candidate's guarded calls, until the
+    device is idle; checks: comparisons and the checks on inputs and outputs; the sets made as
+    their trials took them are the plan's `made_late_s`)."""
 
     def __init__(
         self,
@@ -114,8 +117,11 @@ class Verifier:
         rtol: float | None = None,
         watch_kernels: bool = False,
         allow_library_calls: bool = False,
+        plan: TrialPlan | None = None,
+        habits: ReferenceHabits | None = None,
     ):
         self.candidate, self.reference, self.device = candidate, reference, device
+        self.plan = plan
         self.integrity = integrity
         self.atol, self.rtol = atol, rtol
         self.watch_kernels = watch_kernels or candidate.may_call_libraries
@@ -133,8 +139,16 @@ class Verifier:
         # those outputs were right: the answer a cache would hand out again.
         self._last_right_answer: tuple[list[Signature], list[Signature]] | None = None
         self._weak: dict[int, tuple[float, float]] = {}
+        self.seconds: dict[str, float] = {}
         self._check_integrity()  # a candidate may patch at import time
-        self._aliases_inputs, self._modifies_inputs = self._reference_habits()
+        habits = habits or reference_habits(reference, reference.inputs(0, device))
+        self._aliases_inputs, self._modifies_inputs = habits.aliases_inputs, habits.modifies_inputs
+
+    @contextmanager
+    def _timed(self, part: str) -> Iterator[None]:
+        began = time.perf_counter()
+        yield
+        self.seconds[part] = self.seconds.get(part, 0.0) + time.perf_counter() - began
 
     # --- running the candidate ----------------------------------------------------------
 
@@ -174,28 +188,12 @@ class Verifier:
             intact = self._check_integrity()
         return outputs if intact and not self.stopped else None
 
-    def _reference_habits(self) -> tuple[bool, bool]:
-        """Whether the reference itself returns an input's memory, or changes its inputs:
-        then a candidate doing the same is only doing what it is asked."""
-        inputs = self.reference.inputs(0, self.device)
-        kept = [x.clone() for x in _tensors(inputs)]
-        with torch.no_grad():
-            outputs = as_outputs(self.reference.model(*inputs))
-        aliases = any(overlaps(o, x) for o in outputs for x in _tensors(inputs))
-        modifies = not all(same_bits(x, k) for x, k in zip(_tensors(inputs), kept, strict=True))
-        return aliases, modifies
-
-    def _expected(self, inputs: list) -> list[torch.Tensor]:
-        with torch.no_grad():
-            return as_outputs(self.reference.model(*inputs))
-
     # --- one trial ----------------------------------------------------------------------
 
-    def _stage(self, seed: int, real: list, *, reuse: list | None = None) -> list:
-        """The tensors the candidate receives: `reuse`'s where they fit, else new ones holding
-        another seed's values. Either way they hold stale values until the gated copy."""
-        if reuse is None:
-            reuse = self.reference.inputs(_decoy_seed(seed), self.device)
+    def _stage(self, real: list, reuse: list) -> list:
+        """The tensors the candidate receives: `reuse`'s (a decoy set, or the previous trial's
+        tensors) where they fit, else new ones. Either way they hold stale values until the
+        gated copy."""
         staged = []
         for old, new in zip(reuse, real, strict=True):
             if not isinstance(new, torch.Tensor):
@@ -210,17 +208,17 @@ class Verifier:
         """The gate, sized on a first (warm-up) call, on inputs of its own, that also shows
         how long a call takes on the host (and what a cache would hold after it)."""
         if self._gate is None:
+            assert self.plan is not None
             gate = StreamGate(self.device)
-            warm_up = self.reference.inputs(_decoy_seed(_decoy_seed(seed)), self.device)
-            pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in warm_up]
+            warm_up = self.plan.warm_up()
             torch.cuda.synchronize(self.device)
             began = time.perf_counter()
-            outputs = self._call(warm_up)
+            outputs = self._call(warm_up.inputs)
             gate.fit_to_call((time.perf_counter() - began) * 1000.0)
             torch.cuda.synchronize(self.device)
             if outputs is None:
                 return None
-            self._remember(outputs, outputs, self._expected(pristine), seed)
+            self._remember(outputs, outputs, warm_up.expected, seed)
             self._gate = gate
         return self._gate
 
@@ -263,28 +261,38 @@ class Verifier:
         torch.cuda.synchronize(self.device)
         return returned, seen
 
-    def trial(self, index: int, seed: int, *, reuse_inputs: bool) -> None:
+    def trial(self, index: int) -> None:
+        """The plan's trial `index` (verification's, then the recheck's)."""
+        assert self.plan is not None
+        seed = self.plan.seeds[index]
         self.seeds.append(seed)
-        gate = self._open_gate(seed)  # before this trial's inputs exist: one set at a time
+        with self._timed("gate"):
+            # before this trial's inputs exist, where they are made one trial's at a time
+            gate = self._open_gate(seed)
         if gate is None:
             return
-        real = self.reference.inputs(seed, self.device)
-        staged = self._stage(seed, real, reuse=self._staged if reuse_inputs else None)
+        sets = self.plan.take(index)
+        reuse_inputs = self.plan.reuses_previous_inputs(index)
+        staged = self._stage(sets.inputs, self._staged if reuse_inputs else sets.decoy)
         self._staged = staged
-        called = self._gated_call(gate, staged, real)
+        with self._timed("calls"):
+            called = self._gated_call(gate, staged, sets.inputs)
         if called is None:
             return
         returned, seen = called
-        self._check_inputs_and_outputs(staged, real, returned, seen)
-        expected = self._expected(real)
-        del real
-        if not self._check_layout(seen, expected):
-            return
-        if index == 0:
-            self._measure_weakness(expected)
-        if self._compare(seen, expected, trial=index, seed=seed):
+        with self._timed("checks"):
+            self._check_inputs_and_outputs(staged, sets.inputs, returned, seen)
+            expected = sets.expected
+            del sets
+            if not self._check_layout(seen, expected):
+                return
+            if index == 0:
+                self._measure_weakness(expected)
+            mismatched = self._compare(seen, expected, trial=index, seed=seed)
+        if mismatched:
             self._explain_mismatch(seen, expected, seed, reuse_inputs)
-        self._remember(returned, seen, expected, seed)
+        with self._timed("checks"):
+            self._remember(returned, seen, expected, seed)
 
     def _check_inputs_and_outputs(self, staged, real, returned, seen) -> None:
         inputs = _tensors(staged)
@@ -352,12 +360,12 @@ class Verifier:
         so a cache keyed on them answers both calls alike.) Otherwise, the previous call's
         right answer again: a cache; an output wrong every time, zeros say, is just wrong."""
         real = self.reference.inputs(seed, self.device)
-        same = [x.clone() if isinstance(x, torch.Tensor) else x for x in real]
+        same = copied(real)
         idle = self._idle_call(same)
         right_when_idle = idle is not None and self._matches(idle, expected, seed)
         del idle
         if right_when_idle and self._gate is not None:
-            stale = self.reference.inputs(_decoy_seed(seed), self.device)
+            stale = self.reference.inputs(decoy_seed(seed), self.device)
             for into, values in zip(_tensors(same), _tensors(stale), strict=True):
                 if into.shape == values.shape:
                     into.copy_(values)
@@ -400,14 +408,13 @@ class Verifier:
         scale used, or None when no scale makes them so."""
         for scale in INPUT_SCALES:
             inputs = _scaled(self.reference.inputs(self.seeds[0], self.device), scale)
-            pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            expected = expected_outputs(self.reference, inputs)
             _poison_allocator(self.candidate.output_templates, self.device)
             actual = self._call(inputs)
             torch.cuda.synchronize(self.device)
             if actual is None:
                 return None
             actual = [a.clone() for a in actual]
-            expected = self._expected(pristine)
             if self._is_weak(expected) or not self._check_layout(actual, expected):
                 continue
             self._compare(actual, expected, trial=len(self.seeds), seed=self.seeds[0], scale=scale)
@@ -460,9 +467,11 @@ class Verifier:
     # --- the whole verification ---------------------------------------------------------
 
     def verify(self, trials: int = 3) -> VerifyResult:
-        for index in range(max(trials, 3)):
-            seed = secrets.randbelow(2**31 - 1)
-            self.trial(index, seed, reuse_inputs=index % 2 == 1)
+        """`trials` (at least 3) trials, unless the plan given says how many."""
+        if self.plan is None:
+            self.plan = TrialPlan(self.reference, self.device, trials)
+        for index in range(self.plan.trials):
+            self.trial(index)
             if self.stopped:
                 break
         self._staged, self._previous = None, []
@@ -474,7 +483,8 @@ class Verifier:
 
     def recheck(self) -> VerifyResult:
         """One more trial, on fresh inputs, after the candidate has been timed."""
-        self.trial(len(self.seeds), secrets.randbelow(2**31 - 1), reuse_inputs=False)
+        assert self.plan is not None and len(self.seeds) == self.plan.trials, "verify() first"
+        self.trial(self.plan.trials)
         self._staged, self._previous = None, []
         return self.result()
 

@@ -11,10 +11,12 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from kernelblaster.harness.build import build
+from kernelblaster.harness.build_beside import build_beside
 from kernelblaster.harness.classify import classify_report
 from kernelblaster.harness.cuda_source import read_source
 from kernelblaster.harness.processes import exit_with_parent
@@ -31,6 +33,9 @@ from kernelblaster.harness.target_build import BuildSpecError, build_kernelbench
 from kernelblaster.harness.targets import Target, detect_kind, resolve_target
 from kernelblaster.harness.worker_protocol import WorkerProgress, WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
+
+if TYPE_CHECKING:  # imports torch: the worker imports it only past the build
+    from kernelblaster.harness.reference_side import ReferenceSide
 
 _stream: ProtocolStream | None = None  # claimed in main()
 _log = logging.getLogger(__name__)
@@ -89,6 +94,35 @@ def _build(target: Target, settings: Settings) -> BuildResult:
     return build(spec, settings)
 
 
+def _build_and_prepare(
+    target: Target, settings: Settings, *, prepares: bool
+) -> tuple[BuildResult, ReferenceSide | None]:
+    """The build, and the reference side of the check (harness/reference_side.py) made
+    meanwhile (harness/build_beside.py) when it will be needed and can be made here: a plain
+    or extension target (a KernelBench solution's build runs its own code, in this process),
+    torch installed and a GPU to run on. Else no reference side: the check makes it."""
+    if not prepares or target.kind not in ("plain", "extension"):
+        return _build(target, settings), None
+    try:
+        from kernelblaster.harness import check
+    except ModuleNotFoundError as exc:
+        if not is_torch(exc):
+            raise
+        return _build(target, settings), None  # reported once built, as always
+    if check.gpu_problem(settings) is not None:
+        return _build(target, settings), None  # as above
+    beside = build_beside(
+        lambda: _build(target, settings),
+        lambda abandon: check.prepare_reference(target, settings, abandon=abandon),
+        # the check's budget from here on, not the build's: a get_inputs() that hangs is
+        # reported as such
+        still_preparing=lambda: progress("verify", "preparing the reference's inputs"),
+    )
+    if beside.prepared is not None:
+        beside.prepared.seconds["reference_after_build"] = round(beside.prepared_after_build_s, 4)
+    return beside.built, beside.prepared
+
+
 def handle(request: WorkerRequest) -> WorkerResponse:
     settings = msgspec.convert(request.settings, Settings)
     target, target_error = _target_for(request, settings)
@@ -102,7 +136,8 @@ def handle(request: WorkerRequest) -> WorkerResponse:
 
         integrity = RuntimeSnapshot()
     progress("build", f"building {Path(target.source).name}")
-    built = _build(target, settings)
+    prepares = request.task != "build" and target_error is None
+    built, reference_side = _build_and_prepare(target, settings, prepares=prepares)
     if request.task == "build" or not built.ok:
         return WorkerResponse(build=built, error=built.error or target_error)
     if target_error is not None and not (target.kind == "standalone" and request.task == "profile"):
@@ -124,6 +159,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
         progress=progress,
         sanitize=request.sanitize,
         integrity=integrity,
+        reference_side=reference_side,
     )
     failed_verification = result.verify is not None and not result.verify.ok
     if request.task == "check" or error is not None or failed_verification:

@@ -63,6 +63,10 @@ def test_good_kernel_builds_a_shared_library_with_the_required_flags(built):
     assert (kernel.theoretical_occupancy, kernel.occupancy_block_size) == (1.0, 256)
     assert result.diagnostics == []
     assert len(result.key) == 64
+    # where nvcc's time went, per stage (`nvcc --time`)
+    stages = result.nvcc_stages_ms
+    assert {"cudafe++", "cicc", "ptxas", "gcc (compiling)", "gcc (linking)"} <= set(stages)
+    assert all(ms > 0 for ms in stages.values())
 
 
 @pytest.mark.nvcc
@@ -73,7 +77,7 @@ def test_second_build_is_cached_even_without_nvcc(tmp_path):
     assert first.ok and not first.cached
     no_nvcc = Settings(arch="sm_90", nvcc=str(tmp_path / "nonexistent" / "nvcc"))
     second = build(spec, no_nvcc, cache_dir=tmp_path / "cache")
-    assert second.cached and second.ok
+    assert second.cached and second.ok and second.nvcc_stages_ms == {}  # nothing compiled
     assert (second.key, second.artifact, second.resources) == (
         first.key,
         first.artifact,
@@ -245,6 +249,7 @@ def test_several_sources_build_in_parts_and_an_edit_recompiles_only_its_part(tmp
     ]
     assert not any(step.cached for step in first.steps)
     assert [k.demangled for k in first.resources] == ["scale(float*, float, int)"]
+    assert first.nvcc_stages_ms["cicc"] > 0 and first.nvcc_stages_ms["gcc (linking)"] > 0
     before = step_files(first)
 
     kernels = tmp_path / "split_kernels.cu"

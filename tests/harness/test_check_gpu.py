@@ -60,6 +60,44 @@ def test_plain_examples_verify_and_time(name, cache_dir):
         result.eager.median_ms / result.timing.median_ms
     )
     assert result.arch.startswith("sm_")
+    # until its median is pinned to ±0.5%, from 20 repetitions, at most 200
+    assert 20 <= result.timing.repetitions <= 200
+    # the reference side was made while nvcc built, every trial's sets ahead
+    assert {
+        "reference_load",
+        "reference_probe",
+        "reference_sets",
+        "reference_after_build",
+        "load",
+        "verify",
+        "verify_gate",
+        "verify_calls",
+        "verify_checks",
+        "time",
+        "time_repetitions",
+        "time_recheck",
+    } <= set(result.phase_seconds)
+    assert "verify_sets" not in result.phase_seconds  # nothing left to make per trial
+
+
+def test_a_build_that_fails_beside_its_reference_is_a_build_failure(cache_dir, tmp_path):
+    broken = (TARGETS / "good.cu").read_text().replace("{", "{ undeclared_name;", 1)
+    (tmp_path / "broken.cu").write_text(broken)
+    shutil.copy(TARGETS / "relu_ref.py", tmp_path / "broken.py")
+    response = check(tmp_path / "broken.cu", cache_dir)
+    assert response.error.kind == "build_failed" and response.check is None
+    assert any("undeclared_name" in d.message for d in response.build.diagnostics)
+
+
+def test_a_reference_whose_inputs_fail_is_reported_after_the_build(cache_dir, tmp_path):
+    shutil.copy(TARGETS / "good.cu", tmp_path / "noinputs.cu")
+    reference = (TARGETS / "relu_ref.py").read_text()
+    (tmp_path / "noinputs.py").write_text(
+        reference.replace("    return [torch.randn(n)]", "    raise ValueError('no inputs')")
+    )
+    response = check(tmp_path / "noinputs.cu", cache_dir)
+    assert response.build.ok
+    assert response.error.kind == "bad_reference" and "get_inputs() in" in response.error.message
 
 
 def test_torch_extension_example(cache_dir):

@@ -2,7 +2,9 @@
 Verifier. On the CPU every operation completes in order, so the stream gate has nothing to
 hold (it is replaced by one that records its use) and torch.cuda.synchronize by a no-op; stream
 ordering itself is checked on the GPU by tests/adversarial. Everything else is the real logic:
-staged and in-place inputs, aliasing, caches, runtime patches, weak references."""
+staged and in-place inputs, aliasing, caches, runtime patches, weak references. Each verdict is
+reached twice: with every trial's sets made ahead (as while nvcc builds, harness/reference_side.py)
+and with each made as its trial starts."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from kernelblaster.harness import verify as verify_module
 from kernelblaster.harness.candidate import Candidate
 from kernelblaster.harness.integrity import RuntimeSnapshot
 from kernelblaster.harness.reference import load_reference
+from kernelblaster.harness.reference_side import prepare_reference_side
 
 FIXTURES = Path(__file__).resolve().parents[1]
 RELU = FIXTURES / "fixtures" / "targets" / "relu_ref.py"
@@ -38,13 +41,19 @@ class InOrderGate:
         InOrderGate.closed += 1
 
 
-@pytest.fixture
-def verify(monkeypatch):
+@pytest.fixture(params=["made ahead", "per trial"])
+def verify(monkeypatch, request):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(verify_module, "StreamGate", InOrderGate)
 
     def run(call, reference_path: Path = RELU, *, recheck: bool = False):
-        reference = load_reference(reference_path, CPU)
+        if request.param == "made ahead":
+            reference, _, habits, plan = prepare_reference_side(
+                reference_path, CPU, trials=3
+            ).ready()
+            assert plan.made_ahead
+        else:
+            reference, habits, plan = load_reference(reference_path, CPU), None, None
         outputs = [reference.model(*reference.inputs(0, CPU))]
         candidate = Candidate(
             call=call,
@@ -54,7 +63,9 @@ def verify(monkeypatch):
         )
         snapshot = RuntimeSnapshot()
         try:
-            verifier = verify_module.Verifier(candidate, reference, device=CPU, integrity=snapshot)
+            verifier = verify_module.Verifier(
+                candidate, reference, device=CPU, integrity=snapshot, plan=plan, habits=habits
+            )
             result = verifier.verify(3)
             return verifier.recheck() if recheck and result.ok else result
         finally:
@@ -188,6 +199,25 @@ def test_returning_the_input_is_fine_where_the_reference_does_it_too(verify, tmp
         "    return []\n"
     )
     assert verify(lambda inputs: [inputs[0].view(-1)], identity).ok
+
+
+def test_changing_the_inputs_is_fine_where_the_reference_does_it_too(verify, tmp_path):
+    # The reference's answers are computed on copies: its inputs, whose values the candidate's
+    # tensors are filled with, stay as get_inputs() made them (doubling is not idempotent).
+    doubles = tmp_path / "doubles_ref.py"
+    doubles.write_text(
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x.mul_(2.0)\n"
+        "def get_inputs():\n"
+        "    return [torch.randn(64)]\n"
+        "def get_init_inputs():\n"
+        "    return []\n"
+    )
+    result = verify(lambda inputs: [inputs[0].mul_(2.0)], doubles, recheck=True)
+    assert result.ok, result.message
+    assert not verify(lambda inputs: [inputs[0] * 4.0], doubles).ok
 
 
 @pytest.fixture(autouse=True)

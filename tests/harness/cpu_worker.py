@@ -1,0 +1,33 @@
+"""The real harness worker (`python -m kernelblaster.harness.worker`) with the CPU standing in
+for the GPU, for tests of what it does while nvcc builds, through real worker processes on a
+machine without a GPU: the reference side of the check is made on the CPU, beside the build
+(harness/build_beside.py). Past the build, the check itself needs a real GPU: the tests stop
+before it (a failed build, a cancel, a timeout).
+
+    worker_command = [sys.executable, ".../tests/harness/cpu_worker.py", MARKER]
+
+MARKER is ignored; it puts a test's own folder on the worker's command line, where
+tests/process_leaks.py looks for what a test left running."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+from kernelblaster.harness import check, worker
+from kernelblaster.harness.reference_side import prepare_reference_side
+
+
+def _on_the_cpu(target, settings, *, abandon):
+    path = Path(target.reference or "")
+    cpu = torch.device("cpu")
+    return prepare_reference_side(path, cpu, trials=settings.trials, abandon=abandon)
+
+
+check.gpu_problem = lambda settings: None
+check.prepare_reference = _on_the_cpu
+
+if __name__ == "__main__":
+    sys.exit(worker.main())
