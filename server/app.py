@@ -119,7 +119,7 @@ async def did_open(ls: KernelBlasterServer, params: types.DidOpenTextDocumentPar
     ls.candidates.replace(path, await asyncio.to_thread(optimize.find_candidates, path))
     result = await pipeline.show_cached(ls, path)
     if not is_header(path) and (result is None or result.text_hash != text_hash(document.source)):
-        pipeline.schedule(ls, path)
+        pipeline.schedule(ls, path, debounce=False)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
@@ -128,7 +128,7 @@ def did_save(ls: KernelBlasterServer, params: types.DidSaveTextDocumentParams) -
     if document is None:
         return
     for source in _includers(ls, path) if is_header(path) else [path]:
-        pipeline.schedule(ls, source)
+        pipeline.schedule(ls, source, debounce=False)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -353,7 +353,7 @@ def profile_command(ls: KernelBlasterServer, *args: Any) -> None:
         raise JsonRpcInvalidParams(f"{code_actions.PROFILE}: depth must be 'quick' or 'full'")
     if not is_kernel_source(path) or not path.is_file():
         raise JsonRpcInvalidParams(f"{code_actions.PROFILE}: {request.uri} is not a .cu file")
-    pipeline.schedule(ls, path, request.depth)
+    pipeline.schedule(ls, path, request.depth, debounce=False)
 
 
 @server.command(code_actions.KNOWLEDGE_BASE)

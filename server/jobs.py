@@ -1,4 +1,5 @@
-"""Per-file background jobs: debounce, newest-wins cancellation, and the GPU's slots.
+"""Per-file background jobs: debounce (for events the user did not ask for: file watcher,
+settings), newest-wins cancellation, and the GPU's slots.
 
 A file has at most one job. Submitting a newer one for the same file cancels the older, whether
 it is still waiting out its debounce, waiting for the GPU, or running (cancelling the task kills
@@ -23,10 +24,14 @@ class JobManager:
         self._gpu = asyncio.Semaphore(self._gpu_slots)
         self._jobs: dict[str, asyncio.Task[None]] = {}
 
-    def submit(self, key: str, work: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
-        """Run `work` for `key` after the debounce, cancelling the key's previous job."""
+    def submit(
+        self, key: str, work: Callable[[], Awaitable[None]], *, debounce: bool = True
+    ) -> asyncio.Task[None]:
+        """Run `work` for `key`, cancelling the key's previous job: after the debounce, or at
+        once for what the user asked for (a save, an open, a command), where every 0.3 s shows."""
         self.cancel(key)
-        task = asyncio.create_task(self._run(key, work), name=f"job {key}")
+        delay = self.debounce_s if debounce else 0.0
+        task = asyncio.create_task(self._run(key, work, delay), name=f"job {key}")
         self._jobs[key] = task
         return task
 
@@ -59,9 +64,9 @@ class JobManager:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._jobs.clear()
 
-    async def _run(self, key: str, work: Callable[[], Awaitable[None]]) -> None:
+    async def _run(self, key: str, work: Callable[[], Awaitable[None]], delay: float) -> None:
         try:
-            await asyncio.sleep(self.debounce_s)
+            await asyncio.sleep(delay)
             await work()
         except asyncio.CancelledError:
             log.info("job %s cancelled", key)

@@ -25,12 +25,15 @@ if TYPE_CHECKING:
     from kernelblaster.server.language_server import KernelBlasterServer
 
 
-def schedule(ls: KernelBlasterServer, path: Path, depth: str | None = None) -> None:
-    """(Re)start the pipeline for `path`: debounced, cancelling the file's running job."""
+def schedule(
+    ls: KernelBlasterServer, path: Path, depth: str | None = None, *, debounce: bool = True
+) -> None:
+    """(Re)start the pipeline for `path`, cancelling the file's running job: debounced, or at
+    once (`debounce=False`) for a save, an open or a command."""
     if not ls.trust.trusted:
         explain_untrusted(ls)
         return
-    ls.jobs.submit(str(path), lambda: run(ls, path, depth))
+    ls.jobs.submit(str(path), lambda: run(ls, path, depth), debounce=debounce)
 
 
 def explain_untrusted(ls: KernelBlasterServer) -> None:
