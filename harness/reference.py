@@ -56,18 +56,34 @@ class Reference:
     path: Path
 
     def inputs(self, seed: int, device: torch.device) -> list:
-        """A fresh input set: `get_inputs()` under `seed`, tensors moved to `device`."""
-        torch.manual_seed(seed)
-        try:
-            raw = list(self.module.get_inputs())
-        except Exception as exc:
-            raise ReferenceError_(
-                HarnessError(
-                    kind="bad_reference",
-                    message=f"get_inputs() in {self.path.name} failed: {exc}",
-                    fix="get_inputs() must return a list of tensors (and scalars).",
-                )
-            ) from exc
+        """A fresh input set: `get_inputs()` under `seed`, tensors on `device`.
+
+        `get_inputs()` runs with `device` as torch's default device, so its factory calls
+        (`torch.randn(...)`) make their tensors there: on an H100's host, a 16M-element randn
+        takes ~0.1 s on the CPU and well under a millisecond on the GPU, and a check makes
+        several sets per save. Every caller (verification, timing, the profiles, the native
+        driver's data) makes its sets here, so they stay one another's. A `get_inputs()` that
+        needs CPU tensors (e.g. it calls `.numpy()`) fails there and runs again on the CPU."""
+        raw = None
+        if device.type != "cpu":
+            torch.manual_seed(seed)
+            try:
+                with torch.device(device):
+                    raw = list(self.module.get_inputs())
+            except Exception:  # noqa: BLE001 - it runs again on the CPU, which reports what fails
+                raw = None
+        if raw is None:
+            torch.manual_seed(seed)
+            try:
+                raw = list(self.module.get_inputs())
+            except Exception as exc:
+                raise ReferenceError_(
+                    HarnessError(
+                        kind="bad_reference",
+                        message=f"get_inputs() in {self.path.name} failed: {exc}",
+                        fix="get_inputs() must return a list of tensors (and scalars).",
+                    )
+                ) from exc
         return [x.to(device) if isinstance(x, torch.Tensor) else x for x in raw]
 
     def tensors(self) -> list[tuple[str, torch.Tensor]]:
