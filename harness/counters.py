@@ -89,6 +89,23 @@ def _no_progress(*_) -> None:
     pass
 
 
+def warm_up(settings: Settings) -> None:
+    """What every in-process profile of this process starts with, done ahead: the counter
+    library found in the build cache (compiled by nvcc on first use, seconds) and loaded, and
+    CUPTI's profiler set up for COUNTER_METRICS on the GPU's context (`library.prepare`, kept
+    for the next call). The worker runs it in a thread while nvcc builds the candidate; the
+    profile then finds all of it done. What fails here is met again, and reported, by
+    `collect_counters`."""
+    library, toolkit = cupti.build_library(settings)
+    if not library.ok or library.artifact is None or toolkit is None:
+        return
+    loaded = cupti.load_library(library.artifact, toolkit)
+    device = torch.device("cuda", settings.gpu)
+    torch.cuda.set_device(device)  # the primary context, current on this thread too
+    torch.cuda.init()
+    loaded.prepare(COUNTER_METRICS)
+
+
 def profile_in_process(
     target: Target, built: BuildResult, settings: Settings, **options
 ) -> tuple[ProfileReport | None, HarnessError | None]:

@@ -9,7 +9,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
+import subprocess
 import sys
+import threading
+from concurrent.futures import Future, wait
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -135,6 +139,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
         from kernelblaster.harness.integrity import RuntimeSnapshot
 
         integrity = RuntimeSnapshot()
+    warming = _warm_counters_up(settings) if _counters_apply(request, target, settings) else None
     progress("build", f"building {Path(target.source).name}")
     prepares = request.task != "build" and target_error is None
     built, reference_side = _build_and_prepare(target, settings, prepares=prepares)
@@ -171,7 +176,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
 
     # Shown while ncu runs: the verified timing is worth seconds to the user.
     emit(WorkerProgress(phase="profile", message="starting the profile", build=built, check=result))
-    early = _early_profile(request, target, built, settings, result)
+    early = _early_profile(request, target, built, settings, result, warming)
     report, error = profile.profile_target(
         target,
         built,
@@ -193,18 +198,50 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     )
 
 
+def _counters_apply(request: WorkerRequest, target: Target, settings: Settings) -> bool:
+    """Whether a verified kernel gets an early profile from the worker's own counters."""
+    return (
+        settings.in_process_counters
+        and request.task == "profile"
+        and request.depth == "quick"
+        and target.kind == "plain"
+    )
+
+
+def _warm_counters_up(settings: Settings) -> Future[None]:
+    """harness/counters.warm_up in a daemon thread, beside the build and the check: the
+    profile that follows them then skips it. A daemon, so that a worker whose build failed
+    exits at once instead of waiting for it."""
+    warmed: Future[None] = Future()
+
+    def run() -> None:
+        try:
+            from kernelblaster.harness.counters import warm_up  # imports torch
+
+            warmed.set_result(warm_up(settings))
+        except BaseException as exc:  # noqa: BLE001 - handed to _early_profile, which logs it
+            warmed.set_exception(exc)
+
+    threading.Thread(target=run, name="counters warm-up", daemon=True).start()
+    return warmed
+
+
 def _early_profile(
     request: WorkerRequest,
     target: Target,
     built: BuildResult,
     settings: Settings,
     checked: CheckResult,
+    warming: Future[None] | None,
 ) -> tuple[ProfileReport, list[PerfState]] | None:
     """A plain target's quick profile from the worker's own counters (harness/counters.py),
     sent ahead of ncu's pass, which adds the source lines and ncu's rules; None where that
     path does not apply or failed (logged: ncu's pass then says what the user must know)."""
-    if not (settings.in_process_counters and request.depth == "quick" and target.kind == "plain"):
+    if warming is None:
         return None
+    wait([warming])  # CUPTI's profiler is set up by one thread at a time
+    if warming.exception() is not None:
+        _log.info("warming the counters up failed; the profile meets it: %s", warming.exception())
     from kernelblaster.harness.counters import profile_in_process
 
     report, error = profile_in_process(
@@ -241,6 +278,20 @@ def _prewarm(gpu_index: int) -> None:
 
     if torch.cuda.is_available() and gpu_index < torch.cuda.device_count():
         torch.empty(1, device=torch.device("cuda", gpu_index))  # creates the context
+    # What every request would otherwise start with, each asked once per process: the
+    # modules past the build (~0.2 s of imports on top of torch), the GPU's arch
+    # (nvidia-smi) and nvcc's version (the build cache's key), for the default nvcc.
+    from kernelblaster.harness import check, counters, profile  # noqa: F401
+    from kernelblaster.harness.build_cache import nvcc_version
+    from kernelblaster.harness.gpu_arch import detect_arch
+
+    detect_arch(Settings(gpu_index=gpu_index))
+    nvcc = shutil.which(Settings().nvcc)
+    try:
+        if nvcc is not None:
+            nvcc_version(nvcc)
+    except (OSError, subprocess.SubprocessError):
+        pass  # not remembered: the build asks again and reports what is wrong
 
 
 def main() -> int:

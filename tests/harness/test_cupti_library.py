@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from kernelblaster.harness import cupti
@@ -44,6 +45,15 @@ def built(tmp_path_factory):
 def library(built) -> cupti.CounterLibrary:
     _, result, toolkit = built
     return cupti.load_library(result.artifact, toolkit)
+
+
+@pytest.mark.nvcc
+def test_the_workers_warm_up_finds_the_library_the_profile_builds(built):
+    """counters.warm_up asks for the library without an arch (the candidate's, detected or set);
+    collect_counters with the candidate's built arch: one cache entry serves both."""
+    settings, first, _ = built
+    as_warm_up_asks, _ = cupti.build_library(msgspec.structs.replace(settings, arch="sm_90"))
+    assert as_warm_up_asks.cached and as_warm_up_asks.artifact == first.artifact
 
 
 @pytest.mark.nvcc

@@ -105,3 +105,41 @@ def _workers() -> list[psutil.Process]:
         for child in psutil.Process().children()
         if WORKER in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE
     ]
+
+
+PREWARM_PROBE = r"""
+import json, shutil, sys
+from kernelblaster.harness import worker
+from kernelblaster.harness.build_cache import _nvcc_versions
+from kernelblaster.harness.gpu_arch import _query_gpu
+before = {"check": "kernelblaster.harness.check" in sys.modules,
+          "arch": _query_gpu.cache_info().currsize}
+worker._prewarm(0)
+print(json.dumps({
+    "before": before,
+    "modules": [m for m in ("kernelblaster.harness.check", "kernelblaster.harness.counters",
+                            "kernelblaster.harness.profile") if m in sys.modules],
+    "arch_queries": _query_gpu.cache_info().currsize,
+    "nvcc_versions": len(_nvcc_versions),
+    "nvcc": shutil.which("nvcc") is not None,
+}))
+"""
+
+
+def test_a_prewarmed_worker_has_done_what_every_request_starts_with():
+    import json
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", PREWARM_PROBE], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["before"] == {"check": False, "arch": 0}
+    assert seen["modules"] == [
+        "kernelblaster.harness.check",
+        "kernelblaster.harness.counters",
+        "kernelblaster.harness.profile",
+    ]
+    assert seen["arch_queries"] == 1  # the GPU's arch (or why there is none) remembered
+    assert seen["nvcc_versions"] == (1 if seen["nvcc"] else 0)

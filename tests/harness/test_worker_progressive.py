@@ -67,6 +67,11 @@ def recorded(tmp_path, monkeypatch) -> list[tuple[str, object]]:
         report = read_report(FIVE / "five.ncu-rep", depth="quick")
         return msgspec.structs.replace(report, program="in_process", report_path=None), None
 
+    def warm_up(settings):
+        events.append(("warm_up", None))
+        if (tmp_path / "warm_up_fails").exists():
+            raise RuntimeError("no CUDA GPU")
+
     def add_baselines(target, settings, result, *, progress):
         events.append(("baselines", None))
         result.eager = _timing(0.05)
@@ -86,6 +91,7 @@ def recorded(tmp_path, monkeypatch) -> list[tuple[str, object]]:
     monkeypatch.setattr(check, "add_baselines", add_baselines)
     monkeypatch.setattr(profile, "profile_target", profile_target)
     monkeypatch.setattr(counters, "profile_in_process", profile_in_process)
+    monkeypatch.setattr(counters, "warm_up", warm_up)
     return events
 
 
@@ -107,6 +113,8 @@ def test_the_timing_goes_out_before_the_profile_and_the_baselines_after_it(recor
     # the timing, then the in-process counters' state, then ncu's profile
     assert recorded.index(("emit", partial)) < order.index("counters")
     assert order.index("counters") < recorded.index(("emit", early)) < order.index("profile")
+    # set up beside the build (a thread started before it), done before the counters run
+    assert order.index("warm_up") < order.index("counters")
     assert not partial.states and early.profile.program == "in_process"
     assert [s.state for s in early.states] == [s.state for s in response.states]
     assert order[-1] == "baselines"  # after the profile: the state doesn't wait for them
@@ -130,6 +138,15 @@ def test_without_in_process_counters_ncu_alone_gives_the_state(recorded, tmp_pat
     request.settings["in_process_counters"] = False
     worker.handle(request)
     assert ("counters", None) not in recorded and ("profile", None) in recorded
+    assert ("warm_up", None) not in recorded  # nothing set up for counters that won't run
+
+
+def test_a_failed_warm_up_leaves_the_profile_to_meet_and_report_it(recorded, tmp_path):
+    (tmp_path / "warm_up_fails").touch()
+    response = worker.handle(_request(tmp_path, "profile"))
+    assert ("warm_up", None) in recorded and ("counters", None) in recorded
+    assert [m for m in _progress(recorded) if m.states]  # the counters ran all the same
+    assert response.error is None
 
 
 def test_the_counters_state_stays_when_ncus_pass_fails(recorded, tmp_path, monkeypatch):
@@ -143,6 +160,7 @@ def test_the_counters_state_stays_when_ncus_pass_fails(recorded, tmp_path, monke
 def test_a_check_run_measures_its_baselines_before_answering(recorded, tmp_path):
     response = worker.handle(_request(tmp_path, "check"))
     assert ("profile", None) not in recorded and ("baselines", None) in recorded
+    assert ("warm_up", None) not in recorded
     assert not [m for kind, m in recorded if kind == "emit" and m.check is not None]
     assert response.check.speedup_vs_eager == 2.5 and response.profile is None
 
