@@ -221,13 +221,43 @@ async def through_server(source: Path, cache_dir: Path, saves: int) -> dict:
     }
 
 
+def _measure_server(scratch: Path, name: str, saves: int) -> dict:
+    """`through_server` on a fresh copy of the example, with an empty cache."""
+    fresh = scratch / f"{name}-server"
+    fresh.mkdir()
+    for file in EXAMPLES.glob(f"{name}.*"):
+        shutil.copy(file, fresh / file.name)
+    try:
+        measured = asyncio.run(through_server(fresh / f"{name}.cu", fresh / "cache", saves))
+    except (RuntimeError, TimeoutError) as exc:  # recorded; the others still run
+        measured = {"error": str(exc)}
+    print(f"{name:16} through the server: {measured}", flush=True)
+    return measured
+
+
+def _server_only(names: list[str], saves: int) -> int:
+    with tempfile.TemporaryDirectory() as scratch:
+        server = {name: _measure_server(Path(scratch), name, saves) for name in names}
+    path = write_result("latency-server", {"through_language_server": server})
+    print(f"wrote {path}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--examples", nargs="*", default=DEFAULT)
     parser.add_argument(
         "--saves", type=int, default=3, help="edits saved, on a spare worker and through the server"
     )
+    parser.add_argument(
+        "--server-only",
+        action="store_true",
+        help="only the language server's measurements (open, saves) of the plain examples; "
+        "written to latency-server-<gpu>.json",
+    )
     args = parser.parse_args()
+    if args.server_only:
+        return _server_only([name for name in args.examples if name in SERVER_EXAMPLES], args.saves)
     results = {}
     server = {}
     with tempfile.TemporaryDirectory() as scratch:
@@ -248,17 +278,7 @@ def main() -> int:
                 entry["after_one_line_edit"] = measure(source, settings)
             results[name] = entry
             if name in SERVER_EXAMPLES:
-                fresh = Path(scratch) / f"{name}-server"
-                fresh.mkdir()
-                for file in EXAMPLES.glob(f"{name}.*"):
-                    shutil.copy(file, fresh / file.name)
-                try:
-                    server[name] = asyncio.run(
-                        through_server(fresh / f"{name}.cu", fresh / "cache", args.saves)
-                    )
-                except (RuntimeError, TimeoutError) as exc:  # recorded; the others still run
-                    server[name] = {"error": str(exc)}
-                print(f"{name:16} through the server: {server[name]}", flush=True)
+                server[name] = _measure_server(Path(scratch), name, args.saves)
             print(
                 f"{name:16} cold {cold['wall_s']:7.2f}s  warm {warm['wall_s']:6.2f}s  "
                 f"verified={warm['verified']} err={warm['error']}",
