@@ -362,11 +362,37 @@ def _load_nvperf_beside(directory: Path) -> list[str]:
     return loaded
 
 
+def foreign_nvperf(directory: Path) -> list[str]:
+    """The nvperf libraries this process holds from a directory holding none of its libcupti
+    copies (nor `directory`, where the library's CUPTI will be): CUPTI opens them by soname,
+    so it would run on those. Nsight Compute's report reader (`ncu_report`) brings its own
+    libnvperf_host.so and loads it when it reads a report; CUPTI on that one crashed the
+    process on an H100."""
+    held = [Path(path) for path in library_files()]
+    cupti_directories = {p.parent.resolve() for p in held if p.name.startswith("libcupti.so")}
+    cupti_directories.add(directory.resolve())
+    return [
+        str(p) for p in held if p.name in _NVPERF and p.parent.resolve() not in cupti_directories
+    ]
+
+
 def load_library(path: str, toolkit: CuptiToolkit) -> CounterLibrary:
     """The library at `path` loaded into this process (once per process), its CUPTI paired with
-    that CUPTI's own nvperf libraries. OSError when the dynamic loader refuses it."""
+    that CUPTI's own nvperf libraries. OSError when the dynamic loader refuses it, or when the
+    process holds another package's nvperf (checked on every call: a report read since the
+    last one may have loaded it)."""
+    directory = _cupti_directory(toolkit)
     if path not in _loaded:
-        _load_nvperf_beside(_cupti_directory(toolkit))
+        _load_nvperf_beside(directory)
+    foreign = foreign_nvperf(directory)
+    if foreign:
+        raise OSError(
+            f"this process holds {', '.join(foreign)}, not the nvperf beside its CUPTI in "
+            f"{directory} (an ncu report read in this process loads Nsight Compute's own), and "
+            "CUPTI would run on it; in-process counters need a process that has not read an "
+            "ncu report"
+        )
+    if path not in _loaded:
         _loaded[path] = CounterLibrary(path)
     return _loaded[path]
 

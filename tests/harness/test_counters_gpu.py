@@ -11,7 +11,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from gpu_examples import copy_example, ncu_quick
+from gpu_examples import copy_example
 
 from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.build import build
@@ -41,6 +41,20 @@ def ncu_reports() -> dict[str, ProfileReport]:
     return {}  # ncu's quick report per example, made once for both replay modes
 
 
+def _ncu_quick_elsewhere(source: Path, settings: Settings) -> ProfileReport:
+    """ncu's quick profile through run_once, read in a worker process: reading a report loads
+    Nsight Compute's own libnvperf_host.so, and CUPTI in this process would then run on it
+    (cupti.load_library refuses that)."""
+    no_counters = msgspec.structs.replace(settings, in_process_counters=False)
+    request = WorkerRequest(
+        task="profile", source=str(source), settings=msgspec.to_builtins(no_counters)
+    )
+    response = run_harness_sync(request, no_counters)
+    assert response.error is None, f"{response.error.kind}: {response.error.message}"
+    assert response.profile.program == "run_once"
+    return response.profile
+
+
 def _states(report: ProfileReport) -> list[tuple[str, str, str]]:
     return [(s.kernel, s.bottleneck, s.state) for s in classify_report(report)]
 
@@ -57,7 +71,7 @@ def test_in_process_counters_classify_as_ncu_does(name, replay, work, ncu_report
     built = build(build_spec(target, settings), settings)
     assert built.ok, built.error
     if name not in ncu_reports:
-        ncu_reports[name] = ncu_quick(target, built, settings, native_driver=False)
+        ncu_reports[name] = _ncu_quick_elsewhere(source, settings)
     ncu = ncu_reports[name]
 
     cold = collect_counters(target, built, settings, replay=replay)

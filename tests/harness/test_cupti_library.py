@@ -7,9 +7,11 @@ failures become the errors the user sees (counter permissions as ncu's are)."""
 from __future__ import annotations
 
 import ctypes.util
+import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import msgspec
@@ -202,3 +204,37 @@ def test_without_cupti_the_library_is_not_built_and_says_why(tmp_path):
     missing = Settings(cache_dir=str(tmp_path / "cache"), nvcc="/nonexistent/nvcc")
     built, _ = cupti.build_library(missing, arch="sm_90")
     assert "'/nonexistent/nvcc' not found" in built.error.message
+
+
+FOREIGN_NVPERF = r"""
+import ctypes, json, pathlib, sys
+import msgspec
+import ncu_report
+from kernelblaster.harness import cupti
+toolkit = msgspec.json.decode(sys.argv[2], type=cupti.CuptiToolkit)
+# what reading an ncu report does: Nsight Compute's own nvperf, by its soname
+ctypes.CDLL(str(pathlib.Path(ncu_report.__file__).parent / "libnvperf_host.so"))
+try:
+    cupti.load_library(sys.argv[1], toolkit)
+    print(json.dumps({"refused": None}))
+except OSError as exc:
+    print(json.dumps({"refused": str(exc)}))
+"""
+
+
+@pytest.mark.nvcc
+def test_a_process_holding_ncu_reports_nvperf_is_refused_instead_of_crashing(built):
+    """CUPTI opens libnvperf_host.so by soname: in a process that read an ncu report, that is
+    ncu_report's copy, and CUPTI on it crashed the process on an H100."""
+    pytest.importorskip("ncu_report")
+    _, result, toolkit = built
+    done = subprocess.run(
+        [sys.executable, "-c", FOREIGN_NVPERF, result.artifact, msgspec.json.encode(toolkit)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    refused = json.loads(done.stdout.splitlines()[-1])["refused"]
+    assert refused is not None
+    assert "ncu_report/libnvperf_host.so" in refused and "has not read an ncu report" in refused
