@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, wait
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +43,7 @@ if TYPE_CHECKING:  # imports torch: the worker imports it only past the build
     from kernelblaster.harness.reference_side import ReferenceSide
 
 _stream: ProtocolStream | None = None  # claimed in main()
+_prewarming: threading.Thread | None = None  # a spare's _prewarm, started in main()
 _log = logging.getLogger(__name__)
 
 
@@ -102,22 +104,13 @@ def _build_and_prepare(
     target: Target, settings: Settings, *, prepares: bool
 ) -> tuple[BuildResult, ReferenceSide | None]:
     """The build, and the reference side of the check (harness/reference_side.py) made
-    meanwhile (harness/build_beside.py) when it will be needed and can be made here: a plain
-    or extension target (a KernelBench solution's build runs its own code, in this process),
-    torch installed and a GPU to run on. Else no reference side: the check makes it."""
+    meanwhile (harness/build_beside.py) when it will be needed: a plain or extension target
+    (a KernelBench solution's build runs its own code, in this process)."""
     if not prepares or target.kind not in ("plain", "extension"):
         return _build(target, settings), None
-    try:
-        from kernelblaster.harness import check
-    except ModuleNotFoundError as exc:
-        if not is_torch(exc):
-            raise
-        return _build(target, settings), None  # reported once built, as always
-    if check.gpu_problem(settings) is not None:
-        return _build(target, settings), None  # as above
     beside = build_beside(
         lambda: _build(target, settings),
-        lambda abandon: check.prepare_reference(target, settings, abandon=abandon),
+        lambda abandon: _reference_side(target, settings, abandon),
         # the check's budget from here on, not the build's: a get_inputs() that hangs is
         # reported as such
         still_preparing=lambda: progress("verify", "preparing the reference's inputs"),
@@ -125,6 +118,24 @@ def _build_and_prepare(
     if beside.prepared is not None:
         beside.prepared.seconds["reference_after_build"] = round(beside.prepared_after_build_s, 4)
     return beside.built, beside.prepared
+
+
+def _reference_side(
+    target: Target, settings: Settings, abandon: Callable[[], bool]
+) -> ReferenceSide | None:
+    """The reference side, made here if torch is installed and there is a GPU to run on; else
+    None, and the check reports what is missing once the build is done. Torch is imported
+    here, beside nvcc, not before it: a spare worker still importing it when its request came
+    (harness/worker.py: main) then builds meanwhile."""
+    try:
+        from kernelblaster.harness import check
+    except ModuleNotFoundError as exc:
+        if not is_torch(exc):
+            raise
+        return None
+    if check.gpu_problem(settings) is not None:
+        return None
+    return check.prepare_reference(target, settings, abandon=abandon)
 
 
 def handle(request: WorkerRequest) -> WorkerResponse:
@@ -148,6 +159,8 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     if target_error is not None and not (target.kind == "standalone" and request.task == "profile"):
         return WorkerResponse(build=built, error=target_error)
 
+    if _prewarming is not None:
+        _prewarming.join()  # its CUDA context and imports; nothing of it runs beside the timing
     try:
         from kernelblaster.harness import check  # imports torch: only past the build
     except ModuleNotFoundError as exc:
@@ -300,7 +313,14 @@ def main() -> int:
     _stream = ProtocolStream()
     prewarm = os.environ.get("KERNELBLASTER_PREWARM", "")
     if prewarm.isdigit():
-        _prewarm(int(prewarm))
+        # Beside reading the request, not before it: a request that comes while the spare is
+        # still starting (the first save or open after the server started) has its nvcc build
+        # run during the torch import instead of after it.
+        global _prewarming
+        _prewarming = threading.Thread(
+            target=_prewarm, args=(int(prewarm),), name="prewarm", daemon=True
+        )
+        _prewarming.start()
     try:
         request = msgspec.json.decode(sys.stdin.buffer.read(), type=WorkerRequest)
     except msgspec.ValidationError as exc:

@@ -143,3 +143,55 @@ def test_a_prewarmed_worker_has_done_what_every_request_starts_with():
     ]
     assert seen["arch_queries"] == 1  # the GPU's arch (or why there is none) remembered
     assert seen["nvcc_versions"] == (1 if seen["nvcc"] else 0)
+
+
+BUILD_DURING_PREWARM = r"""
+import io, json, sys, threading
+import msgspec
+from kernelblaster.harness import worker
+from kernelblaster.harness.records import BuildResult
+
+building = threading.Event()
+order = []
+
+def prewarm(gpu_index):  # stands in for the torch import: it lasts until the build has begun
+    order.append("prewarm began")
+    order.append("prewarm saw the build" if building.wait(10) else "prewarm waited in vain")
+
+def build(target, settings):
+    order.append("build")
+    building.set()
+    return BuildResult(ok=True, source=target.source, arch="sm_90")
+
+worker._prewarm, worker._build = prewarm, build
+sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))
+worker.main()
+worker._prewarming.join()
+print(json.dumps(order), file=sys.stderr)
+"""
+
+
+def test_a_request_that_comes_while_the_spare_prewarms_is_built_meanwhile(tmp_path):
+    import json
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    for name in ("relu.cu", "relu.py"):
+        shutil.copyfile(examples / name, tmp_path / name)
+    request = WorkerRequest(task="build", source=str(tmp_path / "relu.cu"))
+    done = subprocess.run(
+        [sys.executable, "-c", BUILD_DURING_PREWARM, msgspec.json.encode(request).decode()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "KERNELBLASTER_PREWARM": "0"},
+    )
+    assert done.returncode == 0, done.stderr
+    order = json.loads(done.stderr.strip().splitlines()[-1])
+    # the build ran while the prewarm was still under way (which of the two began first is
+    # the threads' business)
+    assert sorted(order[:2]) == ["build", "prewarm began"]
+    assert order[2:] == ["prewarm saw the build"]
