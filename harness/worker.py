@@ -44,6 +44,10 @@ if TYPE_CHECKING:  # imports torch: the worker imports it only past the build
 
 _stream: ProtocolStream | None = None  # claimed in main()
 _prewarming: threading.Thread | None = None  # a spare's _prewarm, started in main()
+# Held while a thread imports what imports torch. Up to three threads import here at once (the
+# prewarm, the reference side, the counters' warm-up), and torch's own circular imports, begun
+# in two threads together, can hand one of them a partly initialized module.
+_IMPORTS = threading.Lock()
 _log = logging.getLogger(__name__)
 
 
@@ -128,7 +132,8 @@ def _reference_side(
     here, beside nvcc, not before it: a spare worker still importing it when its request came
     (harness/worker.py: main) then builds meanwhile."""
     try:
-        from kernelblaster.harness import check
+        with _IMPORTS:
+            from kernelblaster.harness import check
     except ModuleNotFoundError as exc:
         if not is_torch(exc):
             raise
@@ -147,7 +152,8 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     if target.kind == "kernelbench" and request.task != "build":
         # A solution's code first runs when its build imports it: whatever it patches from
         # then on must show against a snapshot taken before (imports torch, as the build does).
-        from kernelblaster.harness.integrity import RuntimeSnapshot
+        with _IMPORTS:
+            from kernelblaster.harness.integrity import RuntimeSnapshot
 
         integrity = RuntimeSnapshot()
     warming = _warm_counters_up(settings) if _counters_apply(request, target, settings) else None
@@ -185,7 +191,8 @@ def handle(request: WorkerRequest) -> WorkerResponse:
         if error is None and not failed_verification:
             error = check.add_baselines(target, settings, result, progress=progress)
         return WorkerResponse(build=built, check=result, error=error)
-    from kernelblaster.harness import profile
+    with _IMPORTS:
+        from kernelblaster.harness import profile
 
     # Shown while ncu runs: the verified timing is worth seconds to the user.
     emit(WorkerProgress(phase="profile", message="starting the profile", build=built, check=result))
@@ -229,7 +236,8 @@ def _warm_counters_up(settings: Settings) -> Future[None]:
 
     def run() -> None:
         try:
-            from kernelblaster.harness.counters import warm_up  # imports torch
+            with _IMPORTS:
+                from kernelblaster.harness.counters import warm_up  # imports torch
 
             warmed.set_result(warm_up(settings))
         except BaseException as exc:  # noqa: BLE001 - handed to _early_profile, which logs it
@@ -283,7 +291,11 @@ def _prewarm(gpu_index: int) -> None:
     for the torch import and the CUDA context while it waits instead of on the next save.
     Without torch there is nothing to warm: the request itself reports it (`torch_missing`)."""
     try:
-        import torch
+        with _IMPORTS:
+            import torch
+
+            # the modules past the build: ~0.2 s of imports on top of torch
+            from kernelblaster.harness import check, counters, profile  # noqa: F401
     except ModuleNotFoundError as exc:
         if not is_torch(exc):
             raise
@@ -291,10 +303,8 @@ def _prewarm(gpu_index: int) -> None:
 
     if torch.cuda.is_available() and gpu_index < torch.cuda.device_count():
         torch.empty(1, device=torch.device("cuda", gpu_index))  # creates the context
-    # What every request would otherwise start with, each asked once per process: the
-    # modules past the build (~0.2 s of imports on top of torch), the GPU's arch
-    # (nvidia-smi) and nvcc's version (the build cache's key), for the default nvcc.
-    from kernelblaster.harness import check, counters, profile  # noqa: F401
+    # What every request would otherwise start with, each asked once per process: the GPU's
+    # arch (nvidia-smi) and nvcc's version (the build cache's key), for the default nvcc.
     from kernelblaster.harness.build_cache import nvcc_version
     from kernelblaster.harness.gpu_arch import detect_arch
 
