@@ -128,7 +128,13 @@ def _blocks_by_shared(limits: SmLimits, shared_bytes: int) -> int:
     if shared_bytes > limits.shared_per_block:
         return 0
     per_block = _round_up(shared_bytes + limits.shared_reserved_per_block, limits.shared_unit)
-    return limits.shared_per_sm // per_block if per_block else limits.max_blocks
+    # No more than the SM holds at all: without shared memory ncu says 32 on sm_90, not the
+    # 228 one-KiB reservations that would fit.
+    return (
+        min(limits.shared_per_sm // per_block, limits.max_blocks)
+        if per_block
+        else limits.max_blocks
+    )
 
 
 def block_limits(

@@ -100,6 +100,14 @@ def test_launch_statistics_and_occupancy_are_ncus(report_path):
             assert ours[shared] == ncu[shared]
 
 
+def test_without_shared_memory_the_limit_is_the_block_limit_as_ncu_says():
+    report = read_report(FIXTURES / "h100-examples" / "relu.ncu-rep")
+    (kernel,) = report.kernels
+    ours = launch_metrics(kernel.launch, arch=report.arch, sm_count=132)
+    shared = m.BLOCK_LIMITS["shared_memory"]
+    assert ours[shared] == kernel.metrics[shared] == 32
+
+
 def test_the_shared_memory_limit_binds_as_ncu_says_on_a_cublas_gemm():
     # cuBLAS's 184 KiB of dynamic shared memory: one block per SM, 18.75% occupancy
     report = read_report(FIXTURES / "h100-cublas" / "cublas-gemm.ncu-rep")
