@@ -254,8 +254,9 @@ class _Done(msgspec.Struct):
 class CounterLibrary:
     """The loaded library. Each method makes one call; a failed one raises CuptiFailure."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, *, cupti_directory: Path):
         self.path = path
+        self.cupti_directory = cupti_directory  # where the libcupti it runs on lives
         self._library = ctypes.CDLL(path)
         names = ctypes.POINTER(ctypes.c_char_p)
         signatures: dict[str, list[Any]] = {
@@ -295,7 +296,23 @@ class CounterLibrary:
         return self._call("kbc_check_metrics", MetricPlan, chip.encode(), *_names(metrics))
 
     def prepare(self, metrics: list[str]) -> Prepared:
-        """Set the profiler up for `metrics` on the calling thread's current CUDA context."""
+        """Set the profiler up for `metrics` on the calling thread's current CUDA context.
+        Refused where the process holds another package's nvperf (`foreign_nvperf`), checked
+        on every call: a report read since the last one may have loaded it."""
+        foreign = foreign_nvperf(self.cupti_directory)
+        if foreign:
+            raise CuptiFailure(
+                CuptiError(
+                    api="library",
+                    call="kbc_prepare",
+                    code=0,
+                    name="foreign nvperf",
+                    message=f"this process holds {', '.join(foreign)}, not the nvperf beside "
+                    f"its CUPTI in {self.cupti_directory} (reading an ncu report in a process "
+                    "loads Nsight Compute's own), and CUPTI would run on it; the counters need "
+                    "a process that has not read an ncu report",
+                )
+            )
         return self._call("kbc_prepare", Prepared, *_names(metrics))
 
     def begin(self, replay: Replay, max_ranges: int) -> Begun:
@@ -378,22 +395,11 @@ def foreign_nvperf(directory: Path) -> list[str]:
 
 def load_library(path: str, toolkit: CuptiToolkit) -> CounterLibrary:
     """The library at `path` loaded into this process (once per process), its CUPTI paired with
-    that CUPTI's own nvperf libraries. OSError when the dynamic loader refuses it, or when the
-    process holds another package's nvperf (checked on every call: a report read since the
-    last one may have loaded it)."""
-    directory = _cupti_directory(toolkit)
+    that CUPTI's own nvperf libraries. OSError when the dynamic loader refuses it."""
     if path not in _loaded:
+        directory = _cupti_directory(toolkit)
         _load_nvperf_beside(directory)
-    foreign = foreign_nvperf(directory)
-    if foreign:
-        raise OSError(
-            f"this process holds {', '.join(foreign)}, not the nvperf beside its CUPTI in "
-            f"{directory} (an ncu report read in this process loads Nsight Compute's own), and "
-            "CUPTI would run on it; in-process counters need a process that has not read an "
-            "ncu report"
-        )
-    if path not in _loaded:
-        _loaded[path] = CounterLibrary(path)
+        _loaded[path] = CounterLibrary(path, cupti_directory=directory)
     return _loaded[path]
 
 

@@ -123,14 +123,44 @@ def test_a_session_needs_the_profiler_prepared_first(library):
     library.abort()  # nothing open: nothing to undo
 
 
-@pytest.mark.nvcc
+PREPARE = r"""
+import ctypes, json, pathlib, sys
+import msgspec
+from kernelblaster.harness import cupti
+from kernelblaster.harness.counter_metrics import COUNTER_METRICS
+if sys.argv[3] == "after an ncu report":  # what reading one does: Nsight Compute's own nvperf
+    import ncu_report
+    ctypes.CDLL(str(pathlib.Path(ncu_report.__file__).parent / "libnvperf_host.so"))
+toolkit = msgspec.json.decode(sys.argv[2], type=cupti.CuptiToolkit)
+library = cupti.load_library(sys.argv[1], toolkit)  # host-only calls work either way
+try:
+    library.prepare(COUNTER_METRICS)
+    print(json.dumps(None))
+except cupti.CuptiFailure as failure:
+    error = cupti.harness_error(failure.error)
+    print(json.dumps({"kind": error.kind, "message": error.message}))
+"""
+
+
+def _prepare_in_a_fresh_process(built, situation: str) -> dict | None:
+    """`prepare` in a process of its own: this one may have read ncu reports (other tests)."""
+    _, result, toolkit = built
+    done = subprocess.run(
+        [sys.executable, "-c", PREPARE, result.artifact, msgspec.json.encode(toolkit), situation],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 @pytest.mark.skipif(HAS_DRIVER, reason="this machine has an NVIDIA driver")
-def test_without_a_driver_the_profile_says_so(library):
-    with pytest.raises(cupti.CuptiFailure) as failed:
-        library.prepare(COUNTER_METRICS)
-    error = cupti.harness_error(failed.value.error)
-    assert error.kind == "no_driver"
-    assert "libcuda.so.1" in error.message
+@pytest.mark.nvcc
+def test_without_a_driver_the_profile_says_so(built):
+    error = _prepare_in_a_fresh_process(built, "fresh")
+    assert error["kind"] == "no_driver"
+    assert "libcuda.so.1" in error["message"]
 
 
 def _failure(api: str, call: str, code: int, name: str, message: str = "") -> cupti.CuptiError:
@@ -206,35 +236,12 @@ def test_without_cupti_the_library_is_not_built_and_says_why(tmp_path):
     assert "'/nonexistent/nvcc' not found" in built.error.message
 
 
-FOREIGN_NVPERF = r"""
-import ctypes, json, pathlib, sys
-import msgspec
-import ncu_report
-from kernelblaster.harness import cupti
-toolkit = msgspec.json.decode(sys.argv[2], type=cupti.CuptiToolkit)
-# what reading an ncu report does: Nsight Compute's own nvperf, by its soname
-ctypes.CDLL(str(pathlib.Path(ncu_report.__file__).parent / "libnvperf_host.so"))
-try:
-    cupti.load_library(sys.argv[1], toolkit)
-    print(json.dumps({"refused": None}))
-except OSError as exc:
-    print(json.dumps({"refused": str(exc)}))
-"""
-
-
 @pytest.mark.nvcc
 def test_a_process_holding_ncu_reports_nvperf_is_refused_instead_of_crashing(built):
     """CUPTI opens libnvperf_host.so by soname: in a process that read an ncu report, that is
     ncu_report's copy, and CUPTI on it crashed the process on an H100."""
     pytest.importorskip("ncu_report")
-    _, result, toolkit = built
-    done = subprocess.run(
-        [sys.executable, "-c", FOREIGN_NVPERF, result.artifact, msgspec.json.encode(toolkit)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    refused = json.loads(done.stdout.splitlines()[-1])["refused"]
-    assert refused is not None
-    assert "ncu_report/libnvperf_host.so" in refused and "has not read an ncu report" in refused
+    error = _prepare_in_a_fresh_process(built, "after an ncu report")
+    assert error["kind"] == "counters_failed"  # then profiled through ncu
+    assert "ncu_report/libnvperf_host.so" in error["message"]
+    assert "has not read an ncu report" in error["message"]
