@@ -143,8 +143,37 @@ CREATE TABLE outbox (
 );
 """
 
+# Version 4: kernel-aware learning. Attempts record the kernel's finding their technique was
+# aimed at (`target_finding`, NULL when not recorded), and each entry's statistics are also kept
+# split by it (`finding_counts`), which is what ranking learns from. The attempts recorded so far
+# did not record it: they keep their statistics under '(not recorded)' (records.UNRECORDED_TARGET),
+# copied from their entries (which hold exactly those attempts' counts).
+V4_DDL = """
+ALTER TABLE attempts ADD COLUMN target_finding TEXT;
+CREATE TABLE finding_counts (
+    arch TEXT NOT NULL,
+    state TEXT NOT NULL,
+    technique TEXT NOT NULL,
+    target_finding TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    successes INTEGER NOT NULL DEFAULT 0,
+    regressions INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0,
+    n_measured INTEGER NOT NULL DEFAULT 0,
+    mean_log_speedup REAL NOT NULL DEFAULT 0.0,
+    m2_log_speedup REAL NOT NULL DEFAULT 0.0,
+    updated REAL NOT NULL,
+    PRIMARY KEY (arch, state, technique, target_finding)
+);
+CREATE INDEX finding_counts_by_state ON finding_counts (state, technique);
+INSERT INTO finding_counts
+    SELECT arch, state, technique, '(not recorded)', attempts, successes, regressions, failures,
+           n_measured, mean_log_speedup, m2_log_speedup, updated
+    FROM entries WHERE attempts > 0;
+"""
+
 # MIGRATIONS[i] takes a database from version i to version i + 1.
-MIGRATIONS: list[str] = [V1_DDL, V2_DDL, V3_DDL]
+MIGRATIONS: list[str] = [V1_DDL, V2_DDL, V3_DDL, V4_DDL]
 SCHEMA_VERSION = len(MIGRATIONS)
 OUR_TABLES = frozenset({"meta", "states", "techniques", "entries", "attempts"})
 
