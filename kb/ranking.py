@@ -248,13 +248,19 @@ def learned_evidence(technique: str, target: str, arch: str, learned: Learned) -
         counts = by_target.get((technique, key))
         if counts is not None and counts.attempts:
             plural = "s" if counts.attempts != 1 else ""
-            text = f"{counts.attempts} attempt{plural} {where} on {_kernels(key)}{not_counted}"
+            kernels = kernels_described(key)
+            text = f"{counts.attempts} attempt{plural} {where} on {kernels}{not_counted}"
             return Evidence(counts, weight, basis, text)
-    text = f"no attempts yet on {_kernels(target)}{not_counted}" if left_out else "no attempts yet"
+    text = (
+        f"no attempts yet on {kernels_described(target)}{not_counted}"
+        if left_out
+        else "no attempts yet"
+    )
     return Evidence(EntryCounts(), 1.0, None, text)
 
 
-def _kernels(target: str) -> str:
+def kernels_described(target: str) -> str:
+    """The kernels a target finding stands for, in words."""
     if target == NO_TARGET:
         return "kernels with no finding it addresses"
     if target == UNRECORDED_TARGET:

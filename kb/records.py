@@ -105,6 +105,11 @@ class Attempt(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     target_finding: str | None = None
 
 
+def target_of(attempt: Attempt) -> str:
+    """The target finding the KB files `attempt` under: its own, or UNRECORDED_TARGET."""
+    return UNRECORDED_TARGET if attempt.target_finding is None else attempt.target_finding
+
+
 MAX_NOTE_CHARS = 600  # one note; longer ones are cut with an ellipsis
 
 

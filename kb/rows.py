@@ -14,13 +14,13 @@ import msgspec
 from kernelblaster.kb.catalog import BOTTLENECKS
 from kernelblaster.kb.database import Connection
 from kernelblaster.kb.records import (
-    UNRECORDED_TARGET,
     Attempt,
     Change,
     Note,
     PriorOverride,
     State,
     Technique,
+    target_of,
 )
 from kernelblaster.kb.stats import EntryCounts, fold
 
@@ -174,11 +174,6 @@ def record_in(conn: Connection, attempt: Attempt) -> bool:
     fold(by_target, attempt)
     _put_finding_counts(conn, target_key, by_target)
     return True
-
-
-def target_of(attempt: Attempt) -> str:
-    """The target finding `finding_counts` files the attempt under."""
-    return UNRECORDED_TARGET if attempt.target_finding is None else attempt.target_finding
 
 
 def refold_entry(conn: Connection, arch: str, state: str, technique: str) -> None:
