@@ -46,7 +46,7 @@ from kernelblaster.kb.records import (
     RankedTechnique,
     Technique,
 )
-from kernelblaster.kb.rows import EntryRow
+from kernelblaster.kb.rows import CountsByTarget, EntryRow
 from kernelblaster.kb.stats import EntryCounts
 
 PRIOR_STRENGTH = 3.0
@@ -208,12 +208,23 @@ def target_finding(technique: Technique, gains: dict[str, float | None]) -> str:
     return max(aimed, key=lambda finding: directness(technique, finding), default=NO_TARGET)
 
 
-class Learned(NamedTuple):
+class Learned:
     """What a state's techniques realized, per (technique, target finding): on the ranking's
     arch (`here`) and summed over every other architecture (`elsewhere`)."""
 
-    here: dict[tuple[str, str], EntryCounts]
-    elsewhere: dict[tuple[str, str], EntryCounts]
+    def __init__(self, here: CountsByTarget, elsewhere: CountsByTarget):
+        self.here, self.elsewhere = here, elsewhere
+        self._attempts: dict[str, dict[str, int]] = {}  # technique -> target -> attempts
+        for by_target in (here, elsewhere):
+            for (technique, target), counts in by_target.items():
+                per_target = self._attempts.setdefault(technique, {})
+                per_target[target] = per_target.get(target, 0) + counts.attempts
+
+    def aimed_elsewhere(self, technique: str, target: str) -> int:
+        """Attempts of `technique` aimed at other findings than `target` (on any arch; those
+        that did not record their target aside)."""
+        per_target = self._attempts.get(technique, {})
+        return sum(n for key, n in per_target.items() if key not in (target, UNRECORDED_TARGET))
 
 
 class Evidence(NamedTuple):
@@ -230,15 +241,10 @@ def learned_evidence(technique: str, target: str, arch: str, learned: Learned) -
     the same finding on this arch; else on other archs, down-weighted; else, on a KB from
     before schema 4, those that did not record their target (this arch, then others).
     Attempts aimed at other findings never count, and the text says how many were left out."""
-    left_out = sum(
-        counts.attempts
-        for by_target in (learned.here, learned.elsewhere)
-        for (tid, key), counts in by_target.items()
-        if tid == technique and key not in (target, UNRECORDED_TARGET)
-    )
+    left_out = learned.aimed_elsewhere(technique, target)
     not_counted = f"; {left_out} on kernels with other findings not counted" if left_out else ""
     elsewhere = f"on other architectures (weighted {OTHER_ARCH_WEIGHT})"
-    tiers: list[tuple[dict[tuple[str, str], EntryCounts], str, float, Basis, str]] = [
+    tiers: list[tuple[CountsByTarget, str, float, Basis, str]] = [
         (learned.here, target, 1.0, "this_arch", f"on {arch}"),
         (learned.elsewhere, target, OTHER_ARCH_WEIGHT, "other_archs", elsewhere),
         (learned.here, UNRECORDED_TARGET, 1.0, "this_arch", f"on {arch}"),

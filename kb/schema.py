@@ -165,7 +165,7 @@ CREATE TABLE finding_counts (
     updated REAL NOT NULL,
     PRIMARY KEY (arch, state, technique, target_finding)
 );
-CREATE INDEX finding_counts_by_state ON finding_counts (state, technique);
+CREATE INDEX finding_counts_by_state ON finding_counts (state, technique, target_finding);
 INSERT INTO finding_counts
     SELECT arch, state, technique, '(not recorded)', attempts, successes, regressions, failures,
            n_measured, mean_log_speedup, m2_log_speedup, updated

@@ -250,10 +250,7 @@ class KnowledgeBase:
             return (
                 self._techniques(conn),
                 {row.technique: row for row in rows.entry_rows(conn, arch=arch, state=state)},
-                ranking.Learned(
-                    here=rows.finding_counts(conn, state, arch),
-                    elsewhere=rows.finding_counts(conn, state, arch, other_archs=True),
-                ),
+                ranking.Learned(*rows.finding_counts(conn, state, arch)),
                 rows.recent_notes(conn, arch, state),
             )
 
