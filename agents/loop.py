@@ -58,8 +58,8 @@ from kernelblaster.harness.records import PerfState
 from kernelblaster.harness.targets import Target, kept_functions, resolve_target
 from kernelblaster.harness.worker_client import prewarm_harness_workers
 from kernelblaster.kb.catalog import enablers
-from kernelblaster.kb.ranking import select
-from kernelblaster.kb.records import Attempt, RankedTechnique, Technique, code_hash
+from kernelblaster.kb.ranking import finding_gains, select, target_finding
+from kernelblaster.kb.records import NO_TARGET, Attempt, RankedTechnique, Technique, code_hash
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
@@ -306,6 +306,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
             predicted_speedup=choice.predicted_speedup,
             outcome="error",
             source_hash=code_hash(current.source),
+            target_finding=choice.target_finding,
         )
         candidate = _step(plan, services, current, choice, step)
         if candidate is not None:
@@ -424,6 +425,7 @@ def _memory_safe_best(
             source_hash=code_hash(origin.source),
             candidate_hash=candidate.made_by.candidate_hash,
             error_kind="sanitizer",
+            target_finding=_target_on(services.kb, candidate.made_by.technique, origin.state),
         )
         services.kb.record(kb_attempt(rejected, arch=origin.state.arch, kernel=request.kernel))
     return origin
@@ -489,6 +491,7 @@ def _choose(
                 basis="prior",
                 notes=[],
                 explanation=technique.prior_source,
+                target_finding=_target_on(kb, forced, state),
             )
     if source_hash is not None:
         ranked = _untried_or_successful(kb, state, source_hash, ranked)
@@ -611,6 +614,13 @@ class _HarnessUnavailable(Exception):
     pass
 
 
+def _target_on(kb: KnowledgeBase, technique: str, state: PerfState) -> str:
+    """The finding of `state` that `technique` is aimed at (kb.ranking.target_finding); none
+    for a technique the KB has no catalog entry for."""
+    known = next((t for t in kb.techniques() if t.id == technique), None)
+    return target_finding(known, finding_gains(state.findings)) if known else NO_TARGET
+
+
 def _technique(kb: KnowledgeBase, choice: RankedTechnique) -> Technique:
     """The catalog entry of a ranked technique; a learned one (not in the catalog) is described
     by its title, which is all the KB knows of it."""
@@ -643,6 +653,7 @@ def kb_attempt(step: OptimizeStep, *, arch: str, kernel: str) -> Attempt:
         prompt_tokens=step.prompt_tokens,
         completion_tokens=step.completion_tokens,
         error_kind=step.error_kind,
+        target_finding=step.target_finding,
     )
 
 

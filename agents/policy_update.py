@@ -1,7 +1,10 @@
 """Policy update, the "textual gradient": PolicyEvaluation → PerfGapAnalysis → ParameterUpdate.
 
 PolicyEvaluation is arithmetic: attempts grouped by (state, technique), predicted against
-measured speedups. PerfGapAnalysis asks the LLM why they differ; ParameterUpdate asks it for new
+measured speedups, which are also given per target finding (the kernel's finding the technique
+was aimed at) when the group's attempts were aimed at different ones: the KB learns gains per
+target finding, and a prior or note for the whole state should not be drawn from one kind of
+kernel. PerfGapAnalysis asks the LLM why they differ; ParameterUpdate asks it for new
 KB notes and priors. Every proposal is validated on its own against the schema and bounds (note
 length, prior range, only entries of this batch, one change per entry) before it is written;
 an invalid one is dropped with the reason, the rest still apply. The exact statistics are the
@@ -19,7 +22,8 @@ import msgspec
 from kernelblaster.agents.llm import LlmClient, Usage
 from kernelblaster.agents.prompting import render_messages
 from kernelblaster.agents.reply_json import ask_json
-from kernelblaster.kb.records import VERIFIED_OUTCOMES, Attempt, EntryStats
+from kernelblaster.kb.ranking import kernels_described
+from kernelblaster.kb.records import VERIFIED_OUTCOMES, Attempt, EntryStats, target_of
 
 MAX_NOTE_CHARS = 300
 MIN_PRIOR, MAX_PRIOR = 0.5, 10.0
@@ -44,6 +48,8 @@ class GroupEvaluation(msgspec.Struct, kw_only=True, frozen=True):
     predicted_speedup: float  # geometric mean of what was predicted when chosen
     measured_speedup: float | None  # geometric mean over verified, timed attempts
     log_gap: float | None  # mean of log(measured / predicted) over those attempts
+    # geometric mean measured speedup per target finding (kb.records.target_of)
+    measured_by_finding: dict[str, float]
     kb_predicted_speedup: float | None  # the KB's prediction now
     notes: list[str]  # the entry's current notes
     kernels: list[str]
@@ -95,16 +101,19 @@ def evaluate_policy(
             groups[(attempt.before_state, attempt.technique)].append(attempt)
     evaluations = []
     for (state, technique), members in groups.items():
-        # (measured, predicted) of the verified, timed attempts
-        pairs = [
-            (a.measured_speedup, a.predicted_speedup)
+        timed = [
+            a
             for a in members
             if a.outcome in VERIFIED_OUTCOMES
             and a.measured_speedup is not None
             and a.measured_speedup > 0
             and a.predicted_speedup > 0
         ]
+        pairs = [(a.measured_speedup, a.predicted_speedup) for a in timed]  # (measured, predicted)
         gaps = [math.log(measured / predicted) for measured, predicted in pairs]
+        by_finding: dict[str, list[float]] = defaultdict(list)
+        for a in timed:
+            by_finding[target_of(a)].append(a.measured_speedup)
         entry = kb.entry(arch, state, technique)
         evaluations.append(
             GroupEvaluation(
@@ -115,6 +124,7 @@ def evaluate_policy(
                 predicted_speedup=_geomean([a.predicted_speedup for a in members]),
                 measured_speedup=_geomean([m for m, _ in pairs]) if pairs else None,
                 log_gap=sum(gaps) / len(gaps) if gaps else None,
+                measured_by_finding={f: _geomean(v) for f, v in sorted(by_finding.items())},
                 kb_predicted_speedup=entry.predicted_speedup if entry is not None else None,
                 notes=list(entry.notes) if entry is not None else [],
                 kernels=sorted({a.kernel for a in members}),
@@ -239,6 +249,14 @@ def _describe(group: GroupEvaluation) -> str:
         )
     else:
         parts.append(", nothing verified")
+    if len(group.measured_by_finding) > 1:
+        parts.append(
+            "; by the finding it was aimed at: "
+            + ", ".join(
+                f"on {kernels_described(finding)} {measured:.2f}x"
+                for finding, measured in group.measured_by_finding.items()
+            )
+        )
     if group.kb_predicted_speedup is not None:
         parts.append(f"; KB now predicts {group.kb_predicted_speedup:.2f}x")
     parts.append(f"; kernels: {', '.join(group.kernels[:5])}")

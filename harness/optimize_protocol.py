@@ -72,6 +72,8 @@ class OptimizeStep(msgspec.Struct, kw_only=True):
     source_hash: str  # code_hash of the kernel the step started from
     candidate_hash: str = ""  # code_hash of the verified candidate; "" when none
     error_kind: str | None = None  # "LLM", "harness", "unusable_reply", "sanitizer"
+    # the kernel's finding the technique was aimed at ("" none; kb Attempt.target_finding)
+    target_finding: str | None = None
     fatal: bool = False  # the LLM or the harness is unavailable: later steps would fail too
     # Kept although not faster because its technique is an enabler (kb catalog `[[enabler]]`):
     # measured_speedup and outcome are then those of the best candidate reached from it later

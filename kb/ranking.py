@@ -1,14 +1,19 @@
 """Predicted gain of a technique from its prior and its track record, and the weighted random
 top-k selection the optimization loop explores with.
 
-The model, per (arch, state, technique):
+The model, per (arch, state, technique, target finding), the target finding being the kernel's
+finding the technique is aimed at (`target_finding`; none, when it addresses none of them):
 - gain if the candidate verifies: a log-normal mean, the prior's log gain worth PRIOR_STRENGTH
   observations, shrunk toward the mean measured log speedup as measurements accumulate;
 - chance the candidate compiles and verifies: a Beta(VERIFY_PRIOR) updated by verified vs
   failed attempts;
 - predicted speedup = P(verified) x gain + (1 - P(verified)) x 1 (a failed attempt leaves the
   kernel as it was), so failures lower the expected value as surely as regressions do.
-Attempts on other architectures count OTHER_ARCH_WEIGHT each when this arch has none.
+Learning is kernel-aware: only attempts aimed at the same finding count (`learned_evidence`),
+because one state holds kernels with very different fixes (coalescing realized 20x on kernels
+with uncoalesced accesses; a kernel of the same state without them has nothing to coalesce).
+Attempts on other architectures count OTHER_ARCH_WEIGHT each when this arch has none; attempts
+that did not record their target (KBs from before schema 4) count only when no attempt did.
 
 Before any measurement the prior is the catalog's rule of thumb, raised toward ncu's estimated
 speedup for each of the kernel's findings the technique addresses, as far as it addresses it
@@ -27,12 +32,21 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import msgspec
 
 from kernelblaster.kb.catalog import finding_kinds
-from kernelblaster.kb.records import Basis, EntryStats, FindingLike, RankedTechnique, Technique
-from kernelblaster.kb.rows import EntryRow
+from kernelblaster.kb.records import (
+    NO_TARGET,
+    UNRECORDED_TARGET,
+    Basis,
+    EntryStats,
+    FindingLike,
+    RankedTechnique,
+    Technique,
+)
+from kernelblaster.kb.rows import CountsByTarget, EntryRow
 from kernelblaster.kb.stats import EntryCounts
 
 PRIOR_STRENGTH = 3.0
@@ -178,6 +192,88 @@ def directness(technique: Technique, finding: str) -> float:
     return weight if technique.addresses_findings[0] == finding else weight * SECONDARY_WEIGHT
 
 
+def finding_gains(findings: Sequence[FindingLike]) -> dict[str, float | None]:
+    """Each finding's id and the gain ncu estimates for fixing it (None: no estimate)."""
+    return {f.id: ncu_gain(f.estimated_speedup) for f in findings}
+
+
+def target_finding(technique: Technique, gains: dict[str, float | None]) -> str:
+    """The finding `technique` is aimed at on a kernel with these findings (`finding_gains`):
+    of those ncu estimates a saving for, the one it addresses most directly (its catalog order
+    breaks ties); NO_TARGET when it addresses none of them. A finding without an estimate does
+    not count (ncu's rule did not fire: e.g. loads using 18 of 32 bytes per sector): its prior
+    is not raised by it either, and what the technique realized where ncu expected a large
+    saving is not to be expected there."""
+    aimed = [f for f in technique.addresses_findings if gains.get(f) is not None]
+    return max(aimed, key=lambda finding: directness(technique, finding), default=NO_TARGET)
+
+
+class Learned:
+    """What a state's techniques realized, per (technique, target finding): on the ranking's
+    arch (`here`) and summed over every other architecture (`elsewhere`)."""
+
+    def __init__(self, here: CountsByTarget, elsewhere: CountsByTarget):
+        self.here, self.elsewhere = here, elsewhere
+        self._attempts: dict[str, dict[str, int]] = {}  # technique -> target -> attempts
+        for by_target in (here, elsewhere):
+            for (technique, target), counts in by_target.items():
+                per_target = self._attempts.setdefault(technique, {})
+                per_target[target] = per_target.get(target, 0) + counts.attempts
+
+    def aimed_elsewhere(self, technique: str, target: str) -> int:
+        """Attempts of `technique` aimed at other findings than `target` (on any arch; those
+        that did not record their target aside)."""
+        per_target = self._attempts.get(technique, {})
+        return sum(n for key, n in per_target.items() if key not in (target, UNRECORDED_TARGET))
+
+
+class Evidence(NamedTuple):
+    """The learned outcomes a prediction rests on, how much each counts, and in words."""
+
+    counts: EntryCounts
+    weight: float
+    basis: Basis | None  # None: nothing learned applies
+    text: str
+
+
+def learned_evidence(technique: str, target: str, arch: str, learned: Learned) -> Evidence:
+    """The attempts a prediction for `technique` aimed at `target` learns from: those aimed at
+    the same finding on this arch; else on other archs, down-weighted; else, on a KB from
+    before schema 4, those that did not record their target (this arch, then others).
+    Attempts aimed at other findings never count, and the text says how many were left out."""
+    left_out = learned.aimed_elsewhere(technique, target)
+    not_counted = f"; {left_out} on kernels with other findings not counted" if left_out else ""
+    elsewhere = f"on other architectures (weighted {OTHER_ARCH_WEIGHT})"
+    tiers: list[tuple[CountsByTarget, str, float, Basis, str]] = [
+        (learned.here, target, 1.0, "this_arch", f"on {arch}"),
+        (learned.elsewhere, target, OTHER_ARCH_WEIGHT, "other_archs", elsewhere),
+        (learned.here, UNRECORDED_TARGET, 1.0, "this_arch", f"on {arch}"),
+        (learned.elsewhere, UNRECORDED_TARGET, OTHER_ARCH_WEIGHT, "other_archs", elsewhere),
+    ]
+    for by_target, key, weight, basis, where in tiers:
+        counts = by_target.get((technique, key))
+        if counts is not None and counts.attempts:
+            plural = "s" if counts.attempts != 1 else ""
+            kernels = kernels_described(key)
+            text = f"{counts.attempts} attempt{plural} {where} on {kernels}{not_counted}"
+            return Evidence(counts, weight, basis, text)
+    text = (
+        f"no attempts yet on {kernels_described(target)}{not_counted}"
+        if left_out
+        else "no attempts yet"
+    )
+    return Evidence(EntryCounts(), 1.0, None, text)
+
+
+def kernels_described(target: str) -> str:
+    """The kernels a target finding stands for, in words."""
+    if target == NO_TARGET:
+        return "kernels with no finding it addresses"
+    if target == UNRECORDED_TARGET:
+        return "kernels whose findings were not recorded"
+    return f"kernels with {target}"
+
+
 def prior(technique: Technique, here: EntryRow | None, ncu_gains: dict[str, float | None]) -> Prior:
     """A prior set by the policy update for this entry wins. Otherwise the catalog's rule of
     thumb, raised toward ncu's estimate for each finding the technique addresses, as far as it
@@ -216,12 +312,13 @@ def rank_all(
     state: str,
     findings: Sequence[FindingLike],
     here: dict[str, EntryRow],
-    pooled: dict[str, EntryCounts],
+    learned: Learned,
     notes: dict[str, list[str]],
 ) -> list[RankedTechnique]:
     """The ranking of `state`'s techniques on `arch`, best predicted speedup first, from the
-    KB's rows: this arch's entries (`here`), other archs' pooled counts, and recent notes."""
-    ncu_gains = {f.id: ncu_gain(f.estimated_speedup) for f in findings}
+    KB's rows: this arch's entries (`here`, for the priors the policy update set), what was
+    learned per target finding, and recent notes."""
+    ncu_gains = finding_gains(findings)
     # Techniques aimed at this state (or its findings); for a state nothing aims at yet, those
     # aimed at any state of its bottleneck; failing that, everything. Plus any technique
     # with an entry for this state here or a record of it on another arch.
@@ -229,7 +326,8 @@ def rank_all(
         tid for tid, t in techniques.items() if same_bottleneck(t, state)
     }
     candidates = candidates or set(techniques)
-    candidates |= set(here) | set(pooled)  # an entry exists once tried, noted or re-primed
+    # an entry exists once tried, noted or re-primed
+    candidates |= set(here) | {tid for tid, _ in learned.elsewhere}
     known = {tid: techniques[tid] for tid in candidates}  # recording creates the technique row
     priors = {tid: prior(known[tid], here.get(tid), ncu_gains) for tid in candidates}
     aimed = {tid for tid in candidates if set(ncu_gains) & set(known[tid].addresses_findings)}
@@ -246,7 +344,12 @@ def rank_all(
             )
     ranked = [
         rank_technique(
-            known[tid], arch, priors[tid], here.get(tid), pooled.get(tid), notes.get(tid, [])
+            known[tid],
+            arch,
+            priors[tid],
+            target_finding(known[tid], ncu_gains),
+            learned,
+            notes.get(tid, []),
         )
         for tid in candidates
     ]
@@ -260,23 +363,16 @@ def rank_technique(
     technique: Technique,
     arch: str,
     start: Prior,
-    here: EntryRow | None,
-    pooled: EntryCounts | None,
+    target: str,
+    learned: Learned,
     notes: list[str],
 ) -> RankedTechnique:
-    basis: Basis = start.basis
-    explanation = start.explanation
-    prior_confidence = PRIOR_CONFIDENCE[basis]
-    counts, weight = EntryCounts(), 1.0
-    if here is not None and here.counts.attempts:
-        counts, basis = here.counts, "this_arch"
-        explanation += f"; {counts.attempts} attempts on {arch}"
-    elif pooled is not None and pooled.attempts:
-        counts, weight, basis = pooled, OTHER_ARCH_WEIGHT, "other_archs"
-        explanation += (
-            f"; none on {arch}, {pooled.attempts} on other architectures (weighted {weight})"
-        )
-    p = predict(start.gain, counts, weight=weight, prior_confidence=prior_confidence)
+    """`technique`'s prediction from its prior and what it realized aimed at `target`."""
+    evidence = learned_evidence(technique.id, target, arch, learned)
+    counts = evidence.counts
+    p = predict(
+        start.gain, counts, weight=evidence.weight, prior_confidence=PRIOR_CONFIDENCE[start.basis]
+    )
     return RankedTechnique(
         technique=technique.id,
         title=technique.title,
@@ -288,11 +384,13 @@ def rank_technique(
         regressions=counts.regressions,
         failures=counts.failures,
         mean_speedup=math.exp(counts.mean_log_speedup) if counts.n_measured else None,
-        basis=basis,
+        basis=evidence.basis or start.basis,
         notes=notes,
         gain_if_verified=p.gain_if_verified,
         success_probability=p.success_probability,
-        explanation=explanation,
+        explanation=f"{start.explanation}; {evidence.text}",
+        target_finding=target,
+        evidence=evidence.text,
     )
 
 

@@ -27,6 +27,10 @@ Outcome = Literal[
     # for its tokens and history; the statistics and so the ranking ignore it.
     "infrastructure",
 ]
+NO_TARGET = ""  # an attempt's target_finding when the technique addressed none of the findings
+# The target finding the KB files attempts under that did not record theirs (None); not a
+# finding id, so no attempt may claim it.
+UNRECORDED_TARGET = "(not recorded)"
 VERIFIED_OUTCOMES: frozenset[str] = frozenset({"success", "regression"})
 FAILED_OUTCOMES: frozenset[str] = frozenset(
     {"compile_error", "wrong_result", "rejected", "crash", "timeout", "error"}
@@ -93,6 +97,17 @@ class Attempt(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error_kind: str | None = None  # e.g. "nvcc", "llm_timeout", "static_check:library_call"
+    # The kernel's finding the technique was aimed at when it was chosen (kb.ranking's
+    # `target_finding`); NO_TARGET when it addressed none of the kernel's findings; None when
+    # not recorded (attempts from before KB schema 4, callers without a profile). The KB learns
+    # each technique's gain per target finding, so what it realized on kernels with one defect
+    # is not expected of kernels without it.
+    target_finding: str | None = None
+
+
+def target_of(attempt: Attempt) -> str:
+    """The target finding the KB files `attempt` under: its own, or UNRECORDED_TARGET."""
+    return UNRECORDED_TARGET if attempt.target_finding is None else attempt.target_finding
 
 
 MAX_NOTE_CHARS = 600  # one note; longer ones are cut with an ellipsis
@@ -171,6 +186,13 @@ class RankedTechnique(msgspec.Struct, kw_only=True):
     gain_if_verified: float = 1.0  # predicted speedup given the candidate verifies
     success_probability: float = 1.0  # predicted chance the candidate compiles and verifies
     explanation: str = ""  # where the number comes from, for hover and prompts
+    # The kernel's finding this technique is aimed at (NO_TARGET: none of them): the learned
+    # outcomes behind the prediction are those of attempts aimed at the same finding.
+    target_finding: str = NO_TARGET
+    # What those learned outcomes are, e.g. "3 attempts on sm_90 on kernels with
+    # uncoalesced_global_access", or "no attempts yet"; with how many attempts on kernels with
+    # other findings were left out.
+    evidence: str = ""
 
 
 class KBSummary(msgspec.Struct, kw_only=True):

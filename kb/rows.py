@@ -13,7 +13,15 @@ import msgspec
 
 from kernelblaster.kb.catalog import BOTTLENECKS
 from kernelblaster.kb.database import Connection
-from kernelblaster.kb.records import Attempt, Change, Note, PriorOverride, State, Technique
+from kernelblaster.kb.records import (
+    Attempt,
+    Change,
+    Note,
+    PriorOverride,
+    State,
+    Technique,
+    target_of,
+)
 from kernelblaster.kb.stats import EntryCounts, fold
 
 MAX_NOTES = 8  # notes per entry that prompts see
@@ -22,12 +30,17 @@ MAX_NOTES_CHARS = 2000  # their total size
 ATTEMPT_FIELDS = [f.name for f in msgspec.structs.fields(Attempt)]
 ATTEMPT_COLUMNS = ", ".join(ATTEMPT_FIELDS)
 _COUNT_FIELDS = [f.name for f in msgspec.structs.fields(EntryCounts)]
+_ENTRY_KEY = ("arch", "state", "technique")
+_FINDING_COUNTS_KEY = (*_ENTRY_KEY, "target_finding")
 _TECHNIQUE_FIELDS = [f.name for f in msgspec.structs.fields(Technique)]
 _TECHNIQUE_JSON = ("requires", "addresses_states", "addresses_findings")
 _ENTRY_SELECT = (
     f"SELECT arch, state, technique, {', '.join(_COUNT_FIELDS)}, prior_speedup, prior_source, "
     "prior_time, updated FROM entries"
 )
+
+
+CountsByTarget = dict[tuple[str, str], EntryCounts]  # (technique, target finding) -> counts
 
 
 class EntryRow(NamedTuple):
@@ -148,36 +161,55 @@ def insert_attempt(conn: Connection, attempt: Attempt) -> bool:
 
 
 def record_in(conn: Connection, attempt: Attempt) -> bool:
-    """Insert the attempt and fold it into its entry; False if the id was already there."""
+    """Insert the attempt and fold it into its entry and into the entry's counts for its target
+    finding; False if the id was already there."""
     if not insert_attempt(conn, attempt):
         return False
     if attempt.after_state:
         ensure_state(conn, attempt.after_state)
     key = (attempt.arch, attempt.before_state, attempt.technique)
     ensure_entry(conn, *key)
-    row = conn.execute(
-        f"SELECT {', '.join(_COUNT_FIELDS)} FROM entries "
-        "WHERE arch = ? AND state = ? AND technique = ?",
-        key,
-    ).fetchone()
-    counts = EntryCounts(*row)
+    counts = _stored_counts(conn, "entries", _ENTRY_KEY, key)
     fold(counts, attempt)
     _write_counts(conn, key, counts)
+    target_key = (*key, target_of(attempt))
+    by_target = _stored_counts(conn, "finding_counts", _FINDING_COUNTS_KEY, target_key)
+    fold(by_target, attempt)
+    _put_finding_counts(conn, target_key, by_target)
     return True
 
 
 def refold_entry(conn: Connection, arch: str, state: str, technique: str) -> None:
-    """Recompute an entry's statistics from all its attempts (after a merge)."""
-    ensure_entry(conn, arch, state, technique)
-    counts = EntryCounts()
+    """Recompute an entry's statistics, in all and per target finding, from all its attempts
+    (after a merge)."""
+    key = (arch, state, technique)
+    ensure_entry(conn, *key)
+    counts, by_target = EntryCounts(), {}
     rows = conn.execute(
         f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE arch = ? AND before_state = ? AND "
         "technique = ? ORDER BY time, id",
-        (arch, state, technique),
+        key,
     )
     for row in rows:
-        fold(counts, attempt_from_row(row))
-    _write_counts(conn, (arch, state, technique), counts)
+        attempt = attempt_from_row(row)
+        fold(counts, attempt)
+        fold(by_target.setdefault(target_of(attempt), EntryCounts()), attempt)
+    _write_counts(conn, key, counts)
+    conn.execute("DELETE FROM finding_counts WHERE arch = ? AND state = ? AND technique = ?", key)
+    for target, target_counts in by_target.items():
+        _put_finding_counts(conn, (*key, target), target_counts)
+
+
+def _stored_counts(
+    conn: Connection, table: str, key_columns: tuple[str, ...], key: tuple[str, ...]
+) -> EntryCounts:
+    """The counts of one row of `table` (entries or finding_counts); zeros when it has none."""
+    row = conn.execute(
+        f"SELECT {', '.join(_COUNT_FIELDS)} FROM {table} WHERE "
+        + " AND ".join(f"{column} = ?" for column in key_columns),
+        key,
+    ).fetchone()
+    return EntryCounts(*row) if row else EntryCounts()
 
 
 def _write_counts(conn: Connection, key: tuple[str, str, str], c: EntryCounts) -> None:
@@ -186,6 +218,16 @@ def _write_counts(conn: Connection, key: tuple[str, str, str], c: EntryCounts) -
         + ", ".join(f"{n} = ?" for n in _COUNT_FIELDS)
         + ", updated = ? WHERE arch = ? AND state = ? AND technique = ?",
         (*msgspec.structs.astuple(c), time.time(), *key),
+    )
+
+
+def _put_finding_counts(conn: Connection, key: tuple[str, str, str, str], c: EntryCounts) -> None:
+    names = [*_FINDING_COUNTS_KEY, *_COUNT_FIELDS, "updated"]
+    conn.execute(
+        f"INSERT INTO finding_counts ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
+        f"ON CONFLICT ({', '.join(_FINDING_COUNTS_KEY)}) DO UPDATE SET "
+        + ", ".join(f"{n} = excluded.{n}" for n in [*_COUNT_FIELDS, "updated"]),
+        (*key, *msgspec.structs.astuple(c), time.time()),
     )
 
 
@@ -200,17 +242,27 @@ def _entry_row(row: Sequence) -> EntryRow:
     return EntryRow(*row[:3], EntryCounts(*row[3 : 3 + n]), *row[3 + n :])
 
 
-def pooled_counts(conn: Connection, state: str, exclude_arch: str) -> dict:
-    """Per technique, the counts of `state` summed over every other architecture (the log
-    mean is the measurement-weighted mean; the pooled variance is not needed and left 0)."""
-    rows = conn.execute(
-        "SELECT technique, sum(attempts), sum(successes), sum(regressions), sum(failures), "
-        "sum(n_measured), coalesce(sum(n_measured * mean_log_speedup) / "
-        "nullif(sum(n_measured), 0), 0.0) FROM entries "
-        "WHERE state = ? AND arch != ? AND attempts > 0 GROUP BY technique",
-        (state, exclude_arch),
+def finding_counts(
+    conn: Connection, state: str, arch: str
+) -> tuple[CountsByTarget, CountsByTarget]:
+    """Per (technique, target finding) of `state`: the counts on `arch`, and those summed over
+    every other architecture (the log mean is the measurement-weighted mean; the summed
+    variance is not needed and left 0). Each query reads rows in its index's order (rank() is
+    hot: no sorting)."""
+    here = conn.execute(
+        f"SELECT technique, target_finding, {', '.join(_COUNT_FIELDS)} FROM finding_counts "
+        "WHERE arch = ? AND state = ? AND attempts > 0",
+        (arch, state),
     )
-    return {r[0]: EntryCounts(*r[1:]) for r in rows}
+    elsewhere = conn.execute(
+        "SELECT technique, target_finding, sum(attempts), sum(successes), sum(regressions), "
+        "sum(failures), sum(n_measured), coalesce(sum(n_measured * mean_log_speedup) / "
+        "nullif(sum(n_measured), 0), 0.0) FROM finding_counts "
+        "WHERE state = ? AND arch != ? AND attempts > 0 GROUP BY technique, target_finding",
+        (state, arch),
+    )
+    here_counts = {(r[0], r[1]): EntryCounts(*r[2:]) for r in here}
+    return here_counts, {(r[0], r[1]): EntryCounts(*r[2:]) for r in elsewhere}
 
 
 # --- notes -----------------------------------------------------------------------------------

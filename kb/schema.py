@@ -25,8 +25,20 @@ class KBError(Exception):
     what is wrong and how to fix it."""
 
 
+# The statistics columns of an (arch, state, technique) entry, in every version that has them
+# (kb.stats.EntryCounts).
+COUNT_COLUMNS = """\
+    attempts INTEGER NOT NULL DEFAULT 0,
+    successes INTEGER NOT NULL DEFAULT 0,
+    regressions INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0,
+    n_measured INTEGER NOT NULL DEFAULT 0,
+    mean_log_speedup REAL NOT NULL DEFAULT 0.0,
+    m2_log_speedup REAL NOT NULL DEFAULT 0.0,
+"""
+
 # Version 1, as released: one free-text note per entry, no error kind on attempts.
-V1_DDL = """
+V1_DDL = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE states (
     id TEXT PRIMARY KEY,
@@ -51,14 +63,7 @@ CREATE TABLE entries (
     arch TEXT NOT NULL,
     state TEXT NOT NULL,
     technique TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    successes INTEGER NOT NULL DEFAULT 0,
-    regressions INTEGER NOT NULL DEFAULT 0,
-    failures INTEGER NOT NULL DEFAULT 0,
-    n_measured INTEGER NOT NULL DEFAULT 0,
-    mean_log_speedup REAL NOT NULL DEFAULT 0.0,
-    m2_log_speedup REAL NOT NULL DEFAULT 0.0,
-    prior_speedup REAL,
+{COUNT_COLUMNS}    prior_speedup REAL,
     prior_source TEXT,
     prior_time REAL,
     notes TEXT NOT NULL DEFAULT '',
@@ -89,7 +94,7 @@ CREATE INDEX attempts_by_time ON attempts (time);
 
 # Version 2: notes get a history table (every note kept, prompts see a bounded recent window)
 # and attempts record what kind of error stopped them.
-V2_DDL = """
+V2_DDL = f"""
 CREATE TABLE notes (
     id TEXT PRIMARY KEY,
     arch TEXT NOT NULL,
@@ -106,14 +111,7 @@ CREATE TABLE entries_v2 (
     arch TEXT NOT NULL,
     state TEXT NOT NULL,
     technique TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    successes INTEGER NOT NULL DEFAULT 0,
-    regressions INTEGER NOT NULL DEFAULT 0,
-    failures INTEGER NOT NULL DEFAULT 0,
-    n_measured INTEGER NOT NULL DEFAULT 0,
-    mean_log_speedup REAL NOT NULL DEFAULT 0.0,
-    m2_log_speedup REAL NOT NULL DEFAULT 0.0,
-    prior_speedup REAL,
+{COUNT_COLUMNS}    prior_speedup REAL,
     prior_source TEXT,
     prior_time REAL,
     updated REAL NOT NULL,
@@ -143,8 +141,30 @@ CREATE TABLE outbox (
 );
 """
 
+# Version 4: kernel-aware learning. Attempts record the kernel's finding their technique was
+# aimed at (`target_finding`, NULL when not recorded), and each entry's statistics are also kept
+# split by it (`finding_counts`), which is what ranking learns from. The attempts recorded so far
+# did not record it: they keep their statistics under '(not recorded)' (records.UNRECORDED_TARGET),
+# copied from their entries (which hold exactly those attempts' counts).
+V4_DDL = f"""
+ALTER TABLE attempts ADD COLUMN target_finding TEXT;
+CREATE TABLE finding_counts (
+    arch TEXT NOT NULL,
+    state TEXT NOT NULL,
+    technique TEXT NOT NULL,
+    target_finding TEXT NOT NULL,
+{COUNT_COLUMNS}    updated REAL NOT NULL,
+    PRIMARY KEY (arch, state, technique, target_finding)
+);
+CREATE INDEX finding_counts_by_state ON finding_counts (state, technique, target_finding);
+INSERT INTO finding_counts
+    SELECT arch, state, technique, '(not recorded)', attempts, successes, regressions, failures,
+           n_measured, mean_log_speedup, m2_log_speedup, updated
+    FROM entries WHERE attempts > 0;
+"""
+
 # MIGRATIONS[i] takes a database from version i to version i + 1.
-MIGRATIONS: list[str] = [V1_DDL, V2_DDL, V3_DDL]
+MIGRATIONS: list[str] = [V1_DDL, V2_DDL, V3_DDL, V4_DDL]
 SCHEMA_VERSION = len(MIGRATIONS)
 OUR_TABLES = frozenset({"meta", "states", "techniques", "entries", "attempts"})
 

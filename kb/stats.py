@@ -8,7 +8,7 @@ import math
 
 import msgspec
 
-from kernelblaster.kb.records import FAILED_OUTCOMES, Attempt
+from kernelblaster.kb.records import FAILED_OUTCOMES, UNRECORDED_TARGET, Attempt
 
 
 class EntryCounts(msgspec.Struct):  # positional too: rows are built from SQL tuples
@@ -62,6 +62,11 @@ def validate_attempt(attempt: Attempt) -> None:
         raise ValueError(
             f"attempt {attempt.id}: outcome {attempt.outcome} can't have a measured speedup "
             "(only verified candidates are timed)"
+        )
+    if attempt.target_finding == UNRECORDED_TARGET:
+        raise ValueError(
+            f"attempt {attempt.id}: target_finding {UNRECORDED_TARGET!r} is reserved; leave it "
+            "null when the kernel's finding is not known"
         )
     if attempt.prompt_tokens < 0 or attempt.completion_tokens < 0:
         raise ValueError(f"attempt {attempt.id}: token counts must not be negative")

@@ -250,12 +250,12 @@ class KnowledgeBase:
             return (
                 self._techniques(conn),
                 {row.technique: row for row in rows.entry_rows(conn, arch=arch, state=state)},
-                rows.pooled_counts(conn, state, exclude_arch=arch),
+                ranking.Learned(*rows.finding_counts(conn, state, arch)),
                 rows.recent_notes(conn, arch, state),
             )
 
-        techniques, here, pooled, notes = self._read(query)
-        return ranking.rank_all(techniques, arch, state, findings, here, pooled, notes)
+        techniques, here, learned, notes = self._read(query)
+        return ranking.rank_all(techniques, arch, state, findings, here, learned, notes)
 
     # --- updates -----------------------------------------------------------------------------
 

@@ -149,6 +149,7 @@ def _kernel_json(
                 "predicted_speedup": r.predicted_speedup,
                 "confidence": r.confidence,
                 "basis": r.basis,
+                "evidence": r.evidence,
             }
             for r in ranked
         ],

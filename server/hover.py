@@ -115,14 +115,6 @@ def _ranking(ranked: list[RankedTechnique], state: PerfState | None) -> list[str
         lines.append(
             f"{position}. **{technique.title}** — predicted "
             f"{formatting.factor(technique.predicted_speedup)} "
-            f"(confidence {technique.confidence:.0%}); "
-            + formatting.track_record(
-                attempts=technique.attempts,
-                successes=technique.successes,
-                regressions=technique.regressions,
-                failures=technique.failures,
-                mean_speedup=technique.mean_speedup,
-                basis=technique.basis,
-            )
+            f"(confidence {technique.confidence:.0%}); " + formatting.track_record(technique)
         )
     return lines

@@ -148,6 +148,10 @@ def test_loop_keeps_only_verified_faster_candidates_and_records_every_attempt(
     )
     assert all(a.prompt_tokens > 0 for a in attempts)
     assert outcome.prompt_tokens >= sum(a.prompt_tokens for a in attempts)
+    # each with the finding of the kernel it started from that its technique was aimed at
+    original = {f.id for f in harness.original_state.findings}
+    assert first.target_finding in original
+    assert {a.target_finding for a in attempts} == {s.target_finding for s in outcome.steps}
     # the best candidate went through compute-sanitizer before being offered
     assert ("verified", {"sanitize": True, "profile": False}) in harness.calls
 
@@ -160,6 +164,10 @@ def test_a_candidate_failing_the_sanitizer_is_not_offered(openai_server, client,
     assert [a.outcome for a in kb.attempts()].count("rejected") == 1
     rejected = next(a for a in kb.attempts() if a.outcome == "rejected")
     assert rejected.error_kind == "sanitizer"
+    # recorded against the original kernel, aimed at the finding its step was aimed at there
+    (step,) = outcome.steps
+    assert rejected.target_finding == step.target_finding
+    assert step.target_finding in {f.id for f in harness.original_state.findings}
 
 
 def test_the_loops_result_is_what_the_server_reads_and_each_step_is_a_kb_row(

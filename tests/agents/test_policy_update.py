@@ -26,6 +26,7 @@ def attempt(
     *,
     kernel: str = "softmax",
     arch: str = ARCH,
+    target_finding: str | None = None,
 ) -> Attempt:
     return Attempt(
         id=uuid.uuid4().hex,
@@ -41,6 +42,7 @@ def attempt(
         outcome=outcome,
         prompt_tokens=1000,
         completion_tokens=500,
+        target_finding=target_finding,
     )
 
 
@@ -71,6 +73,34 @@ def test_evaluation_is_exact_arithmetic(kb, batch):
     assert coalesce.kb_predicted_speedup == kb.entry(ARCH, *COALESCE).predicted_speedup
     assert vector.measured_speedup == pytest.approx(0.9)
     assert vector.log_gap == pytest.approx(math.log(0.9 / 1.3))
+
+
+def test_a_group_aimed_at_different_findings_shows_what_each_kind_of_kernel_measured(
+    openai_server, client, kb
+):
+    """Coalescing paid 19x and 22x on kernels with uncoalesced accesses and nothing on one
+    without: the prompts show it per finding, so a note can say which kernels it pays on
+    instead of a prior for the whole state being drawn from the uncoalesced ones."""
+    state = ("launch.small_grid", "coalesce_global_access")
+    batch = [
+        attempt(state, "success", 2.75, 19.3, target_finding="uncoalesced_global_access"),
+        attempt(state, "success", 2.75, 22.4, target_finding="uncoalesced_global_access"),
+        attempt(state, "regression", 8.0, 0.95, kernel="col_sum", target_finding="small_grid"),
+        attempt(state, "compile_error", 2.0, target_finding="small_grid"),
+    ]
+    for a in batch:
+        kb.record(a)
+    (group,) = evaluate_policy(kb, arch=ARCH, attempts=batch)
+    assert group.measured_by_finding == pytest.approx(
+        {"small_grid": 0.95, "uncoalesced_global_access": math.sqrt(19.3 * 22.4)}
+    )
+    openai_server.push(reply('{"analyses": []}'), reply(proposals()))
+    update_policy(client, kb, arch=ARCH, attempts=batch)
+    gap_request, _ = openai_server.chat_requests
+    assert (
+        "by the finding it was aimed at: on kernels with small_grid 0.95x, on kernels with "
+        "uncoalesced_global_access 20.79x"
+    ) in gap_request.prompt_text
 
 
 def proposals(*updates: dict) -> str:
@@ -155,6 +185,7 @@ def test_valid_proposals_are_written_and_invalid_ones_dropped(openai_server, cli
         "predicted 2.00x, measured 1.34x (gap 0.67x)"
     ) in gap_request.prompt_text
     assert "sm_80" not in gap_request.prompt_text
+    assert "by the finding" not in gap_request.prompt_text  # one kind of kernel: nothing to split
     assert "already L2-resident" in update_request.prompt_text
     assert "not in the batch" not in update_request.prompt_text
     assert [p for p, _ in client.usage_log] == ["perf_gap", "parameter_update"]

@@ -1,16 +1,19 @@
-"""Corrupt, foreign and too-new KBs are refused and left untouched; v1 KBs migrate. The damage
-tests are about SQLite files; foreign tables, newer versions and migration are tested on both
-back ends."""
+"""Corrupt, foreign and too-new KBs are refused and left untouched; v1 and v3 KBs migrate. The
+damage tests are about SQLite files; foreign tables, newer versions and migration are tested on
+both back ends."""
 
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
-from kb_helpers import integrity, make_attempt
+from kb_helpers import integrity, make_attempt, refolded_counts, stored_counts
 
+from kernelblaster.harness.records import Finding
 from kernelblaster.kb import schema
 from kernelblaster.kb.database import open_database
 from kernelblaster.kb.schema import SCHEMA_VERSION, KBError
@@ -163,3 +166,93 @@ def test_v1_kb_migrates_to_the_current_schema(new_location):
     KnowledgeBase.open(fresh).close()
     assert _schema_of(v1) == _schema_of(fresh)
     assert integrity(v1) == "ok"
+
+
+# A KB written by kernelblaster at schema 3 (commit f43ddd5, before kernel-aware learning):
+# 9 attempts (one an infrastructure failure) over 5 entries and 2 architectures, a note and a
+# prior set by the policy update.
+V3_KB = Path(__file__).resolve().parents[1] / "fixtures" / "kb" / "v3-kb.sqlite3"
+
+
+def _v3_copy(new_location) -> Path | str:
+    """The v3 KB: a copy of the file, or on PostgreSQL a database brought to schema 3 by that
+    version's migrations and holding the file's rows."""
+    location = new_location("v3")
+    if not isinstance(location, str):
+        shutil.copyfile(V3_KB, location)
+        return location
+    source = sqlite3.connect(V3_KB)
+    db = open_database(location)
+    db.begin(write=True)
+    for step in schema.MIGRATIONS[:3]:
+        for statement in schema._statements(db.ddl(step)):
+            db.execute(statement)
+    for table in ("meta", "states", "techniques", "entries", "attempts", "notes"):
+        cursor = source.execute(f"SELECT * FROM {table}")
+        columns = [column[0] for column in cursor.description]
+        for row in cursor:
+            db.execute(
+                f"INSERT INTO {table} ({', '.join(columns)}) "
+                f"VALUES ({', '.join('?' * len(columns))})",
+                row,
+            )
+    db.set_schema_version(3)
+    db.commit()
+    db.close()
+    source.close()
+    return location
+
+
+def test_a_v3_kb_migrates_keeping_every_attempt_and_what_it_learned(new_location):
+    with closing(sqlite3.connect(V3_KB)) as source:
+        written = source.execute(
+            "SELECT id, technique, outcome, measured_speedup FROM attempts ORDER BY id"
+        ).fetchall()
+        learned = {
+            tuple(row[:3]): (*row[3:7], None if not row[7] else round(row[8], 9))
+            for row in source.execute(
+                "SELECT arch, state, technique, attempts, successes, regressions, failures, "
+                "n_measured, mean_log_speedup FROM entries WHERE attempts > 0"
+            )
+        }
+    v3 = _v3_copy(new_location)
+
+    with KnowledgeBase.open(v3) as kb:
+        assert kb.summary().schema_version == SCHEMA_VERSION
+        attempts = kb.attempts()
+        assert sorted((a.id, a.technique, a.outcome, a.measured_speedup) for a in attempts) == (
+            written
+        )
+        assert len(written) == 9 and all(a.target_finding is None for a in attempts)
+        assert stored_counts(kb) == learned == refolded_counts(kb)
+        assert kb.entry("sm_90", "memory.dram", "vectorized_loads").prior_speedup == 1.3
+        assert [n.text for n in kb.note_history()] == ["one block per row: coalesced row reads"]
+        # what it learned still ranks: on attempts whose kernels' findings were not recorded
+        uncoalesced = [Finding(id="uncoalesced_global_access", estimated_speedup=87.0)]
+        coalescing = kb.rank("sm_90", "launch.small_grid", uncoalesced)[0]
+        assert coalescing.technique == "coalesce_global_access"
+        assert (coalescing.attempts, coalescing.successes, coalescing.failures) == (4, 3, 1)
+        assert coalescing.evidence == (
+            "4 attempts on sm_90 on kernels whose findings were not recorded"
+        )
+        # a new attempt records its target, and takes over for kernels with that finding
+        kb.record(
+            make_attempt(
+                before_state="launch.small_grid",
+                target_finding="uncoalesced_global_access",
+                measured_speedup=20.0,
+            )
+        )
+        assert kb.attempts()[0].target_finding == "uncoalesced_global_access"
+        coalescing = kb.rank("sm_90", "launch.small_grid", uncoalesced)[0]
+        assert coalescing.attempts == 1 and coalescing.mean_speedup == pytest.approx(20.0)
+        assert coalescing.evidence == (
+            "1 attempt on sm_90 on kernels with uncoalesced_global_access"
+        )
+        entry = kb.entry("sm_90", "launch.small_grid", "coalesce_global_access")
+        assert entry.attempts == 5  # the entry's own record: every attempt, whatever its target
+
+    fresh = new_location("fresh")
+    KnowledgeBase.open(fresh).close()
+    assert _schema_of(v3) == _schema_of(fresh)
+    assert integrity(v3) == "ok"

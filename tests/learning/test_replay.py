@@ -56,6 +56,8 @@ def test_a_step_returns_the_librarys_variant_and_records_its_measured_outcome(re
         "success",
         "latency.barrier",
     )
+    # the naive softmax's uncoalesced accesses: what the KB learns this gain for
+    assert step.target_finding == attempt.target_finding == "uncoalesced_global_access"
 
 
 def test_failures_are_the_tables_and_a_missing_rewrite_spends_the_step(replay_of, kb):

@@ -9,6 +9,7 @@ from pathlib import Path
 from profile_cases import CASES
 
 from kernelblaster.cli import main
+from tests.kb.kb_helpers import make_attempt
 
 FIVE = next(case for case in CASES if case.name == "h100-five")
 NAIVE3 = next(case for case in CASES if case.name == "h200-naive3")
@@ -86,9 +87,10 @@ def test_json_ranks_each_kernel_as_the_hover_does(capsys, fresh_kb):
     assert main(["analyze", str(report_path), "--json"]) == 0
     (kernel,) = json.loads(capsys.readouterr().out)["kernels"]
     ranking = kernel["ranking"]
-    assert all(set(r) == {"technique", "predicted_speedup", "confidence", "basis"} for r in ranking)
+    keys = {"technique", "predicted_speedup", "confidence", "basis", "evidence"}
+    assert all(set(r) == keys for r in ranking)
     assert ranking[0]["technique"] == "coalesce_global_access"
-    assert ranking[0]["basis"] == "ncu_estimate"
+    assert ranking[0]["basis"] == "ncu_estimate" and ranking[0]["evidence"] == "no attempts yet"
 
     report = read_report(report_path)
     state = classify(report.kernels[0], arch=report.arch, device=report.device)
@@ -99,3 +101,20 @@ def test_json_ranks_each_kernel_as_the_hover_does(capsys, fresh_kb):
 
     assert main(["analyze", str(report_path)]) == 0
     assert "1. Coalesce global memory accesses: predicted 2.75x" in capsys.readouterr().out
+
+    # once the KB has learned, each prediction says which attempts it rests on
+    with KnowledgeBase.open(fresh_kb) as kb:
+        for speedup in (18.0, 21.0):
+            kb.record(
+                make_attempt(
+                    arch=state.arch,
+                    before_state=state.state,
+                    measured_speedup=speedup,
+                    target_finding="uncoalesced_global_access",
+                )
+            )
+    assert main(["analyze", str(report_path), "--json"]) == 0
+    (kernel,) = json.loads(capsys.readouterr().out)["kernels"]
+    top = kernel["ranking"][0]
+    assert (top["technique"], top["basis"]) == ("coalesce_global_access", "this_arch")
+    assert top["evidence"] == "2 attempts on sm_90 on kernels with uncoalesced_global_access"

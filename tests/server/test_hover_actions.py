@@ -9,6 +9,8 @@ import uuid
 from lsprotocol import types
 
 from kernelblaster.harness.classify import classify
+from kernelblaster.harness.records import PerfState
+from kernelblaster.kb.ranking import finding_gains, target_finding
 from kernelblaster.kb.records import Attempt
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.server.code_actions import optimize_title
@@ -21,7 +23,13 @@ from tests.server.conftest import (
 )
 
 
-def record_attempts(kb_path, state: str) -> None:
+def tiling_target(kb: KnowledgeBase, state: PerfState) -> str:
+    """The finding of `state` shared-memory tiling is aimed at (what its attempts record)."""
+    tiling = next(t for t in kb.techniques() if t.id == "shared_memory_tiling")
+    return target_finding(tiling, finding_gains(state.findings))
+
+
+def record_attempts(kb_path, state: PerfState) -> None:
     with KnowledgeBase.open(kb_path) as kb:
         for measured, outcome in (
             (4.1, "success"),
@@ -37,11 +45,12 @@ def record_attempts(kb_path, state: str) -> None:
                     kernel="softmax_rowthread",
                     source_hash="a",
                     candidate_hash="b",
-                    before_state=state,
+                    before_state=state.state,
                     technique="shared_memory_tiling",
                     predicted_speedup=3.0,
                     measured_speedup=measured,
                     outcome=outcome,
+                    target_finding=tiling_target(kb, state),
                 )
             )
 
@@ -52,7 +61,7 @@ async def open_softmax(client, workspace, **settings):
     workspace.record("harness", response)
     kernel = response.profile.kernels[0]
     state = classify(kernel, arch=response.profile.arch, device=response.profile.device)
-    record_attempts(workspace.kb_path, state.state)
+    record_attempts(workspace.kb_path, state)
     await start(client, workspace, **settings)
     uri = open_document(client, source)
     await wait_for_states(client, uri)
@@ -80,8 +89,13 @@ async def test_hover_shows_state_times_and_ranked_techniques(client, workspace):
     # the KB's ranking, with its track record for shared-memory tiling
     assert "**Optimizations ranked by the knowledge base for `memory.l1` on sm_90:**" in text
     tiling = next(line for line in text.splitlines() if "Shared-memory tiling" in line)
-    assert "4 attempts: 3 faster, 1 slower, 0 failed, mean" in tiling
-    assert "no attempts in this knowledge base yet (basis: ncu estimate)" in text
+    with KnowledgeBase.open(workspace.kb_path) as kb:
+        target = tiling_target(kb, state)
+    assert target == "stall_long_scoreboard"
+    assert tiling.endswith(
+        f"3 faster, 1 slower, 0 failed, mean 2.80× in 4 attempts on sm_90 on kernels with {target}"
+    )
+    assert "no attempts yet (basis: ncu estimate)" in text
     # inside the body there is no hover (the editor's C++ server owns that)
     body = await client.text_document_hover_async(
         types.HoverParams(
