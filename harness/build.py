@@ -308,17 +308,13 @@ def _cached_nvcc_run(
     cache. Every file it read comes from nvcc's dependency output, unless `known_deps` (a link's
     objects) says. Tool messages without a position are pinned to `user_source`. An input
     with unsaved text is compiled from a copy (`_write_copy`) and keyed as the input."""
-    started_wall = time.time()
     options = _options(spec, arch)
     unsaved = _unsaved_input(spec, inputs)
     texts = {unsaved.path: unsaved.text} if unsaved else {}
     manifest_key = tools.cache.manifest_key([spec.output_kind, arch, *options], inputs, texts)
     hit = tools.cache.lookup(manifest_key, tools.nvcc_version)
     if hit is not None:
-        hit.cached = True
-        hit.seconds = time.perf_counter() - started
-        hit.nvcc_stages_ms = {}
-        return hit
+        return _cache_hit(hit, started)
     if tools.nvcc is None or tools.nvcc_version is None:
         return _failure(
             spec,
@@ -330,6 +326,51 @@ def _cached_nvcc_run(
                 fix=_TOOLKIT_FIX,
             ),
         )
+    with tools.cache.building(manifest_key):
+        # built meanwhile by the process this one waited for
+        hit = tools.cache.lookup(manifest_key, tools.nvcc_version)
+        if hit is not None:
+            return _cache_hit(hit, started)
+        return _compile_and_store(
+            spec,
+            settings,
+            tools,
+            arch,
+            options,
+            inputs,
+            user_source,
+            started,
+            manifest_key=manifest_key,
+            unsaved=unsaved,
+            known_deps=known_deps,
+        )
+
+
+def _cache_hit(hit: BuildResult, started: float) -> BuildResult:
+    hit.cached = True
+    hit.seconds = time.perf_counter() - started
+    hit.nvcc_stages_ms = {}
+    return hit
+
+
+def _compile_and_store(
+    spec: BuildSpec,
+    settings: Settings,
+    tools: _Toolchain,
+    arch: str,
+    options: list[str],
+    inputs: list[str],
+    user_source: str,
+    started: float,
+    *,
+    manifest_key: str,
+    unsaved: _Unsaved | None,
+    known_deps: list[str] | None,
+) -> BuildResult:
+    """nvcc on `inputs` (an unsaved text's copy in its place), its result stored under
+    `manifest_key`, the key of `inputs` as the user knows them."""
+    started_wall = time.time()
+    texts = {unsaved.path: unsaved.text} if unsaved else {}
     with tools.cache.scratch() as scratch:
         compiled_inputs, copy_options = inputs, []
         if unsaved is not None:

@@ -14,6 +14,11 @@ A lookup re-hashes the files the manifest lists, so editing an included header m
 entry is written into a temporary directory and renamed into place, so a build killed half-way
 leaves no entry, and two processes storing the same entry leave one intact.
 
+A build holds `<root>/build-locks/<manifest key>` (flock) from its lookup's miss to its store: a second
+process building the same inputs meanwhile (a save of the text its edit's build-ahead is
+compiling, two rollouts of one candidate) waits for it and then finds the entry, instead of
+running nvcc again. The lock goes with its holder, however it ends.
+
 A build of a source's unsaved text (harness/build.py: BuildSpec.source_text) is keyed and
 stored as the build of that file holding that text: its keys hash the text in place of the
 file's content (`texts`), so saving that text makes the save's build a hit.
@@ -26,6 +31,7 @@ is gone.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -190,6 +196,15 @@ class BuildCache:
         directory = Path(tempfile.mkdtemp(prefix=".uncached-", dir=self.builds))
         shutil.move(artifact, directory / artifact.name)
         return msgspec.structs.replace(result, artifact=str(directory / artifact.name), key="")
+
+    @contextlib.contextmanager
+    def building(self, manifest_key: str) -> Iterator[None]:
+        """Held while these inputs are built and stored; waits while another process holds it."""
+        path = self.builds.parent / "build-locks" / manifest_key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes or its holder dies
+            yield
 
     @contextlib.contextmanager
     def scratch(self) -> Iterator[Path]:
