@@ -14,10 +14,10 @@ A lookup re-hashes the files the manifest lists, so editing an included header m
 entry is written into a temporary directory and renamed into place, so a build killed half-way
 leaves no entry, and two processes storing the same entry leave one intact.
 
-A build holds `<root>/build-locks/<manifest key>` (flock) from its lookup's miss to its store: a second
-process building the same inputs meanwhile (a save of the text its edit's build-ahead is
-compiling, two rollouts of one candidate) waits for it and then finds the entry, instead of
-running nvcc again. The lock goes with its holder, however it ends.
+A build holds `<root>/build-locks/<manifest key>` (flock) from its lookup's miss to its store:
+a second process building the same inputs meanwhile (a save of the text its edit's
+build-ahead is compiling, two rollouts of one candidate) waits for it and then finds the
+entry, instead of running nvcc again. The lock goes with its holder, however it ends.
 
 A build of a source's unsaved text (harness/build.py: BuildSpec.source_text) is keyed and
 stored as the build of that file holding that text: its keys hash the text in place of the
