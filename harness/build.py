@@ -312,7 +312,7 @@ def _cached_nvcc_run(
     unsaved = _unsaved_input(spec, inputs)
     texts = {unsaved.path: unsaved.text} if unsaved else {}
     manifest_key = tools.cache.manifest_key([spec.output_kind, arch, *options], inputs, texts)
-    hit = tools.cache.lookup(manifest_key, tools.nvcc_version)
+    hit = tools.cache.lookup(manifest_key, tools.nvcc_version, texts)
     if hit is not None:
         return _cache_hit(hit, started)
     if tools.nvcc is None or tools.nvcc_version is None:
@@ -328,7 +328,7 @@ def _cached_nvcc_run(
         )
     with tools.cache.building(manifest_key):
         # built meanwhile by the process this one waited for
-        hit = tools.cache.lookup(manifest_key, tools.nvcc_version)
+        hit = tools.cache.lookup(manifest_key, tools.nvcc_version, texts)
         if hit is not None:
             return _cache_hit(hit, started)
         return _compile_and_store(

@@ -132,16 +132,21 @@ class BuildCache:
     def _manifest_path(self, manifest_key: str) -> Path:
         return self.builds / "manifests" / f"{manifest_key}.json"
 
-    def lookup(self, manifest_key: str, nvcc_version: str | None) -> BuildResult | None:
-        """The cached result for these inputs, if every file they read is unchanged. With no
-        nvcc to ask (`nvcc_version` None), the toolkit that built the entry is trusted."""
+    def lookup(
+        self, manifest_key: str, nvcc_version: str | None, texts: Mapping[str, str] = {}
+    ) -> BuildResult | None:
+        """The cached result for these inputs, if every file they read is unchanged (a file
+        `texts` gives an unsaved text of: that text). With no nvcc to ask (`nvcc_version`
+        None), the toolkit that built the entry is trusted."""
         try:
             manifest = msgspec.json.decode(
                 self._manifest_path(manifest_key).read_bytes(), type=Manifest
             )
         except (OSError, msgspec.DecodeError):
             return None
-        key = self._entry_key(manifest_key, nvcc_version or manifest.nvcc_version, manifest.deps)
+        key = self._entry_key(
+            manifest_key, nvcc_version or manifest.nvcc_version, manifest.deps, texts
+        )
         if key is None:
             return None
         try:
