@@ -9,8 +9,10 @@ the text being built lets it run: the save's own build waits for it on the build
 reference meanwhile; a save of other text, or one that comes while the build still waits out
 the pause, cancels it (the save builds its text itself).
 
-The builds run in fresh workers, not the prewarmed spares of the save pipeline: a spare imports
-torch and holds a CUDA context, and the save must find its spare waiting."""
+The builds run in workers of their own, not the prewarmed spares of the save pipeline (a spare
+imports torch and holds a CUDA context, and the save must find its spare waiting): one is
+started beside each build for the next, with Python and the build's modules loaded (~0.2-0.4 s
+that would otherwise come on top of the pause)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.harness.worker_client import run_harness
+from kernelblaster.harness.worker_client import SpareWorkers, run_harness
 from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.server.documents import text_hash
 from kernelblaster.settings import Settings
@@ -44,6 +46,7 @@ class AheadBuilds:
     def __init__(self, *, pause_s: float = PAUSE_S) -> None:
         self.pause_s = pause_s
         self._builds: dict[Path, _AheadBuild] = {}
+        self._spares = SpareWorkers(prewarm=False)
 
     def start(self, path: Path, text: str, settings: Settings) -> None:
         """Build `text` as `path` once the pause is over, cancelling the build of older text."""
@@ -73,6 +76,7 @@ class AheadBuilds:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self._spares.close()
 
     async def _build(
         self, path: Path, text: str, settings: Settings, ahead: _AheadBuild
@@ -86,7 +90,7 @@ class AheadBuilds:
                 settings=msgspec.to_builtins(settings),
                 unsaved_text=text,
             )
-            response = await run_harness(request, settings, cwd=path.parent)
+            response = await run_harness(request, settings, spares=self._spares)
         except asyncio.CancelledError:
             log.info("build ahead of %s cancelled", path.name)
             raise
