@@ -22,18 +22,9 @@ from kernelblaster.settings import Settings
 
 SM90 = Settings(arch="sm_90")
 
-HEADER = "#pragma once\n__device__ inline float scaled(float v) { return FACTOR * v; }\n"
-KERNEL = """#include <cuda_runtime.h>
-#define FACTOR 2.0f
-#include "scale.cuh"
-
-__global__ void scale(float* x, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] = scaled(x[i]);
-}
-
-extern "C" void launch(float* x, int n) { scale<<<(n + 255) / 256, 256>>>(x, n); }
-"""
+SCALE = Path(__file__).resolve().parents[1] / "fixtures" / "cuda" / "scale_with_header"
+HEADER = (SCALE / "scale.cuh").read_text()  # scaled(v): FACTOR * v
+KERNEL = (SCALE / "scale.cu").read_text()  # FACTOR defined, then scale.cuh included
 EDITED = KERNEL.replace("#define FACTOR 2.0f", "#define FACTOR 3.0f")
 
 
