@@ -14,9 +14,10 @@ rebuilt after a one-line edit, the case that is bounded by compiling torch's hea
 
 Through the real language server (`kernelblaster serve` over stdio, a pytest-lsp client, the
 real worker), for the plain-CUDA single-kernel examples: open → first timing / state
-diagnostic (cold: empty cache), then `--saves` one-line edits, each saved, timing save → the
-`timing` diagnostic (verified timing, published before the profile) and save → the `state`
-diagnostic of the new text, separately."""
+diagnostic (cold: empty cache), then `--saves` one-line edits saved 0.5 s after the edit (the
+server has built the edit ahead meanwhile) and `--saves` saved right after it, timing save →
+the `timing` diagnostic (verified timing, published before the profile) and save → the
+`state` diagnostic of the new text, separately, and whether the save's build was a cache hit."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from lsprotocol import types
 
 from kernelblaster.harness.worker_client import SpareWorkers, run_harness, run_harness_sync
 from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
+from kernelblaster.server.cache import FileResult
 from kernelblaster.server.documents import path_to_uri
 from kernelblaster.settings import Settings
 
@@ -65,6 +67,10 @@ PHASES = {
     "baselines": "PyTorch eager and torch.compile timed (cached per reference and GPU)",
 }
 EARLIER = "(profile of an earlier version of this file)"
+# A user's pause between the last keystroke and the save; the server builds an edit ahead of
+# its save once typing has paused 0.4 s (server/build_ahead.py). Saves right after the edit
+# (no pause) are measured too.
+PAUSE_BEFORE_SAVE_S = 0.5
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DEFAULT = ["relu", "row_sum", "softmax", "matmul", "bias_gelu_scale", "saxpy_program"]
@@ -182,43 +188,75 @@ async def through_server(source: Path, cache_dir: Path, saves: int) -> dict:
             "timing_s": await _first_seen(client, uri, "timing", began),
             "state_s": await _first_seen(client, uri, "state", began),
         }
-        runs = []
-        for version in range(2, saves + 2):
+        made: list[dict] = []  # in order: after a pause, right after the edit, ...
+        for version in range(2, 2 * saves + 2):
             await _job_ended(running, uri)
+            if made:  # its result is saved now that its run has ended
+                made[-1]["build_cached"] = _saved_build_cached(cache_dir, source)
+            pause = PAUSE_BEFORE_SAVE_S if version % 2 == 0 else 0.0
             text = f"// edit {version}\n" + text  # one line more: the kernels move down
-            source.write_text(text)
-            client.diagnostics.pop(uri, None)
-            client.text_document_did_change(
-                types.DidChangeTextDocumentParams(
-                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                    content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
-                )
-            )
-            await asyncio.sleep(0.5)  # the edit settles before the save, as a user's would
-            client.diagnostics.pop(uri, None)
-            began = time.perf_counter()
-            client.text_document_did_save(
-                types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
-            )
-            runs.append(
-                {
-                    "save_to_timing_s": await _first_seen(client, uri, "timing", began),
-                    "save_to_state_s": await _first_seen(client, uri, "state", began),
-                }
-            )
+            made.append(await _edit_and_save(client, uri, source, text, version, pause))
+        await _job_ended(running, uri)
+        made[-1]["build_cached"] = _saved_build_cached(cache_dir, source)
     finally:
         await client.shutdown_session()
         await client.stop()
 
-    def p50(key: str) -> float:
-        return statistics.median(run[key] for run in runs)
+    runs = {
+        pause: [run for run in made if run["pause_s"] == pause]
+        for pause in (0.0, PAUSE_BEFORE_SAVE_S)
+    }
+
+    def p50(pause: float, key: str) -> float:
+        return statistics.median(run[key] for run in runs[pause])
 
     return {
         "open_cold": opened,
-        "saves": runs,
-        "save_to_timing_p50_s": p50("save_to_timing_s"),
-        "save_to_state_p50_s": p50("save_to_state_s"),
+        "pause_before_save_s": PAUSE_BEFORE_SAVE_S,
+        "saves": runs[PAUSE_BEFORE_SAVE_S],
+        "save_to_timing_p50_s": p50(PAUSE_BEFORE_SAVE_S, "save_to_timing_s"),
+        "save_to_state_p50_s": p50(PAUSE_BEFORE_SAVE_S, "save_to_state_s"),
+        "saves_right_after_the_edit": runs[0.0],
+        "save_right_after_the_edit_to_timing_p50_s": p50(0.0, "save_to_timing_s"),
+        "save_right_after_the_edit_to_state_p50_s": p50(0.0, "save_to_state_s"),
     }
+
+
+async def _edit_and_save(
+    client, uri: str, source: Path, text: str, version: int, pause: float
+) -> dict:
+    """The user types `text` (didChange: the server builds it ahead once typing pauses, the
+    `buildOnChange` setting), waits `pause` seconds, and saves: seconds from the save to the
+    `timing` and `state` diagnostics of the new text."""
+    source.write_text(text)
+    client.diagnostics.pop(uri, None)
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
+    await asyncio.sleep(pause)
+    client.diagnostics.pop(uri, None)
+    began = time.perf_counter()
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    return {
+        "pause_s": pause,
+        "save_to_timing_s": await _first_seen(client, uri, "timing", began),
+        "save_to_state_s": await _first_seen(client, uri, "state", began),
+    }
+
+
+def _saved_build_cached(cache_dir: Path, source: Path) -> bool | None:
+    """Whether the build of the server's last result of `source` (saved under `cache_dir`
+    once its run ended) was a cache hit: the edit's build ahead of the save had made it."""
+    for path in cache_dir.glob(f"{source.name}-*.json"):
+        result = msgspec.json.decode(path.read_bytes(), type=FileResult)
+        if result.source == str(source) and result.response.build is not None:
+            return result.response.build.cached
+    return None
 
 
 def _measure_server(scratch: Path, name: str, saves: int) -> dict:

@@ -7,6 +7,15 @@ tools it starts are killed together on timeout (harness/processes.py). nvcc keep
 intermediate files in a scratch directory: the PTX there gives each kernel's
 `__launch_bounds__` and definition line.
 
+A source's unsaved text (`BuildSpec.source_text`, the editor's buffer before a save) is built
+as that file: nvcc compiles a copy in a scratch directory that starts with `#line 1 "<file>"`,
+so diagnostics, `__FILE__` and the line table (-lineinfo, which ncu's source view reads) name
+the file and its lines, and `#include "..."` searches the file's directory right after the
+copy's own (which holds nothing else), as it would for the file. The result is cached under the
+file's key with the text as its content (harness/build_cache.py), so saving that text is a hit.
+The artifact differs from the saved file's build only in nvcc's record of its input path in the
+fatbinary (`--orig_src_path_name`), which nothing reads back.
+
 One source is built by one nvcc command. Several (a torch extension's kernels and its
 bindings) are built in parts: each source to an object, then one link, every step cached on its
 own, so an edit recompiles only the source it touched (each step has the build timeout).
@@ -19,11 +28,10 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import msgspec
 
@@ -70,6 +78,34 @@ class BuildSpec(msgspec.Struct, kw_only=True):
     libraries: list[str] = []
     flags: list[str] = []  # extra nvcc flags (target's + settings.nvcc_flags, merged by caller)
     defines: dict[str, str] = {}
+    # The unsaved text of `source`, built as if `source` held it (an edit not saved yet); None
+    # builds the file as it is.
+    source_text: str | None = None
+
+
+class _Unsaved(NamedTuple):
+    """The unsaved text of one input, and the copy nvcc compiles in its place."""
+
+    path: str  # the input as the user knows it (resolved)
+    text: str
+
+
+def _unsaved_input(spec: BuildSpec, inputs: list[str]) -> _Unsaved | None:
+    if spec.source_text is None:
+        return None
+    source = str(Path(spec.source).resolve())
+    return _Unsaved(source, spec.source_text) if source in inputs else None
+
+
+def _write_copy(unsaved: _Unsaved, scratch: Path) -> Path:
+    """The text in a directory of its own under `scratch`, with the file's name, its first
+    line saying which file and line it is (escaped as a C string literal)."""
+    directory = scratch / "source"
+    directory.mkdir()
+    copy = directory / Path(unsaved.path).name
+    quoted = unsaved.path.replace("\\", "\\\\").replace('"', '\\"')
+    copy.write_text(f'#line 1 "{quoted}"\n{unsaved.text}', encoding="utf-8")
+    return copy
 
 
 def _user_sets(flags: list[str], *prefixes: str) -> bool:
@@ -202,7 +238,13 @@ def _build_in_parts(
     resources: list[KernelResources] = []
     stages: dict[str, float] = {}
     for source in sources:
-        part = msgspec.structs.replace(spec, source=source, extra_sources=[], output_kind="object")
+        part = msgspec.structs.replace(
+            spec,
+            source=source,
+            extra_sources=[],
+            output_kind="object",
+            source_text=spec.source_text if source == sources[0] else None,
+        )
         compiled = _cached_nvcc_run(
             part, settings, tools, arch, [source], source, time.perf_counter()
         )
@@ -264,16 +306,15 @@ def _cached_nvcc_run(
 ) -> BuildResult:
     """One nvcc command, compiling or linking `inputs` into `spec.output_kind`, through the
     cache. Every file it read comes from nvcc's dependency output, unless `known_deps` (a link's
-    objects) says. Tool messages without a position are pinned to `user_source`."""
-    started_wall = time.time()
+    objects) says. Tool messages without a position are pinned to `user_source`. An input
+    with unsaved text is compiled from a copy (`_write_copy`) and keyed as the input."""
     options = _options(spec, arch)
-    manifest_key = tools.cache.manifest_key([spec.output_kind, arch, *options], inputs)
-    hit = tools.cache.lookup(manifest_key, tools.nvcc_version)
+    unsaved = _unsaved_input(spec, inputs)
+    texts = {unsaved.path: unsaved.text} if unsaved else {}
+    manifest_key = tools.cache.manifest_key([spec.output_kind, arch, *options], inputs, texts)
+    hit = tools.cache.lookup(manifest_key, tools.nvcc_version, texts)
     if hit is not None:
-        hit.cached = True
-        hit.seconds = time.perf_counter() - started
-        hit.nvcc_stages_ms = {}
-        return hit
+        return _cache_hit(hit, started)
     if tools.nvcc is None or tools.nvcc_version is None:
         return _failure(
             spec,
@@ -285,21 +326,84 @@ def _cached_nvcc_run(
                 fix=_TOOLKIT_FIX,
             ),
         )
-    with tempfile.TemporaryDirectory(prefix="kernelblaster-build-") as scratch:
+    with tools.cache.building(manifest_key):
+        # built meanwhile by the process this one waited for
+        hit = tools.cache.lookup(manifest_key, tools.nvcc_version, texts)
+        if hit is not None:
+            return _cache_hit(hit, started)
+        return _compile_and_store(
+            spec,
+            settings,
+            tools,
+            arch,
+            options,
+            inputs,
+            user_source,
+            started,
+            manifest_key=manifest_key,
+            unsaved=unsaved,
+            known_deps=known_deps,
+        )
+
+
+def _cache_hit(hit: BuildResult, started: float) -> BuildResult:
+    hit.cached = True
+    hit.seconds = time.perf_counter() - started
+    hit.nvcc_stages_ms = {}
+    return hit
+
+
+def _compile_and_store(
+    spec: BuildSpec,
+    settings: Settings,
+    tools: _Toolchain,
+    arch: str,
+    options: list[str],
+    inputs: list[str],
+    user_source: str,
+    started: float,
+    *,
+    manifest_key: str,
+    unsaved: _Unsaved | None,
+    known_deps: list[str] | None,
+) -> BuildResult:
+    """nvcc on `inputs` (an unsaved text's copy in its place), its result stored under
+    `manifest_key`, the key of `inputs` as the user knows them."""
+    started_wall = time.time()
+    texts = {unsaved.path: unsaved.text} if unsaved else {}
+    with tools.cache.scratch() as scratch:
+        compiled_inputs, copy_options = inputs, []
+        if unsaved is not None:
+            copy = str(_write_copy(unsaved, scratch))
+            compiled_inputs = [copy if path == unsaved.path else path for path in inputs]
+            # first among quoted-include directories, as the file's own directory would be
+            copy_options = ["-Xcompiler", "-iquote", "-Xcompiler", str(Path(unsaved.path).parent)]
         result = _compile(
-            spec, settings, tools.nvcc, arch, options, inputs, user_source, Path(scratch), started
+            spec,
+            settings,
+            tools.nvcc,
+            arch,
+            [*copy_options, *options],
+            compiled_inputs,
+            user_source,
+            scratch,
+            started,
         )
         if not result.ok or result.artifact is None:
             return result
         deps = known_deps
         if deps is None:
-            deps = _dependencies(inputs, Path(scratch), Path(spec.source).parent)
-        if deps is None or _changed_since(deps, started_wall):
+            deps = _dependencies(compiled_inputs, scratch, Path(spec.source).parent)
+        if deps is not None and unsaved is not None:
+            deps = sorted({unsaved.path if dep == copy else dep for dep in deps})
+        # the file of an unsaved text was not read: saving it meanwhile changes nothing built
+        read = [dep for dep in deps or [] if dep not in texts]
+        if deps is None or _changed_since(read, started_wall):
             # unknown inputs, or one changed while nvcc read it: usable now, never looked up
             stored = tools.cache.keep_uncached(Path(result.artifact), result)
         else:
             stored = tools.cache.store(
-                manifest_key, tools.nvcc_version, deps, Path(result.artifact), result
+                manifest_key, tools.nvcc_version, deps, Path(result.artifact), result, texts
             )
         stored.seconds = time.perf_counter() - started
         return stored

@@ -13,17 +13,32 @@ Layout under `<root>/builds/`:
 A lookup re-hashes the files the manifest lists, so editing an included header misses. An
 entry is written into a temporary directory and renamed into place, so a build killed half-way
 leaves no entry, and two processes storing the same entry leave one intact.
+
+A build holds `<root>/build-locks/<manifest key>` (flock) from its lookup's miss to its store:
+a second process building the same inputs meanwhile (a save of the text its edit's
+build-ahead is compiling, two rollouts of one candidate) waits for it and then finds the
+entry, instead of running nvcc again. The lock goes with its holder, however it ends.
+
+A build of a source's unsaved text (harness/build.py: BuildSpec.source_text) is keyed and
+stored as the build of that file holding that text: its keys hash the text in place of the
+file's content (`texts`), so saving that text makes the save's build a hit.
+
+nvcc's scratch directories live under `<root>/build-scratch/<pid>-*`: a worker killed mid-build
+(a newer edit, a cancel) cannot remove its own, so the next build removes those whose process
+is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import msgspec
@@ -61,28 +76,54 @@ def _file_digest(path: str) -> str | None:
         return None
 
 
+def _content_digest(path: str, texts: Mapping[str, str]) -> str | None:
+    """The digest of `path`'s content: `texts[path]` when given (an unsaved edit, hashed as the
+    file that holds it once saved), else the file's."""
+    if path in texts:
+        return hashlib.sha256(texts[path].encode("utf-8")).hexdigest()
+    return _file_digest(path)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process of that number: not ours to judge
+    return True
+
+
 class BuildCache:
     def __init__(self, root: Path):
         self.builds = root / "builds"
 
-    def manifest_key(self, options: list[str], sources: list[str]) -> str:
-        """Hash of the options and the sources (path and content); ValueError if a source can't
-        be read."""
+    def manifest_key(
+        self, options: list[str], sources: list[str], texts: Mapping[str, str] = {}
+    ) -> str:
+        """Hash of the options and the sources (path and content, or the text `texts` gives
+        for that path); ValueError if a source can't be read."""
         digest = hashlib.sha256(_FORMAT.encode())
         for option in options:
             digest.update(b"\0option\0" + option.encode())
         for source in sources:
-            content = _file_digest(source)
+            content = _content_digest(source, texts)
             if content is None:
                 raise ValueError(f"cannot read {source}")
             digest.update(f"\0source\0{source}\0{content}".encode())
         return digest.hexdigest()
 
-    def _entry_key(self, manifest_key: str, nvcc_version: str, deps: list[str]) -> str | None:
+    def _entry_key(
+        self,
+        manifest_key: str,
+        nvcc_version: str,
+        deps: list[str],
+        texts: Mapping[str, str] = {},
+    ) -> str | None:
         """None when one of the dependencies is gone."""
         digest = hashlib.sha256(f"{manifest_key}\0{nvcc_version}".encode())
         for dep in sorted(set(deps)):
-            content = _file_digest(dep)
+            content = _content_digest(dep, texts)
             if content is None:
                 return None
             digest.update(f"\0dep\0{dep}\0{content}".encode())
@@ -91,16 +132,21 @@ class BuildCache:
     def _manifest_path(self, manifest_key: str) -> Path:
         return self.builds / "manifests" / f"{manifest_key}.json"
 
-    def lookup(self, manifest_key: str, nvcc_version: str | None) -> BuildResult | None:
-        """The cached result for these inputs, if every file they read is unchanged. With no
-        nvcc to ask (`nvcc_version` None), the toolkit that built the entry is trusted."""
+    def lookup(
+        self, manifest_key: str, nvcc_version: str | None, texts: Mapping[str, str] = {}
+    ) -> BuildResult | None:
+        """The cached result for these inputs, if every file they read is unchanged (a file
+        `texts` gives an unsaved text of: that text). With no nvcc to ask (`nvcc_version`
+        None), the toolkit that built the entry is trusted."""
         try:
             manifest = msgspec.json.decode(
                 self._manifest_path(manifest_key).read_bytes(), type=Manifest
             )
         except (OSError, msgspec.DecodeError):
             return None
-        key = self._entry_key(manifest_key, nvcc_version or manifest.nvcc_version, manifest.deps)
+        key = self._entry_key(
+            manifest_key, nvcc_version or manifest.nvcc_version, manifest.deps, texts
+        )
         if key is None:
             return None
         try:
@@ -120,11 +166,13 @@ class BuildCache:
         deps: list[str],
         artifact: Path,
         result: BuildResult,
+        texts: Mapping[str, str] = {},
     ) -> BuildResult:
         """Move `artifact` into a new entry and record `result` (with its final artifact path
         and key); returns that result. If an identical entry appeared meanwhile, it is kept and
-        its result returned. Unreadable deps leave the cache untouched."""
-        key = self._entry_key(manifest_key, nvcc_version, deps)
+        its result returned. Unreadable deps leave the cache untouched. `texts`: the unsaved
+        text of a dep, hashed in place of its file's content."""
+        key = self._entry_key(manifest_key, nvcc_version, deps, texts)
         if key is None:
             return result
         final = self.builds / key
@@ -153,6 +201,34 @@ class BuildCache:
         directory = Path(tempfile.mkdtemp(prefix=".uncached-", dir=self.builds))
         shutil.move(artifact, directory / artifact.name)
         return msgspec.structs.replace(result, artifact=str(directory / artifact.name), key="")
+
+    @contextlib.contextmanager
+    def building(self, manifest_key: str) -> Iterator[None]:
+        """Held while these inputs are built and stored; waits while another process holds it."""
+        path = self.builds.parent / "build-locks" / manifest_key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes or its holder dies
+            yield
+
+    @contextlib.contextmanager
+    def scratch(self) -> Iterator[Path]:
+        """A new directory for one nvcc run's intermediate files, removed after it; those of
+        killed runs are removed here."""
+        root = self.builds.parent / "build-scratch"
+        root.mkdir(parents=True, exist_ok=True)
+        cutoff = time.time() - _ABANDONED_AFTER_S  # also when its number went to another process
+        for directory in root.iterdir():
+            owner, _, _ = directory.name.partition("-")
+            with contextlib.suppress(OSError):
+                gone = owner.isdigit() and not _process_alive(int(owner))
+                if gone or directory.stat().st_mtime < cutoff:
+                    shutil.rmtree(directory, ignore_errors=True)
+        directory = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))
+        try:
+            yield directory
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
 
     def _remove_abandoned(self) -> None:
         """Staging directories of stores killed before their rename, and old uncached builds."""

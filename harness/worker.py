@@ -92,7 +92,7 @@ def _target_for(
     return stand_in, resolved
 
 
-def _build(target: Target, settings: Settings) -> BuildResult:
+def _build(target: Target, settings: Settings, unsaved_text: str | None = None) -> BuildResult:
     if target.kind == "kernelbench":
         return build_kernelbench(target, settings)
     try:
@@ -101,7 +101,33 @@ def _build(target: Target, settings: Settings) -> BuildResult:
         return BuildResult(
             ok=False, source=target.source, arch=settings.arch or "", error=exc.error
         )
-    return build(spec, settings)
+    return build(msgspec.structs.replace(spec, source_text=unsaved_text), settings)
+
+
+def _unbuildable_ahead(request: WorkerRequest, target: Target) -> HarnessError | None:
+    """Why `unsaved_text` can't be built ahead of its save, or None."""
+    if request.task != "build":
+        return HarnessError(
+            kind="bad_target",
+            message=f"unsaved_text is built only (task 'build'), not {request.task!r}: what is "
+            "verified and timed is the saved file",
+            fix="Send the saved file's path without unsaved_text, or task 'build'.",
+        )
+    if request.source_text is not None:
+        return HarnessError(
+            kind="bad_target",
+            message="a request gives either a candidate's source_text or the file's "
+            "unsaved_text, not both",
+            fix="Send one of them.",
+        )
+    if target.kind == "kernelbench":
+        return HarnessError(
+            kind="bad_target",
+            message="a KernelBench solution is built by importing it (load_inline), which "
+            "can't be done for text that is not saved",
+            fix="Save the file: its build runs then.",
+        )
+    return None
 
 
 def _build_and_prepare(
@@ -148,6 +174,12 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     target, target_error = _target_for(request, settings)
     if target is None:
         return WorkerResponse(error=target_error)
+    if request.unsaved_text is not None:
+        if (refused := _unbuildable_ahead(request, target)) is not None:
+            return WorkerResponse(error=refused)
+        progress("build", f"building {Path(target.source).name} as edited, before its save")
+        built = _build(target, settings, request.unsaved_text)
+        return WorkerResponse(build=built, error=built.error or target_error)
     integrity = None
     if target.kind == "kernelbench" and request.task != "build":
         # A solution's code first runs when its build imports it: whatever it patches from

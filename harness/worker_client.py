@@ -81,11 +81,15 @@ class SpareWorkers:
     seconds before its first useful instruction (Python start-up, importing torch, creating the
     CUDA context); with KERNELBLASTER_PREWARM=<gpu index> set it does all that while it waits,
     on the GPU the job will use, so the next request skips it. A spare that died meanwhile is
-    replaced, never used. Used from one event loop (its processes belong to that loop)."""
+    replaced, never used. Used from one event loop (its processes belong to that loop).
 
-    def __init__(self) -> None:
+    With `prewarm=False` a spare only starts Python and imports the worker's torch-free
+    modules: for builds, which must not wait for torch (the server's builds ahead of a save)."""
+
+    def __init__(self, *, prewarm: bool = True) -> None:
         self._spares: dict[tuple[int, tuple[str, ...]], asyncio.subprocess.Process] = {}
         self._closed = False
+        self._prewarm = prewarm
 
     async def take(self, command: list[str], gpu_index: int = 0) -> asyncio.subprocess.Process:
         """The spare for `command` on `gpu_index` (a new worker if none is alive). Its
@@ -118,7 +122,8 @@ class SpareWorkers:
         return spare is not None and spare.returncode is None
 
     async def _start(self, command: list[str], gpu_index: int) -> asyncio.subprocess.Process:
-        return await _spawn(command, None, {"KERNELBLASTER_PREWARM": str(gpu_index)})
+        prewarm = {"KERNELBLASTER_PREWARM": str(gpu_index)} if self._prewarm else None
+        return await _spawn(command, None, prewarm)
 
     async def close(self) -> None:
         self._closed = True

@@ -38,6 +38,9 @@ class WorkerRequest(msgspec.Struct, kw_only=True):
     reference: str | None = None  # overrides the reference found beside the source
     sanitize: bool = False  # also run compute-sanitizer (memcheck; racecheck with shared memory)
     source_text: str | None = None  # check this text instead of the file's (candidates)
+    # task "build" only: build this text as if `source` held it (the editor's unsaved buffer,
+    # built ahead of its save so that the save's build is a cache hit; harness/build.py)
+    unsaved_text: str | None = None
 
 
 class WorkerProgress(msgspec.Struct, kw_only=True, tag="progress"):

@@ -51,6 +51,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     nvcc: str = "nvcc"
     nvcc_flags: list[str] = []
     arch: str | None = None  # e.g. "sm_90"; detected from the GPU when unset
+    # The server builds an open source's unsaved text when typing pauses, so that saving that
+    # text finds its build in the cache (server/build_ahead.py).
+    build_on_change: bool = True
     # profiling
     ncu_path: str = "ncu"
     ncu_depth: Literal["quick", "full"] = "quick"

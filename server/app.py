@@ -81,6 +81,7 @@ async def initialized(ls: KernelBlasterServer, params: types.InitializedParams) 
 
 @server.feature(types.SHUTDOWN)
 async def shutdown(ls: KernelBlasterServer, params: None) -> None:
+    await ls.ahead.close()
     await ls.jobs.close()
     await ls.spare_workers.close()
     if ls.watcher is not None:
@@ -122,6 +123,21 @@ async def did_open(ls: KernelBlasterServer, params: types.DidOpenTextDocumentPar
         pipeline.schedule(ls, path, debounce=False)
 
 
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: KernelBlasterServer, params: types.DidChangeTextDocumentParams) -> None:
+    """Build the unsaved text ahead of its save (build_ahead.py); pygls has already applied
+    the change to the document."""
+    document, path = _document(ls, params.text_document.uri)
+    if document is None or is_header(path) or not ls.documents.is_open(path):
+        return
+    if not (ls.trust.trusted and ls.ready.is_set() and ls.settings.build_on_change):
+        return
+    if ls.documents.changed_since_read(path, document.source):
+        ls.ahead.start(path, document.source, ls.settings)
+    else:  # back to the text the last run built (an undo)
+        ls.ahead.cancel(path)
+
+
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: KernelBlasterServer, params: types.DidSaveTextDocumentParams) -> None:
     document, path = _document(ls, params.text_document.uri)
@@ -137,6 +153,7 @@ def did_close(ls: KernelBlasterServer, params: types.DidCloseTextDocumentParams)
     if path is None or not ls.documents.close(path):
         return
     ls.jobs.cancel(str(path))
+    ls.ahead.cancel(path)
     ls.knowledge.forget(path)
     ls.text_document_publish_diagnostics(
         types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])

@@ -13,6 +13,8 @@ Feature map (state owner → who reads it):
 - `cache` (ResultCache): each file's last worker result → hover, diagnostics, ranking.
 - `jobs` (JobManager): one debounced, cancellable job per file and the GPU's slots → the save
   pipeline, optimize, writing a kernel.
+- `ahead` (AheadBuilds): each open file's build of its unsaved text, started when typing pauses
+  → the save pipeline lets the one of the saved text finish and cancels any other.
 - `writing_kernels`: the references whose first kernel the LLM is writing → write_kernel.py
   refuses a second run for the same file.
 The save pipeline (pipeline.py), optimize (optimize.py) and writing a kernel (write_kernel.py)
@@ -28,6 +30,7 @@ from pygls.lsp.server import LanguageServer
 
 from kernelblaster import __version__
 from kernelblaster.harness.worker_client import SpareWorkers
+from kernelblaster.server.build_ahead import AheadBuilds
 from kernelblaster.server.cache import ResultCache
 from kernelblaster.server.candidates import KeptCandidates
 from kernelblaster.server.configuration import InitOptions
@@ -52,6 +55,7 @@ class KernelBlasterServer(LanguageServer):
         self.settings = Settings()
         self.ready = asyncio.Event()  # set once the first settings are loaded
         self.jobs = JobManager()
+        self.ahead = AheadBuilds()
         self.cancels = CancelRegistry()
         self.cache = ResultCache()
         self.documents = OpenDocuments()

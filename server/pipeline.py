@@ -56,6 +56,7 @@ async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
             return
         ls.documents.record_read(path, text)
         hashed = text_hash(text)
+        ls.ahead.before_save(path, hashed)
         async with ls.jobs.gpu():
             response = await _profile(ls, path, hashed, depth, reporter)
         result = new_result(path, hashed, response, earlier=ls.cache.get(path))

@@ -4,7 +4,7 @@
 
 export const SECTION = 'kernelblaster';
 
-type SettingKind = 'string' | 'nullableString' | 'envVarName' | 'positiveNumber' | 'enum' | 'integer';
+type SettingKind = 'string' | 'nullableString' | 'envVarName' | 'positiveNumber' | 'enum' | 'integer' | 'boolean';
 
 export interface ServerSettingSpec {
   readonly key: string;
@@ -25,6 +25,7 @@ export const SERVER_SETTINGS: readonly ServerSettingSpec[] = [
   { key: 'ncuDepth', kind: 'enum', values: ['quick', 'full'] },
   { key: 'nvcc', kind: 'string' },
   { key: 'arch', kind: 'nullableString' },
+  { key: 'buildOnChange', kind: 'boolean' },
   { key: 'rollouts', kind: 'integer', minimum: 1 },
   { key: 'depth', kind: 'integer', minimum: 1 },
   { key: 'topK', kind: 'integer', minimum: 1 },
@@ -55,7 +56,7 @@ export interface ConfigurationReader {
     | undefined;
 }
 
-export type ServerSettings = Record<string, string | number>;
+export type ServerSettings = Record<string, string | number | boolean>;
 
 export interface SettingsMapping {
   readonly settings: ServerSettings;
@@ -82,7 +83,7 @@ export function serverSettings(config: ConfigurationReader): SettingsMapping {
     }
     const problem = validate(spec, value);
     if (problem === undefined) {
-      settings[spec.key] = value as string | number;
+      settings[spec.key] = value as string | number | boolean;
     } else {
       problems.push(`${SECTION}.${spec.key} ${problem}; it was not sent to the server.`);
     }
@@ -126,6 +127,8 @@ function validate(spec: ServerSettingSpec, value: unknown): string | undefined {
       return typeof value === 'string' && (spec.values ?? []).includes(value)
         ? undefined
         : `must be one of ${(spec.values ?? []).join(', ')}, not ${JSON.stringify(value)}`;
+    case 'boolean':
+      return typeof value === 'boolean' ? undefined : `must be true or false, not ${JSON.stringify(value)}`;
   }
 }
 

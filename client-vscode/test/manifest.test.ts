@@ -58,7 +58,10 @@ function documentedDefaults(): Map<string, unknown> {
     const names = keys.split(',').map((key) => key.trim().replace(/`/g, ''));
     const parsed = values.split(',').map((value) => {
       const text = value.trim().replace(/`/g, '');
-      return text === 'null' ? null : Number.isNaN(Number(text)) ? text : Number(text);
+      if (text === 'null' || text === 'true' || text === 'false') {
+        return JSON.parse(text) as null | boolean;
+      }
+      return Number.isNaN(Number(text)) ? text : Number(text);
     });
     names.forEach((name, index) => defaults.set(name, parsed[index]));
   }
@@ -94,6 +97,7 @@ describe('package.json', () => {
         positiveNumber: 'number',
         integer: 'integer',
         enum: 'string',
+        boolean: 'boolean',
       }[spec.kind];
       assert.deepEqual(contributed.type, expected, spec.key);
       if (spec.kind === 'enum') {

@@ -19,7 +19,8 @@ CONTROL_DIR/
   early.json                     with `progressive`: a WorkerResponse whose profile and states are
                                  sent after the timing (with it again), as the worker's
                                  in-process counters' are, before the `release` wait
-  log.jsonl                      appended per run: {"pid", "event": "start"|"done", ...request}
+  log.jsonl                      appended per run: {"pid", "event": "start"|"done", "sha" (of
+                                 the text it was sent, else the file's), ...request}
 """
 
 from __future__ import annotations
@@ -76,11 +77,12 @@ def main() -> int:
     request = json.loads(sys.stdin.read())
     if request.get("type") == "init":
         kind = "init"
-    text = request.get("source_text")
+    text = request.get("source_text") or request.get("unsaved_text")
     if text is None:
         text = Path(request.get("source") or request["reference"]).read_text(encoding="utf-8")
     request.pop("settings", None)
     request.pop("source_text", None)
+    request.pop("unsaved_text", None)
     # Claim this run's controls before saying it started: a test that kills the run it saw
     # start must not leave them to the next one.
     crash = claim(control, "crash_once") is not None
