@@ -30,7 +30,7 @@ from kernelblaster.settings import Settings
 
 log = logging.getLogger(__name__)
 
-PAUSE_S = 0.4  # typing paused this long: build what is there
+PAUSE_S = 0.3  # typing paused this long: build what is there (the debounce of server/jobs.py)
 
 
 @dataclass
