@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_reference_side import INPUTS_FAIL  # get_inputs() raises, on any device
 
 from kernelblaster.harness.reference import ReferenceError_, load_reference
 
@@ -38,16 +39,6 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
-ALWAYS_FAILS = """
-import torch
-class Model(torch.nn.Module):
-    def forward(self, x):
-        return x
-def get_inputs():
-    raise ValueError("no inputs today")
-def get_init_inputs():
-    return []
-"""
 
 
 def _reference(tmp_path: Path, text: str, device: torch.device):
@@ -74,7 +65,7 @@ def test_a_get_inputs_that_needs_cpu_tensors_runs_again_on_the_cpu(tmp_path):
 
 
 def test_a_get_inputs_that_fails_everywhere_is_reported(tmp_path):
-    reference = _reference(tmp_path, ALWAYS_FAILS, META)
+    reference = _reference(tmp_path, INPUTS_FAIL, META)
     with pytest.raises(ReferenceError_) as raised:
         reference.inputs(0, META)
     assert raised.value.error.kind == "bad_reference"
