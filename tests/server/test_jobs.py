@@ -1,37 +1,121 @@
-"""JobManager: what the user asked for starts at once; background events wait out the debounce;
-a newer job for the same file cancels the older."""
+"""Per-file jobs: a newer save cancels the running job (its worker is killed), a crashed worker
+becomes a diagnostic and the next save works, and changes made outside the editor are seen."""
 
 from __future__ import annotations
 
 import asyncio
 
-from kernelblaster.server.jobs import JobManager
+import pytest
+from lsprotocol import types
+
+from kernelblaster.server.jobs import DEBOUNCE_S as JOB_DEBOUNCE_S
+from tests.server.conftest import (
+    alive,
+    by_code,
+    copy_five,
+    open_document,
+    start,
+    wait_for_states,
+    wait_until,
+)
 
 
-async def test_a_job_the_user_asked_for_starts_without_the_debounce():
-    jobs = JobManager(debounce_s=60.0)
-    started = asyncio.Event()
-
-    async def work() -> None:
-        started.set()
-
-    task = jobs.submit("a.cu", work, debounce=False)
-    await asyncio.wait_for(task, timeout=10)
-    assert started.is_set()
+def started(workspace) -> list[dict]:
+    return [run for run in workspace.runs() if run["event"] == "start"]
 
 
-async def test_a_background_job_waits_out_the_debounce_and_a_newer_one_cancels_it():
-    jobs = JobManager(debounce_s=60.0)
-    ran: list[str] = []
+def finished(workspace) -> list[int]:
+    return [run["pid"] for run in workspace.runs() if run["event"] == "done"]
 
-    async def work(name: str) -> None:
-        ran.append(name)
 
-    waiting = jobs.submit("a.cu", lambda: work("watcher"))
-    await asyncio.sleep(0)  # let it enter its debounce
-    assert jobs.active("a.cu") and ran == []
-    saved = jobs.submit("a.cu", lambda: work("save"), debounce=False)
-    await asyncio.wait_for(saved, timeout=10)
-    assert waiting.cancelled()
-    assert ran == ["save"]
-    await jobs.close()
+def save(client, uri: str) -> None:
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+
+
+async def test_save_during_a_running_job_cancels_it(client, workspace):
+    source = copy_five(workspace)
+    workspace.control_file("delay_once", "60")
+    await start(client, workspace)
+    uri = open_document(client, source)
+    (first,) = await wait_until(lambda: started(workspace))
+
+    # the user inserts two lines at the top and saves while the first job is still profiling
+    source.write_text("// edited\n// again\n" + source.read_text())
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=source.read_text())],
+        )
+    )
+    save(client, uri)
+    diagnostics = await wait_for_states(client, uri, count=5)
+
+    first_pid, second = first["pid"], started(workspace)[1]
+    assert not alive(first_pid)  # killed, not left running on the GPU
+    assert finished(workspace) == [second["pid"]]
+    assert first["sha"] != second["sha"]  # the second job profiled the saved text
+    # only the second job's diagnostics: the kernels sit two lines lower
+    transpose = next(d for d in by_code(diagnostics, "state") if "transpose_naive" in d.message)
+    assert transpose.range.start.line == 11
+    # the end notifications of the second job (status, then progress) may trail its diagnostics
+    await wait_until(
+        lambda: (
+            (client.job_status[-1].running, client.job_status[-1].phase) == (False, "done")
+            and all(reports[-1].kind == "end" for reports in client.progress_reports.values())
+        )
+    )
+    phases = [(s.running, s.phase) for s in client.job_status]
+    assert (False, "cancelled") in phases and phases[-1] == (False, "done")
+    # each job had its own progress token; the cancelled one was ended too
+    assert len(client.progress_reports) == 2
+    assert all(reports[-1].kind == "end" for reports in client.progress_reports.values())
+
+
+async def test_crashed_worker_yields_a_diagnostic_and_the_next_save_works(client, workspace):
+    source = copy_five(workspace)
+    workspace.control_file("crash_once")
+    await start(client, workspace)
+    uri = open_document(client, source)
+    await wait_until(lambda: by_code(client.diagnostics.get(uri, []), "run"))
+    (crash,) = by_code(client.diagnostics[uri], "run")
+    assert crash.severity == types.DiagnosticSeverity.Error
+    assert crash.message.startswith(
+        "The worker died during build (killed by SIGSEGV) without a result"
+    )
+    assert crash.data == {"kind": "crash"}
+    assert crash.range.start == types.Position(0, 0)
+
+    save(client, uri)
+    diagnostics = await wait_for_states(client, uri, count=5)
+    assert not by_code(diagnostics, "run")
+    assert len(started(workspace)) == 2
+
+
+@pytest.mark.parametrize("companion", ["five.py", "five.cpp"])  # its reference, its bindings
+async def test_companion_changed_outside_the_editor_reruns_the_job(client, workspace, companion):
+    source = copy_five(workspace)
+    reference = workspace.add(companion, "// written\n")
+    await start(client, workspace)
+    uri = open_document(client, source)
+    await wait_for_states(client, uri, count=5)
+    assert len(started(workspace)) == 1
+
+    client.diagnostics.pop(uri)
+    reference.write_text("// regenerated\n")
+    await wait_for_states(client, uri, count=5)
+    assert len(started(workspace)) == 2
+
+
+async def test_unchanged_kernel_file_touched_outside_the_editor_is_not_rerun(client, workspace):
+    source = copy_five(workspace)
+    await start(client, workspace)
+    uri = open_document(client, source)
+    await wait_for_states(client, uri, count=5)
+    source.write_text(source.read_text())  # same content: e.g. a checkout of the same commit
+    await asyncio.sleep(3 * JOB_DEBOUNCE_S)  # the watcher's event has arrived by now
+    assert len(started(workspace)) == 1
+    # a changed kernel file is rerun
+    source.write_text(source.read_text() + "\n// appended by a generator\n")
+    await wait_until(lambda: len(started(workspace)) == 2)
