@@ -54,6 +54,9 @@ PHASES = {
     "when they did not fit in a quarter of free GPU memory)",
     "reference_after_build": "how long the reference side ran on after nvcc had finished (0: "
     "the build was the longer)",
+    "ahead_reference_load, ahead_reference_probe, ahead_reference_sets": "the same parts, made "
+    "by the spare worker before the request came (harness/reference_ahead.py): not waited for",
+    "reference_wait": "how long the request waited for the side its spare was still making",
     "load": "from the check's start to the candidate loaded (dlopen, launcher checks); "
     "includes the reference side when it was not made beside the build",
     "verify": "all of verification (>= 3 trials)",
@@ -68,7 +71,7 @@ PHASES = {
 }
 EARLIER = "(profile of an earlier version of this file)"
 # A user's pause between the last keystroke and the save; the server builds an edit ahead of
-# its save once typing has paused 0.4 s (server/build_ahead.py). Saves right after the edit
+# its save once typing has paused 0.3 s (server/build_ahead.py). Saves right after the edit
 # (no pause) are measured too.
 PAUSE_BEFORE_SAVE_S = 0.5
 
@@ -191,13 +194,13 @@ async def through_server(source: Path, cache_dir: Path, saves: int) -> dict:
         made: list[dict] = []  # in order: after a pause, right after the edit, ...
         for version in range(2, 2 * saves + 2):
             await _job_ended(running, uri)
-            if made:  # its result is saved now that its run has ended
-                made[-1]["build_cached"] = _saved_build_cached(cache_dir, source)
+            # the previous run's result is saved now that it has ended
+            (made[-1] if made else opened).update(_saved_run(cache_dir, source))
             pause = PAUSE_BEFORE_SAVE_S if version % 2 == 0 else 0.0
             text = f"// edit {version}\n" + text  # one line more: the kernels move down
             made.append(await _edit_and_save(client, uri, source, text, version, pause))
         await _job_ended(running, uri)
-        made[-1]["build_cached"] = _saved_build_cached(cache_dir, source)
+        made[-1].update(_saved_run(cache_dir, source))
     finally:
         await client.shutdown_session()
         await client.stop()
@@ -227,8 +230,8 @@ async def _edit_and_save(
 ) -> dict:
     """The user types `text` (didChange: the server builds it ahead once typing pauses, the
     `buildOnChange` setting), waits `pause` seconds, and saves: seconds from the save to the
-    `timing` and `state` diagnostics of the new text."""
-    source.write_text(text)
+    `timing` and `state` diagnostics of the new text. As in an editor, the file on disk
+    changes at the save, not while the user types."""
     client.diagnostics.pop(uri, None)
     client.text_document_did_change(
         types.DidChangeTextDocumentParams(
@@ -239,6 +242,7 @@ async def _edit_and_save(
     await asyncio.sleep(pause)
     client.diagnostics.pop(uri, None)
     began = time.perf_counter()
+    source.write_text(text)
     client.text_document_did_save(
         types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
     )
@@ -249,14 +253,20 @@ async def _edit_and_save(
     }
 
 
-def _saved_build_cached(cache_dir: Path, source: Path) -> bool | None:
-    """Whether the build of the server's last result of `source` (saved under `cache_dir`
-    once its run ended) was a cache hit: the edit's build ahead of the save had made it."""
+def _saved_run(cache_dir: Path, source: Path) -> dict:
+    """Where the time of the server's last run of `source` went (its result, saved under
+    `cache_dir` once the run ended): whether its build was a cache hit (the edit's build ahead
+    of the save had made it), the build's seconds, and the check's phases (`PHASES`)."""
     for path in cache_dir.glob(f"{source.name}-*.json"):
         result = msgspec.json.decode(path.read_bytes(), type=FileResult)
         if result.source == str(source) and result.response.build is not None:
-            return result.response.build.cached
-    return None
+            check = result.response.check
+            return {
+                "build_cached": result.response.build.cached,
+                "build_s": round(result.response.build.seconds, 3),
+                "phases_s": check.phase_seconds if check is not None else {},
+            }
+    return {}
 
 
 def _measure_server(scratch: Path, name: str, saves: int) -> dict:

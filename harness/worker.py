@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from kernelblaster.harness import cupti
 from kernelblaster.harness.build import build
 from kernelblaster.harness.build_beside import build_beside
 from kernelblaster.harness.classify import classify_report
@@ -33,10 +34,16 @@ from kernelblaster.harness.records import (
     PerfState,
     ProfileReport,
 )
+from kernelblaster.harness.reference_ahead import ReferenceAhead
 from kernelblaster.harness.setup_errors import is_torch, torch_missing
 from kernelblaster.harness.target_build import BuildSpecError, build_kernelbench, build_spec
 from kernelblaster.harness.targets import Target, detect_kind, resolve_target
-from kernelblaster.harness.worker_protocol import WorkerProgress, WorkerRequest, WorkerResponse
+from kernelblaster.harness.worker_protocol import (
+    EXPECTED_REQUEST_ENV,
+    WorkerProgress,
+    WorkerRequest,
+    WorkerResponse,
+)
 from kernelblaster.settings import Settings
 
 if TYPE_CHECKING:  # imports torch: the worker imports it only past the build
@@ -44,6 +51,8 @@ if TYPE_CHECKING:  # imports torch: the worker imports it only past the build
 
 _stream: ProtocolStream | None = None  # claimed in main()
 _prewarming: threading.Thread | None = None  # a spare's _prewarm, started in main()
+# A spare told its likely request: the reference side its prewarm makes for it
+_ahead: ReferenceAhead | None = None
 # Held while a thread imports what imports torch. Up to three threads import here at once (the
 # prewarm, the reference side, the counters' warm-up), and torch's own circular imports, begun
 # in two threads together, can hand one of them a partly initialized module.
@@ -137,6 +146,8 @@ def _build_and_prepare(
     meanwhile (harness/build_beside.py) when it will be needed: a plain or extension target
     (a KernelBench solution's build runs its own code, in this process)."""
     if not prepares or target.kind not in ("plain", "extension"):
+        if _ahead is not None:
+            _ahead.unwanted()
         return _build(target, settings), None
     beside = build_beside(
         lambda: _build(target, settings),
@@ -156,7 +167,10 @@ def _reference_side(
     """The reference side, made here if torch is installed and there is a GPU to run on; else
     None, and the check reports what is missing once the build is done. Torch is imported
     here, beside nvcc, not before it: a spare worker still importing it when its request came
-    (harness/worker.py: main) then builds meanwhile."""
+    (harness/worker.py: main) then builds meanwhile. A spare's side made ahead is taken when
+    it is this target's (harness/reference_ahead.py)."""
+    if _ahead is not None and (made := _ahead.take(target, settings)) is not None:
+        return made
     try:
         with _IMPORTS:
             from kernelblaster.harness import check
@@ -268,6 +282,11 @@ def _warm_counters_up(settings: Settings) -> Future[None]:
 
     def run() -> None:
         try:
+            # The counter library compiled (on first use; seconds) or found in the build cache
+            # first: torch-free, so beside the candidate's nvcc, not after the torch import.
+            cupti.build_library(settings)
+            if _prewarming is not None:
+                _prewarming.join()  # a spare may be setting the counters up for this request
             with _IMPORTS:
                 from kernelblaster.harness.counters import warm_up  # imports torch
 
@@ -318,10 +337,21 @@ def _early_profile(
     return report, states
 
 
-def _prewarm(gpu_index: int) -> None:
+def _prewarm(gpu_index: int, expected: WorkerRequest | None = None) -> None:
     """A spare worker (started before its request exists, see harness/worker_client.py) pays
-    for the torch import and the CUDA context while it waits instead of on the next save.
-    Without torch there is nothing to warm: the request itself reports it (`torch_missing`)."""
+    for the torch import and the CUDA context while it waits instead of on the next save, then
+    prepares for the `expected` request. Without torch there is nothing to warm: the request
+    itself reports it (`torch_missing`)."""
+    try:
+        if _warm(gpu_index) and expected is not None:
+            _prepare_for(expected)
+    finally:
+        if _ahead is not None:
+            _ahead.nothing_to_make()  # if it was not made: the request then makes its own
+
+
+def _warm(gpu_index: int) -> bool:
+    """The imports, the CUDA context, the GPU's arch and nvcc's version; False without torch."""
     try:
         with _IMPORTS:
             import torch
@@ -331,7 +361,7 @@ def _prewarm(gpu_index: int) -> None:
     except ModuleNotFoundError as exc:
         if not is_torch(exc):
             raise
-        return
+        return False
 
     if torch.cuda.is_available() and gpu_index < torch.cuda.device_count():
         torch.empty(1, device=torch.device("cuda", gpu_index))  # creates the context
@@ -347,6 +377,42 @@ def _prewarm(gpu_index: int) -> None:
             nvcc_version(nvcc)
     except (OSError, subprocess.SubprocessError):
         pass  # not remembered: the build asks again and reports what is wrong
+    return True
+
+
+def _prepare_for(expected: WorkerRequest) -> None:
+    """What the `expected` request's run would start with: its reference side, where its check
+    would make one (a plain or extension target with a reference, on a usable GPU), then the
+    in-process counters' set-up, where its profile would use them. Neither then runs beside
+    the request's verification and timing."""
+    from kernelblaster.harness import check
+
+    assert _ahead is not None
+    settings = msgspec.convert(expected.settings, Settings)
+    target, target_error = _target_for(expected, settings)
+    if target is None or target_error is not None or check.gpu_problem(settings) is not None:
+        return
+    if target.kind in ("plain", "extension"):
+        _ahead.make(target, settings)
+    if _counters_apply(expected, target, settings):
+        from kernelblaster.harness.counters import warm_up
+
+        try:
+            warm_up(settings)
+        except (OSError, cupti.CuptiFailure) as exc:  # met again, and reported, by the profile
+            _log.info("setting the counters up ahead of the request failed: %s", exc)
+
+
+def _expected_request() -> WorkerRequest | None:
+    """The request a spare was told to expect (EXPECTED_REQUEST_ENV), if any and readable."""
+    told = os.environ.get(EXPECTED_REQUEST_ENV)
+    if not told:
+        return None
+    try:
+        return msgspec.json.decode(told, type=WorkerRequest)
+    except msgspec.DecodeError as exc:  # ValidationError included: only a missed head start
+        _log.warning("ignoring %s, not a worker request: %s", EXPECTED_REQUEST_ENV, exc)
+        return None
 
 
 def main() -> int:
@@ -358,9 +424,11 @@ def main() -> int:
         # Beside reading the request, not before it: a request that comes while the spare is
         # still starting (the first save or open after the server started) has its nvcc build
         # run during the torch import instead of after it.
-        global _prewarming
+        global _prewarming, _ahead
+        expected = _expected_request()
+        _ahead = ReferenceAhead() if expected is not None else None
         _prewarming = threading.Thread(
-            target=_prewarm, args=(int(prewarm),), name="prewarm", daemon=True
+            target=_prewarm, args=(int(prewarm), expected), name="prewarm", daemon=True
         )
         _prewarming.start()
     try:

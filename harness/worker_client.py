@@ -40,6 +40,7 @@ from kernelblaster.harness.worker_protocol import (
     WorkerProgress,
     WorkerRequest,
     WorkerResponse,
+    expected_request_env,
 )
 from kernelblaster.settings import Settings
 
@@ -101,13 +102,16 @@ class SpareWorkers:
             spare = await self._start(command, gpu_index)
         return spare
 
-    async def ready(self, command: list[str], gpu_index: int = 0) -> None:
+    async def ready(
+        self, command: list[str], gpu_index: int = 0, hint: dict[str, str] | None = None
+    ) -> None:
         """Have a live spare wait for `command` on `gpu_index` (e.g. on a GPU that a run is
-        about to use, before its first request)."""
+        about to use, before its first request). `hint`: environment telling a prewarming
+        spare what its request will likely be (harness/worker_protocol.py)."""
         key = (gpu_index, tuple(command))
         if self._closed or self._alive(key):
             return
-        started = await self._start(command, gpu_index)
+        started = await self._start(command, gpu_index, hint or {})
         # Another request may have left one there while this one started (two rollouts on one
         # GPU), or the spares were closed meanwhile (a request ending as its run ends): one
         # spare per key is enough, and one that is nobody's would never be killed.
@@ -121,9 +125,11 @@ class SpareWorkers:
         spare = self._spares.get(key)
         return spare is not None and spare.returncode is None
 
-    async def _start(self, command: list[str], gpu_index: int) -> asyncio.subprocess.Process:
-        prewarm = {"KERNELBLASTER_PREWARM": str(gpu_index)} if self._prewarm else None
-        return await _spawn(command, None, prewarm)
+    async def _start(
+        self, command: list[str], gpu_index: int, hint: dict[str, str] | None = None
+    ) -> asyncio.subprocess.Process:
+        prewarm = {"KERNELBLASTER_PREWARM": str(gpu_index), **(hint or {})}
+        return await _spawn(command, None, prewarm if self._prewarm else None)
 
     async def close(self) -> None:
         self._closed = True
@@ -145,9 +151,11 @@ async def run_worker(
     cwd: Path | None = None,
     spares: SpareWorkers | None = None,
     gpu_index: int = 0,
+    spare_hint: dict[str, str] | None = None,
 ) -> Result:
     """Run `request` in a worker: a spare one when `spares` is given (its working directory is
-    its caller's; workers take every path from the request), else a fresh one in `cwd`."""
+    its caller's; workers take every path from the request), else a fresh one in `cwd`. The
+    spare started after it gets `spare_hint` (SpareWorkers.ready)."""
     process = await (
         spares.take(command, gpu_index) if spares is not None else _spawn(command, cwd)
     )
@@ -156,7 +164,8 @@ async def run_worker(
     finally:
         task = asyncio.current_task()
         if spares is not None and not (task is not None and task.cancelling()):
-            await spares.ready(command, gpu_index)  # for the next request (see `take`)
+            # for the next request (see `take`)
+            await spares.ready(command, gpu_index, spare_hint)
 
 
 async def _exchange(
@@ -289,6 +298,7 @@ async def run_harness(
             cwd=cwd,
             spares=spares,
             gpu_index=settings.gpu,
+            spare_hint=expected_request_env(request),
         )
     except WorkerFailed as failure:
         return WorkerResponse(error=worker_error(failure, settings))

@@ -43,6 +43,22 @@ class WorkerRequest(msgspec.Struct, kw_only=True):
     unsaved_text: str | None = None
 
 
+# A spare worker (started before its request exists, harness/worker_client.py) is told, in
+# this environment variable, the request that ran before it, without its texts: it makes that
+# request's reference side ahead (harness/reference_ahead.py), used if its own request checks
+# the same reference.
+EXPECTED_REQUEST_ENV = "KERNELBLASTER_EXPECT"
+
+
+def expected_request_env(request: WorkerRequest) -> dict[str, str]:
+    """The environment telling a spare to expect a request like `request`; none for a build,
+    which needs no reference."""
+    if request.task == "build":
+        return {}
+    hint = msgspec.structs.replace(request, source_text=None, unsaved_text=None)
+    return {EXPECTED_REQUEST_ENV: msgspec.json.encode(hint).decode()}
+
+
 class WorkerProgress(msgspec.Struct, kw_only=True, tag="progress"):
     phase: Literal["build", "verify", "time", "baseline", "sanitize", "profile"]
     message: str
