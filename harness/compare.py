@@ -48,13 +48,20 @@ def _chunks(tensor: torch.Tensor):
 def output_scale(expected: torch.Tensor) -> float:
     """What atol is multiplied by: the RMS of the expected output's finite values, or 1 for an
     output with no finite non-zero value."""
-    squares, count = 0.0, 0
+    return float(_scale(expected))
+
+
+def _scale(expected: torch.Tensor) -> torch.Tensor:
+    """`output_scale` as a float64 scalar on the output's device, read by nobody until the
+    comparison's end: no synchronization per chunk."""
+    squares = torch.zeros((), dtype=torch.float64, device=expected.device)
+    count = torch.zeros((), dtype=torch.int64, device=expected.device)
     for _, chunk in _chunks(expected):
-        finite = chunk[torch.isfinite(chunk)]
-        squares += float(finite.pow(2).sum())
-        count += finite.numel()
-    rms = math.sqrt(squares / count) if count else 0.0
-    return rms if rms > 0.0 else 1.0
+        finite = torch.isfinite(chunk)
+        squares += torch.where(finite, chunk, 0.0).pow(2).sum()
+        count += finite.sum()
+    rms = torch.sqrt(squares / count.clamp_min(1))
+    return torch.where((count > 0) & (rms > 0), rms, 1.0)
 
 
 def _close(a: torch.Tensor, e: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
@@ -75,39 +82,54 @@ def compare(
     seed: int,
 ) -> Mismatch | None:
     """None when `actual` matches `expected` under the rule above; else where and by how much
-    it doesn't."""
-    scale = output_scale(expected)
-    bad_count = nonfinite = 0
-    first_bad: int | None = None
-    max_abs = max_rel = -1.0
-    for (start, e), (_, a) in zip(_chunks(expected), _chunks(actual), strict=True):
+    it doesn't. Everything is reduced on the device and read once at the end (one
+    synchronization, not several per chunk: this runs after every call verification makes)."""
+    scale = _scale(expected)
+    device = expected.device
+    bad_count = torch.zeros((), dtype=torch.int64, device=device)
+    nonfinite = torch.zeros((), dtype=torch.int64, device=device)
+    # -1 stays where no difference is finite: the error is then unknown (None)
+    max_abs = torch.full((), -1.0, dtype=torch.float64, device=device)
+    max_rel = torch.full((), -1.0, dtype=torch.float64, device=device)
+    for (_, e), (_, a) in zip(_chunks(expected), _chunks(actual), strict=True):
         diff = (a - e).abs()
-        bad = ~_close(a, e, atol * scale + rtol * e.abs())
-        bad_count += int(bad.sum())
-        nonfinite += int((~torch.isfinite(a)).sum())
-        if first_bad is None and bool(bad.any()):
-            first_bad = start + int(torch.nonzero(bad)[0])
+        bad_count += (~_close(a, e, atol * scale + rtol * e.abs())).sum()
+        nonfinite += (~torch.isfinite(a)).sum()
         finite = torch.isfinite(diff)
-        if bool(finite.any()):
-            max_abs = max(max_abs, float(diff[finite].max()))
-            max_rel = max(max_rel, float((diff[finite] / e[finite].abs().clamp_min(1e-12)).max()))
-    if first_bad is None:
+        max_abs = torch.maximum(max_abs, torch.where(finite, diff, -1.0).max())
+        relative = diff / e.abs().clamp_min(1e-12)
+        max_rel = torch.maximum(max_rel, torch.where(finite, relative, -1.0).max())
+    totals = torch.stack([bad_count.double(), nonfinite.double(), max_abs, max_rel]).tolist()
+    bad_elements, nonfinite_elements, largest_abs, largest_rel = totals
+    if bad_elements == 0:
         return None
+    first_bad = _first_bad(actual, expected, atol * scale, rtol)
     index = [int(i) for i in torch.unravel_index(torch.tensor(first_bad), expected.shape)]
     flat_e, flat_a = expected.detach().reshape(-1), actual.detach().reshape(-1)
     return Mismatch(
         output=output,
         trial=trial,
         seed=seed,
-        max_abs_error=max_abs if max_abs >= 0 else None,
-        max_rel_error=max_rel if max_rel >= 0 else None,
+        max_abs_error=largest_abs if largest_abs >= 0 else None,
+        max_rel_error=largest_rel if largest_rel >= 0 else None,
         first_bad_index=index,
         expected=finite_or_none(float(flat_e[first_bad])),
         actual=finite_or_none(float(flat_a[first_bad])),
-        bad_elements=bad_count,
+        bad_elements=int(bad_elements),
         total_elements=expected.numel(),
-        nonfinite=nonfinite,
+        nonfinite=int(nonfinite_elements),
     )
+
+
+def _first_bad(
+    actual: torch.Tensor, expected: torch.Tensor, absolute: torch.Tensor, rtol: float
+) -> int:
+    """The flat index of the first element outside the bound (there is one)."""
+    for (start, e), (_, a) in zip(_chunks(expected), _chunks(actual), strict=True):
+        bad = ~_close(a, e, absolute + rtol * e.abs())
+        if bool(bad.any()):
+            return start + int(torch.nonzero(bad)[0])
+    raise AssertionError("compare counted a bad element that is not there")
 
 
 def degenerate_fractions(
