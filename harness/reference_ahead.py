@@ -98,6 +98,11 @@ class ReferenceAhead:
         """The request needs no reference side: one being made stops at its next step."""
         self._unwanted.set()
 
+    def drop(self) -> None:
+        """Forget a side that was not taken, once making it is over (the worker calls it after
+        joining the prewarm): its tensors go back to torch's allocator before the check runs."""
+        self._side = None
+
     def take(self, target: Target, settings: Settings) -> ReferenceSide | None:
         """The side made for `target`'s unchanged reference, or None (the caller makes it).
         A side handed out has its parts' seconds renamed `ahead_<part>` (made before the

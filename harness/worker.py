@@ -213,6 +213,8 @@ def handle(request: WorkerRequest) -> WorkerResponse:
 
     if _prewarming is not None:
         _prewarming.join()  # its CUDA context and imports; nothing of it runs beside the timing
+    if _ahead is not None:
+        _ahead.drop()  # a side made for another request (or none) holds no GPU memory now
     try:
         from kernelblaster.harness import check  # imports torch: only past the build
     except ModuleNotFoundError as exc:

@@ -204,6 +204,25 @@ def test_a_side_whose_making_failed_is_never_used(tmp_path, monkeypatch):
     assert ahead.take(target, settings) is None  # the request makes it, and meets the failure
 
 
+def test_a_side_the_request_does_not_need_is_stopped_and_dropped(tmp_path, monkeypatch):
+    """A request that makes no reference side (a build, a KernelBench solution): the making
+    stops at its next step, and what it made is not kept through the request's check."""
+    making = _Making(steps=500)
+    monkeypatch.setattr(check, "prepare_reference", making)
+    target = _copy("relu", tmp_path / "w")
+    ahead = ReferenceAhead()
+    maker = _make_beside(ahead, target, Settings())
+    assert making.began.wait(5)
+    ahead.unwanted()
+    maker.join(timeout=2.0)
+    assert not maker.is_alive() and making.abandoned_at is not None
+    monkeypatch.setattr(check, "prepare_reference", _Making(steps=1))
+    finished = ReferenceAhead()
+    finished.make(target, Settings())  # made in full before the request came
+    finished.drop()
+    assert finished.take(target, Settings()) is None  # taken, it would have been handed out
+
+
 def test_nothing_made_means_the_request_makes_its_own_at_once(tmp_path):
     ahead = ReferenceAhead()
     ahead.nothing_to_make()
