@@ -154,7 +154,8 @@ from kernelblaster.harness.records import BuildResult
 building = threading.Event()
 order = []
 
-def prewarm(gpu_index, expected=None):  # stands in for the torch import: it lasts until the build has begun
+# stands in for the torch import: it lasts until the build has begun
+def prewarm(gpu_index, expected=None):
     order.append("prewarm began")
     order.append("prewarm saw the build" if building.wait(10) else "prewarm waited in vain")
 
