@@ -38,7 +38,7 @@ from lsprotocol import types
 
 from kernelblaster.harness.worker_client import SpareWorkers, run_harness, run_harness_sync
 from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
-from kernelblaster.server.cache import FileResult
+from kernelblaster.server.cache import ResultCache
 from kernelblaster.server.documents import path_to_uri
 from kernelblaster.settings import Settings
 
@@ -257,16 +257,15 @@ def _saved_run(cache_dir: Path, source: Path) -> dict:
     """Where the time of the server's last run of `source` went (its result, saved under
     `cache_dir` once the run ended): whether its build was a cache hit (the edit's build ahead
     of the save had made it), the build's seconds, and the check's phases (`PHASES`)."""
-    for path in cache_dir.glob(f"{source.name}-*.json"):
-        result = msgspec.json.decode(path.read_bytes(), type=FileResult)
-        if result.source == str(source) and result.response.build is not None:
-            check = result.response.check
-            return {
-                "build_cached": result.response.build.cached,
-                "build_s": round(result.response.build.seconds, 3),
-                "phases_s": check.phase_seconds if check is not None else {},
-            }
-    return {}
+    result = ResultCache(cache_dir).load(source)
+    if result is None or result.response.build is None:
+        return {}
+    check = result.response.check
+    return {
+        "build_cached": result.response.build.cached,
+        "build_s": round(result.response.build.seconds, 3),
+        "phases_s": check.phase_seconds if check is not None else {},
+    }
 
 
 def _measure_server(scratch: Path, name: str, saves: int) -> dict:

@@ -42,6 +42,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import msgspec
+import psutil
 
 from kernelblaster.harness.records import BuildResult
 
@@ -82,16 +83,6 @@ def _content_digest(path: str, texts: Mapping[str, str]) -> str | None:
     if path in texts:
         return hashlib.sha256(texts[path].encode("utf-8")).hexdigest()
     return _file_digest(path)
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process of that number: not ours to judge
-    return True
 
 
 class BuildCache:
@@ -221,7 +212,7 @@ class BuildCache:
         for directory in root.iterdir():
             owner, _, _ = directory.name.partition("-")
             with contextlib.suppress(OSError):
-                gone = owner.isdigit() and not _process_alive(int(owner))
+                gone = owner.isdigit() and not psutil.pid_exists(int(owner))
                 if gone or directory.stat().st_mtime < cutoff:
                     shutil.rmtree(directory, ignore_errors=True)
         directory = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))

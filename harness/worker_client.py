@@ -111,7 +111,7 @@ class SpareWorkers:
         key = (gpu_index, tuple(command))
         if self._closed or self._alive(key):
             return
-        started = await self._start(command, gpu_index, hint or {})
+        started = await self._start(command, gpu_index, hint)
         # Another request may have left one there while this one started (two rollouts on one
         # GPU), or the spares were closed meanwhile (a request ending as its run ends): one
         # spare per key is enough, and one that is nobody's would never be killed.

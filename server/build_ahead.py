@@ -26,11 +26,13 @@ import msgspec
 from kernelblaster.harness.worker_client import SpareWorkers, run_harness
 from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.server.documents import text_hash
+from kernelblaster.server.jobs import DEBOUNCE_S
 from kernelblaster.settings import Settings
 
 log = logging.getLogger(__name__)
 
-PAUSE_S = 0.3  # typing paused this long: build what is there (the debounce of server/jobs.py)
+# typing paused this long: build what is there (as long as the jobs' debounce)
+PAUSE_S = DEBOUNCE_S
 
 
 @dataclass
