@@ -61,6 +61,11 @@ PHASES = {
     "includes the reference side when it was not made beside the build",
     "verify": "all of verification (>= 3 trials)",
     "verify_gate": "stream gate calibration and the sizing (warm-up) call",
+    "verify_gate_calibration": "of verify_gate: the spin kernel's speed (0 where a spare "
+    "calibrated it ahead)",
+    "verify_gate_call": "of verify_gate: the sizing call, until the GPU is idle",
+    "verify_watch": "the call whose launched kernels are watched (CUPTI's launch callbacks; "
+    "torch.profiler where those can't be had): extensions and KernelBench solutions",
     "verify_sets": "input sets made as their trials took them (only when not made ahead)",
     "verify_calls": "the candidate's guarded calls, each until the GPU is idle",
     "verify_checks": "comparisons with the expected outputs, aliasing/in-place/cache checks",

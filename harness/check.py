@@ -14,6 +14,7 @@ from kernelblaster.harness.candidate import Candidate, load_candidate
 from kernelblaster.harness.cuda_errors import error_from_exception
 from kernelblaster.harness.cuda_source import kernel_names, read_source
 from kernelblaster.harness.integrity import RuntimeSnapshot
+from kernelblaster.harness.kernel_watch import KernelWatch
 from kernelblaster.harness.memory import fits, out_of_memory
 from kernelblaster.harness.records import (
     BuildResult,
@@ -241,6 +242,7 @@ def _check_callable(
             allow_library_calls=target.allow_library_calls or settings.allow_library_calls,
             plan=plan,
             habits=habits,
+            kernel_watch=KernelWatch(settings),
         )
         _verify_and_time(settings, result, progress, phase_done, verifier, warnings)
         return None

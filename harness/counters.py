@@ -2,12 +2,13 @@
 started under ncu (7-12 s on an H100 through run_once, ~3 s through the native driver); the
 kernel replayed in place in the worker's warm CUDA context. Worker side: imports torch.
 
-For a plain target (an `extern "C"` launcher):
+For a plain target (an `extern "C"` launcher), a torch extension's entry or a KernelBench
+solution's model:
 1. the call run_once makes (harness/run_once.prepare_call): the reference's inputs under
    PROFILE_SEED, its parameters, outputs shaped like its outputs. Outputs are not NaN-filled:
    every kernel launched inside the profile is profiled, the fill's too;
 2. one warm-up call outside the profile: the module loads (lazily, at its first launch) and
-   the launcher's first-call costs stay out of the counters;
+   the call's first-call costs stay out of the counters;
 3. one profiled call, L2 flushed before it (ncu flushes the caches before each pass): CUPTI's
    Range Profiler, auto range (one range per kernel launch, so every launch of the launcher
    gets its own values), kernel replay (CUPTI replays each kernel in place, once per pass of
@@ -16,14 +17,16 @@ For a plain target (an `extern "C"` launcher):
 4. each launch of the target's own kernels (ncu's `-k` filter: the bare function name) becomes
    a KernelProfile with the counters by ncu's names, the launch statistics and occupancy
    computed from the recorded launch (harness/counter_metrics.py), and no ncu rules or source
-   markers, so `classify_report` reads it as it reads a quick ncu report.
+   markers, so `classify_report` reads it as it reads a quick ncu report. The torch ops an
+   extension or a solution runs besides are launched and measured too, and left out here.
 
-Targets it refuses (`counters_failed`, to be profiled through ncu): torch extensions (their
-verification watches them with torch.profiler, which brings its own CUPTI session, kineto,
-into the worker; CUPTI takes one callback subscriber per process), KernelBench solutions (Python
-that may run any torch op, watched the same way) and standalone programs (a process of their
-own, not a call). Launches with thread-block clusters are profiled, but occupancy.py does not
-model clusters: their occupancy limits are those of the blocks alone.
+Targets it refuses (`counters_failed`, to be profiled through ncu): standalone programs (a
+process of their own, not a call), and calls of more than MAX_LAUNCHES kernel launches. It
+also fails, and ncu profiles, where torch.profiler ran in the worker before it (verification's
+kernel watch falls back to it for CUDA graphs, harness/kernel_watch.py): kineto then keeps
+CUPTI's one callback subscriber per process, and the launches go unrecorded. Launches with
+thread-block clusters are profiled, but occupancy.py does not model clusters: their occupancy
+limits are those of the blocks alone.
 """
 
 from __future__ import annotations
@@ -52,21 +55,13 @@ from kernelblaster.harness.records import (
 )
 from kernelblaster.harness.reference import ReferenceError_
 from kernelblaster.harness.run_once import RunOnceSpec, prepare_call
-from kernelblaster.harness.targets import Target
+from kernelblaster.harness.targets import CALLED_KINDS, Target
 from kernelblaster.harness.timing import CudaClock
 from kernelblaster.settings import Settings
 
 _log = logging.getLogger(__name__)
 
 MAX_LAUNCHES = 64  # kernel launches one profiled call may make (the counter data's ranges)
-
-_REFUSED = {
-    "extension": "a torch extension's verification watches it with torch.profiler, whose own "
-    "CUPTI session (kineto) lives in the same worker",
-    "kernelbench": "a KernelBench solution is Python that may run any torch op, and its "
-    "verification watches it with torch.profiler (kineto's CUPTI) in the same worker",
-    "standalone": "a standalone program runs as a process of its own, not as a call in the worker",
-}
 
 
 class CounterRun(msgspec.Struct, kw_only=True):
@@ -213,11 +208,11 @@ def collect_counters(
 
 
 def _refusal(target: Target, settings: Settings) -> HarnessError | None:
-    if target.kind != "plain":
-        why = _REFUSED.get(target.kind, f"{target.kind} targets are not calls in the worker")
+    if target.kind not in CALLED_KINDS:
         return HarnessError(
             kind="counters_failed",
-            message=f"In-process counters cover plain CUDA targets only: {why}.",
+            message=f"In-process counters cover calls in the worker only: a {target.kind} "
+            "target runs as a process of its own.",
             fix="It is profiled through Nsight Compute (ncu) instead.",
         )
     from kernelblaster.harness.check import gpu_problem

@@ -239,6 +239,14 @@ class SessionRecord(msgspec.Struct, kw_only=True):
     seconds: dict[str, float]  # decode, evaluate
 
 
+class WatchedLaunches(msgspec.Struct, kw_only=True):
+    """What a kernel watch saw (kbc_watch_begin .. kbc_watch_end)."""
+
+    kernels: list[str]  # the launched kernels' names, mangled, each once
+    launches: int  # kernel launches, a kernel launched twice counted twice
+    graph_launches: int  # CUDA graph launches: their kernels are not among `kernels`
+
+
 class Begun(msgspec.Struct, kw_only=True):
     """`launch_records_error`: why launches are not recorded (another CUPTI callback
     subscriber holds the process's one place), empty when they are."""
@@ -268,6 +276,8 @@ class CounterLibrary:
             "kbc_stop_pass": [],
             "kbc_end": [],
             "kbc_abort": [],
+            "kbc_watch_begin": [],
+            "kbc_watch_end": [],
         }
         for name, arguments in signatures.items():
             function = getattr(self._library, name)
@@ -329,6 +339,14 @@ class CounterLibrary:
 
     def abort(self) -> None:
         self._call("kbc_abort", _Done)
+
+    def watch_begin(self) -> None:
+        """Record every kernel launch from now on (refused while a profile runs, or where
+        another CUPTI subscriber, e.g. torch.profiler's kineto, holds the process's place)."""
+        self._call("kbc_watch_begin", _Done)
+
+    def watch_end(self) -> WatchedLaunches:
+        return self._call("kbc_watch_end", WatchedLaunches)
 
 
 def _names(metrics: list[str]) -> tuple[Any, int]:

@@ -24,6 +24,10 @@
 //                            launches until stop says every pass was submitted.
 //   kbc_end()                the counters decoded and evaluated per range, the launch records,
 //                            everything disabled again; kbc_abort() only disables, after a failure.
+// A kernel watch (verification's, harness/kernel_watch.py), on any thread:
+//   kbc_watch_begin()        launch records on, for every context, nothing profiled
+//   kbc_watch_end()          the launched kernels' names, how many launches, and how many CUDA
+//                            graph launches (whose kernels the launch callbacks do not see)
 // kbc_check_metrics(chip, metrics) answers which metrics a chip supports without a GPU (CUPTI's
 // host API knows the chips of its release by name): tests run it on machines without a GPU.
 //
@@ -52,6 +56,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -349,6 +354,7 @@ struct Launch {
   unsigned shared_dynamic = 0;
   int status = 0;  // the launch call's CUresult
   int pass = 0;
+  bool graph = false;  // a CUDA graph's launch (a watch's only): its kernels go unnamed
 };
 
 const CUpti_CallbackId kLaunchCallbacks[] = {
@@ -358,6 +364,10 @@ const CUpti_CallbackId kLaunchCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+};
+const CUpti_CallbackId kGraphLaunchCallbacks[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
 };
 
 // The launch calls' parameters as CUPTI passes them (CUpti_CallbackData::functionParams), laid out
@@ -393,7 +403,7 @@ struct Prepared {
 };
 
 struct Session {
-  CUcontext context = nullptr;  // launches in other contexts are not this profile's
+  CUcontext context = nullptr;  // launches in other contexts are not this profile's (null: any)
   CUpti_RangeProfiler_Object* range = nullptr;
   CUpti_SubscriberHandle subscriber = nullptr;
   std::vector<uint8_t> counter_data;
@@ -411,13 +421,15 @@ std::mutex g_lock;  // one profile at a time: CUPTI's profiler is per process
 bool g_profiler_initialized = false;
 std::unique_ptr<Prepared> g_prepared;
 std::unique_ptr<Session> g_session;
+std::unique_ptr<Session> g_watch;  // kbc_watch_begin's: launches recorded, nothing profiled
 
 void CUPTIAPI record_launch(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                             const void* data) {
   auto* session = static_cast<Session*>(userdata);
   const auto* call = static_cast<const CUpti_CallbackData*>(data);
   if (domain != CUPTI_CB_DOMAIN_DRIVER_API || call->callbackSite != CUPTI_API_EXIT) return;
-  if (!session->recording.load() || call->context != session->context) return;
+  if (!session->recording.load()) return;
+  if (session->context != nullptr && call->context != session->context) return;
   Launch launch;
   auto dims = [&launch](unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shared) {
@@ -453,6 +465,10 @@ void CUPTIAPI record_launch(void* userdata, CUpti_CallbackDomain domain, CUpti_C
       }
       break;
     }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+      launch.graph = true;
+      break;
     default:
       return;
   }
@@ -464,16 +480,25 @@ void CUPTIAPI record_launch(void* userdata, CUpti_CallbackDomain domain, CUpti_C
   session->launches.push_back(launch);
 }
 
+// The driver's kernel launches recorded into `session` (and its graph launches, for a watch).
+void subscribe_launches(Session& session, bool graphs) {
+  check(cuptiSubscribe(&session.subscriber, record_launch, &session), "cuptiSubscribe");
+  auto enable = [&session](CUpti_CallbackId id) {
+    check(cuptiEnableCallback(1, session.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id),
+          "cuptiEnableCallback");
+  };
+  for (CUpti_CallbackId id : kLaunchCallbacks) enable(id);
+  if (graphs) {
+    for (CUpti_CallbackId id : kGraphLaunchCallbacks) enable(id);
+  }
+}
+
 // CUPTI takes one callback subscriber per process: where another holds the place (kineto, once
 // torch.profiler ran), the counters are still collected and the session says why launches are
 // not recorded.
 void start_launch_records(Session& session) {
   try {
-    check(cuptiSubscribe(&session.subscriber, record_launch, &session), "cuptiSubscribe");
-    for (CUpti_CallbackId id : kLaunchCallbacks) {
-      check(cuptiEnableCallback(1, session.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id),
-            "cuptiEnableCallback");
-    }
+    subscribe_launches(session, false);
   } catch (const CallFailed& failure) {
     session.launch_records_error = failure.call + ": " + failure.name + ": " + failure.message;
     if (session.subscriber != nullptr) cuptiUnsubscribe(session.subscriber);
@@ -654,6 +679,16 @@ Attributes attributes_of(CUfunction function) {
   return failed;
 }
 
+// The launch's symbol, or where CUPTI gave none, the driver's name for its function.
+std::string name_of(const Launch& launch) {
+  std::string name = launch.name;
+  if (name.empty() && launch.function != nullptr && driver().func_get_name != nullptr) {
+    const char* found = nullptr;
+    if (driver().func_get_name(&found, launch.function) == CUDA_SUCCESS && found) name = found;
+  }
+  return name;
+}
+
 std::string launches_json(const std::vector<Launch>& launches) {
   std::map<CUfunction, Attributes> known;
   std::string out = "[";
@@ -663,11 +698,7 @@ std::string launches_json(const std::vector<Launch>& launches) {
       known[launch.function] = attributes_of(launch.function);
     }
     const Attributes& attributes = known[launch.function];
-    std::string name = launch.name;
-    if (name.empty() && driver().func_get_name != nullptr) {
-      const char* found = nullptr;
-      if (driver().func_get_name(&found, launch.function) == CUDA_SUCCESS && found) name = found;
-    }
+    const std::string name = name_of(launch);
     auto triple = [](const unsigned (&v)[3]) {
       return "[" + std::to_string(v[0]) + "," + std::to_string(v[1]) + "," +
              std::to_string(v[2]) + "]";
@@ -933,6 +964,58 @@ __attribute__((visibility("default"))) char* kbc_end() {
            ",\"launch_records_error\":" + quote(session->launch_records_error) +
            ",\"seconds\":{\"decode\":" + number(decode_s) +
            ",\"evaluate\":" + number(seconds_since(started)) + "}}";
+  });
+}
+
+// Verification's kernel watch (harness/kernel_watch.py): every kernel launch of every context
+// recorded from kbc_watch_begin to kbc_watch_end, nothing profiled. Graph launches are counted:
+// the kernels inside a graph are not launched one by one, so they go unnamed.
+__attribute__((visibility("default"))) char* kbc_watch_begin() {
+  return guarded([] {
+    std::lock_guard<std::mutex> guard(g_lock);
+    if (g_session != nullptr || g_watch != nullptr) {
+      fail("library", "kbc_watch_begin", 0, "session open",
+           "a profile or a watch is running: end it first");
+    }
+    auto watch = std::make_unique<Session>();
+    watch->recording.store(true);
+    try {
+      subscribe_launches(*watch, true);
+    } catch (const CallFailed&) {
+      try {
+        tear_down(*watch);
+      } catch (const CallFailed&) {
+        // the subscription's failure is the one to report
+      }
+      throw;
+    }
+    g_watch = std::move(watch);
+    return std::string("{\"ok\":true}");
+  });
+}
+
+__attribute__((visibility("default"))) char* kbc_watch_end() {
+  return guarded([] {
+    std::lock_guard<std::mutex> guard(g_lock);
+    if (g_watch == nullptr) {
+      fail("library", "kbc_watch_end", 0, "no watch", "kbc_watch_end without kbc_watch_begin");
+    }
+    std::unique_ptr<Session> watch = std::move(g_watch);
+    watch->recording.store(false);  // the call's launch calls have all returned
+    tear_down(*watch);
+    std::set<std::string> names;
+    size_t graphs = 0;
+    for (const Launch& launch : watch->launches) {
+      if (launch.graph) {
+        ++graphs;
+      } else {
+        names.insert(name_of(launch));
+      }
+    }
+    return "{\"ok\":true,\"kernels\":" +
+           strings(std::vector<std::string>(names.begin(), names.end())) +
+           ",\"launches\":" + std::to_string(watch->launches.size() - graphs) +
+           ",\"graph_launches\":" + std::to_string(graphs) + "}";
   });
 }
 

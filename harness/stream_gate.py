@@ -23,20 +23,32 @@ MIN_GATE_MS = 2.0
 MAX_GATE_MS = 1000.0
 
 
+_cycles_per_ms: dict[int, float] = {}  # per device index, measured once per process
+
+
+def calibrate(device: torch.device) -> float:
+    """The spin kernel's cycles per millisecond on `device`, measured on its first call in
+    the process (loading torch's spin kernel on the way) and remembered: a spare worker
+    calls it ahead of its request (harness/worker.py)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _cycles_per_ms:
+        with torch.cuda.device(index):
+            torch.cuda._sleep(_CALIBRATION_CYCLES)  # the first launch loads the kernel
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(_CALIBRATION_CYCLES)
+            end.record()
+            end.synchronize()
+        _cycles_per_ms[index] = _CALIBRATION_CYCLES / max(start.elapsed_time(end), 1e-3)
+    return _cycles_per_ms[index]
+
+
 class StreamGate:
     def __init__(self, device: torch.device):
         self.device = device
-        self.cycles_per_ms = self._calibrate()
+        self.cycles_per_ms = calibrate(device)
         self.hold_ms = MIN_GATE_MS
-
-    def _calibrate(self) -> float:
-        torch.cuda._sleep(_CALIBRATION_CYCLES)  # the first launch loads the kernel
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.cuda._sleep(_CALIBRATION_CYCLES)
-        end.record()
-        end.synchronize()
-        return _CALIBRATION_CYCLES / max(start.elapsed_time(end), 1e-3)
 
     def fit_to_call(self, host_call_ms: float) -> None:
         """Size the gate to outlast a candidate call that took `host_call_ms` on the host."""

@@ -36,6 +36,8 @@ from kernelblaster.harness.records import HarnessError
 from kernelblaster.settings import Settings, TargetConfig
 
 TargetKind = Literal["extension", "plain", "kernelbench", "standalone"]
+# The kinds the worker loads and calls (harness/candidate.py); a standalone one is a program.
+CALLED_KINDS: tuple[TargetKind, ...] = ("plain", "extension", "kernelbench")
 
 # Default tolerances per output dtype: |actual - expected| <= atol * RMS(expected) + rtol *
 # |expected|, so atol tracks each output's own magnitude (harness/compare.py).

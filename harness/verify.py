@@ -19,16 +19,16 @@ returns, or inputs read before they were ready), `output_aliased` (an input's me
 earlier output's, returned as the output), `modifies_inputs`, `output_cached` (the previous
 right answer again, for new or changed inputs), `monkey_patch` (timers, synchronize, the seed,
 torch ops or harness functions replaced), `reads_reference`, `calls_library` and
-`no_kernel_launched` (the kernels the CUDA profiler saw). A reference whose outputs are mostly
-zero or constant is reported as `weak_reference`, and the candidate is also checked on scaled
-inputs where those make the reference's outputs informative. `recheck()` runs one more trial
-after timing."""
+`no_kernel_launched` (the kernels seen launched: harness/kernel_watch.py). A reference whose
+outputs are mostly zero or constant is reported as `weak_reference`, and the candidate is also
+checked on scaled inputs where those make the reference's outputs informative. `recheck()`
+runs one more trial after timing."""
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
@@ -42,6 +42,7 @@ from kernelblaster.harness.compare import (
     tolerances,
 )
 from kernelblaster.harness.integrity import RuntimeSnapshot
+from kernelblaster.harness.kernel_watch import KernelWatch
 from kernelblaster.harness.records import (
     HackFinding,
     HackKind,
@@ -74,16 +75,6 @@ def _poison_allocator(templates: list[torch.Tensor], device: torch.device) -> No
     del blocks
 
 
-def launched_kernels(call: Callable[[list], object], inputs: list, device) -> set[str]:
-    """Names of the kernels one call launches, as the CUDA profiler saw them."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        call(inputs)
-        torch.cuda.synchronize(device)
-    return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
-
-
 def _is_own(name: str, candidate: Candidate) -> bool:
     return any(own in name for own in candidate.own_kernels)
 
@@ -104,8 +95,11 @@ class Verifier:
     first calls is caught too. `plan` and `habits`: the reference side's, when made already
     (harness/reference_side.py); else made here. `seconds`: where the time went (gate: the
     stream gate's calibration and sizing call; calls: the candidate's guarded calls, until the
-    device is idle; checks: comparisons and the checks on inputs and outputs; the sets made as
-    their trials took them are the plan's `made_late_s`)."""
+    device is idle; checks: comparisons and the checks on inputs and outputs; watch: the call
+    whose launched kernels were watched; the sets made as their trials took them are the
+    plan's `made_late_s`). Of the gate's time: gate_calibration (the spin kernel's speed, once
+    per process) and gate_call (the sizing call, until the device is idle). `kernel_watch`:
+    how the watched call is watched (through torch.profiler alone when not given)."""
 
     def __init__(
         self,
@@ -120,6 +114,7 @@ class Verifier:
         allow_library_calls: bool = False,
         plan: TrialPlan | None = None,
         habits: ReferenceHabits | None = None,
+        kernel_watch: KernelWatch | None = None,
     ):
         self.candidate, self.reference, self.device = candidate, reference, device
         self.plan = plan
@@ -127,6 +122,7 @@ class Verifier:
         self.atol, self.rtol = atol, rtol
         self.watch_kernels = watch_kernels or candidate.may_call_libraries
         self.allow_library_calls = allow_library_calls
+        self.kernel_watch = kernel_watch or KernelWatch()
         self.seeds: list[int] = []
         self.mismatches: list[Mismatch] = []
         self.hacks: list[HackFinding] = []
@@ -211,14 +207,16 @@ class Verifier:
         how long a call takes on the host (and what a cache would hold after it)."""
         if self._gate is None:
             assert self.plan is not None
-            gate = StreamGate(self.device)
+            with self._timed("gate_calibration"):
+                gate = StreamGate(self.device)
             warm_up = self.plan.warm_up()
             torch.cuda.synchronize(self.device)
             began = time.perf_counter()
-            outputs = self._call(warm_up.inputs)
-            self._fastest_call_ms = (time.perf_counter() - began) * 1000.0
-            gate.fit_to_call(self._fastest_call_ms)
-            torch.cuda.synchronize(self.device)
+            with self._timed("gate_call"):
+                outputs = self._call(warm_up.inputs)
+                self._fastest_call_ms = (time.perf_counter() - began) * 1000.0
+                gate.fit_to_call(self._fastest_call_ms)
+                torch.cuda.synchronize(self.device)
             if outputs is None:
                 return None
             self._remember(outputs, outputs, warm_up.expected, seed)
@@ -454,9 +452,10 @@ class Verifier:
             )
 
     def _check_launched_kernels(self) -> None:
-        launched = launched_kernels(
-            self._call, self.reference.inputs(self.seeds[0], self.device), self.device
-        )
+        with self._timed("watch"):
+            launched = self.kernel_watch.launched(
+                self._call, self.reference.inputs(self.seeds[0], self.device), self.device
+            )
         if self.stopped:  # it patched the runtime or called the reference this time
             return
         foreign = {

@@ -37,7 +37,7 @@ from kernelblaster.harness.records import (
 from kernelblaster.harness.reference_ahead import ReferenceAhead
 from kernelblaster.harness.setup_errors import is_torch, torch_missing
 from kernelblaster.harness.target_build import BuildSpecError, build_kernelbench, build_spec
-from kernelblaster.harness.targets import Target, detect_kind, resolve_target
+from kernelblaster.harness.targets import CALLED_KINDS, Target, detect_kind, resolve_target
 from kernelblaster.harness.worker_protocol import (
     EXPECTED_REQUEST_ENV,
     WorkerProgress,
@@ -272,7 +272,7 @@ def _counters_apply(request: WorkerRequest, target: Target, settings: Settings) 
         settings.in_process_counters
         and request.task == "profile"
         and request.depth == "quick"
-        and target.kind == "plain"
+        and target.kind in CALLED_KINDS
     )
 
 
@@ -308,7 +308,7 @@ def _early_profile(
     checked: CheckResult,
     warming: Future[None] | None,
 ) -> tuple[ProfileReport, list[PerfState]] | None:
-    """A plain target's quick profile from the worker's own counters (harness/counters.py),
+    """A called target's quick profile from the worker's own counters (harness/counters.py),
     sent ahead of ncu's pass, which adds the source lines and ncu's rules; None where that
     path does not apply or failed (logged: ncu's pass then says what the user must know)."""
     if warming is None:
@@ -384,9 +384,9 @@ def _warm(gpu_index: int) -> bool:
 
 def _prepare_for(expected: WorkerRequest) -> None:
     """What the `expected` request's run would start with: its reference side, where its check
-    would make one (a plain or extension target with a reference, on a usable GPU), then the
-    in-process counters' set-up, where its profile would use them. Neither then runs beside
-    the request's verification and timing."""
+    would make one (a plain or extension target with a reference, on a usable GPU), the
+    stream gate's calibration, then the in-process counters' set-up, where its profile would
+    use them. None of them then runs beside the request's verification and timing."""
     from kernelblaster.harness import check
 
     assert _ahead is not None
@@ -396,6 +396,12 @@ def _prepare_for(expected: WorkerRequest) -> None:
         return
     if target.kind in ("plain", "extension"):
         _ahead.make(target, settings)
+    if target.kind in CALLED_KINDS:  # its verification's stream gate
+        import torch
+
+        from kernelblaster.harness.stream_gate import calibrate
+
+        calibrate(torch.device("cuda", settings.gpu))
     if _counters_apply(expected, target, settings):
         from kernelblaster.harness.counters import warm_up
 

@@ -71,6 +71,8 @@ def test_plain_examples_verify_and_time(name, cache_dir):
         "load",
         "verify",
         "verify_gate",
+        "verify_gate_calibration",
+        "verify_gate_call",
         "verify_calls",
         "verify_checks",
         "time",

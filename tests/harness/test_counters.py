@@ -14,6 +14,7 @@ import pytest
 from kernelblaster.harness import cupti
 from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.build import build
+from kernelblaster.harness.check import gpu_problem
 from kernelblaster.harness.classify import classify
 from kernelblaster.harness.counter_metrics import COUNTER_METRICS
 from kernelblaster.harness.counters import kernel_profiles, profile_in_process
@@ -48,20 +49,31 @@ H100 = {
 }
 
 
-@pytest.mark.parametrize(
-    ("example", "why"),
-    [("bias_gelu_scale.cu", "torch.profiler"), ("saxpy_program.cu", "process of its own")],
-)
-def test_targets_other_than_plain_ones_are_left_to_ncu(example, why, tmp_path):
+def test_a_standalone_program_is_left_to_ncu(tmp_path):
     settings = Settings(cache_dir=str(tmp_path))
-    target = resolve_target(REPO / "examples" / example, settings)
-    assert isinstance(target, Target) and target.kind != "plain"
+    target = resolve_target(REPO / "examples" / "saxpy_program.cu", settings)
+    assert isinstance(target, Target) and target.kind == "standalone"
     unbuilt = BuildResult(ok=True, source=target.source, arch="sm_90")
     report, error = profile_in_process(target, unbuilt, settings)
     assert report is None
     assert error.kind == "counters_failed"
-    assert "plain CUDA targets only" in error.message and why in error.message
+    assert "calls in the worker only" in error.message and "process of its own" in error.message
     assert "ncu" in error.fix
+
+
+@pytest.mark.parametrize("example", ["bias_gelu_scale.cu", "kernelbench/19_ReLU_solution.py"])
+def test_extensions_and_solutions_are_not_refused_for_their_kind(example, tmp_path):
+    """They are calls in the worker, profiled in process as plain launchers are: without a GPU
+    what stops them is the missing GPU, not their kind (test_counters_gpu.py profiles them)."""
+    settings = Settings(cache_dir=str(tmp_path))
+    if gpu_problem(settings) is None:
+        pytest.skip("a GPU is here: test_counters_gpu.py profiles them")
+    target = resolve_target(REPO / "examples" / example, settings)
+    assert isinstance(target, Target) and target.kind in ("extension", "kernelbench")
+    unbuilt = BuildResult(ok=True, source=target.source, arch="sm_90")
+    report, error = profile_in_process(target, unbuilt, settings)
+    assert report is None
+    assert error == gpu_problem(settings)
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,12 @@ diagnostic benchmark is bench/counters_probe.py."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import msgspec
 import pytest
-from gpu_examples import copy_example
+from gpu_examples import EXAMPLES, copy_example
 
 from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.build import build
@@ -98,18 +99,34 @@ def test_in_process_counters_classify_as_ncu_does(name, replay, work, ncu_report
         print(f"  {state.kernel}: {state.state} | {state.summary}")
 
 
-@pytest.mark.parametrize("name", ["relu", "softmax"])
+def _copy_target(name: str, folder: Path) -> tuple[Path, Path | None]:
+    """The example `name` copied into `folder`: its source, and its reference where the
+    request must name it (a KernelBench solution's problem)."""
+    if name == "19_ReLU_solution":
+        for file in ("19_ReLU_solution.py", "19_ReLU.py"):
+            shutil.copy(EXAMPLES / "kernelbench" / file, folder / file)
+        return folder / "19_ReLU_solution.py", folder / "19_ReLU.py"
+    return copy_example(name, folder), None
+
+
+@pytest.mark.parametrize("name", ["relu", "softmax", "bias_gelu_scale", "19_ReLU_solution"])
 def test_the_worker_sends_the_in_process_state_before_ncus_profile(name, work):
     """A save's run: after the timing, a progress message with the counters' profile and
-    states; then ncu's profile in the response, classifying every kernel the same way."""
+    states; then ncu's profile in the response, classifying every kernel the same way. For a
+    torch extension and a KernelBench solution too: their verification watched their kernels
+    through CUPTI's callbacks, not torch.profiler, whose kineto would have left the counters
+    no launch records."""
     folder = work / f"worker-{name}"
     folder.mkdir(exist_ok=True)
-    source = copy_example(name, folder)
+    source, reference = _copy_target(name, folder)
     settings = Settings(cache_dir=str(work / "cache"))
     assert settings.in_process_counters  # the default
     messages: list[WorkerProgress] = []
     request = WorkerRequest(
-        task="profile", source=str(source), settings=msgspec.to_builtins(settings)
+        task="profile",
+        source=str(source),
+        settings=msgspec.to_builtins(settings),
+        reference=str(reference) if reference else None,
     )
     response = run_harness_sync(request, settings, on_progress=messages.append)
     assert response.error is None, response.error
@@ -124,3 +141,6 @@ def test_the_worker_sends_the_in_process_state_before_ncus_profile(name, work):
     ]
     timed = next(i for i, m in enumerate(messages) if m.check is not None)
     assert messages.index(message) > timed
+    watched = "verify_watch" in message.check.phase_seconds
+    assert watched == (name in ("bias_gelu_scale", "19_ReLU_solution"))
+    print(f"\n{name}: {message.check.phase_seconds}")
