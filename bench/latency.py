@@ -76,7 +76,7 @@ PHASES = {
 }
 EARLIER = "(profile of an earlier version of this file)"
 # A user's pause between the last keystroke and the save; the server builds an edit ahead of
-# its save once typing has paused 0.3 s (server/build_ahead.py). Saves right after the edit
+# its save once typing has paused 0.15 s (server/build_ahead.py). Saves right after the edit
 # (no pause) are measured too.
 PAUSE_BEFORE_SAVE_S = 0.5
 
