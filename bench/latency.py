@@ -52,6 +52,8 @@ PHASES = {
     "changes its inputs",
     "reference_sets": "every trial's inputs, decoys and expected outputs made ahead (absent "
     "when they did not fit in a quarter of free GPU memory)",
+    "reference_checks_loaded": "verification's comparison and signatures run once on outputs "
+    "of the reference's shapes (their torch kernels loaded ahead of the first trial)",
     "reference_after_build": "how long the reference side ran on after nvcc had finished (0: "
     "the build was the longer)",
     "ahead_reference_load, ahead_reference_probe, ahead_reference_sets": "the same parts, made "
@@ -63,6 +65,8 @@ PHASES = {
     "verify_gate": "stream gate calibration and the sizing (warm-up) call",
     "verify_gate_calibration": "of verify_gate: the spin kernel's speed (0 where a spare "
     "calibrated it ahead)",
+    "verify_gate_wait": "of verify_gate: the sizing call's input set, and the GPU's work before "
+    "it (sets made ahead may still be on it)",
     "verify_gate_call": "of verify_gate: the sizing call, until the GPU is idle",
     "verify_watch": "the call whose launched kernels are watched (CUPTI's launch callbacks; "
     "torch.profiler where those can't be had): extensions and KernelBench solutions",

@@ -173,16 +173,22 @@ def run_check(
             error = exc.error
         except RuntimeError as exc:
             error = error_from_exception(exc, kernels=kernels)
-        if error is not None or not (result.verify and result.verify.ok):
+        if error is not None:
             return result, error
+    # A failed verification is sanitized too: a wrong answer may come from an out-of-bounds
+    # write (into a neighbouring tensor: an input "modified", an output wrong), which memcheck
+    # names with its line.
     if sanitize and error is None:
         progress("sanitize", "compute-sanitizer memcheck")
         findings, error = _sanitize(target, built, settings, work_dir)
         phase_done("sanitize")
         if findings and result.verify is not None:
+            messages = [f.message for f in findings[:3]]
+            if not result.verify.ok:
+                messages.append(result.verify.message)  # what verification saw of it
             result.verify.hacks.extend(findings)
             result.verify.ok = False
-            result.verify.message = "; ".join(f.message for f in findings[:3])
+            result.verify.message = "; ".join(messages)
     return result, error
 
 

@@ -7,7 +7,10 @@ code). Worker side: imports torch.
 - the probe, one input set under seed 0: the outputs' shapes and dtypes (a plain launcher's
   outputs are allocated with them) and the reference's habits: whether it returns an input's
   memory or changes its inputs (then a candidate doing the same only does what it's asked);
-- the trial plan (harness/trial_sets.py), its sets made ahead where they fit in memory.
+- the trial plan (harness/trial_sets.py), its sets made ahead where they fit in memory;
+- on a GPU, verification's checks run once on outputs of the reference's shapes: their first
+  launches load torch's kernels (lazy module loading: ~0.3 s of the first trial's gate on an
+  H100), here rather than in the check.
 
 What making it raises is kept and raised by `ready()`, where the check would have met it had
 nothing been made ahead: after the build, so a build that fails is reported as such, and a
@@ -23,9 +26,10 @@ from pathlib import Path
 
 import torch
 
+from kernelblaster.harness.compare import compare, tolerances
 from kernelblaster.harness.plain_launch import output_templates
 from kernelblaster.harness.reference import Reference, as_outputs, load_reference
-from kernelblaster.harness.tensor_checks import overlaps, same_bits
+from kernelblaster.harness.tensor_checks import Signature, overlaps, same_bits
 from kernelblaster.harness.trial_sets import TrialPlan, copied, set_bytes
 
 
@@ -83,6 +87,17 @@ class ReferenceSide:
         self.seconds[part] = round(time.perf_counter() - began, 4)
 
 
+def _load_check_kernels(templates: list[torch.Tensor], device: torch.device) -> None:
+    """Compare outputs shaped like the reference's and take their signatures, as every trial
+    does (harness/verify.py), so that the kernels those launch are loaded."""
+    for template in templates:
+        ones = torch.ones(template.shape, dtype=template.dtype, device=device)
+        atol, rtol = tolerances(ones.dtype, None, None)
+        compare(ones, ones, atol=atol, rtol=rtol, output=0, trial=0, seed=0)
+        Signature.of(ones)
+        del ones
+
+
 def prepare_reference_side(
     path: Path,
     device: torch.device,
@@ -111,6 +126,9 @@ def prepare_reference_side(
             side.plan.make_ahead(side.probe.inputs, output_bytes, abandon=abandon)
         if not side.plan.made_ahead:
             del side.seconds["reference_sets"]
+        if device.type == "cuda" and not abandon():
+            with side._timed("reference_checks_loaded"):
+                _load_check_kernels(side.probe.output_templates, device)
     # Kept, not handled: `ready()` raises it where the check handles what loading a reference
     # and running it raise (a broken reference, out of memory, a CUDA error, a bug).
     except Exception as exc:  # noqa: BLE001 - raised again by ready()

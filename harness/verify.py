@@ -98,7 +98,9 @@ class Verifier:
     device is idle; checks: comparisons and the checks on inputs and outputs; watch: the call
     whose launched kernels were watched; the sets made as their trials took them are the
     plan's `made_late_s`). Of the gate's time: gate_calibration (the spin kernel's speed, once
-    per process) and gate_call (the sizing call, until the device is idle). `kernel_watch`:
+    per process), gate_wait (the sizing call's set, and the device idle before the call: the
+    sets made ahead may still be on it) and gate_call (the sizing call, until the device is
+    idle); the rest checks its outputs. `kernel_watch`:
     how the watched call is watched (through torch.profiler alone when not given)."""
 
     def __init__(
@@ -209,8 +211,9 @@ class Verifier:
             assert self.plan is not None
             with self._timed("gate_calibration"):
                 gate = StreamGate(self.device)
-            warm_up = self.plan.warm_up()
-            torch.cuda.synchronize(self.device)
+            with self._timed("gate_wait"):
+                warm_up = self.plan.warm_up()
+                torch.cuda.synchronize(self.device)
             began = time.perf_counter()
             with self._timed("gate_call"):
                 outputs = self._call(warm_up.inputs)

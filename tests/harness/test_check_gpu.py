@@ -68,6 +68,7 @@ def test_plain_examples_verify_and_time(name, cache_dir):
         "reference_probe",
         "reference_sets",
         "reference_after_build",
+        "reference_checks_loaded",
         "load",
         "verify",
         "verify_gate",

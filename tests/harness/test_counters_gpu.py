@@ -16,7 +16,7 @@ from gpu_examples import EXAMPLES, copy_example
 
 from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.build import build
-from kernelblaster.harness.classify import classify_report
+from kernelblaster.harness.classify import SOL_BUSY_PCT, classify_report
 from kernelblaster.harness.counters import collect_counters
 from kernelblaster.harness.cuda_source import kernel_names
 from kernelblaster.harness.records import ProfileReport
@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]
 
 SOL = (m.SM_PCT, m.MEMORY_PCT, m.DRAM_PCT, m.L1_PCT, m.L2_PCT)
 SOL_TOLERANCE = 10.0  # percentage points of peak
+BORDER_PP = 3.0  # a kernel this close to the speed-of-light line may be classified either way
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +100,27 @@ def test_in_process_counters_classify_as_ncu_does(name, replay, work, ncu_report
         print(f"  {state.kernel}: {state.state} | {state.summary}")
 
 
+def _same_states_unless_borderline(ours: ProfileReport, ncu: ProfileReport) -> None:
+    """Each kernel classified as ncu classifies it, with the same speed of light within
+    SOL_TOLERANCE; except that a kernel whose busiest unit is within BORDER_PP of the
+    speed-of-light line (SOL_BUSY_PCT) on either run may fall on the other side of it: two runs
+    of the kernel, not two readings of one (bias_gelu_scale's add_bias: DRAM 59.3% of peak in
+    the committed H100 report)."""
+    assert [k.name for k in ours.kernels] == [k.name for k in ncu.kernels]
+    ours_states, ncu_states = _states(ours), _states(ncu)
+    for index, (mine, theirs) in enumerate(zip(ours.kernels, ncu.kernels, strict=True)):
+        for metric in SOL:
+            assert mine.metrics[metric] == pytest.approx(theirs.metrics[metric], abs=SOL_TOLERANCE)
+        busiest = [max(k.metrics[m.SM_PCT], k.metrics[m.MEMORY_PCT]) for k in (mine, theirs)]
+        print(
+            f"  {mine.name}: {ours_states[index][2]} vs ncu {ncu_states[index][2]}, busiest "
+            f"{busiest[0]:.1f}% vs {busiest[1]:.1f}%"
+        )
+        if any(abs(b - SOL_BUSY_PCT) <= BORDER_PP for b in busiest):
+            continue
+        assert ours_states[index] == ncu_states[index]
+
+
 def _copy_target(name: str, folder: Path) -> tuple[Path, Path | None]:
     """The example `name` copied into `folder`: its source, and its reference where the
     request must name it (a KernelBench solution's problem)."""
@@ -136,9 +158,7 @@ def test_the_worker_sends_the_in_process_state_before_ncus_profile(name, work):
     assert message.profile.program == "in_process"
     assert message.check.verify.ok and message.check.timing is not None
     assert response.profile.program in ("run_once", "native_driver")
-    assert [(s.kernel, s.state) for s in message.states] == [
-        (s.kernel, s.state) for s in response.states
-    ]
+    _same_states_unless_borderline(message.profile, response.profile)
     timed = next(i for i, m in enumerate(messages) if m.check is not None)
     assert messages.index(message) > timed
     watched = "verify_watch" in message.check.phase_seconds
