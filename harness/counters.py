@@ -147,7 +147,7 @@ def collect_counters(
         return run
     names = kernels or kernel_names(Path(target.source))
     progress("profile", f"counters in process on {', '.join(names) or 'all kernels'}")
-    library = _library(built, settings, run)
+    library, run.error = cupti.open_library(settings, arch=built.arch or None)
     laps.lap("library")
     if library is None:
         return run
@@ -220,37 +220,6 @@ def _refusal(target: Target, settings: Settings) -> HarnessError | None:
     return gpu_problem(settings)
 
 
-def _library(
-    built: BuildResult, settings: Settings, run: CounterRun
-) -> cupti.CounterLibrary | None:
-    """The counter library built (or found in the build cache) and loaded; None, with
-    `run.error` set, where it can't be."""
-    library, toolkit = cupti.build_library(settings, arch=built.arch or None)
-    if not library.ok or library.artifact is None or toolkit is None:
-        error = library.error
-        if error is not None and error.kind == "counters_failed":
-            run.error = error
-        else:
-            run.error = HarnessError(
-                kind="counters_failed",
-                message="The in-process counter library did not compile: "
-                + (error.message if error else "nvcc wrote no library"),
-                fix="It is profiled through Nsight Compute (ncu) instead; the log shows nvcc's "
-                "output.",
-                log=error.log if error else "",
-            )
-        return None
-    try:
-        return cupti.load_library(library.artifact, toolkit)
-    except OSError as exc:
-        run.error = HarnessError(
-            kind="counters_failed",
-            message=f"The in-process counter library could not be loaded: {exc}",
-            fix="It is profiled through Nsight Compute (ncu) instead.",
-        )
-        return None
-
-
 def _log_unsupported(prepared: cupti.Prepared) -> None:
     for unsupported in prepared.unsupported:
         _log.info(
@@ -292,20 +261,12 @@ def _profiled_call(
                 )
             )
     except BaseException:
-        _abort(library)
+        cupti.after_failure(library.abort, "disabling CUPTI's profiler")
         raise
     laps.lap("replay")
     session = library.end()
     laps.lap("end")
     return session
-
-
-def _abort(library: cupti.CounterLibrary) -> None:
-    """Disable the profiler after a failure; the failure that got here is the one reported."""
-    try:
-        library.abort()
-    except cupti.CuptiFailure as failure:
-        _log.warning("disabling CUPTI's profiler after a failure failed too: %s", failure)
 
 
 def kernel_profiles(

@@ -16,10 +16,12 @@ is imported, makes the toolkit's copy the one every CUPTI user of the process sh
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +32,8 @@ from kernelblaster.harness.build import BuildSpec, build
 from kernelblaster.harness.ncu import COUNTER_PERMISSION_FIX
 from kernelblaster.harness.records import BuildResult, HarnessError
 from kernelblaster.settings import Settings
+
+_log = logging.getLogger(__name__)
 
 LIBRARY_SOURCE = Path(__file__).with_name("cupti_counters.cpp")
 Replay = Literal["kernel", "user"]
@@ -243,7 +247,6 @@ class WatchedLaunches(msgspec.Struct, kw_only=True):
     """What a kernel watch saw (kbc_watch_begin .. kbc_watch_end)."""
 
     kernels: list[str]  # the launched kernels' names, mangled, each once
-    launches: int  # kernel launches, a kernel launched twice counted twice
     graph_launches: int  # CUDA graph launches: their kernels are not among `kernels`
 
 
@@ -419,6 +422,42 @@ def load_library(path: str, toolkit: CuptiToolkit) -> CounterLibrary:
         _load_nvperf_beside(directory)
         _loaded[path] = CounterLibrary(path, cupti_directory=directory)
     return _loaded[path]
+
+
+def open_library(
+    settings: Settings, *, arch: str | None = None
+) -> tuple[CounterLibrary | None, HarnessError | None]:
+    """The counter library built (or found in the build cache) and loaded, or why it can't be
+    (`counters_failed`)."""
+    built, toolkit = build_library(settings, arch=arch)
+    if not built.ok or built.artifact is None or toolkit is None:
+        error = built.error
+        if error is not None and error.kind == "counters_failed":
+            return None, error
+        return None, HarnessError(
+            kind="counters_failed",
+            message="The in-process counter library did not compile: "
+            + (error.message if error else "nvcc wrote no library"),
+            fix="It is profiled through Nsight Compute (ncu) instead; the log shows nvcc's output.",
+            log=error.log if error else "",
+        )
+    try:
+        return load_library(built.artifact, toolkit), None
+    except OSError as exc:
+        return None, HarnessError(
+            kind="counters_failed",
+            message=f"The in-process counter library could not be loaded: {exc}",
+            fix="It is profiled through Nsight Compute (ncu) instead.",
+        )
+
+
+def after_failure(step: Callable[[], object], what: str) -> None:
+    """Run a clean-up `step` (an abort, a watch's end) after a failure: the failure that got
+    here is the one reported, so one of `step`'s own is only logged."""
+    try:
+        step()
+    except CuptiFailure as failure:
+        _log.warning("%s after a failure failed too: %s", what, failure)
 
 
 def preload_toolkit_cupti(toolkit: CuptiToolkit) -> list[str]:

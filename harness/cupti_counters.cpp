@@ -26,8 +26,8 @@
 //                            everything disabled again; kbc_abort() only disables, after a failure.
 // A kernel watch (verification's, harness/kernel_watch.py), on any thread:
 //   kbc_watch_begin()        launch records on, for every context, nothing profiled
-//   kbc_watch_end()          the launched kernels' names, how many launches, and how many CUDA
-//                            graph launches (whose kernels the launch callbacks do not see)
+//   kbc_watch_end()          the launched kernels' names, and how many CUDA graph launches
+//                            (whose kernels the launch callbacks do not see)
 // kbc_check_metrics(chip, metrics) answers which metrics a chip supports without a GPU (CUPTI's
 // host API knows the chips of its release by name): tests run it on machines without a GPU.
 //
@@ -535,6 +535,15 @@ void tear_down(Session& session) {
   if (first) throw *first;
 }
 
+// tear_down after a failure: that failure is the one to report, not one of the tear-down's.
+void tear_down_after_failure(Session& session) {
+  try {
+    tear_down(session);
+  } catch (const CallFailed&) {
+    // the failure that got here is reported
+  }
+}
+
 CUcontext current_context() {
   CUcontext context = nullptr;
   check(driver().ctx_get_current(&context), "cuCtxGetCurrent");
@@ -884,11 +893,7 @@ __attribute__((visibility("default"))) char* kbc_begin(int replay, size_t max_ra
       config.targetNestingLevel = 1;
       check(cuptiRangeProfilerSetConfig(&config), "cuptiRangeProfilerSetConfig");
     } catch (const CallFailed&) {
-      try {
-        tear_down(*session);
-      } catch (const CallFailed&) {
-        // the first failure is the one to report
-      }
+      tear_down_after_failure(*session);
       throw;
     }
     const std::string launch_error = session->launch_records_error;
@@ -945,11 +950,7 @@ __attribute__((visibility("default"))) char* kbc_end() {
       check(cuptiRangeProfilerDecodeData(&decode), "cuptiRangeProfilerDecodeData");
       dropped = decode.numOfRangeDropped;
     } catch (const CallFailed&) {
-      try {
-        tear_down(*session);
-      } catch (const CallFailed&) {
-        // the decode's failure is the one to report
-      }
+      tear_down_after_failure(*session);
       throw;
     }
     tear_down(*session);
@@ -982,11 +983,7 @@ __attribute__((visibility("default"))) char* kbc_watch_begin() {
     try {
       subscribe_launches(*watch, true);
     } catch (const CallFailed&) {
-      try {
-        tear_down(*watch);
-      } catch (const CallFailed&) {
-        // the subscription's failure is the one to report
-      }
+      tear_down_after_failure(*watch);
       throw;
     }
     g_watch = std::move(watch);
@@ -1014,7 +1011,6 @@ __attribute__((visibility("default"))) char* kbc_watch_end() {
     }
     return "{\"ok\":true,\"kernels\":" +
            strings(std::vector<std::string>(names.begin(), names.end())) +
-           ",\"launches\":" + std::to_string(watch->launches.size() - graphs) +
            ",\"graph_launches\":" + std::to_string(graphs) + "}";
   });
 }

@@ -76,7 +76,7 @@ class KernelWatch:
             call(inputs)
             torch.cuda.synchronize(device)
         except BaseException:
-            _end_after_failure(library)
+            cupti.after_failure(library.watch_end, "ending the kernel watch")
             raise
         try:
             watched = library.watch_end()
@@ -96,26 +96,7 @@ class KernelWatch:
         if self._library is None and self.settings is None:
             self.why_profiler = "no settings to build the counter library with"
         elif self._library is None:
-            self._library = self._load_library(self.settings)
+            self._library, error = cupti.open_library(self.settings)
+            if error is not None:
+                self.why_profiler = f"the counter library is not available: {error.message}"
         return self._library
-
-    def _load_library(self, settings: Settings) -> cupti.CounterLibrary | None:
-        built, toolkit = cupti.build_library(settings)
-        if not built.ok or built.artifact is None or toolkit is None:
-            self.why_profiler = "the counter library is not available: " + (
-                built.error.message if built.error else "nvcc wrote no library"
-            )
-            return None
-        try:
-            return cupti.load_library(built.artifact, toolkit)
-        except OSError as exc:
-            self.why_profiler = f"the counter library could not be loaded: {exc}"
-            return None
-
-
-def _end_after_failure(library: cupti.CounterLibrary) -> None:
-    """End a watch whose call raised: the call's error is the one to report."""
-    try:
-        library.watch_end()
-    except cupti.CuptiFailure as failure:
-        _log.warning("ending the kernel watch after a failed call failed too: %s", failure)

@@ -95,7 +95,6 @@ def _load_check_kernels(templates: list[torch.Tensor], device: torch.device) -> 
         atol, rtol = tolerances(ones.dtype, None, None)
         compare(ones, ones, atol=atol, rtol=rtol, output=0, trial=0, seed=0)
         Signature.of(ones)
-        del ones
 
 
 def prepare_reference_side(

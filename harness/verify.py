@@ -100,8 +100,8 @@ class Verifier:
     plan's `made_late_s`). Of the gate's time: gate_calibration (the spin kernel's speed, once
     per process), gate_wait (the sizing call's set, and the device idle before the call: the
     sets made ahead may still be on it) and gate_call (the sizing call, until the device is
-    idle); the rest checks its outputs. `kernel_watch`:
-    how the watched call is watched (through torch.profiler alone when not given)."""
+    idle); the rest checks its outputs. `kernel_watch`: how the watched call is watched
+    (through torch.profiler alone when not given)."""
 
     def __init__(
         self,
