@@ -58,15 +58,19 @@ def write_result(kind: str, payload: dict) -> Path:
     return path
 
 
-async def start_language_server(root: Path, settings: dict):
+async def start_language_server(root: Path, settings: dict, log: Path | None = None):
     """`kernelblaster serve` over stdio under pytest-lsp's client, initialized on the trusted
-    workspace `root` with the `kernelblaster.*` `settings`. The caller shuts it down."""
+    workspace `root` with the `kernelblaster.*` `settings`; its INFO log appended to `log`, if
+    given (when each build ahead ran, how long it took). The caller shuts it down."""
     from lsprotocol import types
     from pytest_lsp import ClientServerConfig, client_capabilities
 
     from kernelblaster.server.documents import path_to_uri
 
-    config = ClientServerConfig(server_command=[sys.executable, "-m", "kernelblaster", "serve"])
+    command = [sys.executable, "-m", "kernelblaster", "serve"]
+    if log is not None:
+        command = ["sh", "-c", 'exec "$@" --log-level INFO 2>>"$0"', str(log), *command]
+    config = ClientServerConfig(server_command=command)
     client = await config.start()
     client.set_configuration({"kernelblaster": settings})
     await client.initialize_session(

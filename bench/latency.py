@@ -77,6 +77,9 @@ PHASES = {
     "time_repetitions": "cold call, calibration, warm-up and the L2-flushed repetitions",
     "time_recheck": "one more verified trial after timing",
     "baselines": "PyTorch eager and torch.compile timed (cached per reference and GPU)",
+    "spare_age": "how long the request's spare worker had been running when the request came",
+    "prewarm_wait": "how long the request waited, once built, for its spare's prewarm (CUDA "
+    "context, stream gate calibration, counters' set-up) to end",
 }
 EARLIER = "(profile of an earlier version of this file)"
 # A user's pause between the last keystroke and the save; the server builds an edit ahead of
@@ -172,9 +175,11 @@ async def _job_ended(running: dict[str, bool], uri: str, timeout: float = 120.0)
     await asyncio.sleep(5.0)  # the spare that replaces its worker warms up (torch, CUDA context)
 
 
-async def through_server(source: Path, cache_dir: Path, saves: int) -> dict:
+async def through_server(
+    source: Path, cache_dir: Path, saves: int, log: Path | None = None
+) -> dict:
     client = await start_language_server(
-        source.parent, {"cacheDir": str(cache_dir), "kbPath": str(cache_dir / "kb.db")}
+        source.parent, {"cacheDir": str(cache_dir), "kbPath": str(cache_dir / "kb.db")}, log
     )
     # Each edit waits for the previous run to end (ncu's pass for the source lines goes on
     # after the state is shown): a save that cancels a running job measures a fresh worker's
@@ -273,27 +278,30 @@ def _saved_run(cache_dir: Path, source: Path) -> dict:
     return {
         "build_cached": result.response.build.cached,
         "build_s": round(result.response.build.seconds, 3),
+        "nvcc_stages_ms": result.response.build.nvcc_stages_ms,
         "phases_s": check.phase_seconds if check is not None else {},
     }
 
 
-def _measure_server(scratch: Path, name: str, saves: int) -> dict:
-    """`through_server` on a fresh copy of the example, with an empty cache."""
+def _measure_server(scratch: Path, name: str, saves: int, log_dir: Path | None) -> dict:
+    """`through_server` on a fresh copy of the example, with an empty cache; the server's log
+    in `log_dir`, if given."""
     fresh = scratch / f"{name}-server"
     fresh.mkdir()
     for file in EXAMPLES.glob(f"{name}.*"):
         shutil.copy(file, fresh / file.name)
     try:
-        measured = asyncio.run(through_server(fresh / f"{name}.cu", fresh / "cache", saves))
+        log = log_dir / f"{name}-server.log" if log_dir is not None else None
+        measured = asyncio.run(through_server(fresh / f"{name}.cu", fresh / "cache", saves, log))
     except (RuntimeError, TimeoutError) as exc:  # recorded; the others still run
         measured = {"error": str(exc)}
     print(f"{name:16} through the server: {measured}", flush=True)
     return measured
 
 
-def _server_only(names: list[str], saves: int) -> int:
+def _server_only(names: list[str], saves: int, log_dir: Path | None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
-        server = {name: _measure_server(Path(scratch), name, saves) for name in names}
+        server = {name: _measure_server(Path(scratch), name, saves, log_dir) for name in names}
     path = write_result("latency-server", {"through_language_server": server})
     print(f"wrote {path}")
     return 0
@@ -311,9 +319,17 @@ def main() -> int:
         help="only the language server's measurements (open, saves) of the plain examples; "
         "written to latency-server-<gpu>.json",
     )
+    parser.add_argument(
+        "--server-logs",
+        type=Path,
+        help="a directory for the language server's INFO log of each example (<name>-server.log)",
+    )
     args = parser.parse_args()
+    if args.server_logs is not None:
+        args.server_logs.mkdir(parents=True, exist_ok=True)
     if args.server_only:
-        return _server_only([name for name in args.examples if name in SERVER_EXAMPLES], args.saves)
+        names = [name for name in args.examples if name in SERVER_EXAMPLES]
+        return _server_only(names, args.saves, args.server_logs)
     results = {}
     server = {}
     with tempfile.TemporaryDirectory() as scratch:
@@ -334,7 +350,7 @@ def main() -> int:
                 entry["after_one_line_edit"] = measure(source, settings)
             results[name] = entry
             if name in SERVER_EXAMPLES:
-                server[name] = _measure_server(Path(scratch), name, args.saves)
+                server[name] = _measure_server(Path(scratch), name, args.saves, args.server_logs)
             print(
                 f"{name:16} cold {cold['wall_s']:7.2f}s  warm {warm['wall_s']:6.2f}s  "
                 f"verified={warm['verified']} err={warm['error']}",

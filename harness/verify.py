@@ -222,18 +222,22 @@ class Verifier:
                 torch.cuda.synchronize(self.device)
             if outputs is None:
                 return None
-            self._remember(outputs, outputs, warm_up.expected, seed)
+            expected = warm_up.expected
+            right = len(outputs) == len(expected) and all(
+                (o.shape, o.dtype) == (e.shape, e.dtype)
+                for o, e in zip(outputs, expected, strict=True)
+            )
+            self._remember(
+                outputs, outputs, expected, right and self._matches(outputs, expected, seed)
+            )
             self._gate = gate
         return self._gate
 
-    def _remember(self, returned: list, seen: list, expected: list, seed: int) -> None:
+    def _remember(self, returned: list, seen: list, expected: list, right: bool) -> None:
         """Keep the call's outputs alive (a later output in the same memory is a reused
-        buffer), and their signatures if they were right."""
+        buffer), and their signatures if they were `right`."""
         self._previous = list(returned)
-        right = len(seen) == len(expected) and all(
-            (s.shape, s.dtype) == (e.shape, e.dtype) for s, e in zip(seen, expected, strict=True)
-        )
-        if right and self._matches(seen, expected, seed):
+        if right:
             signatures = [Signature.of(s) for s in seen], [Signature.of(e) for e in expected]
             self._last_right_answer = signatures
         else:
@@ -302,7 +306,7 @@ class Verifier:
         if mismatched:
             self._explain_mismatch(seen, expected, seed, reuse_inputs)
         with self._timed("checks"):
-            self._remember(returned, seen, expected, seed)
+            self._remember(returned, seen, expected, right=not mismatched)
 
     def _check_inputs_and_outputs(self, staged, real, returned, seen) -> None:
         inputs = _tensors(staged)

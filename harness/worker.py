@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, wait
 from pathlib import Path
@@ -40,6 +41,7 @@ from kernelblaster.harness.target_build import BuildSpecError, build_kernelbench
 from kernelblaster.harness.targets import CALLED_KINDS, Target, detect_kind, resolve_target
 from kernelblaster.harness.worker_protocol import (
     EXPECTED_REQUEST_ENV,
+    GPU_FREE_FD_ENV,
     WorkerProgress,
     WorkerRequest,
     WorkerResponse,
@@ -57,6 +59,8 @@ _ahead: ReferenceAhead | None = None
 # prewarm, the reference side, the counters' warm-up), and torch's own circular imports, begun
 # in two threads together, can hand one of them a partly initialized module.
 _IMPORTS = threading.Lock()
+# A spare's seconds from its start to its request's (set in main()); None: not a spare
+_spare_age_s: float | None = None
 _log = logging.getLogger(__name__)
 
 
@@ -211,8 +215,10 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     if target_error is not None and not (target.kind == "standalone" and request.task == "profile"):
         return WorkerResponse(build=built, error=target_error)
 
+    waited = time.perf_counter()
     if _prewarming is not None:
         _prewarming.join()  # its CUDA context and imports; nothing of it runs beside the timing
+    prewarm_wait_s = time.perf_counter() - waited
     if _ahead is not None:
         _ahead.drop()  # a side made for another request (or none) holds no GPU memory now
     try:
@@ -233,6 +239,10 @@ def handle(request: WorkerRequest) -> WorkerResponse:
         integrity=integrity,
         reference_side=reference_side,
     )
+    if _spare_age_s is not None:  # how ready the spare was when its request came
+        result.phase_seconds.update(
+            spare_age=round(_spare_age_s, 4), prewarm_wait=round(prewarm_wait_s, 4)
+        )
     failed_verification = result.verify is not None and not result.verify.ok
     if request.task == "check" or error is not None or failed_verification:
         # A kernel that computes the wrong thing is neither timed nor profiled.
@@ -365,8 +375,6 @@ def _warm(gpu_index: int) -> bool:
             raise
         return False
 
-    if torch.cuda.is_available() and gpu_index < torch.cuda.device_count():
-        torch.empty(1, device=torch.device("cuda", gpu_index))  # creates the context
     # What every request would otherwise start with, each asked once per process: the GPU's
     # arch (nvidia-smi) and nvcc's version (the build cache's key), for the default nvcc.
     from kernelblaster.harness.build_cache import nvcc_version
@@ -379,7 +387,24 @@ def _warm(gpu_index: int) -> bool:
             nvcc_version(nvcc)
     except (OSError, subprocess.SubprocessError):
         pass  # not remembered: the build asks again and reports what is wrong
+    _wait_for_the_gpu()
+    if torch.cuda.is_available() and gpu_index < torch.cuda.device_count():
+        torch.empty(1, device=torch.device("cuda", gpu_index))  # creates the context
     return True
+
+
+def _wait_for_the_gpu() -> None:
+    """A spare started while the worker before it still runs waits here, before its CUDA
+    context, for that worker's exit or its own request (GPU_FREE_FD_ENV): its context, its
+    reference side and its counters' set-up would otherwise run beside that worker's profile."""
+    told = os.environ.get(GPU_FREE_FD_ENV, "")
+    if not told.isdigit():
+        return
+    try:
+        with os.fdopen(int(told), "rb") as pipe:
+            pipe.read()  # nothing is ever written: its end of file is the signal
+    except OSError as exc:  # not the pipe it should be: only the head start is at stake
+        _log.warning("not waiting for the GPU: %s=%s is no pipe (%s)", GPU_FREE_FD_ENV, told, exc)
 
 
 def _prepare_for(expected: WorkerRequest) -> None:
@@ -424,7 +449,8 @@ def _expected_request() -> WorkerRequest | None:
 
 
 def main() -> int:
-    global _stream
+    global _stream, _spare_age_s
+    started = time.perf_counter()
     exit_with_parent()
     _stream = ProtocolStream()
     prewarm = os.environ.get("KERNELBLASTER_PREWARM", "")
@@ -448,6 +474,8 @@ def main() -> int:
             )
         )
         return 2
+    if _prewarming is not None:
+        _spare_age_s = time.perf_counter() - started
     emit(handle(request))
     return 0
 

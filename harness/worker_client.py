@@ -24,6 +24,7 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import os
 import signal
 import sys
 import threading
@@ -36,6 +37,7 @@ import msgspec
 from kernelblaster.harness.processes import kill_worker, worker_environment
 from kernelblaster.harness.worker_failures import WorkerFailed, phase_timeout_s, worker_error
 from kernelblaster.harness.worker_protocol import (
+    GPU_FREE_FD_ENV,
     WorkerMessage,
     WorkerProgress,
     WorkerRequest,
@@ -57,7 +59,10 @@ Budget = float | None | Callable[[Any | None], float | None]
 
 
 async def _spawn(
-    command: list[str], cwd: Path | None, env: dict[str, str] | None = None
+    command: list[str],
+    cwd: Path | None,
+    env: dict[str, str] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> asyncio.subprocess.Process:
     try:
         return await asyncio.create_subprocess_exec(
@@ -69,6 +74,7 @@ async def _spawn(
             env=worker_environment(env),
             limit=_LINE_LIMIT,
             start_new_session=True,  # its own process group, killed as one
+            pass_fds=pass_fds,
         )
     except OSError as exc:
         raise WorkerFailed(
@@ -84,6 +90,12 @@ class SpareWorkers:
     on the GPU the job will use, so the next request skips it. A spare that died meanwhile is
     replaced, never used. Used from one event loop (its processes belong to that loop).
 
+    A spare may be started while the worker it will follow still runs (`ready(after=...)`):
+    it imports torch beside that worker, but waits to touch the GPU (GPU_FREE_FD_ENV, the read
+    end of a pipe whose write end is kept here) until that worker has exited (`released`) or
+    until it is taken for a request, which the caller sends only once the GPU is the
+    request's.
+
     With `prewarm=False` a spare only starts Python and imports the worker's torch-free
     modules: for builds, which must not wait for torch (the server's builds ahead of a save)."""
 
@@ -91,50 +103,92 @@ class SpareWorkers:
         self._spares: dict[tuple[int, tuple[str, ...]], asyncio.subprocess.Process] = {}
         self._closed = False
         self._prewarm = prewarm
+        # spare pid -> (the write end of its pipe, the pid of the worker it waits for)
+        self._waiting: dict[int, tuple[int, int]] = {}
 
     async def take(self, command: list[str], gpu_index: int = 0) -> asyncio.subprocess.Process:
-        """The spare for `command` on `gpu_index` (a new worker if none is alive). Its
-        replacement is started by `run_worker` once this request has ended, not now: a worker
-        starting beside it (importing torch, creating a CUDA context on the same GPU) would
-        share the CPU and the GPU with the kernel it is verifying and timing."""
+        """The spare for `command` on `gpu_index` (a new worker if none is alive), free to use
+        the GPU from now on."""
         spare = self._spares.pop((gpu_index, tuple(command)), None)
         if spare is None or spare.returncode is not None:
             spare = await self._start(command, gpu_index)
+        self._let_go(spare.pid)
         return spare
 
     async def ready(
-        self, command: list[str], gpu_index: int = 0, hint: dict[str, str] | None = None
+        self,
+        command: list[str],
+        gpu_index: int = 0,
+        hint: dict[str, str] | None = None,
+        *,
+        after: asyncio.subprocess.Process | None = None,
     ) -> None:
         """Have a live spare wait for `command` on `gpu_index` (e.g. on a GPU that a run is
         about to use, before its first request). `hint`: environment telling a prewarming
-        spare what its request will likely be (harness/worker_protocol.py)."""
+        spare what its request will likely be (harness/worker_protocol.py). `after`: a worker
+        still running, whose exit the spare waits for before it touches the GPU."""
         key = (gpu_index, tuple(command))
         if self._closed or self._alive(key):
             return
-        started = await self._start(command, gpu_index, hint)
+        started = await self._start(command, gpu_index, hint, after)
         # Another request may have left one there while this one started (two rollouts on one
         # GPU), or the spares were closed meanwhile (a request ending as its run ends): one
         # spare per key is enough, and one that is nobody's would never be killed.
         if self._closed or self._alive(key):
+            self._let_go(started.pid)
             kill_worker(started)
             await started.wait()  # reaped in this loop, which owns its transport
         else:
             self._spares[key] = started
+
+    def released(self, worker: asyncio.subprocess.Process) -> None:
+        """`worker` has exited: the spares that wait for it may use the GPU."""
+        for spare_pid, (_, waited_for) in list(self._waiting.items()):
+            if waited_for == worker.pid:
+                self._let_go(spare_pid)
+
+    def _let_go(self, spare_pid: int) -> None:
+        waiting = self._waiting.pop(spare_pid, None)
+        if waiting is not None:
+            os.close(waiting[0])  # the spare reads its pipe's end of file
 
     def _alive(self, key: tuple[int, tuple[str, ...]]) -> bool:
         spare = self._spares.get(key)
         return spare is not None and spare.returncode is None
 
     async def _start(
-        self, command: list[str], gpu_index: int, hint: dict[str, str] | None = None
+        self,
+        command: list[str],
+        gpu_index: int,
+        hint: dict[str, str] | None = None,
+        after: asyncio.subprocess.Process | None = None,
     ) -> asyncio.subprocess.Process:
+        if not self._prewarm:
+            return await _spawn(command, None)
         prewarm = {"KERNELBLASTER_PREWARM": str(gpu_index), **(hint or {})}
-        return await _spawn(command, None, prewarm if self._prewarm else None)
+        if after is None or after.returncode is not None:
+            return await _spawn(command, None, prewarm)
+        read_end, write_end = os.pipe()
+        try:
+            spare = await _spawn(
+                command, None, {**prewarm, GPU_FREE_FD_ENV: str(read_end)}, pass_fds=(read_end,)
+            )
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)  # the spare has its own copy
+        self._waiting[spare.pid] = (write_end, after.pid)
+        if after.returncode is not None:  # it exited while the spare started
+            self._let_go(spare.pid)
+        return spare
 
     async def close(self) -> None:
         self._closed = True
         spares = list(self._spares.values())
         self._spares.clear()
+        for spare_pid in list(self._waiting):
+            self._let_go(spare_pid)
         for spare in spares:
             kill_worker(spare)
             await spare.wait()
@@ -152,20 +206,37 @@ async def run_worker(
     spares: SpareWorkers | None = None,
     gpu_index: int = 0,
     spare_hint: dict[str, str] | None = None,
+    spare_from: Callable[[Any], bool] = lambda _message: False,
 ) -> Result:
     """Run `request` in a worker: a spare one when `spares` is given (its working directory is
     its caller's; workers take every path from the request), else a fresh one in `cwd`. The
-    spare started after it gets `spare_hint` (SpareWorkers.ready)."""
+    spare that follows it gets `spare_hint` (SpareWorkers.ready). It is started once a
+    progress message satisfies `spare_from`, and touches the GPU only after this worker has
+    exited; or, with none, once the run has ended: not beside the worker while it verifies
+    and times its kernel, which would then share the CPU with a torch import."""
     process = await (
         spares.take(command, gpu_index) if spares is not None else _spawn(command, cwd)
     )
+    following: asyncio.Task[None] | None = None
+
+    def progressed(message: Any) -> None:
+        nonlocal following
+        if spares is not None and following is None and spare_from(message):
+            following = asyncio.create_task(
+                spares.ready(command, gpu_index, spare_hint, after=process)
+            )
+        on_progress(message)
+
     try:
-        return await _exchange(process, request, decoder, result_type, on_progress, timeout_s)
+        return await _exchange(process, request, decoder, result_type, progressed, timeout_s)
     finally:
-        task = asyncio.current_task()
-        if spares is not None and not (task is not None and task.cancelling()):
-            # for the next request (see `take`)
-            await spares.ready(command, gpu_index, spare_hint)
+        if spares is not None:
+            spares.released(process)  # exited: _exchange has reaped it
+            task = asyncio.current_task()
+            if following is not None:
+                await following
+            elif not (task is not None and task.cancelling()):
+                await spares.ready(command, gpu_index, spare_hint)
 
 
 async def _exchange(
@@ -299,6 +370,8 @@ async def run_harness(
             spares=spares,
             gpu_index=settings.gpu,
             spare_hint=expected_request_env(request),
+            # the kernel verified and timed: what's left (the profile) may share the CPU
+            spare_from=lambda message: message.check is not None,
         )
     except WorkerFailed as failure:
         return WorkerResponse(error=worker_error(failure, settings))

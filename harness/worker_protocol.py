@@ -50,6 +50,14 @@ class WorkerRequest(msgspec.Struct, kw_only=True):
 EXPECTED_REQUEST_ENV = "KERNELBLASTER_EXPECT"
 
 
+# A spare started while the worker before it still runs (harness/worker_client.py) gets, in
+# this environment variable, the number of a pipe's read end that it inherited: it imports
+# torch meanwhile, but creates no CUDA context (nor anything after it) until that pipe's end
+# of file, which comes when the worker before it has exited or when the spare is given its
+# request. Nothing of it then runs on the GPU beside another worker's profile.
+GPU_FREE_FD_ENV = "KERNELBLASTER_GPU_FREE_FD"
+
+
 def expected_request_env(request: WorkerRequest) -> dict[str, str]:
     """The environment telling a spare to expect a request like `request`; none for a build,
     which needs no reference."""

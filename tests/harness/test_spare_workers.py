@@ -73,6 +73,87 @@ async def test_the_replacement_starts_only_once_the_job_has_ended():
         await spares.close()
 
 
+# A job that says it has verified and timed its kernel (a progress message with its check),
+# then profiles for a second; as a spare, it notes when it started and when its pipe told it
+# the GPU was free (GPU_FREE_FD_ENV), then answers.
+GPU_WORKER = r"""
+import json, os, sys, threading, time
+started = time.time()
+free = {}
+def wait_for_the_gpu():
+    with os.fdopen(int(os.environ["KERNELBLASTER_GPU_FREE_FD"]), "rb") as pipe:
+        pipe.read()
+    free["at"] = time.time()
+waiting = None
+if os.environ.get("KERNELBLASTER_GPU_FREE_FD"):
+    waiting = threading.Thread(target=wait_for_the_gpu)
+    waiting.start()
+sys.stdin.read()
+check = {"source": "k.cu", "target_kind": "plain"}
+print(json.dumps({"type": "progress", "phase": "profile", "message": "timed", "check": check}))
+sys.stdout.flush()
+time.sleep(1.0)
+if waiting is not None:
+    waiting.join(10)
+note = f"{started} {os.getpid()} {free.get('at', 'none')}"
+print(json.dumps({"type": "result", "error": {"kind": "crash", "message": note}}))
+"""
+
+
+async def _run_timed(spares: SpareWorkers) -> tuple[float, int, str]:
+    response = await run_worker(
+        [sys.executable, "-c", GPU_WORKER],
+        WorkerRequest(task="build", source="/nonexistent.cu"),
+        msgspec.json.Decoder(WorkerMessage),
+        WorkerResponse,
+        lambda _: None,
+        timeout_s=30,
+        spares=spares,
+        spare_from=lambda message: message.check is not None,
+    )
+    started, pid, free_at = response.error.message.split(" ")
+    return float(started), int(pid), free_at
+
+
+async def test_the_next_spare_starts_once_the_job_has_timed_but_waits_for_its_exit_for_the_gpu():
+    spares = SpareWorkers()
+    try:
+        # the first job runs in a worker started for it, with no one before it to wait for
+        _, first_pid, first_free = await _run_timed(spares)
+        ended = time.time()
+        assert first_free == "none"
+        (spare,) = spares._spares.values()
+        # started during the job's second of profiling, not after it
+        assert psutil.Process(spare.pid).create_time() < ended - 0.5
+        _, second_pid, second_free = await _run_timed(spares)
+        assert second_pid == spare.pid != first_pid
+        # the GPU was its own only once the job before it had ended (its worker reaped)
+        assert float(second_free) >= ended - 0.1
+    finally:
+        await spares.close()
+
+
+async def test_a_spare_taken_for_a_request_may_use_the_gpu_at_once():
+    """Its request comes when the GPU is the request's (the caller's GPU slot), even if the
+    worker it was told to wait for still runs (two jobs sharing a GPU)."""
+    spares = SpareWorkers()
+    other = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import time; time.sleep(60)"
+    )
+    command = [sys.executable, "-c", GPU_WORKER]
+    try:
+        await spares.ready(command, after=other)
+        await asyncio.sleep(0.5)
+        taken = time.time()
+        _, _, free_at = await _run_timed(spares)
+        assert other.returncode is None  # still running
+        assert taken <= float(free_at) < taken + 2.0
+    finally:
+        other.kill()
+        await other.wait()
+        await spares.close()
+
+
 async def test_a_dead_spare_is_replaced_not_used():
     spares = SpareWorkers()
     try:
@@ -196,3 +277,44 @@ def test_a_request_that_comes_while_the_spare_prewarms_is_built_meanwhile(tmp_pa
     # the threads' business)
     assert sorted(order[:2]) == ["build", "prewarm began"]
     assert order[2:] == ["prewarm saw the build"]
+
+
+WARM_WAITS = r"""
+import sys, threading
+from kernelblaster.harness import worker
+warming = threading.Thread(target=worker._warm, args=(0,))
+warming.start()
+warming.join(5.0)  # the imports, nvidia-smi, nvcc --version: then the pipe
+print("waiting" if warming.is_alive() else "done without waiting", flush=True)
+sys.stdin.readline()  # the test closes the pipe's write end, then writes a line
+warming.join(10.0)
+print("waiting" if warming.is_alive() else "done", flush=True)
+"""
+
+
+def test_a_spare_creates_no_cuda_context_until_its_pipe_says_the_gpu_is_free():
+    import os
+    import subprocess
+
+    read_end, write_end = os.pipe()
+    probe = subprocess.Popen(
+        [sys.executable, "-c", WARM_WAITS],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "KERNELBLASTER_GPU_FREE_FD": str(read_end)},
+        pass_fds=(read_end,),
+    )
+    os.close(read_end)
+    try:
+        assert probe.stdout.readline().strip() == "waiting"
+        os.close(write_end)
+        write_end = None
+        probe.stdin.write("go\n")
+        probe.stdin.flush()
+        assert probe.stdout.readline().strip() == "done"
+    finally:
+        if write_end is not None:
+            os.close(write_end)
+        probe.kill()
+        probe.wait()
