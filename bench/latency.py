@@ -275,11 +275,15 @@ def _saved_run(cache_dir: Path, source: Path) -> dict:
     if result is None or result.response.build is None:
         return {}
     check = result.response.check
+    timing = check.timing if check is not None else None
     return {
         "build_cached": result.response.build.cached,
         "build_s": round(result.response.build.seconds, 3),
         "nvcc_stages_ms": result.response.build.nvcc_stages_ms,
         "phases_s": check.phase_seconds if check is not None else {},
+        # how many repetitions the timing needed to pin its median (harness/timing.py), and
+        # the spread that decided it
+        "timing_ms": msgspec.to_builtins(timing) if timing is not None else None,
     }
 
 

@@ -117,6 +117,8 @@ async def did_open(ls: KernelBlasterServer, params: types.DidOpenTextDocumentPar
     if ls.watcher is not None:
         ls.watcher.watch(path.parent)
     await ls.ready.wait()
+    if not is_header(path) and ls.trust.trusted and ls.settings.build_on_change:
+        ls.ahead.expect_edits(ls.settings)
     ls.candidates.replace(path, await asyncio.to_thread(optimize.find_candidates, path))
     result = await pipeline.show_cached(ls, path)
     if not is_header(path) and (result is None or result.text_hash != text_hash(document.source)):

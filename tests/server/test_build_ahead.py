@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import shutil
+import time
 from pathlib import Path
 
 import msgspec
+import psutil
 import pytest
 from lsprotocol import types
 from pytest_lsp import client_capabilities
@@ -182,6 +184,19 @@ async def test_a_newer_edit_kills_the_older_build_ahead(client, workspace):
     assert newer[0]["sha"] == sha(second)
     await wait_until(lambda: finished(workspace, newer[0]))
     assert not finished(workspace, older)
+
+
+async def test_the_first_edit_is_built_in_a_worker_started_when_the_file_was_opened(
+    client, workspace
+):
+    """Not one started at the edit, whose Python start-up would eat the pause's head start."""
+    uri, source = await open_replayed(client, workspace)
+    await asyncio.sleep(1.0)
+    workspace.control_file("delay_once", "60")  # keeps it alive to be looked at
+    edited = time.time()
+    change(client, uri, source.read_text() + "// edited\n", version=2)
+    (ahead,) = await wait_until(lambda: runs(workspace, "start", "build"))
+    assert psutil.Process(ahead["pid"]).create_time() < edited - 0.5
 
 
 async def test_a_save_of_other_text_cancels_the_build_ahead(client, workspace):
