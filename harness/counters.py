@@ -45,6 +45,7 @@ from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.counter_metrics import COUNTER_METRICS, launch_metrics
 from kernelblaster.harness.cuda_errors import error_from_exception
 from kernelblaster.harness.cuda_source import kernel_names
+from kernelblaster.harness.profiling_lock import one_profile_at_a_time
 from kernelblaster.harness.ptxas import demangle, short_name
 from kernelblaster.harness.records import (
     BuildResult,
@@ -162,16 +163,21 @@ def collect_counters(
             candidate(inputs)
         torch.cuda.synchronize(device)
         laps.lap("inputs")
-        run.prepared = library.prepare(COUNTER_METRICS)
+        run.prepared = library.prepare(COUNTER_METRICS, progress)
         run.phase_seconds.update(run.prepared.seconds)
         laps.lap("prepare")
         if not run.prepared.cached:
             _log_unsupported(run.prepared)
-        run.begun = library.begin(replay, MAX_LAUNCHES)
-        run.phase_seconds.update(run.begun.seconds)
-        laps.lap("begin")
-        passes = run.prepared.passes if replay == "user" else 1
-        run.session = _profiled_call(library, lambda: candidate(inputs), l2, replay, passes, laps)
+        # From begin to end, CUPTI's profiler holds the GPU's counters: no ncu of ours beside.
+        with one_profile_at_a_time(progress):
+            laps.lap("lock")  # the wait for another profile, if there was one
+            run.begun = library.begin(replay, MAX_LAUNCHES)
+            run.phase_seconds.update(run.begun.seconds)
+            laps.lap("begin")
+            passes = run.prepared.passes if replay == "user" else 1
+            run.session = _profiled_call(
+                library, lambda: candidate(inputs), l2, replay, passes, laps
+            )
         run.phase_seconds.update(run.session.seconds)
     except ReferenceError_ as exc:
         run.error = exc.error

@@ -30,6 +30,7 @@ import msgspec
 
 from kernelblaster.harness.build import BuildSpec, build
 from kernelblaster.harness.ncu import COUNTER_PERMISSION_FIX
+from kernelblaster.harness.profiling_lock import one_profile_at_a_time, profiler_busy
 from kernelblaster.harness.records import BuildResult, HarnessError
 from kernelblaster.settings import Settings
 
@@ -308,10 +309,11 @@ class CounterLibrary:
         """Which of `metrics` the chip named `chip` (e.g. "GH100") supports: no GPU needed."""
         return self._call("kbc_check_metrics", MetricPlan, chip.encode(), *_names(metrics))
 
-    def prepare(self, metrics: list[str]) -> Prepared:
-        """Set the profiler up for `metrics` on the calling thread's current CUDA context.
-        Refused where the process holds another package's nvperf (`foreign_nvperf`), checked
-        on every call: a report read since the last one may have loaded it."""
+    def prepare(self, metrics: list[str], progress: Callable[..., None] | None = None) -> Prepared:
+        """Set the profiler up for `metrics` on the calling thread's current CUDA context
+        (`progress` hears of a wait for another profile). Refused where the process holds
+        another package's nvperf (`foreign_nvperf`), checked on every call: a report read
+        since the last one may have loaded it."""
         foreign = foreign_nvperf(self.cupti_directory)
         if foreign:
             raise CuptiFailure(
@@ -326,7 +328,11 @@ class CounterLibrary:
                     "a process that has not read an ncu report",
                 )
             )
-        return self._call("kbc_prepare", Prepared, *_names(metrics))
+        # Its first call on a context asks the driver which counters are free
+        # (cuptiProfilerGetCounterAvailability): beside another process's profile, that made
+        # the other's ncu or CUPTI find the counters busy.
+        with one_profile_at_a_time(progress):
+            return self._call("kbc_prepare", Prepared, *_names(metrics))
 
     def begin(self, replay: Replay, max_ranges: int) -> Begun:
         return self._call("kbc_begin", Begun, _REPLAY_CODES[replay], max_ranges)
@@ -487,6 +493,8 @@ def harness_error(error: CuptiError) -> HarnessError:
             fix=COUNTER_PERMISSION_FIX,
             log=log,
         )
+    if error.name == "CUPTI_ERROR_HARDWARE_BUSY":
+        return profiler_busy(f"CUPTI could not profile ({error.call})", log)
     if error.api == "library" and error.call.startswith("dlopen(libcuda"):
         return HarnessError(
             kind="no_driver",

@@ -39,11 +39,13 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.processes import run_tool
+from kernelblaster.harness.profiling_lock import lock_dir, one_profile_at_a_time, profiler_busy
 from kernelblaster.harness.records import HarnessError
 from kernelblaster.settings import Settings
 
@@ -108,6 +110,10 @@ _NO_GPU = re.compile(
     r"no CUDA-capable device|cudaErrorNoDevice|CUDA_ERROR_NO_DEVICE|"
     r"no supported (GPU|device)s?|No devices? (were )?found",
     re.IGNORECASE,
+)
+# another profiler (or DCGM) held the counters: the driver's words, ncu 2025.3
+_PROFILER_BUSY = re.compile(
+    r"driver resource was unavailable|concurrently collecting profiling data", re.IGNORECASE
 )
 _REPLAY_FAILED = re.compile(
     r"==ERROR== (Failed to profile[^\n]*|Failed to prepare kernel[^\n]*|"
@@ -224,6 +230,8 @@ def classify_ncu_failure(output: str, returncode: int, kernels: list[str]) -> Ha
             kernel=kernel,
             log=log,
         )
+    if _PROFILER_BUSY.search(output):
+        return profiler_busy("ncu could not profile the kernel", log)
     if replay := _REPLAY_FAILED.search(output):
         failed = _FAILED_KERNEL.search(output)
         return HarnessError(
@@ -260,8 +268,10 @@ def run_ncu(
     cwd: Path | None = None,
     env: dict | None = None,
     arch: str | None = None,
+    progress: Callable[..., None] | None = None,
 ) -> tuple[Path | None, HarnessError | None]:
-    """Profile `program` with ncu. Returns the written report, or the reason there is none."""
+    """Profile `program` with ncu, once no other profile of ours runs (`progress` hears of a
+    wait). Returns the written report, or the reason there is none."""
     command = ncu_command(
         program, kernels=kernels, depth=depth, report_path=report_path, settings=settings, arch=arch
     )
@@ -269,12 +279,15 @@ def run_ncu(
         return None, _ncu_missing(settings.ncu_path)
     report = _report_file(report_path)
     report.unlink(missing_ok=True)  # a stale report must never pass for this run's
-    env = {**(env or {}), "TMPDIR": str(_lock_dir(settings))}
+    # ncu serializes the profiles on the machine through $TMPDIR/nsight-compute-lock: ours is
+    # never a lock file another user left in /tmp.
+    env = {**(env or {}), "TMPDIR": str(lock_dir())}
     try:
         # The profiled program is ncu's child: a timeout ends it too.
-        done = run_tool(
-            command, cwd=cwd, env={**os.environ, **env}, timeout=settings.profile_timeout_s
-        )
+        with one_profile_at_a_time(progress):
+            done = run_tool(
+                command, cwd=cwd, env={**os.environ, **env}, timeout=settings.profile_timeout_s
+            )
     except FileNotFoundError:
         return None, _ncu_missing(settings.ncu_path)
     except subprocess.TimeoutExpired as exc:
@@ -298,17 +311,6 @@ def run_ncu(
             log=output[-_LOG_TAIL:],
         )
     return report, None
-
-
-def _lock_dir(settings: Settings) -> Path:
-    """ncu serializes every profile on the machine through one lock file,
-    $TMPDIR/nsight-compute-lock; a TMPDIR of ours keeps that lock machine-wide for our profiles
-    and can't be a lock file another user left in /tmp. One lock for all GPUs, not one per GPU:
-    two ncu runs replaying kernels on two GPUs at once failed on an H200 pair ("An error was
-    reported by the driver"), so rollouts on several GPUs overlap everything but the profile."""
-    directory = settings.cache_root() / "ncu-tmp"
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
 
 
 def _ncu_missing(ncu_path: str) -> HarnessError:

@@ -82,6 +82,7 @@ def profile_target(
             settings=settings,
             cwd=source.parent,
             arch=arch,
+            progress=progress,
         )
 
     def run_once() -> list[str]:

@@ -20,6 +20,8 @@ ErrorKind = Literal[
     "wrong_arch",
     "counter_permission",
     "ncu_replay_failed",
+    # another profiler held the GPU's performance counters (harness/profiling_lock.py)
+    "profiler_busy",
     # the in-process counters (harness/counters.py) could not be collected: profile through ncu
     "counters_failed",
     "build_failed",

@@ -320,7 +320,7 @@ def _early_profile(
 ) -> tuple[ProfileReport, list[PerfState]] | None:
     """A called target's quick profile from the worker's own counters (harness/counters.py),
     sent ahead of ncu's pass, which adds the source lines and ncu's rules; None where that
-    path does not apply or failed (logged: ncu's pass then says what the user must know)."""
+    path does not apply or failed (said as progress: ncu's pass then gives the state)."""
     if warming is None:
         return None
     wait([warming])  # CUPTI's profiler is set up by one thread at a time
@@ -333,7 +333,9 @@ def _early_profile(
     )
     if report is None:
         assert error is not None
-        _log.warning("in-process counters failed, ncu only: %s", error.message)
+        _log.warning("in-process counters failed, ncu only: %s\n%s", error.message, error.log)
+        # Said, not only logged: the state now waits for ncu's seconds, and this is why.
+        progress("profile", f"no in-process counters: {error.message} The state waits for ncu.")
         return None
     states = classify_report(report)
     emit(

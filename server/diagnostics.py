@@ -44,6 +44,7 @@ _SETUP_KINDS = frozenset(
         "no_driver",
         "wrong_arch",
         "counter_permission",
+        "profiler_busy",
         "no_reference",
         "bad_reference",
         "bad_target",

@@ -8,6 +8,9 @@ diagnostic benchmark is bench/counters_probe.py."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import msgspec
@@ -153,7 +156,7 @@ def test_the_worker_sends_the_in_process_state_before_ncus_profile(name, work):
     response = run_harness_sync(request, settings, on_progress=messages.append)
     assert response.error is None, response.error
     early = [message for message in messages if message.states]
-    assert len(early) == 1, [message.message for message in messages]
+    assert len(early) == 1, "\n".join(message.message for message in messages)
     (message,) = early
     assert message.profile.program == "in_process"
     assert message.check.verify.ok and message.check.timing is not None
@@ -164,3 +167,40 @@ def test_the_worker_sends_the_in_process_state_before_ncus_profile(name, work):
     watched = "verify_watch" in message.check.phase_seconds
     assert watched == (name in ("bias_gelu_scale", "19_ReLU_solution"))
     print(f"\n{name}: {message.check.phase_seconds}")
+
+
+def test_the_counters_wait_for_another_process_s_profile(work):
+    """CUPTI's profiler and another process's ncu can't hold the GPU's counters at once (the
+    driver refuses the second): the in-process counters wait for the profiling lock."""
+    folder = work / "waits"
+    folder.mkdir(exist_ok=True)
+    source = copy_example("relu", folder)
+    settings = Settings(cache_dir=str(work / "cache"))
+    target = resolve_target(source, settings)
+    built = build(build_spec(target, settings), settings)
+    assert built.ok, built.error
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK], stdout=subprocess.PIPE)
+    heard: list[str] = []
+    try:
+        assert holder.stdout.readline().strip() == b"held"
+        held = time.time()
+        run = collect_counters(
+            target, built, settings, progress=lambda _phase, message: heard.append(message)
+        )
+        done = time.time()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert run.error is None, run.error
+    assert any(message.startswith("waiting for another profile") for message in heard), heard
+    assert done >= held + 2.0  # the holder's two seconds
+
+
+# Holds the profiling lock for two seconds, as another process's ncu would.
+HOLD_THE_LOCK = """
+import time
+from kernelblaster.harness.profiling_lock import one_profile_at_a_time
+with one_profile_at_a_time():
+    print("held", flush=True)
+    time.sleep(2.0)
+"""

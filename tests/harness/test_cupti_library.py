@@ -181,6 +181,14 @@ def test_restricted_counters_get_ncus_permission_fix(name):
     assert name in error.message and "cuptiRangeProfilerEnable" in error.message
 
 
+def test_counters_held_by_another_profiler_are_said_so():
+    busy = _failure("cupti", "cuptiProfilerInitialize", 26, "CUPTI_ERROR_HARDWARE_BUSY")
+    error = cupti.harness_error(busy)
+    assert error.kind == "profiler_busy"
+    assert "cuptiProfilerInitialize" in error.message and "DCGM" in error.message
+    assert "dcgmi profile --pause" in error.fix
+
+
 def test_other_failures_name_the_call_and_cuptis_words():
     failure = _failure(
         "cupti",

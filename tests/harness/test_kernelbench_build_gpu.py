@@ -19,6 +19,9 @@ SOLUTION = EXAMPLES / "kernelbench" / "19_ReLU_solution.py"
 
 def test_the_solution_is_compiled(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELBLASTER_CACHE_DIR", str(tmp_path))
+    # load_inline's own build folder too: another test's build of the same solution would
+    # make this one ninja's no-op
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "torch_extensions"))
     assert main(["build", str(SOLUTION), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["ok"] and result["error"] is None and result["seconds"] > 0.5

@@ -63,7 +63,7 @@ def recorded(tmp_path, monkeypatch) -> list[tuple[str, object]]:
     def profile_in_process(*_, **__):
         events.append(("counters", None))
         if (tmp_path / "counters_fail").exists():
-            return None, HarnessError(kind="counters_failed", message="CUPTI said no")
+            return None, HarnessError(kind="counters_failed", message="CUPTI said no.")
         report = read_report(FIVE / "five.ncu-rep", depth="quick")
         return msgspec.structs.replace(report, program="in_process", report_path=None), None
 
@@ -131,6 +131,8 @@ def test_without_in_process_counters_ncu_alone_gives_the_state(recorded, tmp_pat
     response = worker.handle(_request(tmp_path, "profile"))
     assert ("counters", None) in recorded  # tried, failed: nothing sent ahead of ncu
     assert not [m for m in _progress(recorded) if m.states]
+    said = [m.message for m in _progress(recorded) if m.message.startswith("no in-process")]
+    assert said == ["no in-process counters: CUPTI said no. The state waits for ncu."]
     assert response.error is None and response.profile.program is None and response.states
 
     recorded.clear()

@@ -3,7 +3,8 @@
 The recorded outputs in ncu_output/ follow ncu 2025.x's wording (its ==PROF==, ==ERROR== and
 ==WARNING== lines); launch_failed.txt is ncu 2025.3.1's real output on an H100 for a kernel that
 writes through a null pointer, and clean.txt its real output for a clean run as an unprivileged
-user (that H100 lets anyone read the counters, so ERR_NVGPUCTRPERM could not be captured there).
+user (that H100 lets anyone read the counters, so ERR_NVGPUCTRPERM could not be captured there);
+profiler_busy.txt its real output on an H100 while another process's ncu profiled.
 run_ncu itself is exercised with fake `ncu` scripts for the failure modes.
 """
 
@@ -11,6 +12,9 @@ from __future__ import annotations
 
 import re
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +29,7 @@ from kernelblaster.harness.ncu import (
     ncu_command,
     run_ncu,
 )
+from kernelblaster.harness.profiling_lock import lock_dir
 from kernelblaster.settings import Settings
 
 PROGRAM = ["/work/build/five", "--size", "4096"]
@@ -122,11 +127,22 @@ def test_kernel_filter_matches_function_names_only():
         (recorded("no_kernels"), 0, "ncu_replay_failed", "launched none matching transpose_naive"),
         (recorded("replay_failed"), 1, "ncu_replay_failed", "Failed to profile"),
         (recorded("device_error"), 1, "ncu_replay_failed", "Unknown Error on device 0"),
+        # seen on an H100 while another process's ncu profiled (ncu 2025.3)
+        (recorded("profiler_busy"), 9, "profiler_busy", "another profiler held"),
         (recorded("no_gpu"), 1, "no_gpu", "no CUDA GPU"),
         (recorded("no_driver"), 1, "no_driver", "NVIDIA driver"),
         (recorded("launch_failed"), 9, "illegal_memory_access", "faulted while ncu profiled"),
     ],
-    ids=["permission", "no-kernels", "replay", "device-error", "no-gpu", "no-driver", "fault"],
+    ids=[
+        "permission",
+        "no-kernels",
+        "replay",
+        "device-error",
+        "profiler-busy",
+        "no-gpu",
+        "no-driver",
+        "fault",
+    ],
 )
 def test_recorded_failures_are_named(output, returncode, kind, needle):
     error = classify_ncu_failure(output, returncode, ["transpose_naive"])
@@ -251,12 +267,53 @@ def test_no_report_written(tmp_path):
 
 def test_every_gpu_shares_one_ncu_lock(tmp_path, monkeypatch):
     """ncu serializes profiles through $TMPDIR/nsight-compute-lock. Profiles on two GPUs at once
-    failed in the driver on an H200 pair, so every GPU's profile takes the same TMPDIR (ours,
-    in the cache, never a stale /tmp lock of another user) and profiles take turns."""
+    failed in the driver on an H200 pair, so every GPU's profile, whatever its cache, takes the
+    same TMPDIR (the user's, never a stale /tmp lock of another user) and profiles take turns."""
     ncu = _fake_ncu(tmp_path, 'echo "$TMPDIR" >> "$(dirname "$0")/tmpdirs"\nexit 1\n')
     monkeypatch.setenv("TMPDIR", str(tmp_path / "elsewhere"))
-    for gpu in (0, 1):
-        _run(tmp_path, ncu, gpu_index=gpu, cache_dir=str(tmp_path / "cache"))
+    for gpu, cache in ((0, "one"), (1, "two")):
+        _run(tmp_path, ncu, gpu_index=gpu, cache_dir=str(tmp_path / cache))
     first, second = (ncu.parent / "tmpdirs").read_text().split()
-    assert first == second == str(tmp_path / "cache" / "ncu-tmp")
+    assert first == second == str(lock_dir())
     assert Path(first).is_dir()
+
+
+def test_ncu_waits_for_another_process_s_profile(tmp_path):
+    """A profile another process holds (a second server, `kernelblaster optimize`, a worker's
+    in-process counters) is waited for, and the wait is said, instead of both failing in the
+    driver."""
+    ncu = _fake_ncu(tmp_path, 'date +%s.%N > "$(dirname "$0")/started"\nexit 1\n')
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THE_LOCK], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        heard: list[tuple[str, str]] = []
+        began = time.time()
+        run_ncu(
+            ["./five"],
+            kernels=["transpose_naive"],
+            depth="quick",
+            report_path=tmp_path / "five",
+            settings=Settings(ncu_path=str(ncu)),
+            cwd=tmp_path,
+            progress=lambda phase, message: heard.append((phase, message)),
+        )
+        started = float((ncu.parent / "started").read_text())
+    finally:
+        holder.kill()
+        holder.wait()
+    assert started >= began + 1.0  # ncu ran only once the holder let go, a second later
+    ((phase, message),) = heard
+    assert phase == "profile"
+    assert message.startswith(f"waiting for another profile to end (pid {holder.pid})")
+
+
+# Holds the profiling lock for a second, as another process's profile would.
+HOLD_THE_LOCK = """
+import time
+from kernelblaster.harness.profiling_lock import one_profile_at_a_time
+with one_profile_at_a_time():
+    print("held", flush=True)
+    time.sleep(1.0)
+"""

@@ -21,14 +21,9 @@ async def test_profiles_softmax_on_open_and_publishes_real_diagnostics(client, w
         shutil.copyfile(REPO / "examples" / name, workspace.root / name)
     await start(client, workspace, workerCommand=None)  # the real worker: build, verify, time, ncu
     uri = open_document(client, workspace.root / "softmax.cu")
-    await wait_until(
-        lambda: (
-            by_code(client.diagnostics.get(uri, []), "state")
-            or by_code(client.diagnostics.get(uri, []), "setup")
-            or by_code(client.diagnostics.get(uri, []), "run")
-        ),
-        timeout=600,
-    )
+    # The state comes first (the worker's own counters); ncu's source lines, and the PyTorch
+    # baselines where they were not cached, are published with it when the job ends.
+    await wait_until(lambda: [s for s in client.job_status if not s.running], timeout=600)
     diagnostics = client.diagnostics[uri]
     if out := os.environ.get("KERNELBLASTER_GPU_DIAGNOSTICS"):
         with open(out, "w") as handle:
@@ -38,15 +33,17 @@ async def test_profiles_softmax_on_open_and_publishes_real_diagnostics(client, w
     (state, *_) = by_code(diagnostics, "state")
     assert state.message.startswith("softmax")
     assert " ms" in state.message and "vs eager" in state.message
-    assert [d for d in diagnostics if d.range.start.line != state.range.start.line], diagnostics
+    lines = [d for d in diagnostics if d.range.start.line != state.range.start.line]
+    assert lines, [(d.code, d.message) for d in diagnostics]
     assert not [d for d in diagnostics if d.severity == types.DiagnosticSeverity.Error]
 
 
 @pytest.mark.gpu
 async def test_timing_is_published_before_the_state_on_a_gpu(client, workspace):
-    """The real worker sends its verified timing before ncu starts: the client holds the
-    `timing` diagnostic while no `state` diagnostic exists yet (ncu takes seconds), then both;
-    the PyTorch baselines, not cached on this first run, arrive with the state."""
+    """The real worker sends its verified timing before the profile starts: the client holds
+    the `timing` diagnostic while no `state` diagnostic exists yet, then both; the PyTorch
+    baselines, not cached on this first run (torch.compile takes seconds), come after the
+    state, not before it."""
     for name in ("relu.cu", "relu.py"):
         shutil.copyfile(REPO / "examples" / name, workspace.root / name)
     await start(client, workspace, workerCommand=None, cacheDir=str(workspace.root / "cache"))
@@ -54,18 +51,28 @@ async def test_timing_is_published_before_the_state_on_a_gpu(client, workspace):
     seen: list[tuple[str, ...]] = []
 
     def codes() -> tuple[str, ...]:
-        current = tuple(sorted({d.code for d in client.diagnostics.get(uri, [])}))
+        diagnostics = client.diagnostics.get(uri, [])
+        current = tuple(sorted({d.code for d in diagnostics}))
+        if _with_baselines(diagnostics, "timing"):
+            current += ("baselines",)
         if not seen or seen[-1] != current:
             seen.append(current)
         return current
 
-    await wait_until(lambda: "state" in codes() or "run" in codes() or "setup" in codes(), 600)
+    await wait_until(lambda: "baselines" in codes() or "run" in codes() or "setup" in codes(), 600)
     diagnostics = client.diagnostics[uri]
     assert not [d for d in diagnostics if d.severity == types.DiagnosticSeverity.Error]
     first_timing = next(i for i, c in enumerate(seen) if "timing" in c)
     assert "state" not in seen[first_timing], seen  # the timing came first
+    first_state = next(i for i, c in enumerate(seen) if "state" in c)
+    assert "baselines" not in seen[first_state], seen  # the state did not wait for them
     (timing,) = by_code(diagnostics, "timing")
-    assert timing.message.startswith("verified on ") and "vs eager" in timing.message
+    assert timing.message.startswith("verified on ")
     statuses = [s.message for s in client.job_status]
     verified = next(i for i, m in enumerate(statuses) if "verified on " in m)
     assert any("ncu" in m for m in statuses[verified:]), statuses
+
+
+def _with_baselines(diagnostics, code: str) -> list[types.Diagnostic]:
+    """The `code` diagnostics that show the PyTorch baselines' speedups."""
+    return [d for d in by_code(diagnostics, code) if "vs eager" in d.message]
