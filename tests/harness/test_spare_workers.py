@@ -23,9 +23,10 @@ print(json.dumps({"type": "result", "error": {"kind": "crash", "message": note}}
 """
 
 
-async def _run(spares: SpareWorkers, worker: str = WORKER) -> tuple[float, int, str]:
+async def _run(spares: SpareWorkers, worker: str = WORKER, **options) -> tuple[float, int, str]:
     """The job's worker's start (its own clock: psutil's create_time counts from the boot
-    time, which /proc/stat rounds to the second), pid and prewarm setting."""
+    time, which /proc/stat rounds to the second), pid and last word (WORKER's prewarm
+    setting, GPU_WORKER's moment the GPU was free); `options` are run_worker's."""
     response = await run_worker(
         [sys.executable, "-c", worker],
         WorkerRequest(task="build", source="/nonexistent.cu"),
@@ -34,9 +35,10 @@ async def _run(spares: SpareWorkers, worker: str = WORKER) -> tuple[float, int, 
         lambda _: None,
         timeout_s=30,
         spares=spares,
+        **options,
     )
-    started, pid, prewarm = response.error.message.split(" ")
-    return float(started), int(pid), prewarm
+    started, pid, last = response.error.message.split(" ")
+    return float(started), int(pid), last
 
 
 async def test_second_job_uses_the_worker_started_after_the_first():
@@ -97,18 +99,8 @@ print(json.dumps({"type": "result", "error": {"kind": "crash", "message": note}}
 
 
 async def _run_timed(spares: SpareWorkers) -> tuple[float, int, str]:
-    response = await run_worker(
-        [sys.executable, "-c", GPU_WORKER],
-        WorkerRequest(task="build", source="/nonexistent.cu"),
-        msgspec.json.Decoder(WorkerMessage),
-        WorkerResponse,
-        lambda _: None,
-        timeout_s=30,
-        spares=spares,
-        spare_from=lambda message: message.check is not None,
-    )
-    started, pid, free_at = response.error.message.split(" ")
-    return float(started), int(pid), free_at
+    """A GPU_WORKER job whose next spare starts once it has timed its kernel."""
+    return await _run(spares, GPU_WORKER, spare_from=lambda message: message.check is not None)
 
 
 async def test_the_next_spare_starts_once_the_job_has_timed_but_waits_for_its_exit_for_the_gpu():
