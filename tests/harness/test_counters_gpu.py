@@ -8,14 +8,13 @@ diagnostic benchmark is bench/counters_probe.py."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import msgspec
 import pytest
 from gpu_examples import EXAMPLES, copy_example
+from profiling_holder import another_profile
 
 from kernelblaster.harness import ncu_metrics as m
 from kernelblaster.harness.build import build
@@ -179,28 +178,13 @@ def test_the_counters_wait_for_another_process_s_profile(work):
     target = resolve_target(source, settings)
     built = build(build_spec(target, settings), settings)
     assert built.ok, built.error
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK], stdout=subprocess.PIPE)
     heard: list[str] = []
-    try:
-        assert holder.stdout.readline().strip() == b"held"
+    with another_profile(2.0):
         held = time.time()
         run = collect_counters(
             target, built, settings, progress=lambda _phase, message: heard.append(message)
         )
         done = time.time()
-    finally:
-        holder.kill()
-        holder.wait()
     assert run.error is None, run.error
     assert any(message.startswith("waiting for another profile") for message in heard), heard
     assert done >= held + 2.0  # the holder's two seconds
-
-
-# Holds the profiling lock for two seconds, as another process's ncu would.
-HOLD_THE_LOCK = """
-import time
-from kernelblaster.harness.profiling_lock import one_profile_at_a_time
-with one_profile_at_a_time():
-    print("held", flush=True)
-    time.sleep(2.0)
-"""

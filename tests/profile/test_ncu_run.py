@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import re
 import stat
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from profiling_holder import another_profile
 
 from kernelblaster.harness.ncu import (
     FULL_SECTIONS,
@@ -283,12 +282,8 @@ def test_ncu_waits_for_another_process_s_profile(tmp_path):
     in-process counters) is waited for, and the wait is said, instead of both failing in the
     driver."""
     ncu = _fake_ncu(tmp_path, 'date +%s.%N > "$(dirname "$0")/started"\nexit 1\n')
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_THE_LOCK], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        heard: list[tuple[str, str]] = []
+    heard: list[tuple[str, str]] = []
+    with another_profile(1.0) as holder:
         began = time.time()
         run_ncu(
             ["./five"],
@@ -299,21 +294,8 @@ def test_ncu_waits_for_another_process_s_profile(tmp_path):
             cwd=tmp_path,
             progress=lambda phase, message: heard.append((phase, message)),
         )
-        started = float((ncu.parent / "started").read_text())
-    finally:
-        holder.kill()
-        holder.wait()
+    started = float((ncu.parent / "started").read_text())
     assert started >= began + 1.0  # ncu ran only once the holder let go, a second later
     ((phase, message),) = heard
     assert phase == "profile"
-    assert message.startswith(f"waiting for another profile to end (pid {holder.pid})")
-
-
-# Holds the profiling lock for a second, as another process's profile would.
-HOLD_THE_LOCK = """
-import time
-from kernelblaster.harness.profiling_lock import one_profile_at_a_time
-with one_profile_at_a_time():
-    print("held", flush=True)
-    time.sleep(1.0)
-"""
+    assert message.startswith(f"waiting for another profile to end (pid {holder})")

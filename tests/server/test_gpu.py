@@ -67,7 +67,7 @@ async def test_timing_is_published_before_the_state_on_a_gpu(client, workspace):
     first_state = next(i for i, c in enumerate(seen) if "state" in c)
     assert "baselines" not in seen[first_state], seen  # the state did not wait for them
     (timing,) = by_code(diagnostics, "timing")
-    assert timing.message.startswith("verified on ")
+    assert timing.message.startswith("verified on ") and "vs eager" in timing.message
     statuses = [s.message for s in client.job_status]
     verified = next(i for i, m in enumerate(statuses) if "verified on " in m)
     assert any("ncu" in m for m in statuses[verified:]), statuses
