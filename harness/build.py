@@ -16,14 +16,15 @@ file's key with the text as its content (harness/build_cache.py), so saving that
 The artifact differs from the saved file's build only in nvcc's record of its input path in the
 fatbinary (`--orig_src_path_name`), which nothing reads back.
 
-One source is built by one nvcc command. Several (a torch extension's kernels and its
+One source is built by one nvcc command, run as nvcc's own steps with the host front end beside
+the device compile where it can be (harness/nvcc_steps.py: the same bytes, ~0.4 s sooner on an
+H100 host). Several (a torch extension's kernels and its
 bindings) are built in parts: each source to an object, then one link, every step cached on its
 own, so an edit recompiles only the source it touched (each step has the build timeout).
 """
 
 from __future__ import annotations
 
-import csv
 import os
 import re
 import shutil
@@ -38,7 +39,7 @@ import msgspec
 from kernelblaster.harness.build_cache import BuildCache, nvcc_version
 from kernelblaster.harness.gpu_arch import ArchChoice, detect_arch, is_arch_name
 from kernelblaster.harness.nvcc_output import parse_nvcc_output
-from kernelblaster.harness.processes import run_tool
+from kernelblaster.harness.nvcc_steps import run_nvcc
 from kernelblaster.harness.ptxas import (
     apply_launch_bounds,
     parse_ptx_entries,
@@ -423,22 +424,12 @@ def _compile(
     keep = scratch / "keep"
     keep.mkdir()
     artifact = scratch / (Path(spec.source).stem + _ARTIFACT_SUFFIX[spec.output_kind])
-    stage_times = scratch / "stages.csv"
-    command = [
-        nvcc,
-        *options,
-        "-keep",
-        f"-keep-dir={keep}",
-        "-MD",
-        f"-MF={scratch / 'deps.d'}",
-        f"--time={stage_times}",
-        "-o",
-        str(artifact),
-        *inputs,
-    ]
+    command = [nvcc, *options, "-keep", f"-keep-dir={keep}", "-o", str(artifact), *inputs]
     cwd = Path(spec.source).parent
     try:
-        output, returncode = _run(command, cwd, settings.build_timeout_s)
+        # nvcc and the tools it starts are killed on timeout or any interruption (and they
+        # stay in the worker's group, which its clients kill whole)
+        ran = run_nvcc(command, cwd=cwd, timeout=settings.build_timeout_s, deps=scratch / "deps.d")
     except subprocess.TimeoutExpired as exc:
         return _failure(
             spec,
@@ -462,6 +453,7 @@ def _compile(
         for name, entry in entries.items()
         if entry.file and entry.line
     }
+    output, returncode = ran.output, ran.returncode
     diagnostics = parse_nvcc_output(
         output, source=user_source, kernel_lines=kernel_lines, cwd=str(cwd)
     )
@@ -476,40 +468,11 @@ def _compile(
         diagnostics=diagnostics,
         resources=resources,
         seconds=time.perf_counter() - started,
-        nvcc_stages_ms=_stage_times(stage_times),
+        nvcc_stages_ms=ran.stages_ms,
     )
     if not result.ok:
         result.error = _build_error(output, nvcc, arch, returncode)
     return result
-
-
-def _stage_times(path: Path) -> dict[str, float]:
-    """Milliseconds per stage from `nvcc --time`'s CSV, whose header names the columns
-    ("phase name", "metric", "unit", with spaces around them); a stage run twice is summed."""
-    try:
-        with path.open(newline="") as handle:
-            rows = [[field.strip() for field in row] for row in csv.reader(handle)]
-    except OSError:
-        return {}
-    if not rows:
-        return {}
-    stages: dict[str, float] = {}
-    for row in rows[1:]:
-        fields = dict(zip(rows[0], row, strict=False))
-        name, metric = fields.get("phase name", ""), fields.get("metric", "")
-        if name and fields.get("unit") == "ms":
-            try:
-                stages[name] = round(stages.get(name, 0.0) + float(metric), 1)
-            except ValueError:
-                continue
-    return stages
-
-
-def _run(command: list[str], cwd: Path, timeout: float) -> tuple[str, int]:
-    """nvcc starts cicc, ptxas, gcc and ld: on timeout or any interruption all of them are
-    killed with it (and they stay in the worker's group, which its clients kill whole)."""
-    done = run_tool(command, cwd=cwd, timeout=timeout)
-    return done.stdout, done.returncode
 
 
 def _build_error(output: str, nvcc: str, arch: str, returncode: int) -> HarnessError:
