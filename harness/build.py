@@ -17,10 +17,10 @@ The artifact differs from the saved file's build only in nvcc's record of its in
 fatbinary (`--orig_src_path_name`), which nothing reads back.
 
 One source is built by one nvcc command, run as nvcc's own steps with the host front end beside
-the device compile where it can be (harness/nvcc_steps.py: the same bytes, ~0.4 s sooner on an
-H100 host). Several (a torch extension's kernels and its
-bindings) are built in parts: each source to an object, then one link, every step cached on its
-own, so an edit recompiles only the source it touched (each step has the build timeout).
+the device compile where it can be (harness/nvcc_steps.py: the same bytes, ~0.37 s sooner on the
+H100 machine's host). Several (a torch extension's kernels and its bindings) are built in
+parts: each source to an object, then one link, every step cached on its own, so an edit
+recompiles only the source it touched (each step has the build timeout).
 """
 
 from __future__ import annotations

@@ -4,17 +4,19 @@ nvcc runs the steps of a `.cu` one after another: the host preprocessor and cuda
 splits the host code from the device code), then the device preprocessor, cicc, ptxas and
 fatbinary, then the host compiler and the link. The two front ends read nothing of each
 other's but the module id, a hash of the translation unit that cudafe++ writes and cicc reads;
-cicc can compute it too (it does for `nvcc -cubin`). On an H100 host each front end takes
-0.35-0.45 s of a ~1.3 s build. So `run_nvcc` asks nvcc for its steps (`--dryrun`, ~10 ms), runs
-the host chain and the device chain at once, checks that the two module ids agree, and runs
-the remaining steps in nvcc's order. Every intermediate and the artifact are byte-identical
-to nvcc's own (tests/harness/test_nvcc_steps.py builds both ways), and the output is the one
-nvcc prints: each step's, in nvcc's order, up to the first step that fails.
+cicc can compute it too (it does for `nvcc -cubin`). On the H100 machine's host cudafe++ takes
+0.25-0.3 s and cicc 0.2-0.3 s of a 1.0-1.2 s build. So `run_nvcc` asks nvcc for its steps
+(`--dryrun`, ~10 ms), runs the host chain and the device chain at once, checks that the two
+module ids agree, and runs the remaining steps in nvcc's order: the examples then build in
+0.66-0.81 s (bench/build_steps.py). Every intermediate and the artifact are byte-identical to
+nvcc's own (tests/harness/test_nvcc_steps.py builds both ways), and the output is the one nvcc
+prints: its own warnings, then each step's, in nvcc's order, up to the first step that fails.
 
 A command whose steps have another shape (several architectures, a link of objects, a host
 compiler's preprocessing pass this module does not know) runs as one nvcc command, as do
-commands without `-keep` (nvcc's temporary files are its to remove) and a split whose module
-ids disagree (run again whole). Torch-free."""
+commands without `-keep` (nvcc's temporary files are its to remove); a split whose module ids
+disagree, or whose cicc fails on a source cudafe++ passed, runs again whole, so that nvcc
+itself says whether the source or the split is at fault. Torch-free."""
 
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ class _Step(NamedTuple):
 
 
 class _Plan(NamedTuple):
+    said: str  # nvcc's own messages (a warning about its options), printed before any step's
     before: list[_Step]  # nvcc's removals of stale files from an earlier run
     host: list[_Step]
     device: list[_Step]
@@ -138,6 +141,9 @@ def _plan(command: list[str], *, cwd: Path, deps: Path, timeout: float) -> _Plan
     if listed.returncode != 0:
         return None  # nvcc itself refuses the command: run whole, it says why
     lines = [line[3:] for line in listed.stdout.splitlines() if line.startswith("#$ ")]
+    said = "".join(
+        line for line in listed.stdout.splitlines(keepends=True) if not line.startswith("#$ ")
+    )
     variables = dict(os.environ)  # nvcc's environment for its tools: ours and its own
     steps: list[_Step] = []
     for line in lines:
@@ -152,7 +158,7 @@ def _plan(command: list[str], *, cwd: Path, deps: Path, timeout: float) -> _Plan
         if step is None:
             return None
         steps.append(step)
-    return _chains(steps, deps)
+    return _chains(steps, deps, said)
 
 
 def _step(line: str, variables: dict[str, str]) -> _Step | None:
@@ -190,7 +196,7 @@ def _stage(words: list[str]) -> str | None:
     return "gcc (compiling)" if "-c" in words else "gcc (linking)"
 
 
-def _chains(steps: list[_Step], deps: Path) -> _Plan | None:
+def _chains(steps: list[_Step], deps: Path, said: str) -> _Plan | None:
     """The host chain, the device chain up to its fatbinary (and that file's removal), and the
     rest; None unless each front-end step occurs once, the host chain wholly before the
     device chain in nvcc's order (so its output comes first), and cicc reads the module id
@@ -223,7 +229,7 @@ def _chains(steps: list[_Step], deps: Path) -> _Plan | None:
     device[1] = cicc
     preprocess = device[0]
     device[0] = preprocess._replace(words=[*preprocess.words, "-MD", "-MF", str(deps)])
-    return _Plan(before, host, device, steps[end:], (Path(own[0]), Path(own[1])))
+    return _Plan(said, before, host, device, steps[end:], (Path(own[0]), Path(own[1])))
 
 
 def _own_module_id(cudafe: _Step, cicc: _Step) -> tuple[_Step, tuple[str, str]] | None:
@@ -315,11 +321,12 @@ class _Runner:
 
 
 def _run_split(plan: _Plan, *, cwd: Path, deadline: float, command: list[str]) -> NvccRun | None:
-    """The plan's result as nvcc would give it; None when the two module ids differ (the
-    build must then run whole)."""
+    """The plan's result as nvcc would give it; None when the build must run whole: the two
+    module ids differ, or cicc failed on a source cudafe++ passed."""
     steps = [*plan.before, *plan.host, *plan.device, *plan.rest]
-    runner = _Runner({id(step): n for n, step in enumerate(steps)}, cwd=cwd, deadline=deadline)
-    runs: list[_StepRun] = []
+    order = {id(step): n for n, step in enumerate(steps)}
+    runner = _Runner(order, cwd=cwd, deadline=deadline)
+    runs = [_StepRun(-1, plan.said, 0)]
     try:
         runs += runner.chain(plan.before)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nvcc-device") as pool:
@@ -328,10 +335,16 @@ def _run_split(plan: _Plan, *, cwd: Path, deadline: float, command: list[str]) -
                 host = runner.chain(plan.host)
                 if _failed(host):  # nvcc would not have started the device chain
                     runner.stop()
-                runs += host + device.result()
+                devices = device.result()
             except BaseException:
                 runner.stop()
                 raise
+        runs += host + devices
+        cicc = plan.device[1]
+        if not _failed(host) and any(run.failed for run in devices if run.order == order[id(cicc)]):
+            # Where cudafe++ passed, cicc seldom fails but on the option this module gave it:
+            # nvcc's own run says whether the source or the split is at fault.
+            return None
         if not _failed(runs):
             if not _same_module_id(*(cwd / path for path in plan.module_ids)):
                 return None

@@ -86,8 +86,9 @@ def _both(tmp_path: Path, source: Path, kind: str, *flags: str) -> tuple[Built, 
         (EXAMPLES / "saxpy_program.cu", "executable", ()),
         (FIXTURES / "split_kernels.cu", "object", ("-Xcompiler", "-fPIC", f"-I{FIXTURES}")),
         (FIXTURES / "warnings.cu", "shared", ("--use_fast_math", "-DSCALE=2")),
+        (EXAMPLES / "relu.cu", "shared", ("-rdc=true",)),  # relocatable: nvlink links for real
     ],
-    ids=["shared", "executable", "object", "warnings-and-flags"],
+    ids=["shared", "executable", "object", "warnings-and-flags", "relocatable"],
 )
 def test_split_build_makes_nvccs_bytes_output_and_dependencies(tmp_path, source, kind, flags):
     whole, split = _both(tmp_path, source, kind, *flags)
@@ -118,6 +119,15 @@ def test_a_failing_step_gives_nvccs_output(tmp_path, fixture, failing):
     assert failing in split.output
     assert split.output == whole.output
     assert split.artifact is None
+
+
+def test_nvccs_own_warnings_come_first_as_nvcc_prints_them(tmp_path):
+    # (-G's artifacts differ, but not through the split: nvcc records `--time`'s file, which
+    # only the whole run is given, in nvlink's tool notes when it links for the debugger)
+    whole, split = _both(tmp_path, EXAMPLES / "relu.cu", "shared", "-G")
+    assert split.ran.split
+    assert split.output.startswith("nvcc warning : '--device-debug (-G)' overrides")
+    assert split.output == whole.output
 
 
 def test_two_architectures_run_as_one_nvcc_command(tmp_path):
@@ -160,6 +170,23 @@ def test_module_ids_that_disagree_run_nvcc_whole(tmp_path, monkeypatch):
     whole, split = _both(tmp_path, EXAMPLES / "softmax.cu", "shared")
     assert not split.ran.split and split.ran.returncode == 0
     assert split.artifact == whole.artifact
+
+
+def test_cicc_refusing_the_split_runs_nvcc_whole(tmp_path, monkeypatch):
+    """A cicc that fails where cudafe++ passed (here on an option it doesn't know, as an older
+    one might on the module id it is asked to write): nvcc's own run decides."""
+    planned = nvcc_steps._plan
+
+    def refused(*args, **kwargs):
+        plan = planned(*args, **kwargs)
+        cicc = plan.device[1]
+        plan.device[1] = cicc._replace(words=[*cicc.words, "--no-such-cicc-option"])
+        return plan
+
+    monkeypatch.setattr(nvcc_steps, "_plan", refused)
+    whole, split = _both(tmp_path, EXAMPLES / "relu.cu", "shared")
+    assert not split.ran.split and split.ran.returncode == 0
+    assert split.artifact == whole.artifact and split.output == whole.output
 
 
 def test_timeout_kills_every_step_and_keeps_the_output_so_far(tmp_path):

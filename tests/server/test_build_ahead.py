@@ -75,10 +75,11 @@ class CountedNvcc:
         self.path.chmod(0o755)
 
     def compiles(self) -> int:
-        """nvcc runs on scale.cu (or a copy of its unsaved text); the worker also builds its
-        own CUPTI helper with it."""
+        """nvcc runs on scale.cu (or a copy of its unsaved text): one each, its steps listed
+        (`--dryrun`) to be run split (harness/nvcc_steps.py), or the build run whole; the
+        worker also builds its own CUPTI helper with it."""
         lines = self.log.read_text().splitlines() if self.log.exists() else []
-        return sum(line.endswith("/scale.cu") for line in lines)
+        return sum(line.removesuffix(" --dryrun").endswith("/scale.cu") for line in lines)
 
 
 def saved_result(cache_dir: Path, text: str) -> FileResult | None:
