@@ -1,6 +1,7 @@
 """Real nvcc builds: flags, diagnostics, resources, caching, and the failure kinds."""
 
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -34,6 +35,12 @@ def built(tmp_path_factory):
     return get
 
 
+def pointers_alike(name: str) -> str:
+    """A demangled name with pointers spelled "float*": on the H100 machine (Ubuntu 24.04) both
+    ptxas's messages and the demangler's names read "float *"."""
+    return re.sub(r"\s+(?=[*&])", "", name)
+
+
 def entries(cache: Path) -> list[Path]:
     builds = cache / "builds"
     return [p for p in builds.iterdir() if p.name != "manifests"] if builds.is_dir() else []
@@ -58,7 +65,7 @@ def test_good_kernel_builds_a_shared_library_with_the_required_flags(built):
     assert command[command.index("-Xptxas") + 1] == "-v"
     assert command[command.index("-Xcompiler") + 1] == "-fPIC"
     (kernel,) = result.resources
-    assert kernel.demangled == "scale(float const*, float*, float, int)"
+    assert pointers_alike(kernel.demangled) == "scale(float const*, float*, float, int)"
     assert kernel.registers > 0 and kernel.arch == "sm_90"
     assert (kernel.theoretical_occupancy, kernel.occupancy_block_size) == (1.0, 256)
     assert result.diagnostics == []
@@ -163,7 +170,7 @@ def test_spills_registers_and_launch_bounds(built):
 def test_static_shared_memory_and_template_launch_bounds(built):
     (transpose,) = built("shared_mem.cu").resources
     assert transpose.shared_bytes == 32 * 33 * 4
-    bounds = {k.demangled: k for k in built("launch_bounds.cu").resources}
+    bounds = {pointers_alike(k.demangled): k for k in built("launch_bounds.cu").resources}
     assert bounds["bounded(float const*, float*, int)"].max_threads_per_block == 128
     templated = bounds["void templated<64>(float const*, float*)"]
     assert (templated.max_threads_per_block, templated.occupancy_block_size) == (64, 64)
@@ -175,7 +182,7 @@ def test_too_much_shared_memory_points_at_the_kernel(built):
     assert not result.ok and result.error.kind == "build_failed"
     (error,) = result.diagnostics
     assert (error.line, error.severity) == (2, "error")
-    assert "greedy(float*)' uses too much shared data" in error.message
+    assert "greedy(float*)' uses too much shared data" in pointers_alike(error.message)
     (greedy,) = result.resources
     assert greedy.shared_bytes == 256 * 1024
     assert (greedy.theoretical_occupancy, greedy.occupancy_limiter) == (0.0, "shared_memory")
@@ -248,7 +255,7 @@ def test_several_sources_build_in_parts_and_an_edit_recompiles_only_its_part(tmp
         "link",
     ]
     assert not any(step.cached for step in first.steps)
-    assert [k.demangled for k in first.resources] == ["scale(float*, float, int)"]
+    assert [pointers_alike(k.demangled) for k in first.resources] == ["scale(float*, float, int)"]
     assert first.nvcc_stages_ms["cicc"] > 0 and first.nvcc_stages_ms["gcc (linking)"] > 0
     before = step_files(first)
 
