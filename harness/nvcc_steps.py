@@ -52,6 +52,7 @@ class NvccRun(NamedTuple):
 
 
 class _Step(NamedTuple):
+    order: int  # its place in nvcc's order (the output is shown in it)
     stage: str  # `nvcc --time`'s phase name, or "rm"
     words: list[str]  # the command, its variables expanded
     environment: dict[str, str]  # nvcc's for its tools (its PATH first)
@@ -154,14 +155,14 @@ def _plan(command: list[str], *, cwd: Path, deps: Path, timeout: float) -> _Plan
                 continue
             variables[name] = value
             continue
-        step = _step(line, variables)
+        step = _step(len(steps), line, variables)
         if step is None:
             return None
         steps.append(step)
     return _chains(steps, deps, said)
 
 
-def _step(line: str, variables: dict[str, str]) -> _Step | None:
+def _step(order: int, line: str, variables: dict[str, str]) -> _Step | None:
     """The line as a command to run without a shell, its program found on nvcc's PATH."""
     try:
         words = [_expanded(word, variables) for word in shlex.split(line)]
@@ -171,7 +172,7 @@ def _step(line: str, variables: dict[str, str]) -> _Step | None:
     program = shutil.which(words[0], path=variables.get("PATH")) if stage else None
     if stage is None or (program is None and stage != "rm"):
         return None
-    return _Step(stage, words, variables)
+    return _Step(order, stage, words, variables)
 
 
 def _expanded(word: str, variables: dict[str, str]) -> str:
@@ -218,7 +219,7 @@ def _chains(steps: list[_Step], deps: Path, said: str) -> _Plan | None:
     if (
         [step.stage for step in host] != list(_HOST_CHAIN)
         or [step.stage for step in device if step.stage != "rm"] != list(_DEVICE_CHAIN)
-        or steps.index(host[-1]) > steps.index(device[0])
+        or host[-1].order > device[0].order
         or len(before) + len(host) + len(device) != len(front)
     ):
         return None
@@ -258,8 +259,8 @@ class _Runner:
     """Runs steps with a shared deadline; `stop()` kills what is running and refuses what
     would start after it."""
 
-    def __init__(self, order: dict[int, int], *, cwd: Path, deadline: float):
-        self._order, self._cwd, self._deadline = order, cwd, deadline
+    def __init__(self, *, cwd: Path, deadline: float):
+        self._cwd, self._deadline = cwd, deadline
         self._lock = threading.Lock()
         self._running: set[subprocess.Popen] = set()
         self._stopped = False
@@ -288,7 +289,7 @@ class _Runner:
         """nvcc removes files itself, silently, whether they exist or not."""
         for name in step.words[1:]:
             (self._cwd / name).unlink(missing_ok=True)
-        return _StepRun(self._order[id(step)], "", 0)
+        return _StepRun(step.order, "", 0)
 
     def _run(self, step: _Step) -> _StepRun | None:
         began = time.perf_counter()
@@ -317,15 +318,13 @@ class _Runner:
                 self._running.discard(process)
         took = (time.perf_counter() - began) * 1000.0
         self.stages_ms[step.stage] = round(self.stages_ms.get(step.stage, 0.0) + took, 1)
-        return _StepRun(self._order[id(step)], output, process.returncode)
+        return _StepRun(step.order, output, process.returncode)
 
 
 def _run_split(plan: _Plan, *, cwd: Path, deadline: float, command: list[str]) -> NvccRun | None:
     """The plan's result as nvcc would give it; None when the build must run whole: the two
     module ids differ, or cicc failed on a source cudafe++ passed."""
-    steps = [*plan.before, *plan.host, *plan.device, *plan.rest]
-    order = {id(step): n for n, step in enumerate(steps)}
-    runner = _Runner(order, cwd=cwd, deadline=deadline)
+    runner = _Runner(cwd=cwd, deadline=deadline)
     runs = [_StepRun(-1, plan.said, 0)]
     try:
         runs += runner.chain(plan.before)
@@ -341,7 +340,7 @@ def _run_split(plan: _Plan, *, cwd: Path, deadline: float, command: list[str]) -
                 raise
         runs += host + devices
         cicc = plan.device[1]
-        if not _failed(host) and any(run.failed for run in devices if run.order == order[id(cicc)]):
+        if not _failed(host) and any(run.failed and run.order == cicc.order for run in devices):
             # Where cudafe++ passed, cicc seldom fails but on the option this module gave it:
             # nvcc's own run says whether the source or the split is at fault.
             return None
