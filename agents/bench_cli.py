@@ -96,10 +96,11 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
         run_kernelbench,
     )
     from kernelblaster.agents.llm import LlmClient, LlmConfig, LlmError
-    from kernelblaster.harness.gpu_arch import detect_arch
-    from kernelblaster.harness.worker_client import keep_spare_workers
+    from kernelblaster.harness.build.gpu_arch import detect_arch
+    from kernelblaster.harness.protocol.worker_client import keep_spare_workers
+    from kernelblaster.kb.fallback import open_or_fallback
     from kernelblaster.kb.schema import KBError
-    from kernelblaster.kb.store import default_path, open_or_fallback
+    from kernelblaster.kb.store import default_path
 
     try:
         problems = discover(

@@ -14,18 +14,18 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.agents.lowering import Feedback
-from kernelblaster.harness.classify import kernel_states, launch_durations
-from kernelblaster.harness.findings import with_kernel_chain
-from kernelblaster.harness.optimize_protocol import LaunchedKernel
-from kernelblaster.harness.records import (
+from kernelblaster.harness.analysis.classify import kernel_states, launch_durations
+from kernelblaster.harness.analysis.findings import with_kernel_chain
+from kernelblaster.harness.protocol.optimize_protocol import LaunchedKernel
+from kernelblaster.harness.protocol.records import (
     BuildResult,
     CheckResult,
     HarnessError,
     PerfState,
     ProfileReport,
 )
-from kernelblaster.harness.worker_client import run_harness_sync
-from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
+from kernelblaster.harness.protocol.worker_client import run_harness_sync
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
 
 # Worker error kinds → the attempt outcome the KB records and the lowering feedback kind.

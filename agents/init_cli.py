@@ -36,7 +36,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     # Imported here: the openai client is heavy, and every command shares this start-up.
     from kernelblaster.agents.init_kernel import initial_kernel
     from kernelblaster.agents.llm import LlmClient, LlmConfig, LlmError
-    from kernelblaster.harness.worker_client import keep_spare_workers
+    from kernelblaster.harness.protocol.worker_client import keep_spare_workers
 
     reference = Path(args.file).resolve()
     if not reference.is_file() or reference.suffix != ".py":

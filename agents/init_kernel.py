@@ -2,8 +2,8 @@
 harness, as the paper's loop starts: from naive CUDA that the model writes from the module.
 
 The reference `problem.py` (KernelBench format) goes into the prompt with its launcher
-signature, measured from the module itself (harness/reference_signature.py). Each reply's CUDA
-file is checked for the plain form (one `extern "C"` launcher, no torch headers, no `main`),
+signature, measured from the module itself (harness/target/reference_signature.py). Each reply's
+CUDA file is checked for the plain form (one `extern "C"` launcher, no torch headers, no `main`),
 then built and verified by the same worker `kernelblaster check` runs, on a scratch copy of the
 pair: a build error, a wrong result or a crash goes back to the model, within `attempts`
 replies. A failure that is not the candidate's (no GPU, the problem's inputs don't fit in GPU
@@ -24,10 +24,10 @@ from kernelblaster.agents.evaluation import Evaluation, evaluate
 from kernelblaster.agents.llm import LlmClient, LlmError, LlmReply, Usage
 from kernelblaster.agents.lowering import compact, feedback_prompt, first_line
 from kernelblaster.agents.prompting import bullets, render_messages
-from kernelblaster.harness.cuda_source import extern_c_functions
-from kernelblaster.harness.init_protocol import InitResult
-from kernelblaster.harness.reference_signature import SignatureResponse, measure_signature
-from kernelblaster.harness.targets import detect_kind
+from kernelblaster.harness.analysis.cuda_source import extern_c_functions
+from kernelblaster.harness.protocol.init_protocol import InitResult
+from kernelblaster.harness.target.reference_signature import SignatureResponse, measure_signature
+from kernelblaster.harness.target.targets import detect_kind
 from kernelblaster.settings import Settings
 
 Evaluate = Callable[..., Evaluation]

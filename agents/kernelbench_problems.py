@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from kernelblaster.harness.reference_source import outline
+from kernelblaster.harness.analysis.reference_source import outline
 
 _LEADING_NUMBER = re.compile(r"^(\d+)")
 

@@ -34,10 +34,10 @@ from kernelblaster.agents.llm import LlmClient, Usage
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.optimize_cli import optimized_copy_path
 from kernelblaster.atomic_files import save_kernel, write_atomically
-from kernelblaster.harness.cuda_source import global_kernels
-from kernelblaster.harness.optimize_protocol import OptimizeRequest
-from kernelblaster.harness.records import CheckResult
-from kernelblaster.harness.reference_signature import SignatureResponse, measure_signature
+from kernelblaster.harness.analysis.cuda_source import global_kernels
+from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
+from kernelblaster.harness.protocol.records import CheckResult
+from kernelblaster.harness.target.reference_signature import SignatureResponse, measure_signature
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 

@@ -48,15 +48,15 @@ from kernelblaster.agents.lowering import Feedback, LoweringInput, LoweringResul
 from kernelblaster.agents.policy_update import update_policy
 from kernelblaster.agents.soft_verify import soft_verify
 from kernelblaster.agents.state_extractor import refine_state
-from kernelblaster.harness.optimize_protocol import (
+from kernelblaster.harness.protocol.optimize_protocol import (
     LaunchedKernel,
     OptimizeRequest,
     OptimizeResult,
     OptimizeStep,
 )
-from kernelblaster.harness.records import PerfState
-from kernelblaster.harness.targets import Target, kept_functions, resolve_target
-from kernelblaster.harness.worker_client import prewarm_harness_workers
+from kernelblaster.harness.protocol.records import PerfState
+from kernelblaster.harness.protocol.worker_client import prewarm_harness_workers
+from kernelblaster.harness.target.targets import Target, kept_functions, resolve_target
 from kernelblaster.kb.catalog import enablers
 from kernelblaster.kb.ranking import finding_gains, select, target_finding
 from kernelblaster.kb.records import NO_TARGET, Attempt, RankedTechnique, Technique, code_hash

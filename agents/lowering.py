@@ -18,7 +18,7 @@ import msgspec
 from kernelblaster.agents.code_extract import ExtractError, code_skeleton, extract_cuda_source
 from kernelblaster.agents.llm import LlmClient, Usage
 from kernelblaster.agents.prompting import bullets, describe_state, render_messages
-from kernelblaster.harness.records import PerfState
+from kernelblaster.harness.protocol.records import PerfState
 from kernelblaster.kb.records import Technique
 
 FEEDBACK_CHARS = 2000  # compiler output beyond this is mostly follow-on errors

@@ -16,7 +16,7 @@ from kernelblaster.atomic_files import write_atomically
 from kernelblaster.settings import Settings, SettingsError, TargetConfig, load_settings
 
 if TYPE_CHECKING:
-    from kernelblaster.harness.optimize_protocol import OptimizeResult
+    from kernelblaster.harness.protocol.optimize_protocol import OptimizeResult
 
 
 def optimized_copy_path(source: Path) -> Path:
@@ -81,10 +81,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from kernelblaster.agents.llm import LlmClient, LlmConfig
     from kernelblaster.agents.loop import OptimizeRun, run_optimization
     from kernelblaster.agents.rollout_runners import runner_for
-    from kernelblaster.harness.optimize_protocol import OptimizeRequest
-    from kernelblaster.harness.worker_client import keep_spare_workers
+    from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
+    from kernelblaster.harness.protocol.worker_client import keep_spare_workers
+    from kernelblaster.kb.fallback import open_or_fallback
     from kernelblaster.kb.schema import KBError
-    from kernelblaster.kb.store import default_path, open_or_fallback
+    from kernelblaster.kb.store import default_path
 
     source = Path(args.file).resolve()
     if not source.is_file():
@@ -169,7 +170,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def _only_kernel(text: str) -> str:
-    from kernelblaster.harness.cuda_source import global_kernels
+    from kernelblaster.harness.analysis.cuda_source import global_kernels
 
     names = [k.name for k in global_kernels(text)]
     if len(names) != 1:

@@ -18,17 +18,18 @@ from kernelblaster.agents.init_kernel import initial_kernel
 from kernelblaster.agents.llm import LlmClient, LlmConfig, LlmError
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.rollout_runners import runner_for
-from kernelblaster.harness.init_protocol import InitProgress, InitRequest, InitResult
-from kernelblaster.harness.optimize_protocol import (
+from kernelblaster.harness.protocol.init_protocol import InitProgress, InitRequest, InitResult
+from kernelblaster.harness.protocol.optimize_protocol import (
     OptimizeProgress,
     OptimizeRequest,
     OptimizeResult,
 )
-from kernelblaster.harness.processes import exit_with_parent
-from kernelblaster.harness.protocol_stream import ProtocolStream
-from kernelblaster.harness.worker_client import keep_spare_workers
+from kernelblaster.harness.protocol.processes import exit_with_parent
+from kernelblaster.harness.protocol.protocol_stream import ProtocolStream
+from kernelblaster.harness.protocol.worker_client import keep_spare_workers
+from kernelblaster.kb.fallback import open_or_fallback
 from kernelblaster.kb.schema import KBError
-from kernelblaster.kb.store import default_path, open_or_fallback
+from kernelblaster.kb.store import default_path
 from kernelblaster.settings import Settings
 
 Request = OptimizeRequest | InitRequest

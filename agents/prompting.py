@@ -14,7 +14,7 @@ import re
 from importlib import resources
 from string import Template
 
-from kernelblaster.harness.records import PerfState
+from kernelblaster.harness.protocol.records import PerfState
 
 ROLE_MARKER = re.compile(r"^<!-- role: (system|user|assistant) -->[ \t]*$", re.MULTILINE)
 

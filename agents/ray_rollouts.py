@@ -27,9 +27,9 @@ from kernelblaster.agents.loop import (
     RunRollouts,
     run_rollout,
 )
-from kernelblaster.harness.worker_client import keep_spare_workers
-from kernelblaster.kb.database import is_postgres_url
-from kernelblaster.kb.store import open_or_fallback
+from kernelblaster.harness.protocol.worker_client import keep_spare_workers
+from kernelblaster.kb.fallback import open_or_fallback
+from kernelblaster.kb_location import is_postgres_url
 
 WAIT_S = 1.0  # how often the driver looks at `cancelled` while the tasks run
 

@@ -34,8 +34,8 @@ from kernelblaster.agents.replay_table import (
     Task,
     source_digest,
 )
-from kernelblaster.harness.findings import with_kernel_chain
-from kernelblaster.harness.records import CheckResult, Timing, VerifyResult
+from kernelblaster.harness.analysis.findings import with_kernel_chain
+from kernelblaster.harness.protocol.records import CheckResult, Timing, VerifyResult
 from kernelblaster.settings import Settings
 
 # Verdicts of the model calls the replay answers, by purpose (see agents/prompts).

@@ -19,7 +19,7 @@ from typing import Literal
 
 import msgspec
 
-from kernelblaster.harness.records import PerfState
+from kernelblaster.harness.protocol.records import PerfState
 from kernelblaster.kb.catalog import load_catalog
 
 NAIVE = "naive"

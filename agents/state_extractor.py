@@ -1,6 +1,6 @@
 """State extractor: refine the rule-based performance state with an LLM.
 
-The rules in harness/classify.py give a deterministic state; the LLM sees the same findings
+The rules in harness/analysis/classify.py give a deterministic state; the LLM sees the same findings
 (compact, never raw metric dumps) and the KB's known state ids, and either confirms or picks a known
 state, or proposes a new one. Any change from the rule-based state is kept only at or above
 `min_confidence`, and a new id must be well formed; otherwise the rule-based state stands.
@@ -16,7 +16,7 @@ import msgspec
 from kernelblaster.agents.llm import LlmClient, Usage
 from kernelblaster.agents.prompting import describe_state, render_messages
 from kernelblaster.agents.reply_json import ask_json
-from kernelblaster.harness.records import PerfState
+from kernelblaster.harness.protocol.records import PerfState
 
 # `<bottleneck>.<aspect>[.<detail>]`, the shape of the catalog's ids ("latency.long_scoreboard").
 NEW_STATE_ID = re.compile(r"^(memory|compute|latency|occupancy|launch)(\.[a-z0-9_]+){1,2}$")

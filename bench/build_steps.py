@@ -1,9 +1,9 @@
 """nvcc as one command against its steps with the host front end beside the device compile
-(harness/nvcc_steps.py), on the plain examples' builds as the harness runs them.
+(harness/build/nvcc_steps.py), on the plain examples' builds as the harness runs them.
 
     python bench/build_steps.py [--examples relu softmax ...] [--builds 10]
 
-Each example is built once through the harness (harness/build.py) for its exact nvcc command,
+Each example is built once through the harness (harness/build/nvcc.py) for its exact nvcc command,
 which is then run `--builds` times each way, alternating, each time into a fresh directory
 with the same paths, so the two ways make comparable bytes. Records the wall time of each
 build (median, min, max), each way's stages (`nvcc --time`'s, and the steps' own when split),
@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result
 
-from kernelblaster.harness.build import BuildSpec, build
-from kernelblaster.harness.nvcc_steps import run_nvcc
+from kernelblaster.harness.build.nvcc import BuildSpec, build
+from kernelblaster.harness.build.nvcc_steps import run_nvcc
 from kernelblaster.settings import Settings
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

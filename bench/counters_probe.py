@@ -1,5 +1,5 @@
-"""The quick profile's counters collected in process with CUPTI (harness/counters.py) against
-ncu's quick profile through run_once, on a GPU, for the plain examples (issue 14):
+"""The quick profile's counters collected in process with CUPTI (harness/profile/counters.py)
+against ncu's quick profile through run_once, on a GPU, for the plain examples (issue 14):
 
     . bench/device_setup.sh > /tmp/setup.log 2>&1; python3 bench/counters_probe.py
 
@@ -45,12 +45,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import msgspec
 from common import REPO, write_result
 
-from kernelblaster.harness import cupti
-from kernelblaster.harness import ncu_metrics as m
-from kernelblaster.harness.build import build
-from kernelblaster.harness.counter_metrics import COUNTER_METRICS, LAUNCH_METRICS
-from kernelblaster.harness.target_build import build_spec
-from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.harness.analysis import ncu_metrics as m
+from kernelblaster.harness.analysis.counter_metrics import COUNTER_METRICS, LAUNCH_METRICS
+from kernelblaster.harness.build.nvcc import build
+from kernelblaster.harness.check import cupti
+from kernelblaster.harness.target.target_build import build_spec
+from kernelblaster.harness.target.targets import Target, resolve_target
 from kernelblaster.settings import Settings
 
 EXAMPLES = ["relu", "softmax", "matmul", "row_sum"]
@@ -221,8 +221,8 @@ def prepare_examples(names: list[str], work: Path, settings: Settings) -> dict[s
 def ncu_quick(name: str, source: str, settings: Settings) -> dict:
     import torch
 
-    from kernelblaster.harness.classify import classify_report
-    from kernelblaster.harness.profile import profile_target
+    from kernelblaster.harness.analysis.classify import classify_report
+    from kernelblaster.harness.profile.profile import profile_target
 
     target = resolve_target(Path(source), settings)
     built = build(build_spec(target, settings), settings)
@@ -266,8 +266,8 @@ def child(args) -> int:
     began = time.perf_counter()
     import torch
 
-    from kernelblaster.harness.classify import classify_report
-    from kernelblaster.harness.counters import collect_counters
+    from kernelblaster.harness.analysis.classify import classify_report
+    from kernelblaster.harness.profile.counters import collect_counters
 
     try:
         torch.cuda.init()

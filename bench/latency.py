@@ -36,14 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import start_language_server, write_result
 from lsprotocol import types
 
-from kernelblaster.harness.worker_client import SpareWorkers, run_harness, run_harness_sync
-from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
+from kernelblaster.harness.protocol.worker_client import SpareWorkers, run_harness, run_harness_sync
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.server.cache import ResultCache
 from kernelblaster.server.documents import path_to_uri
 from kernelblaster.settings import Settings
 
 SERVER_EXAMPLES = ["relu", "softmax"]
-# CheckResult.phase_seconds, as harness/check.py and harness/worker.py record them. The
+# CheckResult.phase_seconds, as harness/check/check.py and harness/worker/serve.py record them. The
 # reference_* parts run beside the nvcc build when the worker can (plain and extension targets
 # on a GPU); otherwise inside "load".
 PHASES = {
@@ -57,7 +57,8 @@ PHASES = {
     "reference_after_build": "how long the reference side ran on after nvcc had finished (0: "
     "the build was the longer)",
     "ahead_reference_load, ahead_reference_probe, ahead_reference_sets": "the same parts, made "
-    "by the spare worker before the request came (harness/reference_ahead.py): not waited for",
+    "by the spare worker before the request came (harness/worker/reference_ahead.py): "
+    "not waited for",
     "reference_wait": "how long the request waited for the side its spare was still making",
     "load": "from the check's start to the candidate loaded (dlopen, launcher checks); "
     "includes the reference side when it was not made beside the build",
@@ -281,7 +282,7 @@ def _saved_run(cache_dir: Path, source: Path) -> dict:
         "build_s": round(result.response.build.seconds, 3),
         "nvcc_stages_ms": result.response.build.nvcc_stages_ms,
         "phases_s": check.phase_seconds if check is not None else {},
-        # how many repetitions the timing needed to pin its median (harness/timing.py), and
+        # how many repetitions the timing needed to pin its median (harness/check/timing.py), and
         # the spread that decided it
         "timing_ms": msgspec.to_builtins(timing) if timing is not None else None,
     }

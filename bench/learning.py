@@ -54,7 +54,7 @@ from kernelblaster.agents.replay_table import (
     load_library,
     read_table,
 )
-from kernelblaster.harness.optimize_protocol import OptimizeRequest
+from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
 from kernelblaster.kb import ranking
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings

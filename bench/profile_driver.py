@@ -29,15 +29,15 @@ import msgspec
 import torch
 from common import REPO, write_result
 
-from kernelblaster.harness.build import build
-from kernelblaster.harness.classify import classify_report
-from kernelblaster.harness.cuda_source import kernel_names
-from kernelblaster.harness.ncu import run_ncu
-from kernelblaster.harness.profile import driver_command, profile_target
-from kernelblaster.harness.records import ProfileReport
-from kernelblaster.harness.run_once import RunOnceSpec, program, write_spec
-from kernelblaster.harness.target_build import build_spec
-from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.harness.analysis.classify import classify_report
+from kernelblaster.harness.analysis.cuda_source import kernel_names
+from kernelblaster.harness.build.nvcc import build
+from kernelblaster.harness.profile.ncu import run_ncu
+from kernelblaster.harness.profile.profile import driver_command, profile_target
+from kernelblaster.harness.protocol.records import ProfileReport
+from kernelblaster.harness.target.run_once import RunOnceSpec, program, write_spec
+from kernelblaster.harness.target.target_build import build_spec
+from kernelblaster.harness.target.targets import Target, resolve_target
 from kernelblaster.settings import Settings
 
 PROGRAMS = ("native_driver", "run_once")

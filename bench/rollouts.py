@@ -15,7 +15,7 @@ gain. Before timing, a short run on each GPU warms what both timed runs share (t
 the PyTorch baselines of each GPU); each timed run starts from an empty KB. The optimize call
 also profiles the original first and runs compute-sanitizer on the best candidate last, on one
 GPU: that part does not shrink with more GPUs, so the rollout phase is timed on its own too.
-Each run keeps spare workers, as `kernelblaster optimize` does (harness/worker_client.py
+Each run keeps spare workers, as `kernelblaster optimize` does (harness/protocol/worker_client.py
 keep_spare_workers): every evaluation starts in a worker that prewarmed (Python, torch, the
 CUDA context) during the previous one, and every rollout GPU's first worker prewarms while the
 original is profiled (`--fresh-workers`: a worker started for each evaluation, as before).
@@ -47,8 +47,8 @@ from kernelblaster.agents.evaluation import evaluate
 from kernelblaster.agents.llm import LlmClient, LlmConfig
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.rollout_runners import runner_for
-from kernelblaster.harness.optimize_protocol import OptimizeRequest
-from kernelblaster.harness.worker_client import keep_spare_workers
+from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
+from kernelblaster.harness.protocol.worker_client import keep_spare_workers
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 

@@ -1,4 +1,4 @@
-"""Does stopping the timing once its median is pinned down (harness/timing.py) change the
+"""Does stopping the timing once its median is pinned down (harness/check/timing.py) change the
 figure? On a GPU, for each example's kernel, built and loaded as a check loads it, on the same
 three input sets (the reference's, seeds 1-3):
 
@@ -26,12 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch
 from common import REPO, write_result
 
-from kernelblaster.harness.build import build
-from kernelblaster.harness.candidate import load_candidate
-from kernelblaster.harness.reference import load_reference
-from kernelblaster.harness.target_build import build_spec
-from kernelblaster.harness.targets import Target, resolve_target
-from kernelblaster.harness.timing import CudaClock, time_callable
+from kernelblaster.harness.build.nvcc import build
+from kernelblaster.harness.check.timing import CudaClock, time_callable
+from kernelblaster.harness.target.candidate import load_candidate
+from kernelblaster.harness.target.reference import load_reference
+from kernelblaster.harness.target.target_build import build_spec
+from kernelblaster.harness.target.targets import Target, resolve_target
 from kernelblaster.settings import Settings
 
 PLANS = {"pinned": {}, "full": {"min_repetitions": 200}}

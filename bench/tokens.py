@@ -20,7 +20,7 @@ from common import openai_server_module, write_result
 
 from kernelblaster.agents.llm import LlmClient, LlmConfig
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
-from kernelblaster.harness.optimize_protocol import OptimizeRequest
+from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.kb.database import is_postgres_url
 from kernelblaster.kb.schema import KBError
 from kernelblaster.kb.store import KnowledgeBase, default_path, personal_path
 from kernelblaster.kb.transfer import export_kb, import_kb, merge_kb, read_export, write_export
 from kernelblaster.kb.view import kb_view
+from kernelblaster.kb_location import is_postgres_url
 from kernelblaster.settings import SettingsError, load_settings
 
 

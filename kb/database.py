@@ -12,15 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import parse_qs, urlsplit
 
 from kernelblaster.kb.schema import KBError
-
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-PASSWORD_HINT = (
-    "give the password through PGPASSWORD, a password file (~/.pgpass or PGPASSFILE) or a "
-    "service file (PGSERVICEFILE), never in settings"
-)
 
 
 class KBUnreachable(KBError):
@@ -79,33 +72,3 @@ class Database(Connection, Protocol):
         """What to report for a driver error while the KB is being prepared (migrated)."""
 
     def close(self) -> None: ...
-
-
-def is_postgres_url(location: Path | str) -> bool:
-    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
-
-
-def password_problem(location: str) -> str | None:
-    """What is wrong with a team KB URL that carries a password (in its user part or as a
-    parameter such as `password` or `sslpassword`); None for any other location. The message
-    never repeats the URL."""
-    if not is_postgres_url(location):
-        return None
-    parts = urlsplit(location)
-    parameters = [name for name in parse_qs(parts.query) if "password" in name.lower()]
-    if parts.password is None and not parameters:
-        return None
-    return f"the knowledge base URL contains a password: remove it and {PASSWORD_HINT}"
-
-
-def open_database(location: Path | str) -> Database:
-    """The database at `location`: a PostgreSQL URL, else an SQLite file path."""
-    if is_postgres_url(location):
-        from kernelblaster.kb.postgres_db import PostgresDatabase  # psycopg only when used
-
-        database = PostgresDatabase(str(location))
-        database.connect()
-        return database
-    from kernelblaster.kb.sqlite_db import SQLiteDatabase
-
-    return SQLiteDatabase.open(Path(location))

@@ -22,8 +22,9 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kernelblaster.kb.database import PASSWORD_HINT, KBReadOnly, KBUnreachable, password_problem
+from kernelblaster.kb.database import KBReadOnly, KBUnreachable
 from kernelblaster.kb.schema import OUR_TABLES, KBError
+from kernelblaster.kb_location import PASSWORD_HINT, password_problem
 
 if TYPE_CHECKING:
     import psycopg

@@ -24,13 +24,11 @@ import platformdirs
 
 from kernelblaster.kb import outbox, ranking, rows
 from kernelblaster.kb.catalog import load_catalog
+from kernelblaster.kb.connect import open_database
 from kernelblaster.kb.database import (
     Connection,
     Database,
     KBReadOnly,
-    KBUnwritableError,
-    is_postgres_url,
-    open_database,
 )
 from kernelblaster.kb.records import (
     Attempt,
@@ -47,6 +45,7 @@ from kernelblaster.kb.records import (
 )
 from kernelblaster.kb.schema import SCHEMA_VERSION, KBError, migrate
 from kernelblaster.kb.stats import validate_attempt
+from kernelblaster.kb_location import is_postgres_url
 
 PRIOR_RANGE = (0.1, 10.0)
 
@@ -65,34 +64,6 @@ def default_path(settings_kb_path: str | None = None) -> Path | str:
     if chosen:
         return chosen if is_postgres_url(chosen) else Path(chosen).expanduser()
     return personal_path()
-
-
-def open_or_fallback(location: Path | str | None) -> tuple[KnowledgeBase, str | None]:
-    """Open the KB at `location` for a long-running user (the loop, the language server),
-    returning a message for the user when it is not quite what was asked (None when it is).
-
-    A file that is corrupt or foreign is left untouched and a fresh KB opened beside it; one that
-    can't be written raises KBUnwritableError (a fresh one beside it couldn't be written either).
-    A team KB (PostgreSQL URL) keeps working while its server is unreachable (kb.team); one that
-    can't be used at all (foreign tables, refused login) gives way to the personal KB."""
-    location = location if location is not None else default_path()
-    if is_postgres_url(location):
-        from kernelblaster.kb.team import TeamKnowledgeBase
-
-        try:
-            return TeamKnowledgeBase.connect(str(location), personal_path())
-        except KBError as exc:
-            kb = KnowledgeBase.open(personal_path())
-            return kb, f"{exc}. Using your personal knowledge base {kb.path} until then."
-    path = Path(location)
-    try:
-        return KnowledgeBase.open(path), None
-    except KBUnwritableError:
-        raise
-    except KBError as exc:
-        fallback = path.with_name(f"{path.stem}.fresh{path.suffix or '.sqlite3'}")
-        kb = KnowledgeBase.open(fallback)
-        return kb, f"{exc}. Using a fresh knowledge base at {fallback} until that is resolved."
 
 
 class KnowledgeBase:

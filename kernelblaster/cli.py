@@ -20,8 +20,8 @@ from kernelblaster.trust import TRUST_ENV
 # imported, so `kernelblaster serve` (the editor's process) never loads the LLM side
 # (kernelblaster.agents); `--help`, or a word that names no command, imports them all.
 COMMANDS = {
-    "build": "kernelblaster.harness.cli",
-    "check": "kernelblaster.harness.cli",
+    "build": "kernelblaster.check_cli",
+    "check": "kernelblaster.check_cli",
     "kb": "kernelblaster.kb.cli",
     "analyze": "kernelblaster.profile_cli",
     "profile": "kernelblaster.profile_cli",

@@ -14,14 +14,15 @@ from typing import Any
 
 import msgspec
 
-from kernelblaster.harness.check_report import format_check_result, format_error
-from kernelblaster.harness.classify import classify_report
-from kernelblaster.harness.cli import add_target_arguments, run_task
-from kernelblaster.harness.findings import kernel_source_file
-from kernelblaster.harness.ncu_reader import ReportError, read_report, remap_sources
-from kernelblaster.harness.records import KernelProfile, PerfState, ProfileReport
+from kernelblaster.check_cli import add_target_arguments, run_task
+from kernelblaster.harness.analysis.check_report import format_check_result, format_error
+from kernelblaster.harness.analysis.classify import classify_report
+from kernelblaster.harness.analysis.findings import kernel_source_file
+from kernelblaster.harness.analysis.ncu_reader import ReportError, read_report, remap_sources
+from kernelblaster.harness.protocol.records import KernelProfile, PerfState, ProfileReport
+from kernelblaster.kb.fallback import open_or_fallback
 from kernelblaster.kb.records import RankedTechnique
-from kernelblaster.kb.store import default_path, open_or_fallback
+from kernelblaster.kb.store import default_path
 from kernelblaster.settings import SettingsError, load_settings
 
 TEXT_TECHNIQUES = 5  # ranked techniques printed per kernel (JSON has them all)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import msgspec
 import platformdirs
 
-from kernelblaster.kb.database import password_problem
+from kernelblaster.kb_location import password_problem
 from kernelblaster.trust import TrustListError, is_trusted
 
 CONFIG_FILE = "kernelblaster.toml"
@@ -58,13 +58,13 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ncu_path: str = "ncu"
     ncu_depth: Literal["quick", "full"] = "quick"
     compute_sanitizer_path: str = "compute-sanitizer"
-    # Plain targets under ncu through the native driver (harness/native_driver.py) instead of
-    # Python + torch. Off by default until tests/harness/test_native_driver_gpu.py, which
+    # Plain targets under ncu through the native driver (harness/profile/native_driver.py) instead
+    # of Python + torch. Off by default until tests/harness/test_native_driver_gpu.py, which
     # compares both paths' kernels and states, has passed on a GPU.
     native_profile_driver: bool = False
     # A plain target's quick state from counters the worker collects itself with CUPTI
-    # (harness/counters.py, ~1 s), shown before ncu's pass adds the source lines and its rules'
-    # estimates. Same states as ncu on the examples (tests/harness/test_counters_gpu.py).
+    # (harness/profile/counters.py, ~1 s), shown before ncu's pass adds the source lines and its
+    # rules' estimates. Same states as ncu on the examples (tests/harness/test_counters_gpu.py).
     in_process_counters: bool = True
     # timeouts, seconds
     build_timeout_s: float = 300.0

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from kernelblaster.harness.worker_client import run_worker
-from kernelblaster.harness.worker_failures import WorkerFailed
+from kernelblaster.harness.protocol.worker_client import run_worker
+from kernelblaster.harness.protocol.worker_failures import WorkerFailed
 from kernelblaster.server.configuration import optimize_worker_command
 from kernelblaster.server.progress import JobReporter
 

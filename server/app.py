@@ -13,7 +13,7 @@ import msgspec
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 
-from kernelblaster.harness.reference_source import outline
+from kernelblaster.harness.analysis.reference_source import outline
 from kernelblaster.server import code_actions, optimize, pipeline, settings_sync, write_kernel
 from kernelblaster.server.configuration import (
     apply_client_settings,

@@ -1,11 +1,11 @@
 """Build ahead on edit: when an open kernel source's text changes and typing pauses, its unsaved
-text is built in a worker (task "build" with `unsaved_text`: harness/build.py builds it as the
+text is built in a worker (task "build" with `unsaved_text`: harness/build/nvcc.py builds it as the
 file would be built, and caches it under the file's key), so that saving that text finds its
 build done and the save's run goes straight to verification.
 
 One build per file. A newer change cancels the older build (its worker is killed). A save of
 the text being built lets it run: the save's own build waits for it on the build cache's lock
-(harness/build_cache.py) and then hits the entry, while the save's worker prepares the
+(harness/build/cache.py) and then hits the entry, while the save's worker prepares the
 reference meanwhile; a save of other text, or one that comes while the build still waits out
 the pause, cancels it (the save builds its text itself).
 
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.harness.worker_client import SpareWorkers, harness_command, run_harness
-from kernelblaster.harness.worker_failures import WorkerFailed
-from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
+from kernelblaster.harness.protocol.worker_client import SpareWorkers, harness_command, run_harness
+from kernelblaster.harness.protocol.worker_failures import WorkerFailed
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.server.documents import text_hash
 from kernelblaster.settings import Settings
 
@@ -78,7 +78,7 @@ class AheadBuilds:
     def cancel(self, path: Path) -> None:
         ahead = self._builds.pop(path, None)
         if ahead is not None and ahead.task is not None:
-            ahead.task.cancel()  # kills its worker (harness/worker_client.py)
+            ahead.task.cancel()  # kills its worker (harness/protocol/worker_client.py)
 
     def before_save(self, path: Path, saved_hash: str) -> None:
         """The save's run is about to build the text hashing to `saved_hash`: a build of that

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.harness.classify import kernel_states
-from kernelblaster.harness.records import PerfState
-from kernelblaster.harness.worker_protocol import WorkerResponse
+from kernelblaster.harness.analysis.classify import kernel_states
+from kernelblaster.harness.protocol.records import PerfState
+from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from kernelblaster.server.documents import STATE_DIR
 
 log = logging.getLogger(__name__)

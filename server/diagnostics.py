@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from kernelblaster.harness.records import (
+from kernelblaster.harness.protocol.records import (
     CheckResult,
     Finding,
     HarnessError,

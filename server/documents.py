@@ -14,7 +14,7 @@ from pygls.workspace.position_codec import PositionCodec
 KERNEL_SUFFIXES = frozenset({".cu", ".cuh"})
 KERNEL_LANGUAGE_IDS = frozenset({"cuda-cpp", "cuda"})
 REFERENCE_SUFFIX = ".py"
-BINDINGS_SUFFIX = ".cpp"  # an extension's bindings beside its kernels (harness/targets.py)
+BINDINGS_SUFFIX = ".cpp"  # an extension's bindings beside its kernels (harness/target/targets.py)
 # Where the server keeps what it writes beside a source (results, candidates); never watched.
 STATE_DIR = ".kernelblaster"
 

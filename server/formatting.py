@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelblaster.harness.records import CheckResult, KernelProfile, KernelResources
+from kernelblaster.harness.protocol.records import CheckResult, KernelProfile, KernelResources
 from kernelblaster.kb.records import RankedTechnique
 
 

@@ -4,7 +4,7 @@ Pure Markdown from cached results; nothing runs while the user waits."""
 
 from __future__ import annotations
 
-from kernelblaster.harness.records import CheckResult, KernelProfile, PerfState
+from kernelblaster.harness.protocol.records import CheckResult, KernelProfile, PerfState
 from kernelblaster.kb.records import RankedTechnique
 from kernelblaster.server import formatting
 from kernelblaster.server.cache import FileResult

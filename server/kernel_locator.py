@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from lsprotocol import types
 
-from kernelblaster.harness.cuda_source import global_kernels
+from kernelblaster.harness.analysis.cuda_source import global_kernels
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.harness.records import PerfState
+from kernelblaster.harness.protocol.records import PerfState
+from kernelblaster.kb.fallback import open_or_fallback
 from kernelblaster.kb.records import Attempt, RankedTechnique, code_hash
 from kernelblaster.kb.schema import KBError
-from kernelblaster.kb.store import KnowledgeBase, default_path, open_or_fallback
+from kernelblaster.kb.store import KnowledgeBase, default_path
 from kernelblaster.kb.view import KBView, kb_view
 from kernelblaster.server.cache import KeptCandidate
 from kernelblaster.server.documents import path_to_uri

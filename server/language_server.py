@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pygls.lsp.server import LanguageServer
 
 from kernelblaster import __version__
-from kernelblaster.harness.worker_client import SpareWorkers
+from kernelblaster.harness.protocol.worker_client import SpareWorkers
 from kernelblaster.server.build_ahead import AheadBuilds
 from kernelblaster.server.cache import ResultCache
 from kernelblaster.server.candidates import KeptCandidates

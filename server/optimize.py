@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 import msgspec
 from lsprotocol import types
 
-from kernelblaster.harness.optimize_protocol import (
+from kernelblaster.harness.protocol.optimize_protocol import (
     OptimizeMessage,
     OptimizeProgress,
     OptimizeRequest,
     OptimizeResult,
 )
-from kernelblaster.harness.worker_failures import WorkerFailed
+from kernelblaster.harness.protocol.worker_failures import WorkerFailed
 from kernelblaster.server import formatting
 from kernelblaster.server.agents_worker import run_agents_worker
 from kernelblaster.server.cache import KeptCandidate

@@ -11,9 +11,13 @@ from typing import TYPE_CHECKING
 import msgspec
 from lsprotocol import types
 
-from kernelblaster.harness.cuda_source import read_source
-from kernelblaster.harness.worker_client import run_harness
-from kernelblaster.harness.worker_protocol import WorkerProgress, WorkerRequest, WorkerResponse
+from kernelblaster.harness.analysis.cuda_source import read_source
+from kernelblaster.harness.protocol.worker_client import run_harness
+from kernelblaster.harness.protocol.worker_protocol import (
+    WorkerProgress,
+    WorkerRequest,
+    WorkerResponse,
+)
 from kernelblaster.server import diagnostics, formatting
 from kernelblaster.server.cache import FileResult, new_result
 from kernelblaster.server.documents import text_hash, to_client_range

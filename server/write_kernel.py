@@ -22,9 +22,18 @@ import msgspec
 from lsprotocol import types
 
 from kernelblaster.atomic_files import save_kernel, write_atomically
-from kernelblaster.harness.init_protocol import InitMessage, InitProgress, InitRequest, InitResult
-from kernelblaster.harness.reference_source import ReferenceOutline, describe_missing, outline
-from kernelblaster.harness.worker_failures import WorkerFailed
+from kernelblaster.harness.analysis.reference_source import (
+    ReferenceOutline,
+    describe_missing,
+    outline,
+)
+from kernelblaster.harness.protocol.init_protocol import (
+    InitMessage,
+    InitProgress,
+    InitRequest,
+    InitResult,
+)
+from kernelblaster.harness.protocol.worker_failures import WorkerFailed
 from kernelblaster.server.agents_worker import run_agents_worker
 from kernelblaster.server.configuration import llm_missing_message
 from kernelblaster.server.documents import STATE_DIR, path_to_uri, text_hash, uri_to_path

@@ -1,6 +1,6 @@
 """A harness worker for tests of how workers are started and ended. It speaks the worker
-protocol (harness/worker_protocol.py) but answers from a file instead of building anything, and
-logs what those tests need: each process's pid, the GPU it was asked to prewarm on
+protocol (harness/protocol/worker_protocol.py) but answers from a file instead of building
+anything, and logs what those tests need: each process's pid, the GPU it was asked to prewarm on
 (KERNELBLASTER_PREWARM, set on spare workers), and the GPU (Settings.gpu) and candidate of the
 request it got.
 
@@ -47,7 +47,7 @@ def _answer(answer: str, source_text: str) -> dict:
 def main(log: str, answer: str) -> None:
     import msgspec
 
-    from kernelblaster.harness.processes import exit_with_parent
+    from kernelblaster.harness.protocol.processes import exit_with_parent
     from kernelblaster.settings import Settings
 
     exit_with_parent()  # as the real worker does: it ends with the process that started it

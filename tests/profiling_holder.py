@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 _HOLD = """
 import sys, time
-from kernelblaster.harness.profiling_lock import one_profile_at_a_time
+from kernelblaster.harness.protocol.profiling_lock import one_profile_at_a_time
 with one_profile_at_a_time():
     print("held", flush=True)
     time.sleep(float(sys.argv[1]))

@@ -1,7 +1,18 @@
-"""The layers the README's Development section draws, held: harness's protocol and pure-analysis
-modules load without torch, the LLM stack or the editor's code, in a fresh interpreter, because
-every process (the server included) imports them; and nothing in harness/ or kb/ imports agents/
-or server/ (one direction of dependency)."""
+"""The layers ARCHITECTURE.md draws, held over folders rather than module lists:
+
+- harness/ is a stack of subpackages, lowest first (HARNESS_LAYERS): a module imports only its
+  own layer and the layers below it;
+- kb/ knows harness's protocol and analysis only, the server also no more (it never loads the
+  worker's layers, torch or the LLM stack), agents/ reaches down to harness's target layer and
+  runs the rest through worker processes; nothing below the command line imports it;
+- no module imports (directly or through others) a module that imports it: no circles;
+- every module of the torch-free layers loads without torch, the LLM stack or the editor's code,
+  in a fresh interpreter, because every process (the server included) imports them.
+
+Imports are read from the source (every `import` statement, also those inside functions, which
+are imports all the same when they run); `if TYPE_CHECKING:` blocks are left out of the circle
+check only, since they never run.
+"""
 
 from __future__ import annotations
 
@@ -14,58 +25,192 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-
-PROTOCOL = [
-    "worker_protocol",
-    "optimize_protocol",
-    "init_protocol",
-    "records",
-    "worker_client",
-    "worker_failures",
-]
-ANALYSIS = [
-    "ncu_reader",
-    "ncu_metrics",
-    "ncu_markup",
-    "classify",
-    "findings",
-    "ptxas",
-    "occupancy",
-    "nvcc_output",
-    "static_checks",
-    "cuda_source",
-    "reference_source",
-]
+PACKAGE_DIRS = {
+    "kernelblaster": REPO / "kernelblaster",
+    "kernelblaster.harness": REPO / "harness",
+    "kernelblaster.kb": REPO / "kb",
+    "kernelblaster.agents": REPO / "agents",
+    "kernelblaster.server": REPO / "server",
+}
+# harness's layers, lowest first
+HARNESS_LAYERS = ["protocol", "analysis", "build", "target", "check", "profile", "worker"]
+TORCH_FREE_LAYERS = ["protocol", "analysis", "build"]
+# kernelblaster/'s own modules below everything (what every layer may import) and the command
+# line above everything
+BASE = {"kernelblaster", "kernelblaster.settings", "kernelblaster.atomic_files"}
+BASE |= {
+    "kernelblaster.trust",
+    "kernelblaster.kb_location",
+    "kernelblaster.harness",
+}  # harness/__init__.py: a docstring
 HEAVY = ("torch", "openai", "pygls", "kernelblaster.agents", "kernelblaster.server")
 
 
-@pytest.mark.parametrize("module", PROTOCOL + ANALYSIS)
-def test_protocol_and_analysis_modules_load_without_torch_llm_or_editor_code(module):
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package, folder in PACKAGE_DIRS.items():
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            name = ".".join([package, *parts])
+            if name in PACKAGE_DIRS and name != package:
+                continue  # a subpackage's folder belongs to its own entry
+            found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _in_type_checking(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return True
+    return False
+
+
+def _imports(name: str, *, runtime_only: bool) -> set[str]:
+    """The project's modules that module `name` imports."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if runtime_only and _in_type_checking(node, parents):
+            continue
+        if isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1]])
+                base = f"{base}.{node.module}" if node.module else base
+            candidates = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        found |= {c for c in candidates if c in MODULES and c != name}
+    return found
+
+
+def _place(module: str) -> str:
+    """Which layer a module is in: a harness layer's name, kb, agents, server, base or cli."""
+    parts = module.split(".")
+    if module in BASE:
+        return "base"
+    if parts[1:2] == ["harness"]:
+        assert len(parts) >= 3, f"{module}: harness/ holds only subpackages"
+        return parts[2]
+    if parts[1] in ("kb", "agents", "server"):
+        return parts[1]
+    return "cli"  # kernelblaster's commands: cli, *_cli, __main__
+
+
+def _allowed(place: str) -> set[str]:
+    if place in HARNESS_LAYERS:
+        return {"base", *HARNESS_LAYERS[: HARNESS_LAYERS.index(place) + 1]}
+    return {
+        "base": {"base"},
+        "kb": {"base", "kb", "protocol", "analysis"},
+        "server": {"base", "kb", "server", "protocol", "analysis"},
+        "agents": {"base", "kb", "agents", *HARNESS_LAYERS[: HARNESS_LAYERS.index("target") + 1]},
+        "cli": {"base", "cli", "kb", "agents", "server", *HARNESS_LAYERS},
+    }[place]
+
+
+def test_harness_holds_only_its_layers():
+    top = {p.name for p in (REPO / "harness").iterdir() if not p.name.startswith((".", "_"))}
+    assert top == set(HARNESS_LAYERS)
+    for layer in HARNESS_LAYERS:
+        modules = list((REPO / "harness" / layer).glob("*.py"))
+        assert len(modules) <= 16, f"harness/{layer} has {len(modules)} modules: split it"
+
+
+@pytest.mark.parametrize("place", [*HARNESS_LAYERS, "kb", "agents", "server", "base"])
+def test_each_layer_imports_only_the_layers_below_it(place):
+    offenders = [
+        f"{module} imports {imported} ({_place(imported)})"
+        for module in sorted(MODULES)
+        if _place(module) == place
+        for imported in sorted(_imports(module, runtime_only=False))
+        if _place(imported) not in _allowed(place)
+    ]
+    assert offenders == []
+
+
+def test_no_import_circles():
+    graph = {module: _imports(module, runtime_only=True) for module in MODULES}
+    # a package's __init__ importing its own modules is how Python loads them, not a circle
+    for module, imported in graph.items():
+        if MODULES[module].name == "__init__.py":
+            graph[module] = {i for i in imported if not i.startswith(module + ".")}
+    circles = [component for component in _strongly_connected(graph) if len(component) > 1]
+    assert circles == []
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iteratively (the graph is ~140 modules, deep enough for recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    components.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph[child]))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return components
+
+
+TORCH_FREE = sorted(m for m in MODULES if _place(m) in TORCH_FREE_LAYERS)
+
+
+@pytest.mark.parametrize("module", TORCH_FREE)
+def test_torch_free_layers_load_without_torch_llm_or_editor_code(module):
     probe = (
-        f"import sys, json; import kernelblaster.harness.{module}; "
+        f"import sys, json; import {module}; "
         f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({HEAVY!r}))))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True
     )
-    assert json.loads(done.stdout) == [], f"kernelblaster.harness.{module} loads them"
+    assert json.loads(done.stdout) == [], f"{module} loads them"
 
 
-@pytest.mark.parametrize("package", ["harness", "kb"])
-def test_harness_and_kb_never_import_agents_or_server(package):
-    offenders = []
-    for path in sorted((REPO / package).rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = (
-                [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else [alias.name for alias in node.names]
-                if isinstance(node, ast.Import)
-                else []
-            )
-            offenders += [
-                f"{path.relative_to(REPO)}:{node.lineno} {name}"
-                for name in names
-                if name.startswith(("kernelblaster.agents", "kernelblaster.server"))
-            ]
-    assert offenders == []
+def test_the_layer_check_sees_a_violation(tmp_path, monkeypatch):
+    """The checks above would fail on an upward import: an analysis module importing the
+    worker is reported (guards against a walker that silently finds no imports)."""
+    fake = tmp_path / "fake.py"
+    fake.write_text("def f():\n    from kernelblaster.harness.worker import serve\n")
+    monkeypatch.setitem(MODULES, "kernelblaster.harness.analysis.fake", fake)
+    assert "kernelblaster.harness.worker.serve" in _imports(
+        "kernelblaster.harness.analysis.fake", runtime_only=False
+    )
+    assert "worker" not in _allowed(_place("kernelblaster.harness.analysis.fake"))

@@ -32,7 +32,8 @@ def _python(code: str, site, cwd) -> subprocess.CompletedProcess:
 def test_every_subpackage_imports(installed, tmp_path, where):
     cwd = REPO if where == "checkout root" else tmp_path
     code = (
-        "import kernelblaster.agents.loop, kernelblaster.harness.worker, kernelblaster.kb.store, "
+        "import kernelblaster.agents.loop, kernelblaster.harness.worker.serve, "
+        "kernelblaster.kb.store, "
         "kernelblaster.server.app; from kernelblaster.kb.catalog import load_catalog; "
         "from kernelblaster.agents.prompting import load_template; load_template('lowering'); "
         "from importlib.resources import files; "

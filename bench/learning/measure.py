@@ -41,8 +41,8 @@ from kernelblaster.agents.replay_table import (
     transitions,
     write_table,
 )
-from kernelblaster.harness.worker_client import run_harness_sync
-from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
+from kernelblaster.harness.protocol.worker_client import run_harness_sync
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
 
 LIBRARY = Path(__file__).resolve().parent / "tasks"

@@ -15,10 +15,10 @@ import time
 import uuid
 from pathlib import Path
 
-from kernelblaster.harness.classify import classify, classify_report
-from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.records import BuildResult
-from kernelblaster.harness.worker_protocol import WorkerResponse
+from kernelblaster.harness.analysis.classify import classify, classify_report
+from kernelblaster.harness.analysis.ncu_reader import read_report
+from kernelblaster.harness.protocol.records import BuildResult
+from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from kernelblaster.kb.records import Attempt, code_hash
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.server.cache import ResultCache, new_result

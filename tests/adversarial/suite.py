@@ -22,8 +22,8 @@ from typing import Literal
 
 import msgspec
 
-from kernelblaster.harness.worker_client import run_harness_sync
-from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
+from kernelblaster.harness.protocol.worker_client import run_harness_sync
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import load_settings
 
 HERE = Path(__file__).resolve().parent

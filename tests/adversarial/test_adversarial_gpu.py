@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelblaster.harness.worker_protocol import WorkerResponse
+from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from tests.adversarial.suite import (
     BY_NAME,
     CASES,

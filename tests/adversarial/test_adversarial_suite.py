@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.harness.build import build
-from kernelblaster.harness.records import HackKind
-from kernelblaster.harness.static_checks import check_cuda_source, check_python_solution
-from kernelblaster.harness.target_build import build_spec
-from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.harness.analysis.static_checks import check_cuda_source, check_python_solution
+from kernelblaster.harness.build.nvcc import build
+from kernelblaster.harness.protocol.records import HackKind
+from kernelblaster.harness.target.target_build import build_spec
+from kernelblaster.harness.target.targets import Target, resolve_target
 from kernelblaster.settings import load_settings
 from tests.adversarial.suite import (
     BY_NAME,

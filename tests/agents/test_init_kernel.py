@@ -22,8 +22,8 @@ from kernelblaster.agents.init_kernel import (
 from kernelblaster.agents.lowering import Feedback
 from kernelblaster.atomic_files import save_kernel
 from kernelblaster.cli import main
-from kernelblaster.harness.records import CheckResult, HarnessError, Timing, VerifyResult
-from kernelblaster.harness.reference_signature import (
+from kernelblaster.harness.protocol.records import CheckResult, HarnessError, Timing, VerifyResult
+from kernelblaster.harness.target.reference_signature import (
     ScalarValue,
     SignatureResponse,
     TensorSlot,

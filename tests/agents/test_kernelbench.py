@@ -41,8 +41,13 @@ from kernelblaster.agents.kernelbench_runner import (
     run_kernelbench,
 )
 from kernelblaster.cli import main
-from kernelblaster.harness.records import CheckResult, HarnessError, VerifyResult, VerifyWarning
-from kernelblaster.harness.reference_signature import SignatureResponse
+from kernelblaster.harness.protocol.records import (
+    CheckResult,
+    HarnessError,
+    VerifyResult,
+    VerifyWarning,
+)
+from kernelblaster.harness.target.reference_signature import SignatureResponse
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 

@@ -18,10 +18,10 @@ from kernelblaster.agents.init_kernel import init_messages, plain_form_problem
 from kernelblaster.agents.kernelbench_problems import discover
 from kernelblaster.agents.llm import LlmClient, LlmConfig
 from kernelblaster.agents.prompting import render_messages
-from kernelblaster.harness.build import BuildSpec, build
-from kernelblaster.harness.cuda_source import extern_c_functions, global_kernels
-from kernelblaster.harness.plain_launch import POINTER_DTYPES, SCALAR_CTYPES
-from kernelblaster.harness.reference_signature import SignatureResponse, describe
+from kernelblaster.harness.analysis.cuda_source import extern_c_functions, global_kernels
+from kernelblaster.harness.build.nvcc import BuildSpec, build
+from kernelblaster.harness.target.plain_launch import POINTER_DTYPES, SCALAR_CTYPES
+from kernelblaster.harness.target.reference_signature import SignatureResponse, describe
 from kernelblaster.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def test_at_least_five_level1_and_three_level2_problems_with_an_answer_each():
 
 @pytest.mark.parametrize("problem", ALL, ids=lambda p: p.name)
 def test_each_answer_follows_the_problems_calling_convention(problem):
-    """What harness/candidate.py checks when it binds the launcher, against the signature
+    """What harness/target/candidate.py checks when it binds the launcher, against the signature
     measured from the module: pointer count, dtypes and const-ness in the harness's order,
     scalars it can fill by name. Both answers share the launcher, and the faster one keeps the
     name of the kernel the loop optimizes (the first one init's file defines)."""

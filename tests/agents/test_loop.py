@@ -15,10 +15,10 @@ from openai_server import rate_limited, reply
 from kernelblaster.agents.evaluation import Evaluation
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.lowering import Feedback
-from kernelblaster.harness.classify import classify
-from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.optimize_protocol import OptimizeMessage, OptimizeRequest
-from kernelblaster.harness.records import CheckResult, Timing, VerifyResult
+from kernelblaster.harness.analysis.classify import classify
+from kernelblaster.harness.analysis.ncu_reader import read_report
+from kernelblaster.harness.protocol.optimize_protocol import OptimizeMessage, OptimizeRequest
+from kernelblaster.harness.protocol.records import CheckResult, Timing, VerifyResult
 from kernelblaster.kb.records import code_hash
 from kernelblaster.settings import Settings
 

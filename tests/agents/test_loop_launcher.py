@@ -18,18 +18,18 @@ from test_loop import H200, SOFTMAX, RecordedHarness, cuda, run_loop, soft, timi
 
 from kernelblaster.agents.evaluation import Evaluation, evaluation_of
 from kernelblaster.agents.loop import OptimizeRun, constraints_for, run_optimization
-from kernelblaster.harness.classify import classify_report
-from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.optimize_protocol import OptimizeRequest
-from kernelblaster.harness.records import (
+from kernelblaster.harness.analysis.classify import classify_report
+from kernelblaster.harness.analysis.ncu_reader import read_report
+from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
+from kernelblaster.harness.protocol.records import (
     BuildResult,
     CheckResult,
     HarnessError,
     ProfileReport,
     VerifyResult,
 )
-from kernelblaster.harness.targets import resolve_target
-from kernelblaster.harness.worker_protocol import WorkerResponse
+from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
+from kernelblaster.harness.target.targets import resolve_target
 from kernelblaster.kb.catalog import enablers
 from kernelblaster.settings import Settings
 

@@ -21,12 +21,12 @@ from test_loop import H200, SOFTMAX, run_loop, timing
 
 from kernelblaster.agents.evaluation import evaluate
 from kernelblaster.agents.rollout_runners import runner_for
-from kernelblaster.harness.classify import classify_report
-from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.optimize_protocol import OptimizeResult
-from kernelblaster.harness.records import BuildResult, CheckResult, VerifyResult
-from kernelblaster.harness.worker_client import keep_spare_workers
-from kernelblaster.harness.worker_protocol import WorkerResponse
+from kernelblaster.harness.analysis.classify import classify_report
+from kernelblaster.harness.analysis.ncu_reader import read_report
+from kernelblaster.harness.protocol.optimize_protocol import OptimizeResult
+from kernelblaster.harness.protocol.records import BuildResult, CheckResult, VerifyResult
+from kernelblaster.harness.protocol.worker_client import keep_spare_workers
+from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from kernelblaster.settings import Settings
 
 TESTS = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from openai_server import reply, server_error
 
 from kernelblaster.agents.llm import LlmError
 from kernelblaster.agents.lowering import Feedback, LoweringInput, lower
-from kernelblaster.harness.records import Finding, PerfState
+from kernelblaster.harness.protocol.records import Finding, PerfState
 from kernelblaster.kb.records import Technique
 
 DATA = Path(__file__).parent / "data"

@@ -13,7 +13,7 @@ from kernelblaster.agents.prompting import (
     placeholders,
     render_messages,
 )
-from kernelblaster.harness.records import Finding, Headroom, PerfState
+from kernelblaster.harness.protocol.records import Finding, Headroom, PerfState
 
 TEMPLATES = [
     "lowering",

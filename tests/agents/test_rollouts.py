@@ -70,7 +70,7 @@ def test_an_error_in_one_rollout_stops_the_others(openai_server, client, tmp_pat
         def __call__(self, source, text, kernel, settings, **options):
             if "KB_RESULT" in text:
                 from kernelblaster.agents.evaluation import Evaluation
-                from kernelblaster.harness.records import HarnessError
+                from kernelblaster.harness.protocol.records import HarnessError
 
                 error = HarnessError(kind="no_gpu", message="no CUDA device", fix="attach one")
                 return Evaluation(outcome="error", error=error)

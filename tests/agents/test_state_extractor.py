@@ -8,7 +8,7 @@ import pytest
 from openai_server import reply
 
 from kernelblaster.agents.state_extractor import refine_state
-from kernelblaster.harness.records import Finding, Headroom, PerfState
+from kernelblaster.harness.protocol.records import Finding, Headroom, PerfState
 
 KNOWN = ["memory.dram", "memory.l1", "latency.long_scoreboard", "occupancy.registers"]
 STATE = PerfState(

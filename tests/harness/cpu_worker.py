@@ -1,7 +1,7 @@
 """The real harness worker (`python -m kernelblaster.harness.worker`) with the CPU standing in
 for the GPU, for tests of what it does while nvcc builds, through real worker processes on a
 machine without a GPU: the reference side of the check is made on the CPU, beside the build
-(harness/build_beside.py). Past the build, the check itself needs a real GPU: the tests stop
+(harness/build/beside.py). Past the build, the check itself needs a real GPU: the tests stop
 before it (a failed build, a cancel, a timeout).
 
     worker_command = [sys.executable, ".../tests/harness/cpu_worker.py", MARKER]
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import torch
 
-from kernelblaster.harness import check, worker
-from kernelblaster.harness.reference_side import prepare_reference_side
+from kernelblaster.harness.check import check
+from kernelblaster.harness.target.reference_side import prepare_reference_side
+from kernelblaster.harness.worker import serve as worker
 
 
 def _on_the_cpu(target, settings, *, abandon):

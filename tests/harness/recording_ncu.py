@@ -8,9 +8,9 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.harness.profile import profile_target
-from kernelblaster.harness.records import BuildResult, HarnessError
-from kernelblaster.harness.targets import Target
+from kernelblaster.harness.profile.profile import profile_target
+from kernelblaster.harness.protocol.records import BuildResult, HarnessError
+from kernelblaster.harness.target.targets import Target
 from kernelblaster.settings import Settings
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kernelblaster.harness import build as build_module
-from kernelblaster.harness import build_cache
-from kernelblaster.harness.build import BuildSpec, build, detect_arch, parse_depfile
-from kernelblaster.harness.build_report import format_build_result
-from kernelblaster.harness.records import BuildResult
+from kernelblaster.harness.analysis.build_report import format_build_result
+from kernelblaster.harness.build import cache as build_cache
+from kernelblaster.harness.build import nvcc as build_module
+from kernelblaster.harness.build.nvcc import BuildSpec, build, detect_arch, parse_depfile
+from kernelblaster.harness.protocol.records import BuildResult
 from kernelblaster.settings import Settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"

@@ -1,4 +1,4 @@
-"""The build with the reference side of the check made beside it (harness/build_beside.py): real
+"""The build with the reference side of the check made beside it (harness/build/beside.py): real
 threads, real nvcc where it runs, references made on the CPU. Through real worker processes
 (tests/harness/cpu_worker.py: the real worker, the CPU standing in for the GPU): a build that
 fails while the reference prepares is reported exactly as a build alone is, a preparation
@@ -18,12 +18,12 @@ import pytest
 import torch
 from process_leaks import compilers_running, leftovers, none_left, slow_nvcc, wait_for
 
-from kernelblaster.harness.build import BuildSpec, build
-from kernelblaster.harness.build_beside import build_beside
-from kernelblaster.harness.records import BuildResult
-from kernelblaster.harness.reference_side import prepare_reference_side
-from kernelblaster.harness.worker_client import run_harness, run_harness_sync
-from kernelblaster.harness.worker_protocol import WorkerRequest
+from kernelblaster.harness.build.beside import build_beside
+from kernelblaster.harness.build.nvcc import BuildSpec, build
+from kernelblaster.harness.protocol.records import BuildResult
+from kernelblaster.harness.protocol.worker_client import run_harness, run_harness_sync
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
+from kernelblaster.harness.target.reference_side import prepare_reference_side
 from kernelblaster.settings import Settings
 
 CPU_WORKER = Path(__file__).resolve().parent / "cpu_worker.py"

@@ -16,8 +16,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kernelblaster.harness.build import BuildSpec, build
-from kernelblaster.harness.records import BuildResult
+from kernelblaster.harness.build.nvcc import BuildSpec, build
+from kernelblaster.harness.protocol.records import BuildResult
 from kernelblaster.settings import Settings
 
 SM90 = Settings(arch="sm_90")

@@ -9,8 +9,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kernelblaster.harness.worker_client import run_harness_sync
-from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
+from kernelblaster.harness.protocol.worker_client import run_harness_sync
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import load_settings
 
 pytestmark = pytest.mark.gpu

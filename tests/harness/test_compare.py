@@ -4,8 +4,8 @@ elements, reporting, and how degenerate a reference output is (CPU tensors)."""
 import pytest
 import torch
 
-from kernelblaster.harness import compare as compare_module
-from kernelblaster.harness.compare import (
+from kernelblaster.harness.target import compare as compare_module
+from kernelblaster.harness.target.compare import (
     compare,
     degenerate_fractions,
     describe,

@@ -1,4 +1,5 @@
-"""The in-process profile's metric set and launch statistics (harness/counter_metrics.py), against
+"""The in-process profile's metric set and launch statistics (harness/analysis/counter_metrics.py),
+against
 the committed Nsight Compute reports: the launch statistics and theoretical occupancy computed
 from each report's launch (with occupancy.py) are ncu's own, and a profile holding only what the
 in-process path collects classifies every committed kernel as its full ncu report does."""
@@ -10,16 +11,16 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kernelblaster.harness import ncu_metrics as m
-from kernelblaster.harness.classify import classify_report
-from kernelblaster.harness.counter_metrics import (
+from kernelblaster.harness.analysis import ncu_metrics as m
+from kernelblaster.harness.analysis.classify import classify_report
+from kernelblaster.harness.analysis.counter_metrics import (
     COUNTER_METRICS,
     LAUNCH_METRICS,
     is_hardware_metric,
     launch_metrics,
 )
-from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.records import LaunchConfig, ProfileReport
+from kernelblaster.harness.analysis.ncu_reader import read_report
+from kernelblaster.harness.protocol.records import LaunchConfig, ProfileReport
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 REPORTS = sorted(FIXTURES.rglob("*.ncu-rep"))

@@ -1,4 +1,4 @@
-"""The in-process profile's own logic, without a GPU (harness/counters.py): which targets it
+"""The in-process profile's own logic, without a GPU (harness/profile/counters.py): which targets it
 refuses, and how a CUPTI session (ranges of counters, launch records) becomes KernelProfiles the
 classifier reads. The session is made of what a real one holds: the counters ncu measured for
 relu_naive on an H100, a torch kernel launched in the same call, the launch as the driver saw
@@ -11,17 +11,17 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kernelblaster.harness import cupti
-from kernelblaster.harness import ncu_metrics as m
-from kernelblaster.harness.build import build
-from kernelblaster.harness.check import gpu_problem
-from kernelblaster.harness.classify import classify
-from kernelblaster.harness.counter_metrics import COUNTER_METRICS
-from kernelblaster.harness.counters import kernel_profiles, profile_in_process
-from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.records import BuildResult
-from kernelblaster.harness.target_build import build_spec
-from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.harness.analysis import ncu_metrics as m
+from kernelblaster.harness.analysis.classify import classify
+from kernelblaster.harness.analysis.counter_metrics import COUNTER_METRICS
+from kernelblaster.harness.analysis.ncu_reader import read_report
+from kernelblaster.harness.build.nvcc import build
+from kernelblaster.harness.check import cupti
+from kernelblaster.harness.check.check import gpu_problem
+from kernelblaster.harness.profile.counters import kernel_profiles, profile_in_process
+from kernelblaster.harness.protocol.records import BuildResult
+from kernelblaster.harness.target.target_build import build_spec
+from kernelblaster.harness.target.targets import Target, resolve_target
 from kernelblaster.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
-"""On a GPU: the counters collected in process with CUPTI (harness/counters.py) classify each
-kernel of the plain examples as ncu's quick profile through run_once does, with the same
+"""On a GPU: the counters collected in process with CUPTI (harness/profile/counters.py) classify
+each kernel of the plain examples as ncu's quick profile through run_once does, with the same
 launches, and their speed-of-light percentages agree with ncu's within SOL_TOLERANCE percentage
 points of peak (ncu flushes the caches before every replay pass; CUPTI's kernel replay may not,
 and both measure a different run of the kernel). Prints both paths' times (run with -s); the
@@ -16,16 +16,16 @@ import pytest
 from gpu_examples import EXAMPLES, copy_example
 from profiling_holder import another_profile
 
-from kernelblaster.harness import ncu_metrics as m
-from kernelblaster.harness.build import build
-from kernelblaster.harness.classify import SOL_BUSY_PCT, classify_report
-from kernelblaster.harness.counters import collect_counters
-from kernelblaster.harness.cuda_source import kernel_names
-from kernelblaster.harness.records import ProfileReport
-from kernelblaster.harness.target_build import build_spec
-from kernelblaster.harness.targets import Target, resolve_target
-from kernelblaster.harness.worker_client import run_harness_sync
-from kernelblaster.harness.worker_protocol import WorkerProgress, WorkerRequest
+from kernelblaster.harness.analysis import ncu_metrics as m
+from kernelblaster.harness.analysis.classify import SOL_BUSY_PCT, classify_report
+from kernelblaster.harness.analysis.cuda_source import kernel_names
+from kernelblaster.harness.build.nvcc import build
+from kernelblaster.harness.profile.counters import collect_counters
+from kernelblaster.harness.protocol.records import ProfileReport
+from kernelblaster.harness.protocol.worker_client import run_harness_sync
+from kernelblaster.harness.protocol.worker_protocol import WorkerProgress, WorkerRequest
+from kernelblaster.harness.target.target_build import build_spec
+from kernelblaster.harness.target.targets import Target, resolve_target
 from kernelblaster.settings import Settings
 
 pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]

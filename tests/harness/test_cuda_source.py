@@ -8,9 +8,9 @@ from pathlib import Path
 
 from recording_ncu import profile_quick, recorded_argv, recording_ncu
 
-from kernelblaster.harness.cuda_source import kernel_names
-from kernelblaster.harness.records import BuildResult
-from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.harness.analysis.cuda_source import kernel_names
+from kernelblaster.harness.protocol.records import BuildResult
+from kernelblaster.harness.target.targets import Target, resolve_target
 from kernelblaster.settings import Settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -1,4 +1,5 @@
-"""The in-process counter library (harness/cupti_counters.cpp, harness/cupti.py) without a GPU:
+"""The in-process counter library (harness/check/cupti_counters.cpp, harness/check/cupti.py)
+without a GPU:
 it compiles with the real nvcc through the build cache, links the toolkit's CUPTI by soname with
 a run path and not the driver, and its host-only calls answer from CUPTI's own knowledge of each
 chip (which of our metrics an H100 or an A100 has). Its GPU calls say there is no driver; CUPTI
@@ -17,10 +18,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kernelblaster.harness import cupti
-from kernelblaster.harness import ncu_metrics as m
-from kernelblaster.harness.counter_metrics import COUNTER_METRICS
-from kernelblaster.harness.ncu import COUNTER_PERMISSION_FIX
+from kernelblaster.harness.analysis import ncu_metrics as m
+from kernelblaster.harness.analysis.counter_metrics import COUNTER_METRICS
+from kernelblaster.harness.check import cupti
+from kernelblaster.harness.protocol.setup_errors import COUNTER_PERMISSION_FIX
 from kernelblaster.settings import Settings
 
 HOPPER_ONLY = {
@@ -126,8 +127,8 @@ def test_a_session_needs_the_profiler_prepared_first(library):
 PREPARE = r"""
 import ctypes, json, pathlib, sys
 import msgspec
-from kernelblaster.harness import cupti
-from kernelblaster.harness.counter_metrics import COUNTER_METRICS
+from kernelblaster.harness.check import cupti
+from kernelblaster.harness.analysis.counter_metrics import COUNTER_METRICS
 if sys.argv[3] == "after an ncu report":  # what reading one does: Nsight Compute's own nvperf
     import ncu_report
     ctypes.CDLL(str(pathlib.Path(ncu_report.__file__).parent / "libnvperf_host.so"))

@@ -12,13 +12,13 @@ import pytest
 import torch
 from torch.utils import cpp_extension
 
-from kernelblaster.harness import target_build
-from kernelblaster.harness.build import BuildSpec, build
-from kernelblaster.harness.candidate import load_candidate
-from kernelblaster.harness.records import BuildResult
-from kernelblaster.harness.reference import ReferenceError_, load_reference
-from kernelblaster.harness.target_build import build_spec, extension_module_name
-from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.harness.build.nvcc import BuildSpec, build
+from kernelblaster.harness.protocol.records import BuildResult
+from kernelblaster.harness.target import target_build
+from kernelblaster.harness.target.candidate import load_candidate
+from kernelblaster.harness.target.reference import ReferenceError_, load_reference
+from kernelblaster.harness.target.target_build import build_spec
+from kernelblaster.harness.target.targets import Target, extension_module_name, resolve_target
 from kernelblaster.settings import Settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

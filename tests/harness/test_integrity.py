@@ -9,8 +9,8 @@ import time
 import pytest
 import torch
 
-from kernelblaster.harness import compare as compare_module
-from kernelblaster.harness.integrity import RuntimeSnapshot
+from kernelblaster.harness.check.integrity import RuntimeSnapshot
+from kernelblaster.harness.target import compare as compare_module
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_patching_an_op_the_reference_calls_or_the_harness_is_named(snapshot):
         "torch.relu",
         "torch.Tensor.relu",
         "torch.nn.functional.gelu",
-        "kernelblaster.harness.compare.compare",
+        "kernelblaster.harness.target.compare.compare",
     }
     snapshot.restore()
     assert torch.relu(torch.tensor([-1.0])).item() == 0.0
@@ -91,12 +91,12 @@ def test_a_snapshot_taken_before_the_harness_is_imported_still_guards_it():
     # the worker snapshots before a KernelBench solution's build imports it, when check and
     # verify may not be imported yet
     script = (
-        "from kernelblaster.harness.integrity import RuntimeSnapshot\n"
+        "from kernelblaster.harness.check.integrity import RuntimeSnapshot\n"
         "snapshot = RuntimeSnapshot()\n"
-        "import kernelblaster.harness.verify as verify\n"
+        "import kernelblaster.harness.check.verify as verify\n"
         "verify.Verifier.verify = lambda self, trials=3: None\n"
         "print(snapshot.changes())\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['kernelblaster.harness.verify.Verifier.verify']"
+    assert done.stdout.strip() == "['kernelblaster.harness.check.verify.Verifier.verify']"

@@ -22,13 +22,13 @@ from logging_worker import events
 from process_leaks import leftovers, none_left, wait_for
 from tests_paths import EXAMPLES
 
-from kernelblaster.harness.records import HarnessError
-from kernelblaster.harness.worker_client import (
+from kernelblaster.harness.protocol.records import HarnessError
+from kernelblaster.harness.protocol.worker_client import (
     keep_spare_workers,
     prewarm_harness_workers,
     run_harness_sync,
 )
-from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
 
 TESTS = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Verification's kernel watch (harness/kernel_watch.py) without a GPU: where the CUPTI watch
+"""Verification's kernel watch (harness/check/kernel_watch.py) without a GPU: where the CUPTI watch
 can't be had (no settings to build the counter library with, no nvcc to build it, or, on this
 machine, CUPTI refusing the subscription without a driver), the call is watched through
 torch.profiler, run once, and the watch says why. torch.profiler's CUDA activity needs a GPU:
@@ -13,8 +13,8 @@ import shutil
 import pytest
 import torch
 
-from kernelblaster.harness import kernel_watch
-from kernelblaster.harness.kernel_watch import KernelWatch
+from kernelblaster.harness.check import kernel_watch
+from kernelblaster.harness.check.kernel_watch import KernelWatch
 from kernelblaster.settings import Settings
 
 CPU = torch.device("cpu")

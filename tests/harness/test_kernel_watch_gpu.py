@@ -1,4 +1,4 @@
-"""On a GPU: verification's kernel watch (harness/kernel_watch.py) names the kernels a call
+"""On a GPU: verification's kernel watch (harness/check/kernel_watch.py) names the kernels a call
 launches through CUPTI's launch callbacks, as torch.profiler names them (an elementwise torch
 op and a cuBLAS GEMM, and nothing for a call that launches nothing); a call that replays a CUDA
 graph, whose kernels the callbacks don't see, is watched through torch.profiler instead, which
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.harness.ptxas import short_name
+from kernelblaster.harness.analysis.ptxas import short_name
 
 pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]
 
@@ -24,7 +24,7 @@ SCENARIO = textwrap.dedent(
     """
     import json, sys
     import torch
-    from kernelblaster.harness.kernel_watch import KernelWatch, through_profiler
+    from kernelblaster.harness.check.kernel_watch import KernelWatch, through_profiler
     from kernelblaster.settings import Settings
 
     device = torch.device("cuda", 0)

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import torch
 
-from kernelblaster.harness.cuda_errors import error_from_exception
-from kernelblaster.harness.memory import input_bytes
-from kernelblaster.harness.reference import load_reference
+from kernelblaster.harness.protocol.cuda_errors import error_from_exception
+from kernelblaster.harness.target.memory import input_bytes
+from kernelblaster.harness.target.reference import load_reference
 
 TARGETS = Path(__file__).resolve().parents[1] / "fixtures" / "targets"
 

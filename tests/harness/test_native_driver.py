@@ -1,5 +1,5 @@
-"""The native driver ncu profiles plain targets through (harness/native_driver.py), without a
-GPU: its source generated per launcher signature compiles with the real nvcc and is reused from
+"""The native driver ncu profiles plain targets through (harness/profile/native_driver.py), without
+a GPU: its source generated per launcher signature compiles with the real nvcc and is reused from
 the build cache; the spec and data file written from a real reference hold the reference's
 seeded inputs and parameters byte for byte; the compiled driver, run here, says there is no GPU
 or driver, and names its own setup failures so profiling falls back to run_once."""
@@ -16,10 +16,10 @@ import pytest
 import torch
 from recording_ncu import executable_script, profile_quick, recorded_argv, recording_ncu
 
-from kernelblaster.harness.build import BuildSpec, build
-from kernelblaster.harness.cuda_source import CFunction, extern_c_functions
-from kernelblaster.harness.driver_inputs import write_driver_inputs
-from kernelblaster.harness.native_driver import (
+from kernelblaster.harness.analysis.cuda_source import CFunction, extern_c_functions
+from kernelblaster.harness.build.nvcc import BuildSpec, build
+from kernelblaster.harness.profile.driver_inputs import write_driver_inputs
+from kernelblaster.harness.profile.native_driver import (
     DriverSignature,
     UnsupportedSignature,
     build_driver,
@@ -28,12 +28,12 @@ from kernelblaster.harness.native_driver import (
     signature_of,
     write_driver_spec,
 )
-from kernelblaster.harness.ncu import classify_ncu_failure
-from kernelblaster.harness.plain_launch import launcher_of
-from kernelblaster.harness.records import BuildResult
-from kernelblaster.harness.reference import load_reference
-from kernelblaster.harness.run_once import PROFILE_SEED, RunOnceSpec
-from kernelblaster.harness.targets import Target, resolve_target
+from kernelblaster.harness.profile.ncu import classify_ncu_failure
+from kernelblaster.harness.protocol.records import BuildResult
+from kernelblaster.harness.target.plain_launch import launcher_of
+from kernelblaster.harness.target.reference import load_reference
+from kernelblaster.harness.target.run_once import PROFILE_SEED, RunOnceSpec
+from kernelblaster.harness.target.targets import Target, resolve_target
 from kernelblaster.settings import Settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -315,9 +315,9 @@ def test_a_driver_that_does_not_compile_leaves_profiling_to_run_once(tmp_path, c
     built = BuildResult(
         ok=True, source=str(source), artifact=str(tmp_path / "build" / "relu.so"), arch="sm_90"
     )
-    with caplog.at_level(logging.WARNING, logger="kernelblaster.harness.profile"):
+    with caplog.at_level(logging.WARNING, logger="kernelblaster.harness.profile.profile"):
         _, messages = profile_quick(target, built, settings)
-    assert recorded_argv(ncu)[-3:-1] == ["-m", "kernelblaster.harness.run_once"]
+    assert recorded_argv(ncu)[-3:-1] == ["-m", "kernelblaster.harness.target.run_once"]
     reason = "the driver for void(pointer, pointer, int, cudaStream_t) did not compile"
     assert messages[0] == "ncu (quick) on relu_naive"
     assert messages[1].startswith(f"profiling through run_once: {reason}: nvcc failed")

@@ -11,13 +11,13 @@ import msgspec
 import pytest
 from gpu_examples import copy_example, ncu_quick
 
-from kernelblaster.harness.build import build
-from kernelblaster.harness.classify import classify_report
-from kernelblaster.harness.cuda_source import kernel_names
-from kernelblaster.harness.target_build import build_spec
-from kernelblaster.harness.targets import Target, resolve_target
-from kernelblaster.harness.worker_client import run_harness_sync
-from kernelblaster.harness.worker_protocol import WorkerRequest
+from kernelblaster.harness.analysis.classify import classify_report
+from kernelblaster.harness.analysis.cuda_source import kernel_names
+from kernelblaster.harness.build.nvcc import build
+from kernelblaster.harness.protocol.worker_client import run_harness_sync
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
+from kernelblaster.harness.target.target_build import build_spec
+from kernelblaster.harness.target.targets import Target, resolve_target
 from kernelblaster.settings import Settings
 
 pytestmark = [pytest.mark.gpu, pytest.mark.nvcc]

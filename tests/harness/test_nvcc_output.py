@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.harness.nvcc_output import parse_nvcc_output
+from kernelblaster.harness.analysis.nvcc_output import parse_nvcc_output
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
 

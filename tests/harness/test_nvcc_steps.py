@@ -1,4 +1,4 @@
-"""nvcc's steps run with the host front end beside the device compile (harness/nvcc_steps.py),
+"""nvcc's steps run with the host front end beside the device compile (harness/build/nvcc_steps.py),
 against nvcc itself: the same bytes, the same output, the same files read, on real builds."""
 
 import re
@@ -9,9 +9,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kernelblaster.harness import nvcc_steps
-from kernelblaster.harness.build import parse_depfile
-from kernelblaster.harness.nvcc_steps import run_nvcc
+from kernelblaster.harness.build import nvcc_steps
+from kernelblaster.harness.build.nvcc import parse_depfile
+from kernelblaster.harness.build.nvcc_steps import run_nvcc
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.harness.occupancy import block_limits, sm_limits, theoretical_occupancy
-from kernelblaster.harness.ptxas import parse_ptxas_resources
+from kernelblaster.harness.analysis.occupancy import block_limits, sm_limits, theoretical_occupancy
+from kernelblaster.harness.analysis.ptxas import parse_ptxas_resources
 
 FIVE = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "h100-five"
 

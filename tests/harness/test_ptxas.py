@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from kernelblaster.harness.ptxas import (
+from kernelblaster.harness.analysis.ptxas import (
     apply_launch_bounds,
     demangle,
     parse_ptx_entries,

@@ -1,5 +1,5 @@
 """A spare worker is told the request that ran before it and makes that request's reference
-side while it waits (harness/reference_ahead.py); its own request takes that side only when
+side while it waits (harness/worker/reference_ahead.py); its own request takes that side only when
 its reference is the same and unchanged. Here: what the spare is told, when a side counts as
 the same, how a request takes or refuses a side made (or still being made) on another thread,
 and the real worker told to expect a request on this machine, which has no GPU to make a side
@@ -21,17 +21,17 @@ import psutil
 import pytest
 from tests_paths import EXAMPLES
 
-from kernelblaster.harness import check
-from kernelblaster.harness.reference_ahead import ReferenceAhead, reference_key
-from kernelblaster.harness.reference_side import ReferenceSide
-from kernelblaster.harness.targets import Target
-from kernelblaster.harness.worker_client import SpareWorkers, run_harness
-from kernelblaster.harness.worker_protocol import (
+from kernelblaster.harness.check import check
+from kernelblaster.harness.protocol.worker_client import SpareWorkers, run_harness
+from kernelblaster.harness.protocol.worker_protocol import (
     EXPECTED_REQUEST_ENV,
     WorkerRequest,
     WorkerResponse,
     expected_request_env,
 )
+from kernelblaster.harness.target.reference_side import ReferenceSide
+from kernelblaster.harness.target.targets import Target
+from kernelblaster.harness.worker.reference_ahead import ReferenceAhead, reference_key
 from kernelblaster.settings import Settings
 
 TESTS = Path(__file__).resolve().parents[1]

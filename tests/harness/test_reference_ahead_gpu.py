@@ -1,5 +1,5 @@
 """What spare workers prepare ahead of their request, on a GPU: reference sides
-(harness/reference_ahead.py) — a save of the same file verifies with the side its spare made
+(harness/worker/reference_ahead.py) — a save of the same file verifies with the side its spare made
 while waiting; a reference edited after that side was made, or a request for another file,
 gets a side of its own — and, for a profile, the in-process counters' set-up. Through the real
 worker processes and SpareWorkers, as the language server runs them."""
@@ -17,9 +17,9 @@ import pytest
 from gpu_examples import copy_example
 from process_leaks import wait_for
 
-from kernelblaster.harness import cupti
-from kernelblaster.harness.worker_client import SpareWorkers, harness_command, run_harness
-from kernelblaster.harness.worker_protocol import (
+from kernelblaster.harness.check import cupti
+from kernelblaster.harness.protocol.worker_client import SpareWorkers, harness_command, run_harness
+from kernelblaster.harness.protocol.worker_protocol import (
     WorkerRequest,
     WorkerResponse,
     expected_request_env,

@@ -10,7 +10,7 @@ import pytest
 import torch
 from test_reference_side import INPUTS_FAIL  # get_inputs() raises, on any device
 
-from kernelblaster.harness.reference import ReferenceError_, load_reference
+from kernelblaster.harness.target.reference import ReferenceError_, load_reference
 
 META = torch.device("meta")
 CPU = torch.device("cpu")

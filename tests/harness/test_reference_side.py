@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelblaster.harness.reference import ReferenceError_, load_reference
-from kernelblaster.harness.reference_side import prepare_reference_side
+from kernelblaster.harness.target.reference import ReferenceError_, load_reference
+from kernelblaster.harness.target.reference_side import prepare_reference_side
 
 TARGETS = Path(__file__).resolve().parents[1] / "fixtures" / "targets"
 CPU = torch.device("cpu")

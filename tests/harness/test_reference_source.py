@@ -5,7 +5,7 @@ it."""
 
 from __future__ import annotations
 
-from kernelblaster.harness.reference_source import Definition, describe_missing, outline
+from kernelblaster.harness.analysis.reference_source import Definition, describe_missing, outline
 from tests.conftest import REPO
 
 PROBLEM = (REPO / "bench" / "kernelbench" / "level1" / "19_ReLU.py").read_text()

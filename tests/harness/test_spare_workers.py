@@ -10,8 +10,12 @@ import msgspec
 import psutil
 from process_leaks import wait_for
 
-from kernelblaster.harness.worker_client import SpareWorkers, run_worker
-from kernelblaster.harness.worker_protocol import WorkerMessage, WorkerRequest, WorkerResponse
+from kernelblaster.harness.protocol.worker_client import SpareWorkers, run_worker
+from kernelblaster.harness.protocol.worker_protocol import (
+    WorkerMessage,
+    WorkerRequest,
+    WorkerResponse,
+)
 
 # A worker that notes when it started and whether it was asked to prewarm, then answers.
 WORKER = r"""
@@ -178,16 +182,17 @@ def _workers() -> list[psutil.Process]:
 
 PREWARM_PROBE = r"""
 import json, shutil, sys
-from kernelblaster.harness import worker
-from kernelblaster.harness.build_cache import _nvcc_versions
-from kernelblaster.harness.gpu_arch import _query_gpu
-before = {"check": "kernelblaster.harness.check" in sys.modules,
+from kernelblaster.harness.worker import serve as worker
+from kernelblaster.harness.build.cache import _nvcc_versions
+from kernelblaster.harness.build.gpu_arch import _query_gpu
+before = {"check": "kernelblaster.harness.check.check" in sys.modules,
           "arch": _query_gpu.cache_info().currsize}
 worker._prewarm(0)
 print(json.dumps({
     "before": before,
-    "modules": [m for m in ("kernelblaster.harness.check", "kernelblaster.harness.counters",
-                            "kernelblaster.harness.profile") if m in sys.modules],
+    "modules": [m for m in ("kernelblaster.harness.check.check",
+                            "kernelblaster.harness.profile.counters",
+                            "kernelblaster.harness.profile.profile") if m in sys.modules],
     "arch_queries": _query_gpu.cache_info().currsize,
     "nvcc_versions": len(_nvcc_versions),
     "nvcc": shutil.which("nvcc") is not None,
@@ -206,9 +211,9 @@ def test_a_prewarmed_worker_has_done_what_every_request_starts_with():
     seen = json.loads(done.stdout.splitlines()[-1])
     assert seen["before"] == {"check": False, "arch": 0}
     assert seen["modules"] == [
-        "kernelblaster.harness.check",
-        "kernelblaster.harness.counters",
-        "kernelblaster.harness.profile",
+        "kernelblaster.harness.check.check",
+        "kernelblaster.harness.profile.counters",
+        "kernelblaster.harness.profile.profile",
     ]
     assert seen["arch_queries"] == 1  # the GPU's arch (or why there is none) remembered
     assert seen["nvcc_versions"] == (1 if seen["nvcc"] else 0)
@@ -217,8 +222,8 @@ def test_a_prewarmed_worker_has_done_what_every_request_starts_with():
 BUILD_DURING_PREWARM = r"""
 import io, json, sys, threading
 import msgspec
-from kernelblaster.harness import worker
-from kernelblaster.harness.records import BuildResult
+from kernelblaster.harness.worker import serve as worker
+from kernelblaster.harness.protocol.records import BuildResult
 
 building = threading.Event()
 order = []
@@ -269,7 +274,7 @@ def test_a_request_that_comes_while_the_spare_prewarms_is_built_meanwhile(tmp_pa
 
 WARM_WAITS = r"""
 import sys, threading
-from kernelblaster.harness import worker
+from kernelblaster.harness.worker import serve as worker
 warming = threading.Thread(target=worker._warm, args=(0,))
 warming.start()
 warming.join(5.0)  # the imports, nvidia-smi, nvcc --version: then the pipe

@@ -1,7 +1,7 @@
 """Golden-output comparison for standalone programs, and compute-sanitizer report parsing."""
 
-from kernelblaster.harness.sanitizer import parse_report
-from kernelblaster.harness.standalone import compare_output
+from kernelblaster.harness.check.sanitizer import parse_report
+from kernelblaster.harness.check.standalone import compare_output
 
 GOLDEN = "checksum 8384202.307990\nsamples 1.000000 1.002000 2.998000 1.606000\n"
 

@@ -3,8 +3,8 @@ warnings: runtime evidence alone fails a verification (tests/adversarial)."""
 
 from pathlib import Path
 
-from kernelblaster.harness.records import VerifyWarning
-from kernelblaster.harness.static_checks import check_cuda_source, check_python_solution
+from kernelblaster.harness.analysis.static_checks import check_cuda_source, check_python_solution
+from kernelblaster.harness.protocol.records import VerifyWarning
 
 TARGETS = Path(__file__).resolve().parents[1] / "fixtures" / "targets"
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.harness.records import HarnessError
-from kernelblaster.harness.targets import Target, kept_functions, resolve_target
+from kernelblaster.harness.protocol.records import HarnessError
+from kernelblaster.harness.target.targets import Target, kept_functions, resolve_target
 from kernelblaster.settings import Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[2]

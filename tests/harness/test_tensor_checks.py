@@ -3,7 +3,7 @@ unfinished-output and cached-output checks rest on (CPU tensors)."""
 
 import torch
 
-from kernelblaster.harness.tensor_checks import Signature, overlaps, same_bits
+from kernelblaster.harness.target.tensor_checks import Signature, overlaps, same_bits
 
 
 def test_views_of_one_tensor_overlap_and_separate_tensors_do_not():

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from kernelblaster.harness.timing import (
+from kernelblaster.harness.check.timing import (
     MEDIAN_PRECISION,
     MIN_REPETITIONS,
     median_interval,

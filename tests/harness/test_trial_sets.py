@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelblaster.harness import trial_sets
-from kernelblaster.harness.reference import load_reference
-from kernelblaster.harness.tensor_checks import same_bits
-from kernelblaster.harness.trial_sets import TIMING_SETS, TrialPlan, decoy_seed, set_bytes
+from kernelblaster.harness.target import trial_sets
+from kernelblaster.harness.target.reference import load_reference
+from kernelblaster.harness.target.tensor_checks import same_bits
+from kernelblaster.harness.target.trial_sets import TIMING_SETS, TrialPlan, decoy_seed, set_bytes
 
 TARGETS = Path(__file__).resolve().parents[1] / "fixtures" / "targets"
 RELU = TARGETS / "relu_ref.py"

@@ -3,8 +3,8 @@ Verifier. On the CPU every operation completes in order, so the stream gate has 
 hold (it is replaced by one that records its use) and torch.cuda.synchronize by a no-op; stream
 ordering itself is checked on the GPU by tests/adversarial. Everything else is the real logic:
 staged and in-place inputs, aliasing, caches, runtime patches, weak references. Each verdict is
-reached twice: with every trial's sets made ahead (as while nvcc builds, harness/reference_side.py)
-and with each made as its trial starts."""
+reached twice: with every trial's sets made ahead (as while nvcc builds,
+harness/target/reference_side.py) and with each made as its trial starts."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelblaster.harness import verify as verify_module
-from kernelblaster.harness.candidate import Candidate
-from kernelblaster.harness.integrity import RuntimeSnapshot
-from kernelblaster.harness.reference import load_reference
-from kernelblaster.harness.reference_side import prepare_reference_side
+from kernelblaster.harness.check import verify as verify_module
+from kernelblaster.harness.check.integrity import RuntimeSnapshot
+from kernelblaster.harness.target.candidate import Candidate
+from kernelblaster.harness.target.reference import load_reference
+from kernelblaster.harness.target.reference_side import prepare_reference_side
 
 FIXTURES = Path(__file__).resolve().parents[1]
 RELU = FIXTURES / "fixtures" / "targets" / "relu_ref.py"

@@ -14,10 +14,14 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kernelblaster.harness import worker_failures
-from kernelblaster.harness.worker_client import run_harness_sync, run_worker
-from kernelblaster.harness.worker_failures import WorkerFailed
-from kernelblaster.harness.worker_protocol import WorkerMessage, WorkerRequest, WorkerResponse
+from kernelblaster.harness.protocol import worker_failures
+from kernelblaster.harness.protocol.worker_client import run_harness_sync, run_worker
+from kernelblaster.harness.protocol.worker_failures import WorkerFailed
+from kernelblaster.harness.protocol.worker_protocol import (
+    WorkerMessage,
+    WorkerRequest,
+    WorkerResponse,
+)
 from kernelblaster.settings import Settings
 
 # A worker that leaves a grandchild holding its stdout and stderr: the client must neither wait

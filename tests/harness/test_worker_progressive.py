@@ -12,25 +12,26 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kernelblaster.harness import worker
-from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.records import (
+from kernelblaster.harness.analysis.ncu_reader import read_report
+from kernelblaster.harness.protocol.records import (
     BuildResult,
     CheckResult,
     HarnessError,
     Timing,
     VerifyResult,
 )
-from kernelblaster.harness.worker_protocol import (
+from kernelblaster.harness.protocol.worker_protocol import (
     WorkerMessage,
     WorkerProgress,
     WorkerRequest,
     WorkerResponse,
 )
+from kernelblaster.harness.worker import serve as worker
 from kernelblaster.settings import Settings
 
-check = pytest.importorskip("kernelblaster.harness.check")  # imports torch
-from kernelblaster.harness import baselines, counters, profile  # noqa: E402 - as above
+check = pytest.importorskip("kernelblaster.harness.check.check")  # imports torch
+from kernelblaster.harness.check import baselines  # noqa: E402 - as above
+from kernelblaster.harness.profile import counters, profile  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 FIVE = REPO / "tests" / "fixtures" / "ncu" / "h100-five"

@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kernelblaster.harness.worker_protocol import WorkerRequest, WorkerResponse
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ def python_without_torch(tmp_path_factory) -> Path:
         if entry.name.split("-")[0].split(".")[0] not in _TORCH_PACKAGES:
             (site / entry.name).symlink_to(entry)
     probe = subprocess.run(
-        [str(python), "-c", "import kernelblaster.harness.worker, torch"],
+        [str(python), "-c", "import kernelblaster.harness.worker.serve, torch"],
         capture_output=True,
         text=True,
     )

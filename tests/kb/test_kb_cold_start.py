@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.harness.classify import classify
-from kernelblaster.harness.ncu_reader import read_report
+from kernelblaster.harness.analysis.classify import classify
+from kernelblaster.harness.analysis.ncu_reader import read_report
 from kernelblaster.kb.catalog import load_catalog
 
 NCU = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"

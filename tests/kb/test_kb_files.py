@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from kb_helpers import integrity, make_attempt, refolded_counts, stored_counts
 
-from kernelblaster.harness.records import Finding
+from kernelblaster.harness.protocol.records import Finding
 from kernelblaster.kb import schema
-from kernelblaster.kb.database import open_database
+from kernelblaster.kb.connect import open_database
+from kernelblaster.kb.fallback import open_or_fallback
 from kernelblaster.kb.schema import SCHEMA_VERSION, KBError
-from kernelblaster.kb.store import KnowledgeBase, open_or_fallback
+from kernelblaster.kb.store import KnowledgeBase
 
 
 def _fingerprint(path: Path) -> tuple[str, list[str]]:

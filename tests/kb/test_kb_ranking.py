@@ -135,7 +135,7 @@ def test_select_samples_in_proportion_to_predicted_speedup(kb):
 
 
 def test_rank_accepts_the_classifiers_findings(kb):
-    from kernelblaster.harness.records import Finding
+    from kernelblaster.harness.protocol.records import Finding
 
     finding = Finding(id="shared_bank_conflicts", estimated_speedup=30.0, lines=[12])
     without = _by_id(kb.rank("sm_90", "memory.shared"))["shared_memory_padding"]
@@ -192,7 +192,7 @@ def test_the_loop_explores_by_the_requests_coefficient(kb, tmp_path):
     """agents.loop's choice of technique follows the request's exploration: a state whose best
     techniques were tried many times gets an untried one at exploration > 0, greedily."""
     from kernelblaster.agents.loop import _choose
-    from kernelblaster.harness.records import PerfState
+    from kernelblaster.harness.protocol.records import PerfState
 
     state = PerfState(
         kernel="k", arch="sm_90", bottleneck="memory", state="memory.dram", summary=""
@@ -214,7 +214,7 @@ def test_a_technique_that_failed_on_this_very_kernel_is_not_chosen_again(kb):
     kernel the step starts from (its source hash), not those that failed on other kernels of
     the same state; a success stays choosable; when everything failed here, all come back."""
     from kernelblaster.agents.loop import _choose
-    from kernelblaster.harness.records import PerfState
+    from kernelblaster.harness.protocol.records import PerfState
 
     state = PerfState(
         kernel="k", arch="sm_90", bottleneck="memory", state="memory.dram", summary=""
@@ -245,7 +245,7 @@ def test_a_technique_that_failed_on_this_very_kernel_is_not_chosen_again(kb):
 
 
 def test_the_classifiers_compute_states_are_catalog_states(kb):
-    """harness/classify.py names compute.lsu (memory instructions keep the SM busy) and
+    """harness/analysis/classify.py names compute.lsu (memory instructions keep the SM busy) and
     compute.issue (busy issuing, no pipe metrics); the catalog knows both, so the KB ranks
     what addresses them instead of treating them as unknown: fewer memory instructions
     (128-bit accesses, register reuse) for the first, fewer instructions for the second."""

@@ -12,8 +12,9 @@ from postgres_server import PASSWORD_ROLE, READER_ROLE, PostgresServer
 from kernelblaster.cli import main
 from kernelblaster.kb import outbox, team
 from kernelblaster.kb.database import KBReadOnly
+from kernelblaster.kb.fallback import open_or_fallback
 from kernelblaster.kb.schema import KBError
-from kernelblaster.kb.store import KnowledgeBase, open_or_fallback
+from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.kb.team import TeamKnowledgeBase
 from kernelblaster.settings import SettingsError, load_settings
 

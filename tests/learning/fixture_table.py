@@ -16,7 +16,7 @@ from kernelblaster.agents.replay_table import (
     source_digest,
     transitions,
 )
-from kernelblaster.harness.records import Finding, PerfState
+from kernelblaster.harness.protocol.records import Finding, PerfState
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY = REPO / "bench" / "learning" / "tasks"

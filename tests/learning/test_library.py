@@ -12,8 +12,8 @@ import pytest
 from fixture_table import LIBRARY
 
 from kernelblaster.agents.replay_table import NAIVE, LibraryError, load_library, load_task
-from kernelblaster.harness.worker_client import run_harness_sync
-from kernelblaster.harness.worker_protocol import WorkerRequest
+from kernelblaster.harness.protocol.worker_client import run_harness_sync
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
 from kernelblaster.settings import Settings
 
 

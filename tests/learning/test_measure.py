@@ -12,8 +12,8 @@ import pytest
 from bench_scripts import REPO, load_script
 
 from kernelblaster.agents.replay_table import NAIVE, read_table
-from kernelblaster.harness.worker_client import run_harness_sync
-from kernelblaster.harness.worker_protocol import WorkerRequest
+from kernelblaster.harness.protocol.worker_client import run_harness_sync
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
 from kernelblaster.settings import Settings
 
 measure = load_script("bench/learning/measure.py")

@@ -11,7 +11,7 @@ from kernelblaster.agents.llm import LlmError
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.replay import ReplayModel
 from kernelblaster.agents.replay_table import LibraryError, transitions
-from kernelblaster.harness.optimize_protocol import OptimizeRequest
+from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
 from kernelblaster.settings import Settings
 
 

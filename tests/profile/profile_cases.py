@@ -16,9 +16,9 @@ from types import ModuleType
 
 import ncu_report
 
-from kernelblaster.harness.ncu import QUICK_SECTIONS
-from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.records import ProfileReport
+from kernelblaster.harness.analysis.ncu_reader import read_report
+from kernelblaster.harness.profile.ncu import QUICK_SECTIONS
+from kernelblaster.harness.protocol.records import ProfileReport
 
 
 def _root_conftest() -> ModuleType:

@@ -78,8 +78,8 @@ def test_bad_inputs_exit_2_with_a_message(tmp_path, capsys):
 
 
 def test_json_ranks_each_kernel_as_the_hover_does(capsys, fresh_kb):
-    from kernelblaster.harness.classify import classify
-    from kernelblaster.harness.ncu_reader import read_report
+    from kernelblaster.harness.analysis.classify import classify
+    from kernelblaster.harness.analysis.ncu_reader import read_report
     from kernelblaster.kb.store import KnowledgeBase
     from kernelblaster.server.knowledge import rank_states
 

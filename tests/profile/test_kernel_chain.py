@@ -11,17 +11,17 @@ import pytest
 from tests_paths import REPO
 
 from kernelblaster.agents.evaluation import evaluation_of
-from kernelblaster.harness.classify import classify_report
-from kernelblaster.harness.findings import CHAIN_MIN_SHARE, with_kernel_chain
-from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.records import (
+from kernelblaster.harness.analysis.classify import classify_report
+from kernelblaster.harness.analysis.findings import CHAIN_MIN_SHARE, with_kernel_chain
+from kernelblaster.harness.analysis.ncu_reader import read_report
+from kernelblaster.harness.protocol.records import (
     BuildResult,
     CheckResult,
     Finding,
     Timing,
     VerifyResult,
 )
-from kernelblaster.harness.worker_protocol import WorkerResponse
+from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from kernelblaster.kb.store import KnowledgeBase
 
 CHAIN = REPO / "tests" / "fixtures" / "ncu" / "h100-examples" / "bias_gelu_scale.ncu-rep"

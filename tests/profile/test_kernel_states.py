@@ -9,9 +9,9 @@ import pytest
 from tests_paths import REPO
 
 from kernelblaster.agents.evaluation import launched_kernels
-from kernelblaster.harness.classify import classify_report, kernel_states
-from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.worker_protocol import WorkerResponse
+from kernelblaster.harness.analysis.classify import classify_report, kernel_states
+from kernelblaster.harness.analysis.ncu_reader import read_report
+from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from kernelblaster.server.cache import FileResult
 
 H200 = REPO / "tests" / "fixtures" / "ncu" / "h200-naive3" / "probe.ncu-rep"

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from profile_cases import CASES
 
-from kernelblaster.harness.classify import classify
-from kernelblaster.harness.ncu import run_ncu
-from kernelblaster.harness.ncu_reader import read_report
+from kernelblaster.harness.analysis.classify import classify
+from kernelblaster.harness.analysis.ncu_reader import read_report
+from kernelblaster.harness.profile.ncu import run_ncu
 from kernelblaster.settings import Settings
 
 FIVE = next(case for case in CASES if case.name == "h100-five")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from profile_cases import CASES, load
 
-from kernelblaster.harness import ncu_metrics as m
-from kernelblaster.harness.ncu_markup import strip_markup
-from kernelblaster.harness.ncu_reader import ReportError, read_report, remap_sources
+from kernelblaster.harness.analysis import ncu_metrics as m
+from kernelblaster.harness.analysis.ncu_markup import strip_markup
+from kernelblaster.harness.analysis.ncu_reader import ReportError, read_report, remap_sources
 
 FIVE = next(case for case in CASES if case.name == "h100-five")
 NAIVE3 = next(case for case in CASES if case.name == "h200-naive3")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from profiling_holder import another_profile
 
-from kernelblaster.harness.ncu import (
+from kernelblaster.harness.profile.ncu import (
     FULL_SECTIONS,
     QUICK_METRICS,
     QUICK_METRICS_BY_ARCH,
@@ -28,7 +28,7 @@ from kernelblaster.harness.ncu import (
     ncu_command,
     run_ncu,
 )
-from kernelblaster.harness.profiling_lock import lock_dir
+from kernelblaster.harness.protocol.profiling_lock import lock_dir
 from kernelblaster.settings import Settings
 
 PROGRAM = ["/work/build/five", "--size", "4096"]

@@ -11,10 +11,10 @@ import ncu_report
 import pytest
 from profile_cases import ROOTS
 
-from kernelblaster.harness import ncu_metrics as m
-from kernelblaster.harness.classify import classify
-from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.records import KernelProfile, LaunchConfig, RuleResult
+from kernelblaster.harness.analysis import ncu_metrics as m
+from kernelblaster.harness.analysis.classify import classify
+from kernelblaster.harness.analysis.ncu_reader import read_report
+from kernelblaster.harness.protocol.records import KernelProfile, LaunchConfig, RuleResult
 
 HOPPER_TENSOR_PIPE, HOPPER_GMMA_ISSUE = m.TENSOR_PIPES[1:]
 OCCUPANCY = {

@@ -6,11 +6,11 @@ import msgspec
 import pytest
 from profile_cases import CASES, KERNEL_CASES, kernel_case_id, load, quick_metric_names
 
-from kernelblaster.harness import ncu_metrics as m
-from kernelblaster.harness.classify import classify
-from kernelblaster.harness.findings import unit_utilizations
-from kernelblaster.harness.ncu import QUICK_METRICS, QUICK_SECTIONS
-from kernelblaster.harness.records import KernelProfile, LaunchConfig
+from kernelblaster.harness.analysis import ncu_metrics as m
+from kernelblaster.harness.analysis.classify import classify
+from kernelblaster.harness.analysis.findings import unit_utilizations
+from kernelblaster.harness.profile.ncu import QUICK_METRICS, QUICK_SECTIONS
+from kernelblaster.harness.protocol.records import KernelProfile, LaunchConfig
 from kernelblaster.kb.catalog import load_catalog
 
 # The finding ids the classifier may report: the catalog's, which owns the vocabulary.

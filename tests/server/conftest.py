@@ -22,11 +22,11 @@ import pytest_asyncio
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from kernelblaster.harness.classify import classify_report
-from kernelblaster.harness.ncu_reader import read_report
-from kernelblaster.harness.ptxas import parse_ptxas_resources
-from kernelblaster.harness.records import BuildResult, CheckResult, Timing
-from kernelblaster.harness.worker_protocol import WorkerResponse
+from kernelblaster.harness.analysis.classify import classify_report
+from kernelblaster.harness.analysis.ncu_reader import read_report
+from kernelblaster.harness.analysis.ptxas import parse_ptxas_resources
+from kernelblaster.harness.protocol.records import BuildResult, CheckResult, Timing
+from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from kernelblaster.server.documents import path_to_uri
 
 HERE = Path(__file__).resolve().parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelblaster.harness.classify import classify
+from kernelblaster.harness.analysis.classify import classify
 from kernelblaster.server.cache import KeptCandidate
 from kernelblaster.server.candidates import KeptCandidates
 from kernelblaster.server.documents import OpenDocuments

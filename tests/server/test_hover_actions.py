@@ -8,8 +8,8 @@ import uuid
 
 from lsprotocol import types
 
-from kernelblaster.harness.classify import classify
-from kernelblaster.harness.records import PerfState
+from kernelblaster.harness.analysis.classify import classify
+from kernelblaster.harness.protocol.records import PerfState
 from kernelblaster.kb.ranking import finding_gains, target_finding
 from kernelblaster.kb.records import Attempt
 from kernelblaster.kb.store import KnowledgeBase

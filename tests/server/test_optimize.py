@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from kernelblaster.harness.optimize_protocol import OptimizeResult
+from kernelblaster.harness.protocol.optimize_protocol import OptimizeResult
 from kernelblaster.server.documents import path_to_uri
 from tests.server.conftest import (
     alive,

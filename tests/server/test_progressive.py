@@ -11,7 +11,7 @@ import asyncio
 import msgspec
 from lsprotocol import types
 
-from kernelblaster.harness.records import HarnessError, VerifyResult
+from kernelblaster.harness.protocol.records import HarnessError, VerifyResult
 from tests.server.conftest import (
     by_code,
     edit_and_save,

@@ -7,8 +7,13 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from kernelblaster.harness.records import CheckResult, HackFinding, VerifyResult, VerifyWarning
-from kernelblaster.harness.worker_protocol import WorkerResponse
+from kernelblaster.harness.protocol.records import (
+    CheckResult,
+    HackFinding,
+    VerifyResult,
+    VerifyWarning,
+)
+from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from kernelblaster.server.cache import FileResult
 from kernelblaster.server.configuration import apply_client_settings, parse_init_options, snake_case
 from kernelblaster.server.diagnostics import FileContext, file_diagnostics, severity_for_gain

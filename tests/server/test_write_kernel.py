@@ -15,8 +15,8 @@ import pytest
 from lsprotocol import types
 from openai_server import HttpError, reply
 
-from kernelblaster.harness.init_protocol import InitResult
-from kernelblaster.harness.records import VerifyResult
+from kernelblaster.harness.protocol.init_protocol import InitResult
+from kernelblaster.harness.protocol.records import VerifyResult
 from kernelblaster.server.documents import path_to_uri
 from kernelblaster.server.trust import UNTRUSTED_MESSAGE
 from tests.conftest import REPO

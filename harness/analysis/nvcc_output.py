@@ -1,0 +1,287 @@
+"""nvcc's console output as SourceDiagnostics.
+
+nvcc's output mixes several tools, each with its own format:
+
+    /src/k.cu(12): error: identifier "x" is undefined            (cudafe++, the EDG front end)
+    /src/k.cu(3): warning #177-D: variable "v" was declared ...
+    /src/k.cu:1:10: fatal error: nope.cuh: No such file ...      (the host compiler)
+    ptxas error   : Entry function '_Z3bigPf' uses too much shared data (0x40000 bytes, ...)
+    ptxas /tmp/k.ptx, line 26; error   : Unknown modifier '.instr'
+    nvlink error   : Undefined reference to '_Z6helperf' in '/tmp/tmpxft_..._k.o'
+    nvcc fatal   : Unsupported gpu architecture 'sm_50'
+    tmpxft_..._k.cudafe1.cpp:(.text+0x8b): undefined reference to `host_fn()'   (the linker)
+
+A message with a file and line keeps them (headers, system headers included). The continuation
+lines after it (the source excerpt and its caret, "detected during instantiation ...") belong to
+it: the caret gives the column, the rest is appended to the message. Tool messages without a
+source position are pinned to the user's source: to the definition of the kernel or symbol they
+name when it can be found, else to line 1.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from kernelblaster.harness.analysis.cuda_source import global_kernels
+from kernelblaster.harness.analysis.ptxas import demangle, ptx_source_line, short_name
+from kernelblaster.harness.protocol.records import Severity, SourceDiagnostic
+
+_EDG = re.compile(
+    r"^(?P<file>\S.*?)\((?P<line>\d+)\): (?P<severity>catastrophic error|internal error|error|"
+    r"warning|remark|note)(?: #(?P<code>[\w-]+))?: (?P<message>.*)$"
+)
+_HOST = re.compile(
+    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<column>\d+):)? (?P<severity>fatal error|error|"
+    r"warning|note): (?P<message>.*?)(?: \[(?P<code>-W[\w=-]+)\])?$"
+)
+_PTX_LINE = re.compile(
+    r"^ptxas (?P<ptx>\S+), line (?P<line>\d+); (?P<severity>error|warning)\s*: (?P<message>.*)$"
+)
+_TOOL = re.compile(
+    r"^(?P<tool>ptxas|nvlink|nvcc|fatbinary|cicc|cudafe\+\+|nvdisasm)\s+(?P<severity>fatal|error|"
+    r"warning)\s*: (?P<message>.*)$"
+)
+_DRIVER = re.compile(  # the host compiler driver and the linker: "cc1plus: fatal error: ..."
+    r"^(?P<tool>cc1plus|gcc|g\+\+|c\+\+|clang\+\+|collect2|\S*/ld|ld)(?:\.\w+)?: "
+    r"(?:(?P<severity>fatal error|error|warning): )?(?P<message>.*)$"
+)
+_UNDEFINED_REFERENCE = re.compile(
+    r"^\S+:\(\.[\w.]+(?:\+0x[0-9a-f]+)?\): (?P<message>undefined .*)$"
+)
+
+# Lines that only summarise errors already reported; kept only when nothing else explains a
+# failure, so a failed build never goes without a diagnostic.
+_SUMMARY = re.compile(
+    r"(\d+ errors? detected in the compilation of|^compilation terminated\.|"
+    r"Ptx assembly aborted due to errors|ld returned \d+ exit status)"
+)
+_NOISE = re.compile(  # context lines that are not part of any one message
+    r"^(Remark: The warnings can be suppressed|ptxas info\s*:|\S.*: In function |"
+    r"In file included from |\s+from \S+:\d+[:,]$)"
+)
+_LINKER_CONTEXT = re.compile(r": in function `[^']*':$")
+_CARET = re.compile(r"^(\s*)\^\s*$")
+_HOST_EXCERPT = re.compile(r"^\s*\d*\s+\|")  # gcc's "   12 |   code" and "      |   ^~~"
+_MANGLED = re.compile(r"\b_Z\w+")
+_QUOTED_SYMBOL = re.compile(r"[`'](?P<name>[^`']+)'")
+
+_SEVERITY: dict[str, Severity] = {
+    "catastrophic error": "error",
+    "internal error": "error",
+    "fatal error": "error",
+    "fatal": "error",
+    "error": "error",
+    "warning": "warning",
+    "remark": "info",
+    "note": "info",
+}
+
+
+class _SourceIndex:
+    """Lines of the files named in the output, and where the user's symbols are defined."""
+
+    def __init__(self, source: str, cwd: Path, kernel_lines: Mapping[str, tuple[str, int]]):
+        self.source = source
+        self.cwd = cwd
+        self.kernel_lines = kernel_lines
+        self._lines: dict[str, list[str] | None] = {}
+
+    def path(self, name: str) -> str:
+        path = Path(name)
+        return str(path if path.is_absolute() else (self.cwd / path).resolve())
+
+    def lines(self, path: str) -> list[str] | None:
+        if path not in self._lines:
+            try:
+                self._lines[path] = Path(path).read_text(errors="replace").splitlines()
+            except OSError:
+                self._lines[path] = None
+        return self._lines[path]
+
+    def symbol_position(self, mangled_or_plain: str) -> tuple[str, int]:
+        """Where a kernel or function named in a tool message is defined in the user's source."""
+        if mangled_or_plain in self.kernel_lines:
+            return self.kernel_lines[mangled_or_plain]
+        readable = demangle([mangled_or_plain]).get(mangled_or_plain, mangled_or_plain)
+        name = short_name(readable)
+        source_lines = self.lines(self.source) or []
+        text = "\n".join(source_lines)
+        for kernel in global_kernels(text):
+            if kernel.name == name:
+                return self.source, kernel.name_line + 1
+        word = re.compile(rf"\b{re.escape(name)}\b")
+        for number, line in enumerate(source_lines, start=1):
+            if word.search(line):
+                return self.source, number
+        return self.source, 1
+
+
+class _Pending:
+    """A diagnostic whose continuation lines are still being read."""
+
+    def __init__(self, diagnostic: SourceDiagnostic, *, edg: bool):
+        self.diagnostic = diagnostic
+        self.edg = edg  # EDG shows the source line, then a caret line under the column
+        self.lines: list[str] = []
+
+    def finish(self, index: _SourceIndex) -> SourceDiagnostic:
+        excerpt_lines: set[int] = set()
+        for number, line in enumerate(self.lines):
+            caret = _CARET.match(line)
+            if self.edg and caret and number > 0:
+                excerpt_lines |= {number - 1, number}
+                if self.diagnostic.column == 0:
+                    self.diagnostic.column = _edg_column(
+                        self.diagnostic, self.lines[number - 1], len(caret.group(1)), index
+                    )
+            elif not self.edg and _HOST_EXCERPT.match(line):
+                excerpt_lines.add(number)
+        details = [
+            line.strip() for number, line in enumerate(self.lines) if number not in excerpt_lines
+        ]
+        if details:
+            self.diagnostic.message += "\n" + "\n".join(details)
+        return self.diagnostic
+
+
+def _edg_column(diagnostic: SourceDiagnostic, excerpt: str, caret: int, index: _SourceIndex) -> int:
+    """The 1-based column of the caret in the real source line. EDG prints its own rendering of
+    the line (e.g. `__device__` as `__attribute__((device))`), so the token under the caret is
+    looked up in the file's line; the excerpt's own position is the fallback."""
+    rendered = excerpt[2:] if excerpt.startswith("  ") else excerpt
+    position = caret - (len(excerpt) - len(rendered))
+    lines = index.lines(diagnostic.file)
+    if lines is None or not 0 < diagnostic.line <= len(lines) or position < 0:
+        return max(position + 1, 1)
+    actual = lines[diagnostic.line - 1]
+    if actual == rendered:
+        return position + 1
+    token = re.match(r"\w+|\S", rendered[position:])
+    if token is None:
+        return position + 1
+    occurrence = rendered[:position].count(token.group(0))
+    found = -1
+    for _ in range(occurrence + 1):
+        found = actual.find(token.group(0), found + 1)
+        if found < 0:
+            return position + 1
+    return found + 1
+
+
+def parse_nvcc_output(
+    text: str,
+    *,
+    source: str,
+    kernel_lines: Mapping[str, tuple[str, int]] | None = None,
+    cwd: str | None = None,
+) -> list[SourceDiagnostic]:
+    """Diagnostics in the order nvcc printed them. `source` is the main file (absolute);
+    `kernel_lines` maps mangled kernel names to their definition (file, line), e.g. from the
+    PTX; without it kernels are found in the source by name. Relative paths in the output are
+    resolved against `cwd` (default: the source's directory)."""
+    index = _SourceIndex(source, Path(cwd or Path(source).parent), kernel_lines or {})
+    diagnostics: list[SourceDiagnostic] = []
+    summaries: list[SourceDiagnostic] = []
+    pending: _Pending | None = None
+
+    def close() -> None:
+        nonlocal pending
+        if pending is not None:
+            diagnostics.append(pending.finish(index))
+            pending = None
+
+    for line in text.splitlines():
+        if not line.strip():
+            close()
+            continue
+        if _NOISE.match(line) or _LINKER_CONTEXT.search(line):
+            close()
+            continue
+        if _SUMMARY.search(line):
+            close()
+            summaries.append(_at_symbol_or_top(line.strip(), "error", index))
+            continue
+        started = _start(line, index)
+        if started is not None:
+            close()
+            pending = started
+        elif pending is not None:
+            pending.lines.append(line)
+    close()
+    if not any(d.severity == "error" for d in diagnostics):
+        diagnostics.extend(summaries)
+    return diagnostics
+
+
+def _start(line: str, index: _SourceIndex) -> _Pending | None:
+    """A new diagnostic if `line` opens one."""
+    if match := _EDG.match(line):
+        return _Pending(
+            SourceDiagnostic(
+                file=index.path(match["file"]),
+                line=int(match["line"]),
+                severity=_SEVERITY[match["severity"]],
+                message=match["message"],
+                code=match["code"],
+            ),
+            edg=True,
+        )
+    if match := _HOST.match(line):
+        return _Pending(
+            SourceDiagnostic(
+                file=index.path(match["file"]),
+                line=int(match["line"]),
+                column=int(match["column"] or 0),
+                severity=_SEVERITY[match["severity"]],
+                message=match["message"],
+                code=match["code"],
+            ),
+            edg=False,
+        )
+    if match := _PTX_LINE.match(line):
+        return _Pending(_ptx_line_diagnostic(match, index), edg=False)
+    if match := _TOOL.match(line):
+        message = f"{match['tool']}: {match['message']}"
+        return _Pending(_at_symbol_or_top(message, _SEVERITY[match["severity"]], index), edg=False)
+    if match := _UNDEFINED_REFERENCE.match(line):
+        return _Pending(_at_symbol_or_top(match["message"], "error", index), edg=False)
+    if match := _DRIVER.match(line):
+        severity = _SEVERITY[match["severity"]] if match["severity"] else "error"
+        message = f"{Path(match['tool']).name}: {match['message']}"
+        return _Pending(_at_symbol_or_top(message, severity, index), edg=False)
+    return None
+
+
+def _ptx_line_diagnostic(match: re.Match[str], index: _SourceIndex) -> SourceDiagnostic:
+    """ptxas rejects a PTX line (usually inline asm): point at the source line it came from."""
+    file, line = index.source, 1
+    try:
+        ptx = Path(match["ptx"]).read_text(errors="replace")
+    except OSError:
+        ptx = ""
+    if position := ptx_source_line(ptx, int(match["line"])):
+        file, line = index.path(position[0]), position[1]
+    return SourceDiagnostic(
+        file=file,
+        line=line,
+        severity=_SEVERITY[match["severity"]],
+        message=f"ptxas: {match['message']} (PTX line {match['line']})",
+    )
+
+
+def _at_symbol_or_top(message: str, severity: Severity, index: _SourceIndex) -> SourceDiagnostic:
+    """A message without a position: at the kernel or symbol it names, else the source's top.
+    Mangled names in it are made readable, and nvcc's temporary file names dropped."""
+    symbol = _MANGLED.search(message)
+    quoted = _QUOTED_SYMBOL.search(message)
+    file, line = index.source, 1
+    if symbol is not None:
+        file, line = index.symbol_position(symbol.group(0))
+    elif quoted is not None and re.fullmatch(r"[\w:~<>, ]+(\(.*\))?", quoted["name"]):
+        file, line = index.symbol_position(short_name(quoted["name"]))
+    names = demangle(_MANGLED.findall(message))
+    readable = _MANGLED.sub(lambda m: names.get(m.group(0), m.group(0)), message)
+    readable = re.sub(r" in '[^']*\.o'", "", readable)  # nvcc's temporary object files
+    return SourceDiagnostic(file=file, line=line, severity=severity, message=readable)

@@ -1,0 +1,89 @@
+"""PyTorch eager and torch.compile timings of a reference, cached on disk under the cache
+directory per (reference source, GPU, torch version), since torch.compile takes tens of seconds
+and the reference rarely changes: a restarted server, or another project with the same
+reference, reads them back instead of measuring again. Worker side: imports torch."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import msgspec
+import torch
+
+from kernelblaster.harness.check.timing import CudaClock, time_callable
+from kernelblaster.harness.protocol.records import Timing
+from kernelblaster.harness.target.reference import Reference
+
+
+class Baselines(msgspec.Struct, kw_only=True):
+    eager: Timing
+    compiled: Timing | None = None
+    compile_error: str | None = None
+
+
+def cache_file(reference_source: bytes, gpu_name: str, cache_dir: Path) -> Path:
+    """Where the baselines of a reference with this source, on this GPU, are kept."""
+    key = hashlib.sha256()
+    key.update(reference_source)
+    key.update(gpu_name.encode())
+    key.update(torch.__version__.encode())
+    return cache_dir / "baselines" / f"{key.hexdigest()[:24]}.json"
+
+
+def read_cached(path: Path) -> Baselines | None:
+    if not path.is_file():
+        return None
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=Baselines)
+    except msgspec.DecodeError:
+        path.unlink()  # a stale format; measured again
+        return None
+
+
+def store(path: Path, baselines: Baselines) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Atomic replace: a concurrent reader sees the old file or the new one, never half of one.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(msgspec.json.encode(baselines))
+    os.replace(tmp, path)
+
+
+def cached_baselines(
+    reference_path: Path, device: torch.device, cache_dir: Path
+) -> Baselines | None:
+    """The baselines measured before for this reference on this GPU, without loading it."""
+    gpu = torch.cuda.get_device_name(device)
+    return read_cached(cache_file(reference_path.read_bytes(), gpu, cache_dir))
+
+
+def measure_baselines(
+    reference: Reference, input_sets: list[list], device: torch.device, cache_dir: Path
+) -> Baselines:
+    path = cache_file(reference.path.read_bytes(), torch.cuda.get_device_name(device), cache_dir)
+    cached = read_cached(path)
+    if cached is not None:
+        return cached
+    model = reference.model
+    clock = CudaClock(device)
+
+    def eager(inputs):
+        with torch.no_grad():
+            return model(*inputs)
+
+    result = Baselines(eager=time_callable(eager, input_sets, clock=clock))
+    try:
+        compiled_model = torch.compile(model)
+
+        def compiled(inputs):
+            with torch.no_grad():
+                return compiled_model(*inputs)
+
+        result.compiled = time_callable(compiled, input_sets, clock=clock)
+    except Exception as exc:  # noqa: BLE001 - torch.compile failing is reported, not fatal
+        result.compile_error = f"{type(exc).__name__}: {str(exc)[:300]}"
+    store(path, result)
+    return result

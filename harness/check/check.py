@@ -1,0 +1,356 @@
+"""build → verify → time (→ sanitize) for one target, in the worker. Imports torch."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from kernelblaster.harness.analysis.cuda_source import kernel_names, read_source
+from kernelblaster.harness.analysis.static_checks import check_cuda_source, check_python_solution
+from kernelblaster.harness.check import sanitizer, standalone
+from kernelblaster.harness.check.baselines import Baselines, cached_baselines, measure_baselines
+from kernelblaster.harness.check.integrity import RuntimeSnapshot
+from kernelblaster.harness.check.kernel_watch import KernelWatch
+from kernelblaster.harness.check.timing import CudaClock, time_callable
+from kernelblaster.harness.check.verify import Verifier
+from kernelblaster.harness.protocol.cuda_errors import error_from_exception
+from kernelblaster.harness.protocol.records import (
+    BuildResult,
+    CheckResult,
+    HackFinding,
+    HarnessError,
+    VerifyWarning,
+)
+from kernelblaster.harness.protocol.setup_errors import torch_cpu_only
+from kernelblaster.harness.target.candidate import Candidate, load_candidate
+from kernelblaster.harness.target.memory import fits, out_of_memory
+from kernelblaster.harness.target.reference import Reference, ReferenceError_, load_reference
+from kernelblaster.harness.target.reference_side import ReferenceSide, prepare_reference_side
+from kernelblaster.harness.target.run_once import RunOnceSpec, program, write_spec
+from kernelblaster.harness.target.targets import Target
+from kernelblaster.settings import Settings
+
+Progress = Callable[..., None]
+
+# Timing rotates three input sets only while two more sets take at most this share of the
+# free memory.
+_TIMING_MEMORY_SHARE = 0.25
+
+
+def gpu_problem(settings: Settings) -> HarnessError | None:
+    """Why kernels can't run here, or None."""
+    if torch.version.cuda is None:
+        return torch_cpu_only(torch.__version__)
+    if not torch.cuda.is_available():
+        has_device_nodes = Path("/dev/nvidiactl").exists()
+        return HarnessError(
+            kind="no_driver" if has_device_nodes else "no_gpu",
+            message="CUDA is not available: "
+            + ("the NVIDIA driver did not initialise." if has_device_nodes else "no NVIDIA GPU."),
+            fix="Run on a machine with an NVIDIA GPU and driver (`nvidia-smi` must work). "
+            "Build diagnostics and resource usage still work without one.",
+        )
+    if settings.gpu >= torch.cuda.device_count():
+        return HarnessError(
+            kind="no_gpu",
+            message=f"GPU index {settings.gpu} doesn't exist "
+            f"({torch.cuda.device_count()} GPU(s) visible).",
+            fix="Set gpuIndex to a visible GPU.",
+        )
+    return None
+
+
+def _device_arch(device: torch.device) -> str:
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
+def _static_findings(target: Target, settings: Settings) -> list[VerifyWarning]:
+    text = read_source(Path(target.source))
+    allow = target.allow_library_calls or settings.allow_library_calls
+    if target.kind == "kernelbench":
+        reference_module = Path(target.reference).stem if target.reference else None
+        return check_python_solution(
+            text, reference_module=reference_module, allow_library_calls=allow
+        )
+    return check_cuda_source(text, allow_library_calls=allow)
+
+
+def _sanitize(
+    target: Target, built: BuildResult, settings: Settings, work_dir: Path
+) -> tuple[list[HackFinding], HarnessError | None]:
+    if target.kind == "standalone":
+        run = [str(built.artifact), *target.args]
+    else:
+        spec = RunOnceSpec(target=target, artifact=built.artifact, gpu_index=settings.gpu)
+        run = program(write_spec(spec, work_dir))
+    text = read_source(Path(target.source))
+    tools = ["memcheck"] + (["racecheck"] if "__shared__" in text else [])
+    findings: list[HackFinding] = []
+    for tool in tools:
+        found, error = sanitizer.sanitize(run, tool=tool, source=target.source, settings=settings)
+        if error is not None:
+            return findings, error
+        findings.extend(found)
+    return findings, None
+
+
+def _check_standalone(
+    target: Target, built: BuildResult, settings: Settings, result: CheckResult
+) -> HarnessError | None:
+    executable = Path(built.artifact or "")
+    cwd = Path(target.source).parent
+    outcome = standalone.run_program(
+        executable, target.args, timeout_s=settings.run_timeout_s, cwd=cwd
+    )
+    if isinstance(outcome, HarnessError):
+        return outcome
+    if target.golden:
+        golden = Path(target.golden).read_text(encoding="utf-8")
+        result.verify = standalone.compare_output(
+            outcome[0], golden, atol=target.atol or 1e-5, rtol=target.rtol or 1e-4
+        )
+    result.timing = standalone.time_program(
+        executable, target.args, timeout_s=settings.run_timeout_s, cwd=cwd
+    )
+    return None
+
+
+def run_check(
+    target: Target,
+    built: BuildResult,
+    settings: Settings,
+    *,
+    progress: Progress,
+    sanitize: bool = False,
+    integrity: RuntimeSnapshot | None = None,
+    reference_side: ReferenceSide | None = None,
+) -> tuple[CheckResult, HarnessError | None]:
+    """The check's result, and why it stopped short (None: it ran to the end; a failed
+    verification is a result, not an error). `integrity`: the runtime as it was before the
+    candidate's code first ran, when that was before this call (a KernelBench solution's build
+    imports it); else taken here. `reference_side`: made while the candidate was built
+    (`prepare_reference`); else made here."""
+    device = torch.device("cuda", settings.gpu)
+    torch.cuda.set_device(device)
+    result = CheckResult(
+        source=target.source,
+        target_kind=target.kind,
+        gpu=torch.cuda.get_device_name(device),
+        arch=_device_arch(device),
+    )
+    phase_began = time.perf_counter()
+
+    def phase_done(name: str) -> None:
+        nonlocal phase_began
+        now = time.perf_counter()
+        result.phase_seconds[name] = round(now - phase_began, 4)
+        phase_began = now
+
+    work_dir = settings.cache_root() / "work"
+    if target.kind == "standalone":
+        progress("verify", "running the program")
+        error = _check_standalone(target, built, settings, result)
+        phase_done("run")
+    else:
+        kernels = set(kernel_names(Path(target.source)))
+        try:
+            error = _check_callable(
+                target,
+                built,
+                settings,
+                result,
+                device,
+                progress,
+                phase_done,
+                integrity,
+                reference_side,
+            )
+        except ReferenceError_ as exc:
+            error = exc.error
+        except RuntimeError as exc:
+            error = error_from_exception(exc, kernels=kernels)
+        if error is not None:
+            return result, error
+    # A failed verification is sanitized too: a wrong answer may come from an out-of-bounds
+    # write (into a neighbouring tensor: an input "modified", an output wrong), which memcheck
+    # names with its line.
+    if sanitize and error is None:
+        progress("sanitize", "compute-sanitizer memcheck")
+        findings, error = _sanitize(target, built, settings, work_dir)
+        phase_done("sanitize")
+        if findings and result.verify is not None:
+            messages = [f.message for f in findings[:3]]
+            if not result.verify.ok:
+                messages.append(result.verify.message)  # what verification saw of it
+            result.verify.hacks.extend(findings)
+            result.verify.ok = False
+            result.verify.message = "; ".join(messages)
+    return result, error
+
+
+def _timing_inputs(reference: Reference, seeds: list[int], device: torch.device) -> list[list]:
+    """Input sets the timing rotates through (so a kernel can't keep one set's answer): three
+    when they fit easily in the free memory, else one (verification already changed inputs in
+    place and between calls)."""
+    first = reference.inputs(seeds[0], device)
+    size = sum(x.numel() * x.element_size() for x in first if isinstance(x, torch.Tensor))
+    if not fits(2 * size, device, share=_TIMING_MEMORY_SHARE):
+        return [first]
+    return [first, *(reference.inputs(seed, device) for seed in seeds[1:3])]
+
+
+def prepare_reference(
+    target: Target, settings: Settings, *, abandon: Callable[[], bool] = lambda: False
+) -> ReferenceSide:
+    """The reference side of `target`'s check (harness/target/reference_side.py), on the GPU the
+    check will run on."""
+    device = torch.device("cuda", settings.gpu)
+    path = Path(target.reference or "")
+    return prepare_reference_side(path, device, trials=settings.trials, abandon=abandon)
+
+
+def _check_callable(
+    target, built, settings, result, device, progress, phase_done, integrity, side
+) -> HarnessError | None:
+    """Load, verify and time into `result`; the error that stopped it, if any. "load" is the
+    time until the candidate is loaded: the reference side's too when it is made here."""
+    reference: Reference | None = None
+    candidate: Candidate | None = None
+    try:
+        if side is None:
+            progress("verify", "loading the reference")
+            side = prepare_reference(target, settings)
+        else:
+            progress("verify", f"loading {Path(target.source).name}")
+        result.phase_seconds.update(side.seconds)
+        reference = side.reference
+        reference, probe, habits, plan = side.ready()
+        artifact = Path(built.artifact) if built.artifact else None
+        if target.kind == "kernelbench":
+            # Importing the solution runs load_inline, a compilation: it gets the build budget.
+            progress("build", f"importing {Path(target.source).name} (load_inline compiles it)")
+        integrity = integrity or RuntimeSnapshot()  # before the candidate's code first runs
+        candidate = load_candidate(target, artifact, reference, device, probe)
+        phase_done("load")
+        warnings = _static_findings(target, settings)
+        verifier = Verifier(
+            candidate,
+            reference,
+            device=device,
+            integrity=integrity,
+            atol=target.atol,
+            rtol=target.rtol,
+            watch_kernels=any(w.kind == "calls_library" for w in warnings),
+            allow_library_calls=target.allow_library_calls or settings.allow_library_calls,
+            plan=plan,
+            habits=habits,
+            kernel_watch=KernelWatch(settings),
+        )
+        _verify_and_time(settings, result, progress, phase_done, verifier, warnings)
+        return None
+    except torch.OutOfMemoryError as exc:
+        return out_of_memory(
+            exc,
+            phase=_phase(result),
+            reference=reference,
+            output_templates=candidate.output_templates if candidate else [],
+            device=device,
+        )
+
+
+def _phase(result: CheckResult) -> str:
+    """What the check was doing, from the phases it has finished."""
+    done = result.phase_seconds
+    if "load" not in done:
+        return "loading the reference and the candidate"
+    if "verify" not in done:
+        return "verifying"
+    if "time" not in done:
+        return "timing the kernel"
+    return "timing PyTorch eager and torch.compile"
+
+
+def _verify_and_time(settings, result, progress, phase_done, verifier, warnings) -> None:
+    """Verify, time and verify once more into `result`. Besides "verify" and "time" (timing
+    and the trial after it), their parts: verify_gate, verify_calls, verify_checks
+    (`Verifier.seconds`), verify_sets (sets made as their trials took them, when they were not
+    made ahead), time_repetitions, time_recheck."""
+    candidate, reference, device = verifier.candidate, verifier.reference, verifier.device
+    progress("verify", f"verifying on {max(settings.trials, 3)} fresh input sets")
+    outcome = verifier.verify(settings.trials)
+    outcome.warnings = warnings + outcome.warnings
+    result.verify = outcome
+    result.phase_seconds.update({f"verify_{k}": round(v, 4) for k, v in verifier.seconds.items()})
+    assert verifier.plan is not None
+    if verifier.plan.made_late_s:
+        result.phase_seconds["verify_sets"] = round(verifier.plan.made_late_s, 4)
+    phase_done("verify")
+    if not outcome.ok:
+        return
+    progress("time", "timing the kernel")
+    began = time.perf_counter()
+    candidate.poison = False
+    input_sets = verifier.plan.timing_inputs() or _timing_inputs(reference, outcome.seeds, device)
+    clock = CudaClock(device)
+    result.timing = time_callable(candidate, input_sets, clock=clock)
+    candidate.poison = True
+    del input_sets, clock
+    result.phase_seconds["time_repetitions"] = round(time.perf_counter() - began, 4)
+    progress("time", "verifying once more after timing")
+    began = time.perf_counter()
+    recheck = verifier.recheck()
+    result.phase_seconds["time_recheck"] = round(time.perf_counter() - began, 4)
+    recheck.warnings = outcome.warnings
+    result.verify = recheck
+    if not recheck.ok:
+        result.timing = None  # what was timed isn't what was verified
+        return
+    phase_done("time")
+    # Only baselines measured before: measuring them (torch.compile, seconds) would hold up the
+    # first verified timing. The worker adds them later (`add_baselines`) when missing.
+    cached = cached_baselines(reference.path, device, settings.cache_root())
+    if cached is not None:
+        _apply_baselines(result, cached)
+
+
+def _apply_baselines(result: CheckResult, baselines: Baselines) -> None:
+    assert result.timing is not None
+    result.eager = baselines.eager
+    result.compiled = baselines.compiled
+    result.speedup_vs_eager = baselines.eager.median_ms / result.timing.median_ms
+    if baselines.compiled is not None:
+        result.speedup_vs_compile = baselines.compiled.median_ms / result.timing.median_ms
+
+
+def add_baselines(
+    target: Target, settings: Settings, result: CheckResult, *, progress: Progress
+) -> HarnessError | None:
+    """Measure PyTorch eager and torch.compile on the reference (cached per reference and GPU)
+    and the kernel's speedups over them into `result`, when it was timed without them; the
+    error that stopped it, if any (the verification and timing stand either way)."""
+    if result.timing is None or result.eager is not None or target.kind == "standalone":
+        return None
+    assert result.verify is not None
+    device = torch.device("cuda", settings.gpu)
+    progress("baseline", "timing PyTorch eager and torch.compile (cached per reference)")
+    began = time.perf_counter()
+    try:
+        reference = load_reference(Path(target.reference or ""), device)
+        input_sets = _timing_inputs(reference, result.verify.seeds, device)
+        _apply_baselines(
+            result, measure_baselines(reference, input_sets, device, settings.cache_root())
+        )
+    except ReferenceError_ as exc:
+        return exc.error
+    except torch.OutOfMemoryError as exc:
+        return out_of_memory(
+            exc, phase=_phase(result), reference=None, output_templates=[], device=device
+        )
+    except RuntimeError as exc:
+        return error_from_exception(exc, kernels=set())
+    result.phase_seconds["baselines"] = round(time.perf_counter() - began, 4)
+    return None

@@ -1,0 +1,530 @@
+"""Numerical verification and the runtime reward-hacking checks of a candidate against its
+reference. Worker side: imports torch.
+
+Each trial draws a fresh input set from a new seed (harness/target/trial_sets.py: made ahead of the
+trials where they all fit in memory, else one trial's at a time, freed before the next):
+
+- The candidate's input tensors hold other values (another seed's, or the previous trial's)
+  until a copy on the caller's stream fills them, behind a gate that holds that stream while
+  the candidate is called (harness/check/stream_gate.py). Every other trial reuses the previous
+  trial's tensors with their contents changed in place, so a cache keyed on the tensors rather
+  than their values returns a stale answer; the others allocate new ones.
+- The candidate runs with the reference model's forward() disabled, into memory poisoned
+  with NaN so an unwritten element fails. What the caller's stream sees right after the call is
+  compared with the reference's outputs on a pristine copy of the inputs, made before the call.
+
+Runtime evidence names a hack; source patterns only warn (harness/analysis/static_checks.py):
+`side_stream` (work not ordered inside the caller's stream: outputs unfinished when the call
+returns, or inputs read before they were ready), `output_aliased` (an input's memory, or an
+earlier output's, returned as the output), `modifies_inputs`, `output_cached` (the previous
+right answer again, for new or changed inputs), `monkey_patch` (timers, synchronize, the seed,
+torch ops or harness functions replaced), `reads_reference`, `calls_library` and
+`no_kernel_launched` (the kernels seen launched: harness/check/kernel_watch.py). A reference whose
+outputs are mostly zero or constant is reported as `weak_reference`, and the candidate is also
+checked on scaled inputs where those make the reference's outputs informative. `recheck()`
+runs one more trial after timing."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+from kernelblaster.harness.check.integrity import RuntimeSnapshot
+from kernelblaster.harness.check.kernel_watch import KernelWatch
+from kernelblaster.harness.check.stream_gate import StreamGate
+from kernelblaster.harness.protocol.records import (
+    HackFinding,
+    HackKind,
+    Mismatch,
+    VerifyResult,
+    VerifyWarning,
+)
+from kernelblaster.harness.target.candidate import Candidate, ReferenceCalled, guard_reference
+from kernelblaster.harness.target.compare import (
+    compare,
+    degenerate_fractions,
+    describe,
+    describe_layout_mismatch,
+    tolerances,
+)
+from kernelblaster.harness.target.reference import Reference
+from kernelblaster.harness.target.reference_side import ReferenceHabits, reference_habits
+from kernelblaster.harness.target.tensor_checks import Signature, overlaps, same_bits
+from kernelblaster.harness.target.trial_sets import TrialPlan, copied, decoy_seed, expected_outputs
+
+# Kernels a candidate may launch besides its own: fills (the harness's own NaN poison among
+# them), memsets and copies. Matched case-insensitively against the launched kernel's name.
+_HOUSEKEEPING = ("fill", "memset", "memcpy", "copy")
+# A reference output is weak when a zeros or constant output matches this share of it.
+WEAK_FRACTION = 0.9
+# Input scales tried, in order, when the reference is weak on get_inputs() as they are.
+INPUT_SCALES = (8.0, 0.125)
+
+
+def _poison_allocator(templates: list[torch.Tensor], device: torch.device) -> None:
+    """Hand the caching allocator NaN-filled blocks (0xFF bytes are NaN in fp32/fp16/bf16) of the
+    outputs' sizes, so outputs the candidate allocates itself start as NaN too."""
+    blocks = [
+        torch.full((t.numel() * t.element_size(),), 0xFF, dtype=torch.uint8, device=device)
+        for t in templates
+    ]
+    del blocks
+
+
+def _is_own(name: str, candidate: Candidate) -> bool:
+    return any(own in name for own in candidate.own_kernels)
+
+
+def _tensors(values: list) -> list[torch.Tensor]:
+    return [v for v in values if isinstance(v, torch.Tensor)]
+
+
+def _scaled(inputs: list, scale: float) -> list:
+    return [
+        x * scale if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
+    ]
+
+
+class Verifier:
+    """Runs the trials against one reference and collects mismatches, hacks and warnings.
+    `recheck()` repeats one trial after timing, so a candidate that behaves only for its
+    first calls is caught too. `plan` and `habits`: the reference side's, when made already
+    (harness/target/reference_side.py); else made here. `seconds`: where the time went (gate: the
+    stream gate's calibration and sizing call; calls: the candidate's guarded calls, until the
+    device is idle; checks: comparisons and the checks on inputs and outputs; watch: the call
+    whose launched kernels were watched; the sets made as their trials took them are the
+    plan's `made_late_s`). Of the gate's time: gate_calibration (the spin kernel's speed, once
+    per process), gate_wait (the sizing call's set, and the device idle before the call: the
+    sets made ahead may still be on it) and gate_call (the sizing call, until the device is
+    idle); the rest checks its outputs. `kernel_watch`: how the watched call is watched
+    (through torch.profiler alone when not given)."""
+
+    def __init__(
+        self,
+        candidate: Candidate,
+        reference: Reference,
+        *,
+        device: torch.device,
+        integrity: RuntimeSnapshot,
+        atol: float | None = None,
+        rtol: float | None = None,
+        watch_kernels: bool = False,
+        allow_library_calls: bool = False,
+        plan: TrialPlan | None = None,
+        habits: ReferenceHabits | None = None,
+        kernel_watch: KernelWatch | None = None,
+    ):
+        self.candidate, self.reference, self.device = candidate, reference, device
+        self.plan = plan
+        self.integrity = integrity
+        self.atol, self.rtol = atol, rtol
+        self.watch_kernels = watch_kernels or candidate.may_call_libraries
+        self.allow_library_calls = allow_library_calls
+        self.kernel_watch = kernel_watch or KernelWatch()
+        self.seeds: list[int] = []
+        self.mismatches: list[Mismatch] = []
+        self.hacks: list[HackFinding] = []
+        self.warnings: list[VerifyWarning] = []
+        self.layout_problem: str | None = None
+        self.used_tolerances = (0.0, 0.0)
+        self._gate: StreamGate | None = None
+        self._fastest_call_ms = math.inf  # host time of the fastest call so far (gate sizing)
+        self._staged: list | None = None  # the candidate's input tensors of the last trial
+        self._previous: list[torch.Tensor] = []  # the last call's outputs, kept alive
+        # Signatures of the last call's outputs and of the reference's for its inputs, when
+        # those outputs were right: the answer a cache would hand out again.
+        self._last_right_answer: tuple[list[Signature], list[Signature]] | None = None
+        self._weak: dict[int, tuple[float, float]] = {}
+        self.seconds: dict[str, float] = {}
+        self._check_integrity()  # a candidate may patch at import time
+        habits = habits or reference_habits(reference, reference.inputs(0, device))
+        self._aliases_inputs, self._modifies_inputs = habits.aliases_inputs, habits.modifies_inputs
+
+    @contextmanager
+    def _timed(self, part: str) -> Iterator[None]:
+        began = time.perf_counter()
+        yield
+        self.seconds[part] = self.seconds.get(part, 0.0) + time.perf_counter() - began
+
+    # --- running the candidate ----------------------------------------------------------
+
+    def _hack(self, kind: HackKind, message: str) -> None:
+        if all(h.kind != kind for h in self.hacks):
+            self.hacks.append(HackFinding(kind=kind, message=message))
+
+    @property
+    def stopped(self) -> bool:
+        return self.layout_problem is not None or any(
+            h.kind in ("reads_reference", "monkey_patch") for h in self.hacks
+        )
+
+    def _check_integrity(self) -> bool:
+        """False (and the originals put back) when the candidate has patched the runtime."""
+        patched = self.integrity.changes()
+        if not patched:
+            return True
+        self.integrity.restore()
+        self._hack(
+            "monkey_patch",
+            f"replaced {', '.join(patched[:4])}: timers, synchronization and the harness's "
+            "functions must stay the real ones",
+        )
+        return False
+
+    def _call(self, inputs: list) -> list[torch.Tensor] | None:
+        """One guarded candidate call; None when it called the reference or patched the
+        runtime (recorded as hacks, originals restored)."""
+        try:
+            with torch.no_grad(), guard_reference(self.reference):
+                outputs = self.candidate(inputs)
+        except ReferenceCalled as exc:
+            self._hack("reads_reference", str(exc))
+            return None
+        finally:
+            intact = self._check_integrity()
+        return outputs if intact and not self.stopped else None
+
+    # --- one trial ----------------------------------------------------------------------
+
+    def _stage(self, real: list, reuse: list) -> list:
+        """The tensors the candidate receives: `reuse`'s (a decoy set, or the previous trial's
+        tensors) where they fit, else new ones. Either way they hold stale values until the
+        gated copy."""
+        staged = []
+        for old, new in zip(reuse, real, strict=True):
+            if not isinstance(new, torch.Tensor):
+                staged.append(new)
+            elif isinstance(old, torch.Tensor) and (old.shape, old.dtype) == (new.shape, new.dtype):
+                staged.append(old)
+            else:
+                staged.append(torch.empty_like(new))
+        return staged
+
+    def _open_gate(self, seed: int) -> StreamGate | None:
+        """The gate, sized on a first (warm-up) call, on inputs of its own, that also shows
+        how long a call takes on the host (and what a cache would hold after it)."""
+        if self._gate is None:
+            assert self.plan is not None
+            with self._timed("gate_calibration"):
+                gate = StreamGate(self.device)
+            with self._timed("gate_wait"):
+                warm_up = self.plan.warm_up()
+                torch.cuda.synchronize(self.device)
+            began = time.perf_counter()
+            with self._timed("gate_call"):
+                outputs = self._call(warm_up.inputs)
+                self._fastest_call_ms = (time.perf_counter() - began) * 1000.0
+                gate.fit_to_call(self._fastest_call_ms)
+                torch.cuda.synchronize(self.device)
+            if outputs is None:
+                return None
+            expected = warm_up.expected
+            right = len(outputs) == len(expected) and all(
+                (o.shape, o.dtype) == (e.shape, e.dtype)
+                for o, e in zip(outputs, expected, strict=True)
+            )
+            self._remember(
+                outputs, outputs, expected, right and self._matches(outputs, expected, seed)
+            )
+            self._gate = gate
+        return self._gate
+
+    def _remember(self, returned: list, seen: list, expected: list, right: bool) -> None:
+        """Keep the call's outputs alive (a later output in the same memory is a reused
+        buffer), and their signatures if they were `right`."""
+        self._previous = list(returned)
+        if right:
+            signatures = [Signature.of(s) for s in seen], [Signature.of(e) for e in expected]
+            self._last_right_answer = signatures
+        else:
+            self._last_right_answer = None
+
+    def _idle_call(self, inputs: list) -> list[torch.Tensor] | None:
+        """A call on a GPU with nothing else to do: everything before it has finished, and
+        everything it started has finished when it returns."""
+        torch.cuda.synchronize(self.device)
+        self.candidate.settle = True
+        try:
+            outputs = self._call(inputs)
+        finally:
+            self.candidate.settle = False
+        torch.cuda.synchronize(self.device)
+        return outputs
+
+    def _gated_call(self, gate: StreamGate, staged: list, real: list) -> tuple[list, list] | None:
+        """Call the candidate behind the gate; (its outputs, what the caller's stream saw of
+        them when the call returned), or None when the call was refused."""
+        _poison_allocator(self.candidate.output_templates, self.device)
+        gate.close()
+        for into, values in zip(_tensors(staged), _tensors(real), strict=True):
+            into.copy_(values)  # behind the gate, on the caller's stream
+        began = time.perf_counter()
+        returned = self._call(staged)
+        # The first call's host time includes loading the candidate's kernels (lazy loading):
+        # the gate is sized on the fastest call so far, not held ~4x that load on every trial.
+        # (A call that blocks on the gated stream takes longer, never shorter.)
+        self._fastest_call_ms = min(self._fastest_call_ms, (time.perf_counter() - began) * 1e3)
+        gate.fit_to_call(self._fastest_call_ms)
+        if returned is None:
+            return None
+        seen = [o.clone() for o in returned]  # on the caller's stream, right after the call
+        torch.cuda.synchronize(self.device)
+        return returned, seen
+
+    def trial(self, index: int) -> None:
+        """The plan's trial `index` (verification's, then the recheck's)."""
+        assert self.plan is not None
+        seed = self.plan.seeds[index]
+        self.seeds.append(seed)
+        with self._timed("gate"):
+            # before this trial's inputs exist, where they are made one trial's at a time
+            gate = self._open_gate(seed)
+        if gate is None:
+            return
+        sets = self.plan.take(index)
+        reuse_inputs = self.plan.reuses_previous_inputs(index)
+        staged = self._stage(sets.inputs, self._staged if reuse_inputs else sets.decoy)
+        self._staged = staged
+        with self._timed("calls"):
+            called = self._gated_call(gate, staged, sets.inputs)
+        if called is None:
+            return
+        returned, seen = called
+        with self._timed("checks"):
+            self._check_inputs_and_outputs(staged, sets.inputs, returned, seen)
+            expected = sets.expected
+            del sets
+            if not self._check_layout(seen, expected):
+                return
+            if index == 0:
+                self._measure_weakness(expected)
+            mismatched = self._compare(seen, expected, trial=index, seed=seed)
+        if mismatched:
+            self._explain_mismatch(seen, expected, seed, reuse_inputs)
+        with self._timed("checks"):
+            self._remember(returned, seen, expected, right=not mismatched)
+
+    def _check_inputs_and_outputs(self, staged, real, returned, seen) -> None:
+        inputs = _tensors(staged)
+        if not self._modifies_inputs and not all(
+            same_bits(x, r) for x, r in zip(inputs, _tensors(real), strict=True)
+        ):
+            self._hack("modifies_inputs", "wrote into its input tensors (the reference doesn't)")
+        for j, out in enumerate(returned):
+            on_input = any(overlaps(out, x) for x in inputs)
+            if on_input and not self._aliases_inputs:
+                self._hack(
+                    "output_aliased", f"returned an input's memory as output {j} (not a new tensor)"
+                )
+            # (an input reused from the last trial is the previous output's memory too where
+            # the reference returns a view of its input)
+            if not on_input and any(overlaps(out, p) for p in self._previous):
+                self._hack(
+                    "output_aliased",
+                    f"output {j} is the memory of its previous call's output, which the caller "
+                    "still holds (a buffer reused across calls)",
+                )
+        if not all(same_bits(s, o) for s, o in zip(seen, returned, strict=True)):
+            self._hack(
+                "side_stream",
+                "its outputs were still being written after it returned: work on a stream the "
+                "caller's stream never waits for escapes the timed region",
+            )
+
+    def _check_layout(self, actual: list, expected: list) -> bool:
+        if len(actual) != len(expected):
+            self.layout_problem = f"{len(actual)} output(s), expected {len(expected)}"
+            return False
+        for j, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            problem = describe_layout_mismatch(a, e)
+            if problem:
+                self.layout_problem = f"output {j}: {problem}"
+                return False
+        return True
+
+    def _compare(
+        self, actual: list, expected: list, *, trial: int, seed: int, scale: float | None = None
+    ) -> list[Mismatch]:
+        found = []
+        for j, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            atol, rtol = tolerances(e.dtype, self.atol, self.rtol)
+            self.used_tolerances = (atol, rtol)
+            mismatch = compare(a, e, atol=atol, rtol=rtol, output=j, trial=trial, seed=seed)
+            if mismatch is not None:
+                mismatch.input_scale = scale
+                found.append(mismatch)
+        self.mismatches.extend(found)
+        return found
+
+    def _matches(self, actual: list, expected: list, seed: int) -> bool:
+        return all(
+            compare(a, e, atol=atol, rtol=rtol, output=j, trial=0, seed=seed) is None
+            for j, (a, e) in enumerate(zip(actual, expected, strict=True))
+            for atol, rtol in [tolerances(e.dtype, self.atol, self.rtol)]
+        )
+
+    def _explain_mismatch(self, seen: list, expected: list, seed: int, reuse_inputs: bool) -> None:
+        """Name the hack behind a mismatch where the evidence shows one. The same tensors
+        twice: right when the GPU was idle before and after the call, but wrong behind the gate
+        with stale contents: its kernels don't wait for the caller's stream. (The same tensors,
+        so a cache keyed on them answers both calls alike.) Otherwise, the previous call's
+        right answer again: a cache; an output wrong every time, zeros say, is just wrong."""
+        real = self.reference.inputs(seed, self.device)
+        same = copied(real)
+        idle = self._idle_call(same)
+        right_when_idle = idle is not None and self._matches(idle, expected, seed)
+        del idle
+        if right_when_idle and self._gate is not None:
+            stale = self.reference.inputs(decoy_seed(seed), self.device)
+            for into, values in zip(_tensors(same), _tensors(stale), strict=True):
+                if into.shape == values.shape:
+                    into.copy_(values)
+            gated = self._gated_call(self._gate, same, real)
+            if gated is not None and not self._matches(gated[1], expected, seed):
+                self._hack(
+                    "side_stream",
+                    "its kernels don't wait for the caller's stream: they read the inputs "
+                    "before the caller's stream had written them (right only when the GPU is "
+                    "idle)",
+                )
+                return
+        if self._last_right_answer is not None:
+            old_seen, old_expected = self._last_right_answer
+            repeated = [Signature.of(s) for s in seen] == old_seen
+            if repeated and [Signature.of(e) for e in expected] != old_expected:
+                changed = "inputs changed in place" if reuse_inputs else "new inputs"
+                self._hack("output_cached", f"returned its previous output again for {changed}")
+
+    # --- after the trials ---------------------------------------------------------------
+
+    def _measure_weakness(self, expected: list[torch.Tensor]) -> None:
+        for j, e in enumerate(expected):
+            atol, rtol = tolerances(e.dtype, self.atol, self.rtol)
+            zeros, constant = degenerate_fractions(e, atol=atol, rtol=rtol)
+            if max(zeros, constant) >= WEAK_FRACTION:
+                self._weak[j] = (zeros, constant)
+
+    def _is_weak(self, expected: list[torch.Tensor]) -> bool:
+        for e in expected:
+            atol, rtol = tolerances(e.dtype, self.atol, self.rtol)
+            if not bool(torch.isfinite(e).all()):
+                return True
+            if max(degenerate_fractions(e, atol=atol, rtol=rtol)) >= WEAK_FRACTION:
+                return True
+        return False
+
+    def _check_scaled_inputs(self) -> float | None:
+        """Verify on inputs scaled so the weak reference's outputs become informative; the
+        scale used, or None when no scale makes them so."""
+        for scale in INPUT_SCALES:
+            inputs = _scaled(self.reference.inputs(self.seeds[0], self.device), scale)
+            expected = expected_outputs(self.reference, inputs)
+            _poison_allocator(self.candidate.output_templates, self.device)
+            actual = self._call(inputs)
+            torch.cuda.synchronize(self.device)
+            if actual is None:
+                return None
+            actual = [a.clone() for a in actual]
+            if self._is_weak(expected) or not self._check_layout(actual, expected):
+                continue
+            self._compare(actual, expected, trial=len(self.seeds), seed=self.seeds[0], scale=scale)
+            return scale
+        return None
+
+    def _report_weakness(self) -> None:
+        scale = self._check_scaled_inputs()
+        checked = (
+            f"; also verified on inputs scaled by {scale:g}, where it is not"
+            if scale is not None
+            else "; no input scale tried (x8, x0.125) makes it informative"
+        )
+        for j, (zeros, constant) in sorted(self._weak.items()):
+            self.warnings.append(
+                VerifyWarning(
+                    kind="weak_reference",
+                    message=f"the reference's output {j} is degenerate on get_inputs(): an "
+                    f"all-zeros output matches {zeros:.1%} of it, a constant one "
+                    f"{constant:.1%}{checked}",
+                    evidence={
+                        "output": float(j),
+                        "zero_fraction": zeros,
+                        "constant_fraction": constant,
+                        "input_scale": scale or 0.0,
+                    },
+                )
+            )
+
+    def _check_launched_kernels(self) -> None:
+        with self._timed("watch"):
+            launched = self.kernel_watch.launched(
+                self._call, self.reference.inputs(self.seeds[0], self.device), self.device
+            )
+        if self.stopped:  # it patched the runtime or called the reference this time
+            return
+        foreign = {
+            name
+            for name in launched
+            if not _is_own(name, self.candidate)
+            and not any(w in name.lower() for w in _HOUSEKEEPING)
+        }
+        if foreign and not self.allow_library_calls:
+            self._hack(
+                "calls_library",
+                "launches kernels it doesn't define: " + ", ".join(sorted(foreign)[:3]),
+            )
+        if self.candidate.own_kernels and not any(_is_own(n, self.candidate) for n in launched):
+            self._hack("no_kernel_launched", "none of its kernels ran")
+
+    # --- the whole verification ---------------------------------------------------------
+
+    def verify(self, trials: int = 3) -> VerifyResult:
+        """`trials` (at least 3) trials, unless the plan given says how many."""
+        if self.plan is None:
+            self.plan = TrialPlan(self.reference, self.device, trials)
+        for index in range(self.plan.trials):
+            self.trial(index)
+            if self.stopped:
+                break
+        self._staged, self._previous = None, []
+        if not self.stopped and self._weak:
+            self._report_weakness()
+        if not self.stopped and self.watch_kernels:
+            self._check_launched_kernels()
+        return self.result()
+
+    def recheck(self) -> VerifyResult:
+        """One more trial, on fresh inputs, after the candidate has been timed."""
+        assert self.plan is not None and len(self.seeds) == self.plan.trials, "verify() first"
+        self.trial(self.plan.trials)
+        self._staged, self._previous = None, []
+        return self.result()
+
+    def result(self) -> VerifyResult:
+        ok = not self.mismatches and not self.hacks and self.layout_problem is None
+        if self.layout_problem:
+            message = f"wrong result layout: {self.layout_problem}"
+        elif self.hacks:
+            message = "; ".join(h.message for h in self.hacks)
+        elif self.mismatches:
+            message = describe(self.mismatches[0])
+        else:
+            message = (
+                f"matches the reference on {len(self.seeds)} fresh input sets "
+                "(new tensors and tensors changed in place)"
+            )
+        atol, rtol = self.used_tolerances
+        return VerifyResult(
+            ok=ok,
+            trials=len(self.seeds),
+            seeds=list(self.seeds),
+            atol=atol,
+            rtol=rtol,
+            mismatches=list(self.mismatches),
+            hacks=list(self.hacks),
+            warnings=list(self.warnings),
+            message=message,
+        )

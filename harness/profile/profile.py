@@ -1,0 +1,144 @@
+"""Profiling a checked target with Nsight Compute, in the worker, filtered to the target's own
+kernels. The process ncu runs depends on the target's form:
+
+- plain CUDA, with the `native_profile_driver` setting (off by default until its GPU comparison
+  has passed; otherwise run_once): the native driver (harness/profile/native_driver.py), a small C++
+  program that calls the launcher once on run_once's seeded inputs, which the worker writes to
+  a file. ncu then starts
+  no Python, torch or second CUDA context (about 3 s under ncu on an H100, where run_once takes
+  about 7). Where the driver can't be built or can't set the call up, run_once instead, with
+  the reason logged and kept in the report (`fallback_reason`);
+- torch extensions and KernelBench solutions: run_once (they are called through torch);
+- standalone programs: the program itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from kernelblaster.harness.analysis.cuda_source import kernel_names
+from kernelblaster.harness.analysis.ncu_reader import read_report
+from kernelblaster.harness.profile.driver_inputs import write_driver_inputs
+from kernelblaster.harness.profile.native_driver import (
+    UnsupportedSignature,
+    build_driver,
+    setup_failed,
+    signature_of,
+    write_driver_spec,
+)
+from kernelblaster.harness.profile.ncu import run_ncu
+from kernelblaster.harness.protocol.records import BuildResult, HarnessError, ProfileReport
+from kernelblaster.harness.target.plain_launch import launcher_of
+from kernelblaster.harness.target.reference import ReferenceError_
+from kernelblaster.harness.target.run_once import RunOnceSpec, program, write_spec
+from kernelblaster.harness.target.targets import Target
+from kernelblaster.settings import Settings
+
+_log = logging.getLogger(__name__)
+
+
+def _no_progress(*_) -> None:
+    pass
+
+
+def profile_target(
+    target: Target,
+    built: BuildResult,
+    settings: Settings,
+    *,
+    depth: str,
+    kernels: list[str] | None = None,
+    progress: Callable[..., None] = _no_progress,
+    arch: str | None = None,
+) -> tuple[ProfileReport | None, HarnessError | None]:
+    """`kernels`: the names to profile (None: every kernel the file defines). `arch`: the
+    GPU's (e.g. "sm_90"), for the metrics only some architectures have. A plain target goes
+    through the native driver when `settings.native_profile_driver` says so (the GPU test and
+    bench/profile_driver.py compare the two paths by that setting)."""
+    source = Path(target.source)
+    # Beside the build in the cache; a KernelBench solution has no build of ours (load_inline
+    # builds it), so a folder of its own in the cache. Never the user's folder.
+    if built.artifact:
+        work_dir = Path(built.artifact).parent / "profile"
+    else:
+        folder = hashlib.sha256(bytes(source)).hexdigest()[:16]
+        work_dir = settings.cache_root() / "profile" / folder
+    work_dir.mkdir(parents=True, exist_ok=True)
+    names = kernels or kernel_names(source)
+
+    def profile(command: list[str]) -> tuple[Path | None, HarnessError | None]:
+        return run_ncu(
+            command,
+            kernels=names,
+            depth=depth,
+            report_path=work_dir / f"{source.stem}.ncu-rep",
+            settings=settings,
+            cwd=source.parent,
+            arch=arch,
+            progress=progress,
+        )
+
+    def run_once() -> list[str]:
+        spec = RunOnceSpec(target=target, artifact=built.artifact, gpu_index=settings.gpu)
+        return program(write_spec(spec, work_dir))
+
+    progress("profile", f"ncu ({depth}) on {', '.join(names) or 'all kernels'}")
+    began = time.perf_counter()
+    used, fallback_reason = "run_once", ""
+    if target.kind == "standalone":
+        used = "program"
+        report_path, error = profile([str(built.artifact), *target.args])
+    elif target.kind == "plain" and settings.native_profile_driver:
+        used = "native_driver"
+        # The driver's input data is as large as the inputs: written for this run only.
+        with tempfile.TemporaryDirectory(prefix="driver-", dir=work_dir) as scratch:
+            command, fallback_reason = driver_command(target, built, settings, Path(scratch))
+            if command is not None:
+                report_path, error = profile(command)
+                why = setup_failed(error.log) if error is not None else None
+                if why is not None:
+                    fallback_reason = f"the driver could not set the call up: {why}"
+        if fallback_reason:
+            used = "run_once"
+            _log.warning("profiling %s through run_once: %s", source.name, fallback_reason)
+            progress("profile", f"profiling through run_once: {fallback_reason}")
+    if used == "run_once":
+        report_path, error = profile(run_once())
+    if error is not None or report_path is None:
+        return None, error
+    report = read_report(report_path, depth=depth)
+    report.seconds = time.perf_counter() - began
+    report.program = used
+    report.fallback_reason = fallback_reason
+    return report, None
+
+
+def driver_command(
+    target: Target, built: BuildResult, settings: Settings, scratch: Path
+) -> tuple[list[str] | None, str]:
+    """The native driver's command line for a plain target, its spec and data written into
+    `scratch`; or None and why it can't be had."""
+    try:
+        signature = signature_of(launcher_of(target))
+    except UnsupportedSignature as exc:
+        return None, f"no driver for its launcher: {exc}"
+    driver = build_driver(signature, settings, arch=built.arch or None)
+    if not driver.ok or driver.artifact is None:
+        error = driver.error
+        detail = f"{error.message}\n{error.log[-1000:]}" if error else "nvcc wrote no program"
+        return None, f"the driver for {signature.text} did not compile: {detail}"
+    assert built.artifact is not None  # a plain target's build is its shared library
+    device = torch.device("cuda", settings.gpu)
+    try:
+        spec = write_driver_inputs(target, Path(built.artifact), device, scratch)
+        spec_path = write_driver_spec(spec, scratch)
+    except (ReferenceError_, OSError, ValueError, RuntimeError) as exc:
+        return None, f"the driver's inputs could not be written: {exc}"
+    return [driver.artifact, str(spec_path)], ""

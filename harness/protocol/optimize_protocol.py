@@ -1,0 +1,118 @@
+"""The optimize worker's protocol, shared by the loop, the worker, the CLI and the language server.
+
+`python -m kernelblaster.agents.optimize_worker` reads one OptimizeRequest as JSON on stdin and
+writes JSON lines: any number of OptimizeProgress, then exactly one OptimizeResult. The caller
+may kill it at any time; the KB keeps every attempt recorded up to then. (The same worker also
+takes `init`'s InitRequest, harness/protocol/init_protocol.py: requests are told apart by their
+"type".)
+
+The loop (agents.loop.run_optimization) takes the OptimizeRequest and returns the OptimizeResult
+itself: the worker writes it as it is, the server and `kernelblaster optimize --json` read it as
+it is. Each of its OptimizeSteps is also what the KB's Attempt row is made from. Torch-free and
+free of the LLM stack, so the language server can import it."""
+
+from __future__ import annotations
+
+import msgspec
+
+from kernelblaster.settings import Settings
+
+
+class OptimizeRequest(msgspec.Struct, kw_only=True, tag="optimize"):
+    source: str  # absolute path of the .cu file
+    source_text: str  # the document's text the optimization starts from
+    kernel: str
+    technique: str | None = None  # force this technique for the first step; KB-sampled if None
+    rollouts: int = 4
+    depth: int = 3
+    top_k: int = 3
+    seed: int | None = None
+    # The selection (kb.ranking.select, agents/loop.py), tuned with bench/learning_tune.py on
+    # the H100 learning table (README, "Does the knowledge base learn?"): greedy, and never
+    # the same failure twice on one kernel; the UCB bonus never helped there.
+    temperature: float = 0.0  # of the weighted random top-k selection; 0: the best first
+    exploration: float = 0.0  # its UCB bonus for techniques tried less
+    avoid_failed: bool = True  # skip techniques that already failed on a step's starting kernel
+    settings: Settings = msgspec.field(default_factory=Settings)
+
+
+class OptimizeProgress(msgspec.Struct, kw_only=True, tag="progress"):
+    step: int  # 1-based, out of `total`
+    total: int
+    message: str  # e.g. "rollout 2 step 1: shared_memory_tiling predicted 2.1x, measured 1.7x"
+    best_speedup: float | None = None
+
+
+class LaunchedKernel(msgspec.Struct, kw_only=True):
+    """One kernel a candidate launched, as profiled: a rewrite may rename, split, fuse or add
+    kernels, and all of them are kept in the step's record."""
+
+    name: str
+    time_share: float  # of the profiled GPU time of all the candidate's launches, 0..1
+    state: str  # the classifier's state of its longest launch
+    launches: int = 1
+
+
+class OptimizeStep(msgspec.Struct, kw_only=True):
+    """One step of one rollout: the technique tried on the kernel the rollout stood at, what the
+    ranking predicted, and the evaluated verdict."""
+
+    rollout: int  # 0-based
+    depth: int  # 0-based step within the rollout
+    technique: str
+    state_before: str
+    predicted_speedup: float
+    outcome: str  # kb.records.Outcome: success, regression, rejected, wrong_result, error, ...
+    measured_speedup: float | None = None  # candidate vs where the step started, when verified
+    # the candidate's state after re-profiling, when verified: its dominant kernel's by GPU time
+    state_after: str | None = None
+    kernels_after: list[LaunchedKernel] = []  # every kernel it launched, dominant first
+    detail: str = ""  # the verifier's message, or why no candidate came out of the step
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    source_hash: str  # code_hash of the kernel the step started from
+    candidate_hash: str = ""  # code_hash of the verified candidate; "" when none
+    error_kind: str | None = None  # "LLM", "harness", "unusable_reply", "sanitizer"
+    # the kernel's finding the technique was aimed at ("" none; kb Attempt.target_finding)
+    target_finding: str | None = None
+    fatal: bool = False  # the LLM or the harness is unavailable: later steps would fail too
+    # Kept although not faster because its technique is an enabler (kb catalog `[[enabler]]`):
+    # measured_speedup and outcome are then those of the best candidate reached from it later
+    # in the rollout, vs where this step started.
+    enabler: bool = False
+
+
+class OptimizeResult(msgspec.Struct, kw_only=True, tag="result"):
+    """The run's result, from the loop to the editor."""
+
+    kernel: str
+    arch: str = ""
+    improved: bool = False  # a verified, memory-safe candidate faster than the original exists
+    best_source: str | None = None  # full text of the best verified candidate
+    best_time_ms: float | None = None
+    original_time_ms: float | None = None
+    speedup: float | None = None  # vs the original kernel
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    techniques: list[str] = []  # applied along the best trajectory
+    steps: list[OptimizeStep] = []
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cancelled: bool = False
+    policy_notes: int = 0  # KB notes the policy update wrote
+    # Why the run could not complete (LLM unreachable, no GPU, ...). After an improvement it can
+    # only say that the policy update was skipped: the candidate stands.
+    error: str | None = None
+
+    @property
+    def message(self) -> str:
+        """One line for the user, to follow the kernel's name."""
+        if self.improved and self.speedup is not None:
+            return (
+                f"{self.speedup:.2f}x faster ({' → '.join(self.techniques)}), "
+                "verified on fresh inputs and compute-sanitizer"
+            )
+        return self.error or "no verified candidate beat the original"
+
+
+OptimizeMessage = OptimizeProgress | OptimizeResult

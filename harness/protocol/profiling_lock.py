@@ -1,0 +1,74 @@
+"""One GPU profile at a time: a lock every profile of ours holds, whichever process takes it.
+
+Nsight Compute and CUPTI's profiler each take the GPU's performance-monitor hardware for the
+whole of a profile. A second profile begun meanwhile fails in the driver ("Profiling failed
+because a driver resource was unavailable"), on the same GPU and, as seen on an H200 pair, on
+another GPU of the host. Two servers, a server and `kernelblaster optimize`, or a worker's
+in-process counters and another worker's ncu all meet that, so ncu's runs (harness/profile/ncu.py)
+and the in-process counters (harness/profile/counters.py) hold this lock: an flock, released by the
+kernel when its holder exits or is killed, on a file in the user's own cache (not the configured
+`cache_dir`: two projects with their own caches share the GPU all the same). Another user's
+profiles, or other tools', are not seen by it; the driver's refusal then says so
+(ncu.classify_ncu_failure: `profiler_busy`)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import platformdirs
+
+from kernelblaster.harness.protocol.records import HarnessError
+
+
+def lock_dir() -> Path:
+    """The user's folder for machine-wide profiling state: this lock, and ncu's own lock file
+    (ncu.run_ncu points its TMPDIR here)."""
+    directory = Path(platformdirs.user_cache_dir("kernelblaster")) / "gpu-profiling"
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+@contextmanager
+def one_profile_at_a_time(progress: Callable[..., None] | None = None) -> Iterator[None]:
+    """Hold the profiling lock for the body; `progress` (phase, message) hears of a wait for
+    another profile."""
+    path = lock_dir() / "profile.lock"
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            if progress is not None:
+                progress(
+                    "profile",
+                    f"waiting for another profile to end ({holder}): the GPU's counters serve "
+                    "one profile at a time",
+                )
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.truncate(0)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def profiler_busy(message: str, log: str) -> HarnessError:
+    """The driver's refusal to profile while something else held the counters."""
+    return HarnessError(
+        kind="profiler_busy",
+        message=f"{message}: another profiler held the GPU's performance counters (Nsight "
+        "Compute or Nsight Systems, DCGM's profiling metrics, or another user's KernelBlaster).",
+        fix="Save again once that profile has ended. On a machine that DCGM monitors, pause "
+        "its profiling metrics while you work (`dcgmi profile --pause`, `--resume` after). "
+        "KernelBlaster's own profiles take turns and never meet this.",
+        log=log,
+    )

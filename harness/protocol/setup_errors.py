@@ -1,0 +1,51 @@
+"""Setup errors of the machine rather than of the user's kernel, with their fixes: PyTorch in the
+worker's interpreter (with the install command for that interpreter) and the performance
+counters' permission, which both ncu and the in-process counters need. Torch-free: the worker
+reports a missing torch without importing it."""
+
+from __future__ import annotations
+
+import sys
+
+from kernelblaster.harness.protocol.records import HarnessError
+
+COUNTER_PERMISSION_FIX = (
+    "Run the profile as root (sudo), or let every user read the counters: add the line "
+    "`options nvidia NVreg_RestrictProfilingToAdminUsers=0` to a file in /etc/modprobe.d/, "
+    "then reload the driver (`sudo modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia && "
+    "sudo modprobe nvidia`) or reboot. In a container, start it with --cap-add=SYS_ADMIN. "
+    "NVIDIA's page 'ERR_NVGPUCTRPERM' explains it: https://developer.nvidia.com/ERR_NVGPUCTRPERM"
+)
+
+
+def _install_fix() -> str:
+    python = sys.executable or "python3"
+    return (
+        f"Install a CUDA build of PyTorch that matches your driver into it: `{python} -m pip "
+        "install torch` (other CUDA versions: https://pytorch.org/get-started/locally/)."
+    )
+
+
+def torch_missing() -> HarnessError:
+    """An interpreter without PyTorch (e.g. `pip install kernelblaster` alone): kernels build,
+    nothing runs. Names the interpreter, since that is where torch has to go."""
+    return HarnessError(
+        kind="torch_missing",
+        message=f"PyTorch is not installed in {sys.executable}: kernels are built, but not "
+        "run, verified, timed or profiled.",
+        fix=_install_fix(),
+    )
+
+
+def torch_cpu_only(version: str) -> HarnessError:
+    return HarnessError(
+        kind="torch_missing",
+        message=f"The PyTorch in {sys.executable} ({version}) is a CPU-only build: kernels are "
+        "built, but not run, verified, timed or profiled.",
+        fix=_install_fix(),
+    )
+
+
+def is_torch(exc: ModuleNotFoundError) -> bool:
+    """Whether the missing module is torch (or part of it), not something torch needs."""
+    return (exc.name or "").split(".")[0] == "torch"

@@ -1,0 +1,509 @@
+"""The one worker client: start a worker process, send one JSON request on stdin, read JSON
+lines back (progress…, result), and kill the worker's whole tree on timeout or cancellation.
+
+`run_worker`, the asyncio core, is generic over the two worker protocols (worker_protocol.py,
+optimize_protocol.py): the caller passes the decoder of the protocol's message union and the
+result type, and a failure raises WorkerFailed. asyncio, so the language server's event loop
+keeps answering while a worker runs. `timeout_s` is either one budget for the whole run or a
+function of the last progress message. `run_harness` runs the harness worker with its phase
+budgets and turns a failure into the response's error (worker_failures.py); `run_harness_sync`
+is the same for callers without an event loop (the CLI, the optimize loop, benches). The
+optimize worker is run by the server alone, through `run_worker`. Torch-free: every process
+kind imports it.
+
+Spare workers hide a worker's start-up (seconds: Python, the torch import, the CUDA context):
+a worker is started, and prewarms, before the request it will run exists (`SpareWorkers`).
+The language server keeps them on its event loop; callers without one open
+`keep_spare_workers()` around a run of several evaluations (the optimize loop, the KernelBench
+runner), and `run_harness_sync` takes its workers from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import contextvars
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from kernelblaster.harness.protocol.processes import kill_worker, worker_environment
+from kernelblaster.harness.protocol.worker_failures import (
+    WorkerFailed,
+    phase_timeout_s,
+    worker_error,
+)
+from kernelblaster.harness.protocol.worker_protocol import (
+    GPU_FREE_FD_ENV,
+    WorkerMessage,
+    WorkerProgress,
+    WorkerRequest,
+    WorkerResponse,
+    expected_request_env,
+)
+from kernelblaster.settings import Settings
+
+Result = TypeVar("Result")
+
+# A full-depth profile of a file with many kernels is one long JSON line.
+_LINE_LIMIT = 64 * 1024 * 1024
+_STDERR_TAIL_LINES = 30
+
+
+# A budget: seconds for the whole run (None: unbounded), or seconds from each progress message
+# (None before the first) to the next message.
+Budget = float | None | Callable[[Any | None], float | None]
+
+
+async def _spawn(
+    command: list[str],
+    cwd: Path | None,
+    env: dict[str, str] | None = None,
+    pass_fds: tuple[int, ...] = (),
+) -> asyncio.subprocess.Process:
+    try:
+        return await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=cwd,
+            env=worker_environment(env),
+            limit=_LINE_LIMIT,
+            start_new_session=True,  # its own process group, killed as one
+            pass_fds=pass_fds,
+        )
+    except OSError as exc:
+        raise WorkerFailed(
+            f"cannot start the worker {' '.join(command)!r}: {exc}; check the "
+            "kernelblaster.workerCommand / optimizeWorkerCommand settings"
+        ) from exc
+
+
+class SpareWorkers:
+    """One started worker per (GPU, command), waiting for its request. A harness worker spends
+    seconds before its first useful instruction (Python start-up, importing torch, creating the
+    CUDA context); with KERNELBLASTER_PREWARM=<gpu index> set it does all that while it waits,
+    on the GPU the job will use, so the next request skips it. A spare that died meanwhile is
+    replaced, never used. Used from one event loop (its processes belong to that loop).
+
+    A spare may be started while the worker it will follow still runs (`ready(after=...)`):
+    it imports torch beside that worker, but waits to touch the GPU (GPU_FREE_FD_ENV, the read
+    end of a pipe whose write end is kept here) until that worker has exited (`released`) or
+    until it is taken for a request, which the caller sends only once the GPU is the
+    request's.
+
+    With `prewarm=False` a spare only starts Python and imports the worker's torch-free
+    modules: for builds, which must not wait for torch (the server's builds ahead of a save)."""
+
+    def __init__(self, *, prewarm: bool = True) -> None:
+        self._spares: dict[tuple[int, tuple[str, ...]], asyncio.subprocess.Process] = {}
+        self._closed = False
+        self._prewarm = prewarm
+        # spare pid -> (the write end of its pipe, the pid of the worker it waits for)
+        self._waiting: dict[int, tuple[int, int]] = {}
+
+    async def take(self, command: list[str], gpu_index: int = 0) -> asyncio.subprocess.Process:
+        """The spare for `command` on `gpu_index` (a new worker if none is alive), free to use
+        the GPU from now on."""
+        spare = self._spares.pop((gpu_index, tuple(command)), None)
+        if spare is None or spare.returncode is not None:
+            spare = await self._start(command, gpu_index)
+        self._let_go(spare.pid)
+        return spare
+
+    async def ready(
+        self,
+        command: list[str],
+        gpu_index: int = 0,
+        hint: dict[str, str] | None = None,
+        *,
+        after: asyncio.subprocess.Process | None = None,
+    ) -> None:
+        """Have a live spare wait for `command` on `gpu_index` (e.g. on a GPU that a run is
+        about to use, before its first request). `hint`: environment telling a prewarming
+        spare what its request will likely be (harness/protocol/worker_protocol.py). `after`: a
+        worker still running, whose exit the spare waits for before it touches the GPU."""
+        key = (gpu_index, tuple(command))
+        if self._closed or self._alive(key):
+            return
+        started = await self._start(command, gpu_index, hint, after)
+        # Another request may have left one there while this one started (two rollouts on one
+        # GPU), or the spares were closed meanwhile (a request ending as its run ends): one
+        # spare per key is enough, and one that is nobody's would never be killed.
+        if self._closed or self._alive(key):
+            self._let_go(started.pid)
+            kill_worker(started)
+            await started.wait()  # reaped in this loop, which owns its transport
+        else:
+            self._spares[key] = started
+
+    def released(self, worker: asyncio.subprocess.Process) -> None:
+        """`worker` has exited: the spares that wait for it may use the GPU."""
+        for spare_pid, (_, waited_for) in list(self._waiting.items()):
+            if waited_for == worker.pid:
+                self._let_go(spare_pid)
+
+    def _let_go(self, spare_pid: int) -> None:
+        waiting = self._waiting.pop(spare_pid, None)
+        if waiting is not None:
+            os.close(waiting[0])  # the spare reads its pipe's end of file
+
+    def _alive(self, key: tuple[int, tuple[str, ...]]) -> bool:
+        spare = self._spares.get(key)
+        return spare is not None and spare.returncode is None
+
+    async def _start(
+        self,
+        command: list[str],
+        gpu_index: int,
+        hint: dict[str, str] | None = None,
+        after: asyncio.subprocess.Process | None = None,
+    ) -> asyncio.subprocess.Process:
+        if not self._prewarm:
+            return await _spawn(command, None)
+        prewarm = {"KERNELBLASTER_PREWARM": str(gpu_index), **(hint or {})}
+        if after is None or after.returncode is not None:
+            return await _spawn(command, None, prewarm)
+        read_end, write_end = os.pipe()
+        try:
+            spare = await _spawn(
+                command, None, {**prewarm, GPU_FREE_FD_ENV: str(read_end)}, pass_fds=(read_end,)
+            )
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)  # the spare has its own copy
+        self._waiting[spare.pid] = (write_end, after.pid)
+        if after.returncode is not None:  # it exited while the spare started
+            self._let_go(spare.pid)
+        return spare
+
+    async def close(self) -> None:
+        self._closed = True
+        spares = list(self._spares.values())
+        self._spares.clear()
+        for spare_pid in list(self._waiting):
+            self._let_go(spare_pid)
+        for spare in spares:
+            kill_worker(spare)
+            await spare.wait()
+
+
+async def run_worker(
+    command: list[str],
+    request: msgspec.Struct,
+    decoder: msgspec.json.Decoder,
+    result_type: type[Result],
+    on_progress: Callable[[Any], None],
+    *,
+    timeout_s: Budget,
+    cwd: Path | None = None,
+    spares: SpareWorkers | None = None,
+    gpu_index: int = 0,
+    spare_hint: dict[str, str] | None = None,
+    spare_from: Callable[[Any], bool] = lambda _message: False,
+) -> Result:
+    """Run `request` in a worker: a spare one when `spares` is given (its working directory is
+    its caller's; workers take every path from the request), else a fresh one in `cwd`. The
+    spare that follows it gets `spare_hint` (SpareWorkers.ready). It is started once a
+    progress message satisfies `spare_from`, and touches the GPU only after this worker has
+    exited; or, with none, once the run has ended: not beside the worker while it verifies
+    and times its kernel, which would then share the CPU with a torch import."""
+    process = await (
+        spares.take(command, gpu_index) if spares is not None else _spawn(command, cwd)
+    )
+    following: asyncio.Task[None] | None = None
+
+    def progressed(message: Any) -> None:
+        nonlocal following
+        if spares is not None and following is None and spare_from(message):
+            following = asyncio.create_task(
+                spares.ready(command, gpu_index, spare_hint, after=process)
+            )
+        on_progress(message)
+
+    try:
+        return await _exchange(process, request, decoder, result_type, progressed, timeout_s)
+    finally:
+        if spares is not None:
+            spares.released(process)  # exited: _exchange has reaped it
+            task = asyncio.current_task()
+            if following is not None:
+                await following
+            elif not (task is not None and task.cancelling()):
+                await spares.ready(command, gpu_index, spare_hint)
+
+
+async def _exchange(
+    process: asyncio.subprocess.Process,
+    request: msgspec.Struct,
+    decoder: msgspec.json.Decoder,
+    result_type: type[Result],
+    on_progress: Callable[[Any], None],
+    timeout_s: Budget,
+) -> Result:
+    """Send `request` to the started `process` and read its messages until its result."""
+    budget = timeout_s if callable(timeout_s) else (lambda _message: timeout_s)
+    stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
+    stderr_reader = asyncio.create_task(_collect(process.stderr, stderr_tail))
+    reaper = asyncio.create_task(_kill_leftovers_on_exit(process))
+    result: Result | None = None
+    last: Any = None
+    try:
+        async with asyncio.timeout(_deadline(budget(None))) as deadline:
+            await _send(process, msgspec.json.encode(request))
+            assert process.stdout is not None
+            while line := await process.stdout.readline():
+                if not line.strip():
+                    continue
+                try:
+                    message = decoder.decode(line)
+                except msgspec.DecodeError as exc:
+                    raise WorkerFailed(
+                        f"the worker wrote a line that is not its protocol ({exc}): {line[:200]!r}",
+                        log="".join(stderr_tail),
+                        phase=getattr(last, "phase", None),
+                    ) from exc
+                if isinstance(message, result_type):
+                    result = message
+                else:
+                    last = message
+                    deadline.reschedule(_deadline(budget(message)))
+                    on_progress(message)
+            returncode = await process.wait()
+    except TimeoutError as exc:
+        seconds = budget(last)
+        raise WorkerFailed(
+            f"the worker ran longer than {seconds:.0f} s and was stopped",
+            log="".join(stderr_tail),
+            timed_out=True,
+            phase=getattr(last, "phase", None),
+        ) from exc
+    finally:
+        # Also after a normal exit: whatever the worker left running in its group goes too.
+        reaper.cancel()
+        kill_worker(process)
+        await process.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stderr_reader, timeout=1.0)
+    if result is None:
+        raise WorkerFailed(
+            f"the worker exited ({describe_exit(returncode)}) without a result",
+            log="".join(stderr_tail),
+            phase=getattr(last, "phase", None),
+            exit_status=describe_exit(returncode),
+        )
+    return result
+
+
+def _deadline(seconds: float | None) -> float | None:
+    return None if seconds is None else asyncio.get_running_loop().time() + seconds
+
+
+async def _send(process: asyncio.subprocess.Process, payload: bytes) -> None:
+    assert process.stdin is not None
+    # A worker that dies at once closes its stdin; that shows up below as "no result".
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        process.stdin.write(payload)
+        await process.stdin.drain()
+        process.stdin.close()
+
+
+async def _collect(stream: asyncio.StreamReader | None, tail: collections.deque[str]) -> None:
+    if stream is None:
+        return
+    while line := await stream.readline():
+        tail.append(line.decode("utf-8", errors="replace"))
+
+
+async def _kill_leftovers_on_exit(process: asyncio.subprocess.Process) -> None:
+    """Once the worker itself has exited, end what it left in its group (a compile pool, a
+    program it ran): those would hold its stdout open, and a crash would be read as a hang.
+    Polls `returncode`, which the child watcher sets on exit whatever the pipes do."""
+    while process.returncode is None:
+        await asyncio.sleep(0.1)
+    kill_worker(process)
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit {returncode}"
+
+
+# --- the harness worker ---------------------------------------------------------------------
+
+_harness_decoder = msgspec.json.Decoder(WorkerMessage)
+
+
+def harness_command(settings: Settings) -> list[str]:
+    return settings.worker_command or [sys.executable, "-m", "kernelblaster.harness.worker"]
+
+
+async def run_harness(
+    request: WorkerRequest,
+    settings: Settings,
+    *,
+    on_progress: Callable[[WorkerProgress], None] = lambda _: None,
+    spares: SpareWorkers | None = None,
+    cwd: Path | None = None,
+) -> WorkerResponse:
+    """The worker's response; a worker that dies or overruns a phase becomes a response with
+    an error."""
+    try:
+        return await run_worker(
+            harness_command(settings),
+            request,
+            _harness_decoder,
+            WorkerResponse,
+            on_progress,
+            timeout_s=lambda last: phase_timeout_s(last.phase if last else "build", settings),
+            cwd=cwd,
+            spares=spares,
+            gpu_index=settings.gpu,
+            spare_hint=expected_request_env(request),
+            # the kernel verified and timed: what's left (the profile) may share the CPU
+            spare_from=lambda message: message.check is not None,
+        )
+    except WorkerFailed as failure:
+        return WorkerResponse(error=worker_error(failure, settings))
+
+
+def run_harness_sync(
+    request: WorkerRequest,
+    settings: Settings,
+    *,
+    on_progress: Callable[[WorkerProgress], None] = lambda _: None,
+) -> WorkerResponse:
+    """`run_harness` for callers without an event loop (the CLI, the optimize loop): in a spare
+    worker inside `keep_spare_workers()` (`on_progress` is then called from its thread), else
+    in a fresh one."""
+    kept = _kept_spares.get()
+    if kept is not None:
+        return kept.run_harness(request, settings, on_progress)
+    return asyncio.run(run_harness(request, settings, on_progress=on_progress))
+
+
+# --- spare workers for callers without an event loop -----------------------------------------
+
+
+class SpareWorkerThread:
+    """SpareWorkers for synchronous callers. asyncio subprocesses belong to the event loop that
+    started them, so `asyncio.run` per request (a new loop each time) could never keep a worker
+    waiting for the next request. This object owns one event loop, run by its own thread while
+    the object is open; callers in any thread (several rollout threads at once) submit to it
+    and block until their response. Each request still runs in a worker process of its own,
+    killed when it ends, with the same phase budgets.
+
+    `close` cancels the requests still running (their workers killed) and kills the spares;
+    after it, a request is refused rather than run in a worker nobody would kill."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._spares = SpareWorkers()
+        self._closed = False
+        self._lock = threading.Lock()  # no request slips in while `close` runs
+        # A daemon: an owner that never closes it must not keep the interpreter from exiting
+        # (its workers watch this process and end with it, harness/protocol/processes.py).
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="spare-workers", daemon=True
+        )
+        self._thread.start()
+
+    def run_harness(
+        self,
+        request: WorkerRequest,
+        settings: Settings,
+        on_progress: Callable[[WorkerProgress], None],
+    ) -> WorkerResponse:
+        return self._call(
+            run_harness(request, settings, on_progress=on_progress, spares=self._spares)
+        )
+
+    def prewarm(self, settings: Settings, gpus: list[int]) -> None:
+        """Have a harness worker wait, prewarming, on each of `gpus`."""
+        for gpu in gpus:
+            # A command that can't start is reported by the first request that needs it.
+            with contextlib.suppress(WorkerFailed):
+                self._call(self._spares.ready(harness_command(settings), gpu))
+
+    def _call(self, coroutine: Coroutine[Any, Any, Result]) -> Result:
+        with self._lock:
+            if self._closed:
+                coroutine.close()
+                raise RuntimeError("the run's spare workers are closed: the run has ended")
+            future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            # Ctrl-C or SIGTERM while waiting: the request's worker (and all it started) is
+            # killed now, not left running until it finishes.
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            asyncio.run_coroutine_threadsafe(self._shut_down(), self._loop).result()
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+
+    async def _shut_down(self) -> None:
+        # Every other task on this loop is a request (or one of its pipe readers): cancelling
+        # it kills its worker (run_worker's `finally`).
+        running = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in running:
+            if not task.cancelling():  # cancelled once (Ctrl-C): let it finish reaping
+                task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        await self._spares.close()
+
+
+# A context variable, not a global: it follows the run into the threads started with a copy of
+# its context (the rollout threads, agents/rollout_runners.py), and a thread still running
+# after its run ended finds that run's closed object instead of starting a worker that nobody
+# would end.
+_kept_spares: contextvars.ContextVar[SpareWorkerThread | None] = contextvars.ContextVar(
+    "kernelblaster_spare_workers", default=None
+)
+
+
+@contextlib.contextmanager
+def keep_spare_workers() -> Iterator[None]:
+    """Within the block, `run_harness_sync` runs each request in a spare worker: one prewarmed
+    worker per (GPU, command), ready when a request comes and replaced as soon as it is taken,
+    so a worker's start-up overlaps with whatever the caller does between requests (an LLM
+    call, the previous evaluation). When the block ends (normally, by an exception, Ctrl-C),
+    every worker it started has been killed."""
+    kept = SpareWorkerThread()
+    token = _kept_spares.set(kept)
+    try:
+        yield
+    finally:
+        _kept_spares.reset(token)
+        kept.close()
+
+
+def prewarm_harness_workers(settings: Settings, gpus: list[int]) -> None:
+    """Inside `keep_spare_workers()`, have a harness worker prewarm on each of `gpus` now (e.g.
+    the rollouts' GPUs while the original kernel is profiled); elsewhere nothing."""
+    kept = _kept_spares.get()
+    if kept is not None:
+        kept.prewarm(settings, gpus)

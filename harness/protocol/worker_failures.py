@@ -1,0 +1,91 @@
+"""How a worker run fails (`WorkerFailed`: it could not start, broke the protocol, timed out or
+died), the harness worker's phase budgets, and what such a failure means for the user (a
+HarnessError with a fix), so every caller reports one shape."""
+
+from __future__ import annotations
+
+from kernelblaster.harness.protocol.records import HarnessError
+from kernelblaster.settings import Settings
+
+
+class WorkerFailed(Exception):
+    """The worker could not be started, broke the protocol, timed out, or died without a
+    result. `log` is the tail of its stderr; `phase` the last progress message's, if any."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        log: str = "",
+        timed_out: bool = False,
+        phase: str | None = None,
+        exit_status: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.log = log
+        self.timed_out = timed_out
+        self.phase = phase
+        self.exit_status = exit_status  # "exit 3", "killed by SIGSEGV"
+
+
+# Past a tool's own timeout, the worker gets this long to report it (with the tool's log)
+# before it is presumed hung itself.
+_REPORT_GRACE_S = 15.0
+_LOG_TAIL = 2000
+
+
+def phase_timeout_s(phase: str, settings: Settings) -> float:
+    """How long a phase may run before the worker is presumed hung. torch.compile of the
+    reference (phase "baseline") is a compilation, so it gets the build budget."""
+    if phase in ("build", "baseline"):
+        return settings.build_timeout_s + _REPORT_GRACE_S
+    if phase in ("profile", "sanitize"):
+        return settings.profile_timeout_s + _REPORT_GRACE_S
+    return settings.run_timeout_s
+
+
+def _timeout_advice(phase: str) -> str:
+    if phase in ("build", "baseline"):
+        return (
+            "Compiling took too long: very large sources, heavy templates or torch headers can "
+            "take minutes. Raise build_timeout_s (buildTimeoutS in the editor)."
+        )
+    if phase in ("profile", "sanitize"):
+        return (
+            "The tool ran too long: profile fewer kernels or launches, use smaller inputs, or "
+            "raise profile_timeout_s (profileTimeoutS)."
+        )
+    return (
+        "A kernel that never ends (a loop whose condition never changes, a deadlocked barrier) "
+        "is the usual cause; if it is only slow, raise run_timeout_s (runTimeoutS)."
+    )
+
+
+def worker_error(failure: WorkerFailed, settings: Settings) -> HarnessError:
+    """What a worker that timed out, died or broke the protocol means for the user."""
+    phase = failure.phase or "build"
+    log = failure.log[-_LOG_TAIL:]
+    if failure.timed_out:
+        return HarnessError(
+            kind="timeout",
+            message=f"The {phase} phase did not finish within "
+            f"{phase_timeout_s(phase, settings):.0f} s; the worker was killed.",
+            fix=_timeout_advice(phase),
+            log=log,
+        )
+    if failure.exit_status is not None:
+        return HarnessError(
+            kind="crash",
+            message=f"The worker died during {phase} ({failure.exit_status}) without a result.",
+            fix="See the log; a segfault in a launcher often means a pointer/size mix-up. Save "
+            "(or run the command) again to retry.",
+            log=log,
+        )
+    return HarnessError(
+        kind="crash",
+        message=f"The worker failed during {phase}: {failure.message}.",
+        fix="Check the kernelblaster.workerCommand setting; otherwise this is a bug worth "
+        "reporting, with the log.",
+        log=log,
+    )

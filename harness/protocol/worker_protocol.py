@@ -1,0 +1,96 @@
+"""The harness worker's protocol: the messages between a caller and the worker process, one
+JSON object per line (the optimize worker's are in optimize_protocol.py). Torch-free, so every
+process (the language server, the CLI, the optimize loop, the worker itself) imports it;
+`worker_client.py` is the one client that speaks both."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from kernelblaster.harness.protocol.records import (
+    BuildResult,
+    CheckResult,
+    HarnessError,
+    PerfState,
+    ProfileReport,
+)
+
+# The worker (`python -m kernelblaster.harness.worker`) reads one WorkerRequest as JSON on stdin
+# and writes JSON lines on stdout: any number of WorkerProgress, then exactly one WorkerResponse.
+# A profile run sends its verification and timing early, in the progress message that starts
+# the profile (`check` set), so the caller can show them while ncu runs; the WorkerResponse
+# repeats them, with the speedups over PyTorch when those were measured after the profile.
+# Where the counters are collected in the worker itself (harness/profile/counters.py), a second
+# progress message repeats the check with that profile and its states (`profile`, `states`
+# set) while ncu runs for the source lines; the WorkerResponse's profile then replaces it.
+# The caller may kill it at any time (cancellation, timeout); a missing WorkerResponse means
+# the worker died, which the caller reports as a crash.
+
+
+class WorkerRequest(msgspec.Struct, kw_only=True):
+    task: Literal["build", "check", "profile"]
+    source: str  # absolute path of the .cu file
+    settings: dict = {}  # kernelblaster.settings.Settings as builtins
+    depth: Literal["quick", "full"] = "quick"  # profile depth
+    kernels: list[str] = []  # profile only these kernel names (all of the file's when empty)
+    reference: str | None = None  # overrides the reference found beside the source
+    sanitize: bool = False  # also run compute-sanitizer (memcheck; racecheck with shared memory)
+    source_text: str | None = None  # check this text instead of the file's (candidates)
+    # task "build" only: build this text as if `source` held it (the editor's unsaved buffer,
+    # built ahead of its save so that the save's build is a cache hit; harness/build/nvcc.py)
+    unsaved_text: str | None = None
+
+
+# A spare worker (started before its request exists, harness/protocol/worker_client.py) is told, in
+# this environment variable, the request that ran before it, without its texts: it makes that
+# request's reference side ahead (harness/worker/reference_ahead.py), used if its own request checks
+# the same reference.
+EXPECTED_REQUEST_ENV = "KERNELBLASTER_EXPECT"
+
+
+# A spare started while the worker before it still runs (harness/protocol/worker_client.py) gets, in
+# this environment variable, the number of a pipe's read end that it inherited: it imports
+# torch meanwhile, but creates no CUDA context (nor anything after it) until that pipe's end
+# of file, which comes when the worker before it has exited or when the spare is given its
+# request. Nothing of it then runs on the GPU beside another worker's profile.
+GPU_FREE_FD_ENV = "KERNELBLASTER_GPU_FREE_FD"
+
+
+def expected_request_env(request: WorkerRequest) -> dict[str, str]:
+    """The environment telling a spare to expect a request like `request`; none for a build,
+    which needs no reference."""
+    if request.task == "build":
+        return {}
+    hint = msgspec.structs.replace(request, source_text=None, unsaved_text=None)
+    return {EXPECTED_REQUEST_ENV: msgspec.json.encode(hint).decode()}
+
+
+class WorkerProgress(msgspec.Struct, kw_only=True, tag="progress"):
+    phase: Literal["build", "verify", "time", "baseline", "sanitize", "profile"]
+    message: str
+    percent: int | None = None
+    # The results so far, once verification and timing are known (phase "profile"):
+    # the run's build and its check, its speedups missing when the baselines are not cached.
+    build: BuildResult | None = None
+    check: CheckResult | None = None
+    # The in-process counters' profile and its states, ahead of ncu's (phase "profile").
+    profile: ProfileReport | None = None
+    states: list[PerfState] = []
+
+
+class WorkerResponse(msgspec.Struct, kw_only=True, tag="result"):
+    """What the run produced, each part in one place. A run stops at its first failure;
+    `error` says which and why (a kernel that fails verification is a `check` result, not an
+    error)."""
+
+    build: BuildResult | None = None
+    check: CheckResult | None = None  # verification and timing
+    profile: ProfileReport | None = None
+    # The classifier's verdict on each profiled kernel launch, in `profile.kernels` order.
+    states: list[PerfState] = []
+    error: HarnessError | None = None
+
+
+WorkerMessage = WorkerProgress | WorkerResponse

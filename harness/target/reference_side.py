@@ -1,0 +1,136 @@
+"""Everything a check needs from its reference and nothing from the candidate, made in one go,
+so that the worker can make it while nvcc builds the candidate (harness/worker/serve.py); the check
+makes it itself when it was not (a KernelBench solution, whose build runs the solution's own
+code). Worker side: imports torch.
+
+- the reference loaded: its module imported, its model built on the device;
+- the probe, one input set under seed 0: the outputs' shapes and dtypes (a plain launcher's
+  outputs are allocated with them) and the reference's habits: whether it returns an input's
+  memory or changes its inputs (then a candidate doing the same only does what it's asked);
+- the trial plan (harness/target/trial_sets.py), its sets made ahead where they fit in memory;
+- on a GPU, verification's checks run once on outputs of the reference's shapes: their first
+  launches load torch's kernels (lazy module loading: ~0.3 s of the first trial's gate on an
+  H100), here rather than in the check.
+
+What making it raises is kept and raised by `ready()`, where the check would have met it had
+nothing been made ahead: after the build, so a build that fails is reported as such, and a
+broken reference as it always was."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from kernelblaster.harness.target.compare import compare, tolerances
+from kernelblaster.harness.target.plain_launch import output_templates
+from kernelblaster.harness.target.reference import Reference, as_outputs, load_reference
+from kernelblaster.harness.target.tensor_checks import Signature, overlaps, same_bits
+from kernelblaster.harness.target.trial_sets import TrialPlan, copied, set_bytes
+
+
+@dataclass
+class ReferenceHabits:
+    aliases_inputs: bool  # returns (a view of) an input as an output
+    modifies_inputs: bool  # writes into its inputs
+
+
+@dataclass
+class Probe:
+    inputs: list  # get_inputs() under seed 0, on the device
+    output_templates: list[torch.Tensor]  # the reference's outputs on them, as meta tensors
+
+
+def reference_habits(reference: Reference, inputs: list) -> ReferenceHabits:
+    """What the reference itself does with `inputs` (which it may change)."""
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    kept = [x.clone() for x in tensors]
+    with torch.no_grad():
+        outputs = as_outputs(reference.model(*inputs))
+    return ReferenceHabits(
+        aliases_inputs=any(overlaps(o, x) for o in outputs for x in tensors),
+        modifies_inputs=not all(same_bits(x, k) for x, k in zip(tensors, kept, strict=True)),
+    )
+
+
+def make_probe(reference: Reference, inputs: list) -> Probe:
+    """The probe on `inputs`, which must be `reference.inputs(0, device)`."""
+    return Probe(inputs=inputs, output_templates=output_templates(reference, inputs))
+
+
+@dataclass
+class ReferenceSide:
+    reference: Reference | None = None
+    probe: Probe | None = None
+    habits: ReferenceHabits | None = None
+    plan: TrialPlan | None = None
+    failure: Exception | None = None  # what making it raised
+    # Wall seconds of its parts: reference_load, reference_probe, reference_sets (every trial's
+    # sets made ahead; absent when they were left to their trials).
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def ready(self) -> tuple[Reference, Probe, ReferenceHabits, TrialPlan]:
+        """Its parts; raises what making them raised."""
+        if self.failure is not None:
+            raise self.failure
+        assert self.reference and self.probe and self.habits and self.plan, "abandoned half-way"
+        return self.reference, self.probe, self.habits, self.plan
+
+    @contextmanager
+    def _timed(self, part: str) -> Iterator[None]:
+        began = time.perf_counter()
+        yield
+        self.seconds[part] = round(time.perf_counter() - began, 4)
+
+
+def _load_check_kernels(templates: list[torch.Tensor], device: torch.device) -> None:
+    """Compare outputs shaped like the reference's and take their signatures, as every trial
+    does (harness/check/verify.py), so that the kernels those launch are loaded."""
+    for template in templates:
+        ones = torch.ones(template.shape, dtype=template.dtype, device=device)
+        atol, rtol = tolerances(ones.dtype, None, None)
+        compare(ones, ones, atol=atol, rtol=rtol, output=0, trial=0, seed=0)
+        Signature.of(ones)
+
+
+def prepare_reference_side(
+    path: Path,
+    device: torch.device,
+    *,
+    trials: int,
+    abandon: Callable[[], bool] = lambda: False,
+) -> ReferenceSide:
+    """The reference side of a check of `trials` trials on `device`. `abandon()` (asked between
+    steps) says the check won't run after all (its build failed): it stops there."""
+    side = ReferenceSide()
+    try:
+        with side._timed("reference_load"):
+            if device.type == "cuda":  # current: a reference may allocate on "cuda"
+                torch.cuda.set_device(device)
+            side.reference = load_reference(path, device)
+        if abandon():
+            return side
+        with side._timed("reference_probe"):
+            inputs = side.reference.inputs(0, device)
+            # on a copy, first: a reference that changes its inputs changes the probe's
+            side.habits = reference_habits(side.reference, copied(inputs))
+            side.probe = make_probe(side.reference, inputs)
+        side.plan = TrialPlan(side.reference, device, trials)
+        with side._timed("reference_sets"):
+            output_bytes = set_bytes(side.probe.output_templates)
+            side.plan.make_ahead(side.probe.inputs, output_bytes, abandon=abandon)
+        if not side.plan.made_ahead:
+            del side.seconds["reference_sets"]
+        if device.type == "cuda" and not abandon():
+            with side._timed("reference_checks_loaded"):
+                _load_check_kernels(side.probe.output_templates, device)
+    # Kept, not handled: `ready()` raises it where the check handles what loading a reference
+    # and running it raise (a broken reference, out of memory, a CUDA error, a bug).
+    except Exception as exc:  # noqa: BLE001 - raised again by ready()
+        side.failure = exc
+        side.plan = None  # its sets freed before an out-of-memory report measures what's free
+    return side

@@ -1,0 +1,146 @@
+"""The input sets verification's trials use, and the reference's answers on them: made ahead of
+the trials when they all fit in memory (the worker makes them while nvcc builds the candidate,
+harness/worker/serve.py), else each when its trial starts. Worker side: imports torch.
+
+A plan draws its seeds when it is made: `trials` for verification, then one for the trial
+after timing (`Verifier.recheck`). Trial `i` uses:
+
+- `inputs`: `get_inputs()` under its seed, on the device. The candidate never receives these
+  tensors during verification (its own are filled from them behind the stream gate), so they
+  stay pristine and the first three are the timing's input sets afterwards (the same seeds
+  timing used before sets were made ahead).
+- `expected`: the reference's outputs on a copy of `inputs` (a reference that changes its
+  inputs leaves them pristine), made before the trial calls the candidate.
+- `decoy`: new tensors holding `get_inputs()` under a second seed derived from the first: what
+  the candidate is handed, holding those stale values until the gated copy. Every other
+  verification trial has none: it hands the candidate the previous trial's tensors, changed
+  in place (`reuses_previous_inputs`).
+
+The first trial is preceded by the stream gate's sizing call on a set of its own (`warm_up`).
+Sets made ahead are each handed out once; what wasn't made ahead (or was taken already) is made
+when asked for, so a trial sees the same values either way."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from kernelblaster.harness.target.memory import fits
+from kernelblaster.harness.target.reference import Reference, as_outputs
+
+# Sets are made ahead only while all of them take at most this share of the free memory: the
+# candidate keeps the rest.
+AHEAD_MEMORY_SHARE = 0.25
+# Timing rotates through this many of the trials' input sets.
+TIMING_SETS = 3
+
+
+def fresh_seed() -> int:
+    return secrets.randbelow(2**31 - 1)
+
+
+def decoy_seed(seed: int) -> int:
+    return (seed * 2654435761 + 12345) % (2**31 - 1)
+
+
+def copied(inputs: list) -> list:
+    """`inputs` with every tensor cloned (scalars as they are)."""
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def expected_outputs(reference: Reference, inputs: list) -> list[torch.Tensor]:
+    """The reference's outputs on a copy of `inputs` (which it may change in place)."""
+    with torch.no_grad():
+        return as_outputs(reference.model(*copied(inputs)))
+
+
+def set_bytes(values: list) -> int:
+    return sum(x.numel() * x.element_size() for x in values if isinstance(x, torch.Tensor))
+
+
+@dataclass
+class TrialSet:
+    seed: int
+    inputs: list
+    expected: list[torch.Tensor]
+    decoy: list | None
+
+
+class TrialPlan:
+    def __init__(self, reference: Reference, device: torch.device, trials: int = 3):
+        self.reference, self.device = reference, device
+        self.trials = max(trials, 3)
+        self.seeds = [fresh_seed() for _ in range(self.trials + 1)]  # the recheck's last
+        self.made_ahead = False
+        self.made_late_s = 0.0  # spent making sets when their trials took them
+        self._warm_up: TrialSet | None = None
+        self._ahead: dict[int, TrialSet] = {}
+        self._timing_sets: list[list] = []
+
+    def reuses_previous_inputs(self, index: int) -> bool:
+        """Whether trial `index` hands the candidate the previous trial's tensors (changed in
+        place), so that a cache keyed on tensors rather than values returns a stale answer."""
+        return index < self.trials and index % 2 == 1
+
+    def warm_up(self) -> TrialSet:
+        """The set of the stream gate's sizing call: made ahead, or now."""
+        made, self._warm_up = self._warm_up, None
+        return made or self._late(self._make_warm_up)
+
+    def take(self, index: int) -> TrialSet:
+        """Trial `index`'s sets: made ahead, or now."""
+        return self._ahead.pop(index, None) or self._late(lambda: self._make_trial(index))
+
+    def timing_inputs(self) -> list[list] | None:
+        """The first trials' pristine input sets for timing to rotate through, when they were
+        made ahead and have been used by their trials; None: timing makes its own."""
+        sets, self._timing_sets = self._timing_sets, []
+        return sets if len(sets) == TIMING_SETS else None
+
+    def make_ahead(self, probe_inputs: list, output_bytes: int, *, abandon: Callable[[], bool]):
+        """Make every trial's sets now, when all of them fit in AHEAD_MEMORY_SHARE of the free
+        memory (`probe_inputs`: one input set, `output_bytes`: one set of outputs); else leave
+        them to be made one trial's at a time. Stops between sets once `abandon()` is true."""
+        needed = self.ahead_bytes(set_bytes(probe_inputs), output_bytes)
+        if not fits(needed, self.device, share=AHEAD_MEMORY_SHARE):
+            return
+        self.made_ahead = True
+        self._warm_up = self._make_warm_up()
+        for index in range(len(self.seeds)):
+            if abandon():
+                return
+            made = self._ahead[index] = self._make_trial(index)
+            if index < TIMING_SETS:
+                self._timing_sets.append(made.inputs)
+
+    def ahead_bytes(self, input_bytes: int, output_bytes: int) -> int:
+        """The memory every set takes when made ahead: the warm-up's and each trial's inputs
+        and expected outputs, the decoys, and the copy an expected output is computed on."""
+        decoys = sum(not self.reuses_previous_inputs(i) for i in range(len(self.seeds)))
+        sets = 1 + len(self.seeds)
+        return (sets + decoys + 1) * input_bytes + sets * output_bytes
+
+    def _late(self, make: Callable[[], TrialSet]) -> TrialSet:
+        began = time.perf_counter()
+        made = make()
+        self.made_late_s += time.perf_counter() - began
+        return made
+
+    def _make_warm_up(self) -> TrialSet:
+        return self._make(decoy_seed(decoy_seed(self.seeds[0])), decoy=False)
+
+    def _make_trial(self, index: int) -> TrialSet:
+        return self._make(self.seeds[index], decoy=not self.reuses_previous_inputs(index))
+
+    def _make(self, seed: int, *, decoy: bool) -> TrialSet:
+        inputs = self.reference.inputs(seed, self.device)
+        return TrialSet(
+            seed=seed,
+            inputs=inputs,
+            expected=expected_outputs(self.reference, inputs),
+            decoy=self.reference.inputs(decoy_seed(seed), self.device) if decoy else None,
+        )

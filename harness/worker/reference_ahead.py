@@ -1,0 +1,123 @@
+"""The reference side a spare worker makes before its request exists.
+
+A spare is started when the request before it ends (harness/protocol/worker_client.py), and is told
+that request (KERNELBLASTER_EXPECT, harness/protocol/worker_protocol.py). The next request is most
+often for the same reference: the next save of the same file, the next candidate of an
+optimization. So, once prewarmed, the spare makes that reference's side of the check
+(harness/target/reference_side.py: the reference loaded, probed, every trial's inputs and expected
+outputs) while it waits. A save whose build is already cached (built ahead of the save, or
+unchanged) then starts verifying at once instead of after ~1 s of reference work.
+
+The side is used only when the request's reference is the one it was made for, unchanged:
+the same path, GPU and trial count, and every `.py` file in the reference's folder (which
+it may import) with the same size and modification time as when making it began. Otherwise
+it is dropped (a side still being made stops at its next step) and the request makes its
+own. A side whose making failed is never used: the request makes it again and meets the
+failure itself. Its seeds are drawn in the spare as they would be in the request, and no
+candidate code has run in the process yet. Torch is imported by `make` only."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from kernelblaster.harness.target.targets import Target
+from kernelblaster.settings import Settings
+
+if TYPE_CHECKING:
+    from kernelblaster.harness.target.reference_side import ReferenceSide
+
+_log = logging.getLogger(__name__)
+
+
+class ReferenceKey(msgspec.Struct, frozen=True):
+    """What a reference side depends on; equal keys, interchangeable sides."""
+
+    reference: str
+    gpu: int
+    trials: int
+    # (name, size, mtime_ns) of each .py file beside the reference, sorted
+    modules: tuple[tuple[str, int, int], ...]
+
+
+def reference_key(target: Target, settings: Settings) -> ReferenceKey | None:
+    """The key of `target`'s reference side; None when there is no reference file to key."""
+    if not target.reference:
+        return None
+    path = Path(target.reference).resolve()
+    try:
+        modules = _module_stamps(path.parent)
+    except OSError:  # a file went away while the folder was listed: nothing to key it by
+        return None
+    return ReferenceKey(
+        reference=str(path), gpu=settings.gpu, trials=settings.trials, modules=modules
+    )
+
+
+def _module_stamps(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    stamps = []
+    for module in folder.glob("*.py"):
+        info = module.stat()
+        stamps.append((module.name, info.st_size, info.st_mtime_ns))
+    return tuple(sorted(stamps))
+
+
+class ReferenceAhead:
+    """The one side a spare makes ahead (`make`, on the prewarm thread) and its request takes
+    (`take`, on the request's thread). `take` waits for `make` to finish, or to be over."""
+
+    def __init__(self) -> None:
+        self._key: ReferenceKey | None = None
+        self._side: ReferenceSide | None = None
+        self._over = threading.Event()  # making it ended, or will never begin
+        self._unwanted = threading.Event()  # the request needs another reference: stop
+
+    def make(self, target: Target, settings: Settings) -> None:
+        """Make `target`'s reference side, unless the request came for another one first."""
+        try:
+            key = reference_key(target, settings)
+            if key is None or self._unwanted.is_set():
+                return
+            from kernelblaster.harness.check import check  # imports torch
+
+            self._key = key
+            self._side = check.prepare_reference(target, settings, abandon=self._unwanted.is_set)
+        finally:
+            self._over.set()
+
+    def nothing_to_make(self) -> None:
+        """No side will be made (no expected request, no torch or GPU): `take` returns None."""
+        self._over.set()
+
+    def unwanted(self) -> None:
+        """The request needs no reference side: one being made stops at its next step."""
+        self._unwanted.set()
+
+    def drop(self) -> None:
+        """Forget a side that was not taken, once making it is over (the worker calls it after
+        joining the prewarm): its tensors go back to torch's allocator before the check runs."""
+        self._side = None
+
+    def take(self, target: Target, settings: Settings) -> ReferenceSide | None:
+        """The side made for `target`'s unchanged reference, or None (the caller makes it).
+        A side handed out has its parts' seconds renamed `ahead_<part>` (made before the
+        request), and `reference_wait`: how long the request waited for it."""
+        wanted = reference_key(target, settings)
+        if self._key is not None and wanted != self._key:
+            self._unwanted.set()  # before waiting: a side being made stops at its next step
+        began = time.perf_counter()
+        self._over.wait()
+        side, self._side = self._side, None  # handed out once; dropped when not handed out
+        if side is None or wanted is None or wanted != self._key:
+            return None
+        if side.failure is not None or side.plan is None:
+            _log.info("the reference side made ahead failed; made again: %r", side.failure)
+            return None
+        side.seconds = {f"ahead_{part}": s for part, s in side.seconds.items()}
+        side.seconds["reference_wait"] = round(time.perf_counter() - began, 4)
+        return side
