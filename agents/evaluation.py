@@ -108,7 +108,7 @@ def evaluate(
         task="profile" if profile else "check",
         source=str(source),
         source_text=text,
-        settings=msgspec.to_builtins(settings),
+        settings=settings,
         depth=depth,
         kernels=[],  # all the kernels the text defines, whatever their names
         sanitize=sanitize,

@@ -10,6 +10,7 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.atomic_files import save_kernel
+from kernelblaster.harness.target.pairing import kernel_beside
 from kernelblaster.settings import SettingsError, load_settings
 
 
@@ -46,7 +47,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    target = reference.with_suffix(".cu")
+    target = kernel_beside(reference)
     if target.exists() and not args.force:
         print(f"error: {target} exists; pass --force to replace it", file=sys.stderr)
         return 2

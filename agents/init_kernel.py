@@ -26,6 +26,7 @@ from kernelblaster.agents.lowering import compact, feedback_prompt, first_line
 from kernelblaster.agents.prompting import bullets, render_messages
 from kernelblaster.harness.analysis.cuda_source import extern_c_functions
 from kernelblaster.harness.protocol.init_protocol import InitResult
+from kernelblaster.harness.target.pairing import kernel_beside
 from kernelblaster.harness.target.reference_signature import SignatureResponse, measure_signature
 from kernelblaster.harness.target.targets import detect_kind
 from kernelblaster.settings import Settings
@@ -110,7 +111,7 @@ class _Scratch:
         self._directory = tempfile.TemporaryDirectory(dir=root, prefix=f"{reference.stem}-")
         folder = Path(self._directory.name)
         (folder / reference.name).symlink_to(reference.resolve())
-        self.source = folder / f"{reference.stem}.cu"
+        self.source = kernel_beside(reference, folder)
 
     def check(self, text: str, settings: Settings, evaluate_fn: Evaluate) -> Evaluation:
         self.source.write_text(text, encoding="utf-8")
@@ -137,7 +138,7 @@ def initial_kernel(
     `on_stage(n, what)` of what is being done for reply n (0: before the first)."""
     attempts = attempts or settings.init_attempts
     reference = reference.resolve()
-    result = InitResult(reference=str(reference), target=str(reference.with_suffix(".cu")))
+    result = InitResult(reference=str(reference), target=str(kernel_beside(reference)))
     if signature is None:
         on_stage(0, "measuring the launcher's parameters from the module")
         signature = measure_signature(reference, timeout_s=settings.run_timeout_s)

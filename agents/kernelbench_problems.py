@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kernelblaster.harness.analysis.reference_source import outline
+from kernelblaster.harness.target.pairing import kernel_beside
 
 _LEADING_NUMBER = re.compile(r"^(\d+)")
 
@@ -61,8 +62,8 @@ def _problem_files(path: Path) -> list[Path]:
 
 
 def _start_for(problem: Path, start_dir: Path | None) -> Path | None:
-    places = [start_dir / f"{problem.stem}.cu"] if start_dir else []
-    return next((p for p in [*places, problem.with_suffix(".cu")] if p.is_file()), None)
+    places = [kernel_beside(problem, start_dir)] if start_dir else []
+    return next((p for p in [*places, kernel_beside(problem)] if p.is_file()), None)
 
 
 def _number(path: Path) -> str | None:

@@ -36,16 +36,14 @@ from kernelblaster.agents.optimize_cli import optimized_copy_path
 from kernelblaster.atomic_files import save_kernel, write_atomically
 from kernelblaster.harness.analysis.cuda_source import global_kernels
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
-from kernelblaster.harness.protocol.records import CheckResult
+from kernelblaster.harness.protocol.records import MACHINE_ERROR_KINDS, CheckResult
+from kernelblaster.harness.target.pairing import kernel_beside
 from kernelblaster.harness.target.reference_signature import SignatureResponse, measure_signature
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
-# Harness errors that say the machine can't run any problem, and LLM errors that say the
-# endpoint won't answer any: the run stops instead of failing every problem alike.
-ENVIRONMENT_ERRORS = frozenset(
-    {"no_gpu", "no_driver", "torch_missing", "nvcc_missing", "wrong_arch", "cancelled"}
-)
+# LLM errors that say the endpoint won't answer any problem (like the harness's
+# MACHINE_ERROR_KINDS for the machine): the run stops instead of failing every problem alike.
 ENDPOINT_ERRORS = frozenset({"unreachable", "auth", "model_not_found", "not_configured"})
 
 Evaluate = Callable[..., Evaluation]
@@ -168,7 +166,7 @@ def _solve(
     folder.mkdir(parents=True)
     reference = folder / problem.path.name
     shutil.copyfile(problem.path, reference)
-    source = reference.with_suffix(".cu")
+    source = kernel_beside(reference)
 
     if problem.start is not None:
         result.started_from = "given"
@@ -304,7 +302,7 @@ def _stop(
     llm_error: str | None = None,
 ) -> None:
     """Record why the problem ends here, or stop the run when no problem could get further."""
-    if kind in ENVIRONMENT_ERRORS or llm_error in ENDPOINT_ERRORS:
+    if kind in MACHINE_ERROR_KINDS or llm_error in ENDPOINT_ERRORS:
         raise RunAborted(message)
     result.status = _PROBLEM_ERRORS.get(kind or "", status)
     result.detail = message

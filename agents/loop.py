@@ -475,7 +475,7 @@ def _choose(
             return match
         # The user asked for it although the KB doesn't rank it for this state: honour that,
         # predicting the catalog prior.
-        technique = next((t for t in kb.techniques() if t.id == forced), None)
+        technique = kb.technique(forced)
         if technique is not None:
             return RankedTechnique(
                 technique=technique.id,
@@ -617,18 +617,14 @@ class _HarnessUnavailable(Exception):
 def _target_on(kb: KnowledgeBase, technique: str, state: PerfState) -> str:
     """The finding of `state` that `technique` is aimed at (kb.ranking.target_finding); none
     for a technique the KB has no catalog entry for."""
-    known = _catalog_entry(kb, technique)
+    known = kb.technique(technique)
     return target_finding(known, finding_gains(state.findings)) if known else NO_TARGET
-
-
-def _catalog_entry(kb: KnowledgeBase, technique: str) -> Technique | None:
-    return next((t for t in kb.techniques() if t.id == technique), None)
 
 
 def _technique(kb: KnowledgeBase, choice: RankedTechnique) -> Technique:
     """The catalog entry of a ranked technique; a learned one (not in the catalog) is described
     by its title, which is all the KB knows of it."""
-    return _catalog_entry(kb, choice.technique) or Technique(
+    return kb.technique(choice.technique) or Technique(
         id=choice.technique,
         category="learned",
         title=choice.title,

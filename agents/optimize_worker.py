@@ -27,6 +27,7 @@ from kernelblaster.harness.protocol.optimize_protocol import (
 from kernelblaster.harness.protocol.processes import exit_with_parent
 from kernelblaster.harness.protocol.protocol_stream import ProtocolStream
 from kernelblaster.harness.protocol.worker_client import keep_spare_workers
+from kernelblaster.harness.target.pairing import kernel_beside
 from kernelblaster.kb.fallback import open_or_fallback
 from kernelblaster.kb.schema import KBError
 from kernelblaster.kb.store import default_path
@@ -75,7 +76,7 @@ def handle(request: OptimizeRequest, stream: ProtocolStream) -> OptimizeResult:
 def handle_init(request: InitRequest, stream: ProtocolStream) -> InitResult:
     settings = request.settings
     reference = Path(request.reference)
-    failed = InitResult(reference=str(reference), target=str(reference.with_suffix(".cu")))
+    failed = InitResult(reference=str(reference), target=str(kernel_beside(reference)))
     if (missing := _no_endpoint(settings)) is not None:
         failed.error, failed.error_kind, failed.llm_error = missing, "llm", "not_configured"
         return failed

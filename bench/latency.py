@@ -93,7 +93,7 @@ DEFAULT = ["relu", "row_sum", "softmax", "matmul", "bias_gelu_scale", "saxpy_pro
 
 
 def _request(source: Path, settings: Settings) -> WorkerRequest:
-    return WorkerRequest(task="check", source=str(source), settings=msgspec.to_builtins(settings))
+    return WorkerRequest(task="check", source=str(source), settings=settings)
 
 
 def measure(source: Path, settings: Settings) -> dict:

@@ -198,6 +198,10 @@ class KnowledgeBase:
     def techniques(self) -> list[Technique]:
         return self._read(lambda conn: list(self._techniques(conn).values()))
 
+    def technique(self, technique_id: str) -> Technique | None:
+        """The technique with this id, or None when the KB has no such entry."""
+        return self._read(lambda conn: self._techniques(conn).get(technique_id))
+
     def states(self) -> list[State]:
         def query(conn: Connection) -> list[State]:
             found = conn.execute("SELECT id, bottleneck, description, arch FROM states ORDER BY id")

@@ -37,7 +37,7 @@ def run_task(args: argparse.Namespace, task: str) -> WorkerResponse | None:
     request = WorkerRequest(
         task=task,
         source=str(source),
-        settings=msgspec.to_builtins(settings),
+        settings=settings,
         depth="full" if getattr(args, "full", False) else settings.ncu_depth,
         reference=str(Path(args.reference).resolve()) if getattr(args, "reference", None) else None,
         sanitize=getattr(args, "sanitize", False),

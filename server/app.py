@@ -14,6 +14,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 
 from kernelblaster.harness.analysis.reference_source import outline
+from kernelblaster.harness.target.pairing import REFERENCE_SUFFIX
 from kernelblaster.server import code_actions, optimize, pipeline, settings_sync, write_kernel
 from kernelblaster.server.configuration import (
     apply_client_settings,
@@ -22,7 +23,6 @@ from kernelblaster.server.configuration import (
 )
 from kernelblaster.server.documents import (
     BINDINGS_SUFFIX,
-    REFERENCE_SUFFIX,
     from_client_position,
     is_header,
     is_kernel_source,

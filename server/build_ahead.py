@@ -22,8 +22,6 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgspec
-
 from kernelblaster.harness.protocol.worker_client import SpareWorkers, harness_command, run_harness
 from kernelblaster.harness.protocol.worker_failures import WorkerFailed
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
@@ -107,7 +105,7 @@ class AheadBuilds:
             request = WorkerRequest(
                 task="build",
                 source=str(path),
-                settings=msgspec.to_builtins(settings),
+                settings=settings,
                 unsaved_text=text,
             )
             response = await run_harness(request, settings, spares=self._spares)

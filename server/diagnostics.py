@@ -11,6 +11,8 @@ from pathlib import Path
 from lsprotocol import types
 
 from kernelblaster.harness.protocol.records import (
+    EXPECTED_ERROR_KINDS,
+    SETUP_ERROR_KINDS,
     CheckResult,
     Finding,
     HarnessError,
@@ -34,26 +36,6 @@ _SEVERITY = {
     "info": types.DiagnosticSeverity.Information,
     "hint": types.DiagnosticSeverity.Hint,
 }
-# Harness errors the user fixes in their setup (and that are expected, e.g. no GPU here),
-# versus failures of their program.
-_SETUP_KINDS = frozenset(
-    {
-        "nvcc_missing",
-        "ncu_missing",
-        "no_gpu",
-        "no_driver",
-        "wrong_arch",
-        "counter_permission",
-        "profiler_busy",
-        "no_reference",
-        "bad_reference",
-        "bad_target",
-        "entry_missing",
-        "torch_missing",
-        "golden_missing",
-    }
-)
-_EXPECTED_KINDS = frozenset({"no_gpu", "no_driver", "no_reference", "ncu_missing"})
 _EARLIER = " (profile of an earlier version of this file)"
 
 
@@ -178,13 +160,13 @@ def _error_diagnostics(result: FileResult, context: FileContext) -> list[types.D
         span = by_name(context.kernels, error.kernel) if error.kernel else None
         rng = span.name_range if span else line_range(context.lines, 0)
         message = f"{error.message} — {error.fix}" if error.fix else error.message
-        if error.kind in _EXPECTED_KINDS:
+        if error.kind in EXPECTED_ERROR_KINDS:
             severity = types.DiagnosticSeverity.Information
-        elif error.kind in _SETUP_KINDS:
+        elif error.kind in SETUP_ERROR_KINDS:
             severity = types.DiagnosticSeverity.Warning
         else:
             severity = types.DiagnosticSeverity.Error
-        code = "setup" if error.kind in _SETUP_KINDS else "run"
+        code = "setup" if error.kind in SETUP_ERROR_KINDS else "run"
         found.append(_diagnostic(rng, message, severity, code, data={"kind": error.kind}))
     return found
 

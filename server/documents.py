@@ -11,9 +11,10 @@ from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace.position_codec import PositionCodec
 
+from kernelblaster.harness.target.pairing import REFERENCE_SUFFIX
+
 KERNEL_SUFFIXES = frozenset({".cu", ".cuh"})
 KERNEL_LANGUAGE_IDS = frozenset({"cuda-cpp", "cuda"})
-REFERENCE_SUFFIX = ".py"
 BINDINGS_SUFFIX = ".cpp"  # an extension's bindings beside its kernels (harness/target/targets.py)
 # Where the server keeps what it writes beside a source (results, candidates); never watched.
 STATE_DIR = ".kernelblaster"

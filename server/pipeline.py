@@ -8,7 +8,6 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import msgspec
 from lsprotocol import types
 
 from kernelblaster.harness.analysis.cuda_source import read_source
@@ -79,7 +78,7 @@ async def _profile(
     request = WorkerRequest(
         task="profile",
         source=str(path),
-        settings=msgspec.to_builtins(settings),
+        settings=settings,
         depth=depth or settings.ncu_depth,
     )
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from kernelblaster.harness.target.pairing import REFERENCE_SUFFIX
 from kernelblaster.server.documents import (
     BINDINGS_SUFFIX,
     KERNEL_SUFFIXES,
-    REFERENCE_SUFFIX,
     in_state_dir,
 )
 from kernelblaster.settings import CONFIG_FILE

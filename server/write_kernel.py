@@ -34,6 +34,7 @@ from kernelblaster.harness.protocol.init_protocol import (
     InitResult,
 )
 from kernelblaster.harness.protocol.worker_failures import WorkerFailed
+from kernelblaster.harness.target.pairing import kernel_beside
 from kernelblaster.server.agents_worker import run_agents_worker
 from kernelblaster.server.configuration import llm_missing_message
 from kernelblaster.server.documents import STATE_DIR, path_to_uri, text_hash, uri_to_path
@@ -61,14 +62,10 @@ class InitReply(msgspec.Struct, kw_only=True):
     path: str | None = None  # the file with the verified kernel: the .cu, or the kept copy
 
 
-def kernel_path(reference: Path) -> Path:
-    return reference.with_suffix(".cu")
-
-
-def kept_kernel_path(reference: Path) -> Path:
+def kept_kernel_beside(reference: Path) -> Path:
     """Where a verified kernel goes when its `.cu` may not be written (it appeared or changed
     while the kernel was being written)."""
-    return reference.parent / STATE_DIR / "init" / kernel_path(reference).name
+    return reference.parent / STATE_DIR / "init" / kernel_beside(reference).name
 
 
 def not_offerable(ls: KernelBlasterServer, name: str, found: ReferenceOutline) -> str | None:
@@ -105,9 +102,9 @@ async def write_kernel(ls: KernelBlasterServer, args: InitArgs) -> InitReply:
     except (OSError, UnicodeDecodeError) as exc:
         return _tell(ls, f"Cannot read {reference.name}: {exc}", written=False)
     try:
-        found_hash = await asyncio.to_thread(_hash_of, kernel_path(reference))
+        found_hash = await asyncio.to_thread(_hash_of, kernel_beside(reference))
     except OSError as exc:
-        return _tell(ls, f"Cannot read {kernel_path(reference).name}: {exc}", written=False)
+        return _tell(ls, f"Cannot read {kernel_beside(reference).name}: {exc}", written=False)
     refusal = _refusal(ls, args, reference, text, found_hash)
     if refusal is not None:
         return _tell(ls, refusal, written=False, kind=types.MessageType.Warning)
@@ -132,7 +129,7 @@ def _refusal(
     found = outline(text) or ReferenceOutline([], solution=False)
     if (reason := _not_a_problem(reference.name, found)) is not None:
         return reason
-    target = kernel_path(reference)
+    target = kernel_beside(reference)
     if found_hash is not None and not args.replace:
         return (
             f"{target.name} exists and is never replaced without asking: use "
@@ -151,7 +148,7 @@ def _refusal(
 async def _run(
     ls: KernelBlasterServer, args: InitArgs, reference: Path, found_hash: str | None
 ) -> InitReply:
-    target = kernel_path(reference)
+    target = kernel_beside(reference)
     reporter = JobReporter(
         ls, ls.cancels, args.uri, f"KernelBlaster: writing a CUDA kernel for {reference.name}"
     )
@@ -190,7 +187,7 @@ async def _run(
         reporter.end("failed", f"{reference.name}: {exc}")
         return _tell(ls, f"The verified kernel could not be written: {exc}", written=False)
     written = disturbed is None
-    path = target if written else kept_kernel_path(reference)
+    path = target if written else kept_kernel_beside(reference)
     verified = timing_line(result.check) if result.check and result.check.timing else "verified"
     if written:
         message = f"Wrote {target.name}: {verified} ({result.usage})."
@@ -222,7 +219,7 @@ def _write(reference: Path, text: str, found_hash: str | None) -> str | None:
     """Write the verified kernel to `<stem>.cu` if that is still as the user left it (absent, or
     holding the text of `found_hash`); otherwise keep it under .kernelblaster/init/ and say what
     happened to the .cu ("appeared", "changed"). Blocking: call off the event loop."""
-    target = kernel_path(reference)
+    target = kernel_beside(reference)
     try:
         if found_hash is None:
             save_kernel(target, text, force=False)  # linked into place: never over a newcomer
@@ -232,7 +229,7 @@ def _write(reference: Path, text: str, found_hash: str | None) -> str | None:
             return None
     except FileExistsError:
         pass
-    kept = kept_kernel_path(reference)
+    kept = kept_kernel_beside(reference)
     kept.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(kept, text)
     return "appeared" if found_hash is None else "changed"

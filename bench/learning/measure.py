@@ -23,8 +23,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import msgspec
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common
 from common import RESULTS, device_name, slug
 
@@ -68,7 +66,7 @@ def _request(task: Task, variant: str, kind: str, settings: Settings) -> WorkerR
         task=kind,  # type: ignore[arg-type]
         source=str(task.source_path(variant)),
         reference=str(task.reference),
-        settings=msgspec.to_builtins(settings),
+        settings=settings,
         depth="quick",
     )
 

@@ -40,6 +40,35 @@ ErrorKind = Literal[
     "out_of_memory",
 ]
 
+# The error kinds the user fixes in their setup (the machine, its tools, the kernel's pairing
+# with its reference), not in their program: the editor shows them as `setup` diagnostics.
+SETUP_ERROR_KINDS: frozenset[ErrorKind] = frozenset(
+    {
+        "nvcc_missing",
+        "ncu_missing",
+        "no_gpu",
+        "no_driver",
+        "wrong_arch",
+        "counter_permission",
+        "profiler_busy",
+        "no_reference",
+        "bad_reference",
+        "bad_target",
+        "entry_missing",
+        "torch_missing",
+        "golden_missing",
+    }
+)
+# Setup errors that are expected where they happen (no GPU on this machine): said once, quietly.
+EXPECTED_ERROR_KINDS: frozenset[ErrorKind] = frozenset(
+    {"no_gpu", "no_driver", "no_reference", "ncu_missing"}
+)
+# The error kinds that say this machine can run no kernel at all (or the user stopped): a batch
+# of problems stops instead of failing every one alike.
+MACHINE_ERROR_KINDS: frozenset[ErrorKind] = frozenset(
+    {"no_gpu", "no_driver", "torch_missing", "nvcc_missing", "wrong_arch", "cancelled"}
+)
+
 
 class HarnessError(msgspec.Struct, kw_only=True):
     kind: ErrorKind

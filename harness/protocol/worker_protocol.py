@@ -16,6 +16,7 @@ from kernelblaster.harness.protocol.records import (
     PerfState,
     ProfileReport,
 )
+from kernelblaster.settings import Settings
 
 # The worker (`python -m kernelblaster.harness.worker`) reads one WorkerRequest as JSON on stdin
 # and writes JSON lines on stdout: any number of WorkerProgress, then exactly one WorkerResponse.
@@ -32,7 +33,7 @@ from kernelblaster.harness.protocol.records import (
 class WorkerRequest(msgspec.Struct, kw_only=True):
     task: Literal["build", "check", "profile"]
     source: str  # absolute path of the .cu file
-    settings: dict = {}  # kernelblaster.settings.Settings as builtins
+    settings: Settings = msgspec.field(default_factory=Settings)
     depth: Literal["quick", "full"] = "quick"  # profile depth
     kernels: list[str] = []  # profile only these kernel names (all of the file's when empty)
     reference: str | None = None  # overrides the reference found beside the source

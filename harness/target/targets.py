@@ -34,6 +34,7 @@ from kernelblaster.harness.analysis.cuda_source import (
     read_source,
 )
 from kernelblaster.harness.protocol.records import HarnessError
+from kernelblaster.harness.target.pairing import REFERENCE_SUFFIX, reference_beside
 from kernelblaster.settings import Settings, TargetConfig
 
 TargetKind = Literal["extension", "plain", "kernelbench", "standalone"]
@@ -199,8 +200,8 @@ _SOLUTION_SUFFIXES = ("_solution", "_sol", "_new")
 def _reference_beside(source: Path) -> str | None:
     """The reference a source implies by its name: foo.py beside foo.cu, or the KernelBench
     problem beside a solution named after it."""
-    if source.suffix != ".py":
-        beside = source.with_suffix(".py")
+    if source.suffix != REFERENCE_SUFFIX:
+        beside = reference_beside(source)
         return str(beside) if beside.is_file() else None
     for suffix in _SOLUTION_SUFFIXES:
         if source.stem.endswith(suffix) and len(source.stem) > len(suffix):

@@ -188,7 +188,7 @@ def _reference_side(
 
 
 def handle(request: WorkerRequest) -> WorkerResponse:
-    settings = msgspec.convert(request.settings, Settings)
+    settings = request.settings
     target, target_error = _target_for(request, settings)
     if target is None:
         return WorkerResponse(error=target_error)
@@ -418,7 +418,7 @@ def _prepare_for(expected: WorkerRequest) -> None:
     from kernelblaster.harness.check import check
 
     assert _ahead is not None
-    settings = msgspec.convert(expected.settings, Settings)
+    settings = expected.settings
     target, target_error = _target_for(expected, settings)
     if target is None or target_error is not None or check.gpu_problem(settings) is not None:
         return

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import msgspec
-
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import load_settings
@@ -289,7 +287,7 @@ def run_case(case: Case, kernelbench_dir: Path, cache_dir: Path) -> WorkerRespon
     request = WorkerRequest(
         task="check",
         source=str(source),
-        settings=msgspec.to_builtins(settings),
+        settings=settings,
         reference=str(case.reference) if case.form == "kernelbench" else None,
     )
     return run_harness_sync(request, settings)

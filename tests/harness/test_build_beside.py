@@ -13,7 +13,6 @@ import sys
 import threading
 from pathlib import Path
 
-import msgspec
 import pytest
 import torch
 from process_leaks import compilers_running, leftovers, none_left, slow_nvcc, wait_for
@@ -156,7 +155,7 @@ def test_nvcc_failing_while_the_reference_prepares(tmp_path):
 
 
 def _request(source: Path, settings: Settings) -> WorkerRequest:
-    return WorkerRequest(task="check", source=str(source), settings=msgspec.to_builtins(settings))
+    return WorkerRequest(task="check", source=str(source), settings=settings)
 
 
 @pytest.mark.nvcc

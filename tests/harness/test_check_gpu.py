@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
@@ -34,7 +33,7 @@ def check(
     request = WorkerRequest(
         task="check",
         source=str(source),
-        settings=msgspec.to_builtins(settings),
+        settings=settings,
         sanitize=sanitize,
         reference=str(reference) if reference else None,
     )

@@ -50,9 +50,7 @@ def _ncu_quick_elsewhere(source: Path, settings: Settings) -> ProfileReport:
     Nsight Compute's own libnvperf_host.so, and CUPTI in this process would then run on it
     (cupti.load_library refuses that)."""
     no_counters = msgspec.structs.replace(settings, in_process_counters=False)
-    request = WorkerRequest(
-        task="profile", source=str(source), settings=msgspec.to_builtins(no_counters)
-    )
+    request = WorkerRequest(task="profile", source=str(source), settings=no_counters)
     response = run_harness_sync(request, no_counters)
     assert response.error is None, f"{response.error.kind}: {response.error.message}"
     assert response.profile.program == "run_once"
@@ -149,7 +147,7 @@ def test_the_worker_sends_the_in_process_state_before_ncus_profile(name, work):
     request = WorkerRequest(
         task="profile",
         source=str(source),
-        settings=msgspec.to_builtins(settings),
+        settings=settings,
         reference=str(reference) if reference else None,
     )
     response = run_harness_sync(request, settings, on_progress=messages.append)

@@ -45,9 +45,7 @@ def _settings(tmp_path: Path, answer: str = "answer", gpu: int = 0) -> Settings:
 
 
 def _request(settings: Settings) -> WorkerRequest:
-    return WorkerRequest(
-        task="check", source=str(EXAMPLES / "relu.cu"), settings=msgspec.to_builtins(settings)
-    )
+    return WorkerRequest(task="check", source=str(EXAMPLES / "relu.cu"), settings=settings)
 
 
 def _run(settings: Settings) -> WorkerResponse:
@@ -175,9 +173,7 @@ def test_the_real_worker_answers_from_a_prewarmed_spare(tmp_path):
     """On this machine (no GPU) the harness worker builds nothing it can run: a missing source
     is refused at once. The spare it ran in had imported torch before the request came."""
     settings = Settings(cache_dir=str(tmp_path / "cache"))
-    missing = WorkerRequest(
-        task="check", source=str(tmp_path / "missing.cu"), settings=msgspec.to_builtins(settings)
-    )
+    missing = WorkerRequest(task="check", source=str(tmp_path / "missing.cu"), settings=settings)
     fresh = run_harness_sync(missing, settings)
     with keep_spare_workers():
         prewarm_harness_workers(settings, [0])

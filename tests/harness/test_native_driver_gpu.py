@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import msgspec
 import pytest
 from gpu_examples import copy_example, ncu_quick
 
@@ -53,9 +52,7 @@ def test_the_native_driver_profiles_what_run_once_profiles(name, tmp_path):
 def test_the_worker_profiles_a_plain_target_through_the_driver(tmp_path):
     source = copy_example("softmax", tmp_path)
     settings = Settings(cache_dir=str(tmp_path / "cache"), native_profile_driver=True)
-    request = WorkerRequest(
-        task="profile", source=str(source), settings=msgspec.to_builtins(settings)
-    )
+    request = WorkerRequest(task="profile", source=str(source), settings=settings)
     response = run_harness_sync(request, settings)
     assert response.error is None, response.error
     assert response.check.verify.ok

@@ -59,7 +59,7 @@ def _touch_later(path: Path) -> None:
 
 def test_the_hint_is_the_request_without_its_texts_and_builds_get_none():
     request = WorkerRequest(
-        task="check", source="/w/relu.cu", settings={"trials": 5}, source_text="__global__ ..."
+        task="check", source="/w/relu.cu", settings=Settings(trials=5), source_text="__global__ ..."
     )
     (told,) = expected_request_env(request).items()
     assert told[0] == EXPECTED_REQUEST_ENV
@@ -79,7 +79,7 @@ def test_the_spare_started_after_a_request_is_told_that_request(tmp_path):
     request = WorkerRequest(
         task="profile",
         source=str(EXAMPLES / "relu.cu"),
-        settings=msgspec.to_builtins(settings),
+        settings=settings,
         source_text="// a candidate's text",
     )
 
@@ -251,9 +251,7 @@ def test_the_real_worker_told_to_expect_a_request_answers_as_without(tmp_path):
     folder = tmp_path / "w"
     target = _copy("relu", folder)
     settings = Settings(cache_dir=str(tmp_path / "cache"))
-    request = WorkerRequest(
-        task="check", source=target.source, settings=msgspec.to_builtins(settings)
-    )
+    request = WorkerRequest(task="check", source=target.source, settings=settings)
     untold, _ = _worker(request, {})
     told, _ = _worker(request, expected_request_env(request))
     garbled, stderr = _worker(request, {EXPECTED_REQUEST_ENV: "{not json"})

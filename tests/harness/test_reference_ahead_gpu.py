@@ -11,7 +11,6 @@ import time
 from functools import partial
 from pathlib import Path
 
-import msgspec
 import psutil
 import pytest
 from gpu_examples import copy_example
@@ -33,7 +32,7 @@ SPARE_READY_S = 12.0
 
 
 def _request(source: Path, settings: Settings, task: str = "check") -> WorkerRequest:
-    return WorkerRequest(task=task, source=str(source), settings=msgspec.to_builtins(settings))
+    return WorkerRequest(task=task, source=str(source), settings=settings)
 
 
 def _verified(response: WorkerResponse) -> bool:

@@ -52,7 +52,7 @@ def _settings(command: list[str]) -> Settings:
 
 
 def _request() -> WorkerRequest:
-    return WorkerRequest(task="check", source="k.cu", settings={})
+    return WorkerRequest(task="check", source="k.cu")
 
 
 async def _run_core(command: list[str]) -> WorkerResponse:

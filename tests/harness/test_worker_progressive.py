@@ -98,9 +98,7 @@ def recorded(tmp_path, monkeypatch) -> list[tuple[str, object]]:
 
 def _request(tmp_path: Path, task: str) -> WorkerRequest:
     settings = Settings(cache_dir=str(tmp_path / "cache"))
-    return WorkerRequest(
-        task=task, source=str(tmp_path / "relu.cu"), settings=msgspec.to_builtins(settings)
-    )
+    return WorkerRequest(task=task, source=str(tmp_path / "relu.cu"), settings=settings)
 
 
 def _progress(recorded) -> list[WorkerProgress]:
@@ -138,7 +136,7 @@ def test_without_in_process_counters_ncu_alone_gives_the_state(recorded, tmp_pat
 
     recorded.clear()
     request = _request(tmp_path, "profile")
-    request.settings["in_process_counters"] = False
+    request.settings = msgspec.structs.replace(request.settings, in_process_counters=False)
     worker.handle(request)
     assert ("counters", None) not in recorded and ("profile", None) in recorded
     assert ("warm_up", None) not in recorded  # nothing set up for counters that won't run

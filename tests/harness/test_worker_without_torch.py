@@ -53,7 +53,7 @@ def python_without_torch(tmp_path_factory) -> Path:
 
 def _request(tmp_path: Path) -> WorkerRequest:
     settings = Settings(cache_dir=str(tmp_path / "cache"))
-    return WorkerRequest(task="check", source=str(SOFTMAX), settings=msgspec.to_builtins(settings))
+    return WorkerRequest(task="check", source=str(SOFTMAX), settings=settings)
 
 
 def _assert_torch_missing(response: WorkerResponse, python: Path) -> None:

@@ -7,7 +7,6 @@ import shutil
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-import msgspec
 import pytest
 from fixture_table import LIBRARY
 
@@ -69,7 +68,7 @@ def test_every_variant_builds_unless_it_is_meant_to_fail(library):
             task="build",
             source=str(task.source_path(variant)),
             reference=str(task.reference),
-            settings=msgspec.to_builtins(settings),
+            settings=settings,
         )
         return item, run_harness_sync(request, settings).build
 

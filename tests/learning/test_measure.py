@@ -24,7 +24,7 @@ def _worker(task, variant, kind, settings):
         task=kind,
         source=str(task.source_path(variant)),
         reference=str(task.reference),
-        settings=msgspec.to_builtins(settings),
+        settings=settings,
     )
     return run_harness_sync(request, settings)
 
