@@ -32,8 +32,9 @@ _MODULE_CALL = ("__call__", "_call_impl", "_wrapped_call_impl")
 
 # The harness modules verification and timing run on, imported here so that a snapshot taken
 # before any user code (a KernelBench solution runs when its build imports it) covers them.
-_HARNESS = ("baselines", "candidate", "check", "compare", "memory", "reference", "stream_gate",
-            "tensor_checks", "timing", "verify")  # fmt: skip
+_HARNESS = ("check.baselines", "target.candidate", "check.check", "target.compare",
+            "target.memory", "target.reference", "check.stream_gate", "target.tensor_checks",
+            "check.timing", "check.verify")  # fmt: skip
 
 
 def _watched() -> dict[str, object]:
