@@ -14,6 +14,7 @@ from kernelblaster.harness.protocol.worker_protocol import (
     WorkerProgress,
     WorkerRequest,
     WorkerResponse,
+    WorkerTask,
 )
 from kernelblaster.settings import SettingsError, load_settings
 
@@ -22,7 +23,7 @@ def _progress_to_stderr(message: WorkerProgress) -> None:
     print(f"[{message.phase}] {message.message}", file=sys.stderr, flush=True)
 
 
-def run_task(args: argparse.Namespace, task: str) -> WorkerResponse | None:
+def run_task(args: argparse.Namespace, task: WorkerTask) -> WorkerResponse | None:
     source = Path(args.file).resolve()
     if not source.is_file():
         print(f"error: {args.file} does not exist", file=sys.stderr)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import platformdirs
@@ -54,7 +55,7 @@ def _save(entries: dict[str, str]) -> None:
     os.replace(temporary, path)  # never a half-written list
 
 
-def is_trusted(config_file: Path, environ: dict[str, str] | None = None) -> bool:
+def is_trusted(config_file: Path, environ: Mapping[str, str] | None = None) -> bool:
     """Whether the user trusts this file as it is now."""
     environ = os.environ if environ is None else environ
     if environ.get(TRUST_ENV) == "1":

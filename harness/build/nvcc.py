@@ -335,7 +335,7 @@ def _cached_nvcc_run(
         return _compile_and_store(
             spec,
             settings,
-            tools,
+            tools.cache,
             arch,
             options,
             inputs,
@@ -344,6 +344,8 @@ def _cached_nvcc_run(
             manifest_key=manifest_key,
             unsaved=unsaved,
             known_deps=known_deps,
+            nvcc=tools.nvcc,
+            nvcc_version=tools.nvcc_version,
         )
 
 
@@ -357,7 +359,7 @@ def _cache_hit(hit: BuildResult, started: float) -> BuildResult:
 def _compile_and_store(
     spec: BuildSpec,
     settings: Settings,
-    tools: _Toolchain,
+    cache: BuildCache,
     arch: str,
     options: list[str],
     inputs: list[str],
@@ -367,12 +369,14 @@ def _compile_and_store(
     manifest_key: str,
     unsaved: _Unsaved | None,
     known_deps: list[str] | None,
+    nvcc: str,
+    nvcc_version: str,
 ) -> BuildResult:
-    """nvcc on `inputs` (an unsaved text's copy in its place), its result stored under
-    `manifest_key`, the key of `inputs` as the user knows them."""
+    """`nvcc` on `inputs` (an unsaved text's copy in its place), its result stored in `cache`
+    under `manifest_key`, the key of `inputs` as the user knows them."""
     started_wall = time.time()
     texts = {unsaved.path: unsaved.text} if unsaved else {}
-    with tools.cache.scratch() as scratch:
+    with cache.scratch() as scratch:
         compiled_inputs, copy_options = inputs, []
         if unsaved is not None:
             copy = str(_write_copy(unsaved, scratch))
@@ -382,7 +386,7 @@ def _compile_and_store(
         result = _compile(
             spec,
             settings,
-            tools.nvcc,
+            nvcc,
             arch,
             [*copy_options, *options],
             compiled_inputs,
@@ -401,10 +405,10 @@ def _compile_and_store(
         read = [dep for dep in deps or [] if dep not in texts]
         if deps is None or _changed_since(read, started_wall):
             # unknown inputs, or one changed while nvcc read it: usable now, never looked up
-            stored = tools.cache.keep_uncached(Path(result.artifact), result)
+            stored = cache.keep_uncached(Path(result.artifact), result)
         else:
-            stored = tools.cache.store(
-                manifest_key, tools.nvcc_version, deps, Path(result.artifact), result, texts
+            stored = cache.store(
+                manifest_key, nvcc_version, deps, Path(result.artifact), result, texts
             )
         stored.seconds = time.perf_counter() - started
         return stored

@@ -287,7 +287,10 @@ class Verifier:
             return
         sets = self.plan.take(index)
         reuse_inputs = self.plan.reuses_previous_inputs(index)
-        staged = self._stage(sets.inputs, self._staged if reuse_inputs else sets.decoy)
+        reuse = self._staged if reuse_inputs else sets.decoy
+        if reuse is None:  # the plan makes a decoy for every trial that reuses no tensors
+            raise RuntimeError(f"trial {index} has neither a decoy nor a previous trial's tensors")
+        staged = self._stage(sets.inputs, reuse)
         self._staged = staged
         with self._timed("calls"):
             called = self._gated_call(gate, staged, sets.inputs)

@@ -14,6 +14,7 @@ from kernelblaster.harness.protocol.records import (
     CheckResult,
     HarnessError,
     PerfState,
+    ProfileDepth,
     ProfileReport,
 )
 from kernelblaster.settings import Settings
@@ -30,11 +31,14 @@ from kernelblaster.settings import Settings
 # the worker died, which the caller reports as a crash.
 
 
+WorkerTask = Literal["build", "check", "profile"]
+
+
 class WorkerRequest(msgspec.Struct, kw_only=True):
-    task: Literal["build", "check", "profile"]
+    task: WorkerTask
     source: str  # absolute path of the .cu file
     settings: Settings = msgspec.field(default_factory=Settings)
-    depth: Literal["quick", "full"] = "quick"  # profile depth
+    depth: ProfileDepth = "quick"
     kernels: list[str] = []  # profile only these kernel names (all of the file's when empty)
     reference: str | None = None  # overrides the reference found beside the source
     sanitize: bool = False  # also run compute-sanitizer (memcheck; racecheck with shared memory)

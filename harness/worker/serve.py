@@ -302,7 +302,8 @@ def _warm_counters_up(settings: Settings) -> Future[None]:
             with _IMPORTS:
                 from kernelblaster.harness.profile.counters import warm_up  # imports torch
 
-            warmed.set_result(warm_up(settings))
+            warm_up(settings)
+            warmed.set_result(None)
         except BaseException as exc:  # noqa: BLE001 - handed to _early_profile, which logs it
             warmed.set_exception(exc)
 
