@@ -9,7 +9,7 @@ there is deliberately no field for endpoints, API keys or user paths.
 from __future__ import annotations
 
 import hashlib
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeGuard, get_args
 
 import msgspec
 
@@ -27,6 +27,14 @@ Outcome = Literal[
     # for its tokens and history; the statistics and so the ranking ignore it.
     "infrastructure",
 ]
+OUTCOMES: frozenset[str] = frozenset(get_args(Outcome))
+
+
+def is_outcome(value: str) -> TypeGuard[Outcome]:
+    """Whether `value` is one of the Outcome literals (an OptimizeStep's str is)."""
+    return value in OUTCOMES
+
+
 NO_TARGET = ""  # an attempt's target_finding when the technique addressed none of the findings
 # The target finding the KB files attempts under that did not record theirs (None); not a
 # finding id, so no attempt may claim it.

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
-from kernelblaster.kb.catalog import BOTTLENECKS
+from kernelblaster.kb.catalog import is_bottleneck
 from kernelblaster.kb.database import Connection
 from kernelblaster.kb.records import (
     Attempt,
+    Bottleneck,
     Change,
     Note,
     PriorOverride,
@@ -110,7 +111,7 @@ def new_state(state: str, description: str = "") -> State:
     """A state first seen in an attempt or proposed by the state extractor: its bottleneck is
     its id's prefix when that names one."""
     prefix = state.split(".")[0]
-    bottleneck = prefix if prefix in BOTTLENECKS else "unknown"
+    bottleneck: Bottleneck = prefix if is_bottleneck(prefix) else "unknown"
     return State(id=state, bottleneck=bottleneck, description=description)
 
 
@@ -146,7 +147,7 @@ def ensure_entry(conn: Connection, arch: str, state: str, technique: str) -> Non
 # --- attempts and statistics -----------------------------------------------------------------
 
 
-def attempt_from_row(row: Sequence[object]) -> Attempt:
+def attempt_from_row(row: Sequence[Any]) -> Attempt:
     return Attempt(**dict(zip(ATTEMPT_FIELDS, row, strict=True)))
 
 
@@ -184,7 +185,8 @@ def refold_entry(conn: Connection, arch: str, state: str, technique: str) -> Non
     (after a merge)."""
     key = (arch, state, technique)
     ensure_entry(conn, *key)
-    counts, by_target = EntryCounts(), {}
+    counts = EntryCounts()
+    by_target: dict[str, EntryCounts] = {}
     rows = conn.execute(
         f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE arch = ? AND before_state = ? AND "
         "technique = ? ORDER BY time, id",
@@ -237,9 +239,14 @@ def entry_rows(conn: Connection, **filters: str | None) -> list[EntryRow]:
     return [_entry_row(row) for row in rows]
 
 
-def _entry_row(row: Sequence) -> EntryRow:
+def _entry_row(row: Sequence[Any]) -> EntryRow:
     n = len(_COUNT_FIELDS)
-    return EntryRow(*row[:3], EntryCounts(*row[3 : 3 + n]), *row[3 + n :])
+    arch, state, technique = row[:3]
+    prior_speedup, prior_source, prior_time, updated = row[3 + n :]
+    counts = EntryCounts(*row[3 : 3 + n])
+    return EntryRow(
+        arch, state, technique, counts, prior_speedup, prior_source, prior_time, updated
+    )
 
 
 def finding_counts(
