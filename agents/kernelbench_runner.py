@@ -25,6 +25,7 @@ from kernelblaster.agents.init_kernel import initial_kernel
 from kernelblaster.agents.kernelbench_metrics import summarize
 from kernelblaster.agents.kernelbench_problems import Problem
 from kernelblaster.agents.kernelbench_records import (
+    Baseline,
     KernelBenchRun,
     ProblemResult,
     RunConfig,
@@ -248,11 +249,11 @@ def _record_times(result: ProblemResult, check: CheckResult) -> None:
     result.final_ms = check.timing.median_ms
     result.eager_ms = check.eager.median_ms if check.eager else None
     result.compile_ms = check.compiled.median_ms if check.compiled else None
-    baselines = [
-        (ms, name)
-        for ms, name in ((result.eager_ms, "eager"), (result.compile_ms, "torch.compile"))
-        if ms
+    measured: list[tuple[float | None, Baseline]] = [
+        (result.eager_ms, "eager"),
+        (result.compile_ms, "torch.compile"),
     ]
+    baselines = [(ms, name) for ms, name in measured if ms]
     if not baselines:
         return
     baseline_ms, result.baseline = min(baselines)

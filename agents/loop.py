@@ -59,7 +59,14 @@ from kernelblaster.harness.protocol.worker_client import prewarm_harness_workers
 from kernelblaster.harness.target.targets import Target, kept_functions, resolve_target
 from kernelblaster.kb.catalog import enablers
 from kernelblaster.kb.ranking import finding_gains, select, target_finding
-from kernelblaster.kb.records import NO_TARGET, Attempt, RankedTechnique, Technique, code_hash
+from kernelblaster.kb.records import (
+    NO_TARGET,
+    Attempt,
+    RankedTechnique,
+    Technique,
+    code_hash,
+    is_outcome,
+)
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
@@ -318,9 +325,10 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
         if candidate is not None:
             for earlier in pending:
                 earlier.reached(candidate.time_ms)
-        improved = candidate is not None and step.outcome == "success"
+        # the candidate, when it is faster (verified and a success)
+        improved = candidate if candidate is not None and step.outcome == "success" else None
         depth_left = step_index + 1 < request.depth
-        if candidate is not None and not improved and depth_left and _enables(step.technique):
+        if candidate is not None and improved is None and depth_left and _enables(step.technique):
             step.enabler = True
             pending.append(_EnablerStep(step, current.time_ms, candidate.time_ms))
             current = candidate
@@ -329,13 +337,13 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
         if step.fatal:
             result.error = step.detail
             break
-        if improved:
-            current = candidate
-            result.verified.append(candidate)
+        if improved is not None:
+            current = improved
+            result.verified.append(improved)
         services.report(
             f"rollout {rollout + 1} step {step_index + 1}: {step.technique} predicted "
             f"{step.predicted_speedup:.2f}x, {_measured(step)}",
-            candidate.time_ms if improved else None,
+            improved.time_ms if improved is not None else None,
         )
     for kept in pending:
         kept.judge()
@@ -558,9 +566,11 @@ def _step(
             on_usage=spend,
         )
     except LlmError as exc:
-        return _fatal(step, "LLM", exc)
+        _fatal(step, "LLM", exc)
+        return None
     except _HarnessUnavailable as exc:
-        return _fatal(step, "harness", exc)
+        _fatal(step, "harness", exc)
+        return None
     if lowered.source is None:
         # "error" when no candidate ever reached the harness: every reply was unusable.
         step.outcome = latest[-1].outcome if latest else "error"
@@ -577,7 +587,8 @@ def _step(
             constraints=plan.constraints,
         )
     except LlmError as exc:
-        return _fatal(step, "LLM", exc)
+        _fatal(step, "LLM", exc)
+        return None
     spend(verdict.usage)
     if not verdict.ok:
         step.outcome = "rejected"
@@ -635,6 +646,8 @@ def _technique(kb: KnowledgeBase, choice: RankedTechnique) -> Technique:
 
 def kb_attempt(step: OptimizeStep, *, arch: str, kernel: str) -> Attempt:
     """The KB's replay-buffer row for `step`, recorded as it happens."""
+    if not is_outcome(step.outcome):  # the loop sets only Attempt outcomes
+        raise ValueError(f"step outcome {step.outcome!r} is not a KB attempt outcome")
     return Attempt(
         id=uuid.uuid4().hex,
         time=time.time(),

@@ -102,18 +102,18 @@ def evaluate_policy(
     evaluations = []
     for (state, technique), members in groups.items():
         timed = [
-            a
+            (a, measured)
             for a in members
             if a.outcome in VERIFIED_OUTCOMES
-            and a.measured_speedup is not None
-            and a.measured_speedup > 0
+            and (measured := a.measured_speedup) is not None
+            and measured > 0
             and a.predicted_speedup > 0
         ]
-        pairs = [(a.measured_speedup, a.predicted_speedup) for a in timed]  # (measured, predicted)
+        pairs = [(measured, a.predicted_speedup) for a, measured in timed]  # (measured, predicted)
         gaps = [math.log(measured / predicted) for measured, predicted in pairs]
         by_finding: dict[str, list[float]] = defaultdict(list)
-        for a in timed:
-            by_finding[target_of(a)].append(a.measured_speedup)
+        for a, measured in timed:
+            by_finding[target_of(a)].append(measured)
         entry = kb.entry(arch, state, technique)
         evaluations.append(
             GroupEvaluation(

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 
 from kernelblaster.harness.analysis.reference_source import outline
-from kernelblaster.harness.target.pairing import REFERENCE_SUFFIX
+from kernelblaster.harness.protocol.records import ProfileDepth
+from kernelblaster.harness.target.pairing import REFERENCE_SUFFIX, kernel_beside
 from kernelblaster.server import code_actions, optimize, pipeline, settings_sync, write_kernel
 from kernelblaster.server.configuration import (
     apply_client_settings,
@@ -275,7 +276,7 @@ def _reference_actions(
         return []
     reference = uri_to_path(document.uri)
     assert reference is not None
-    target = write_kernel.kernel_path(reference)
+    target = kernel_beside(reference)
     return code_actions.init_actions(
         document.uri,
         target.name,
@@ -370,9 +371,11 @@ def profile_command(ls: KernelBlasterServer, *args: Any) -> None:
     path = uri_to_path(request.uri)
     if request.depth not in (None, "quick", "full"):
         raise JsonRpcInvalidParams(f"{code_actions.PROFILE}: depth must be 'quick' or 'full'")
-    if not is_kernel_source(path) or not path.is_file():
+    # checked just above (ProfileArgs keeps a str, so that a wrong depth gets that message)
+    depth = cast("ProfileDepth | None", request.depth)
+    if path is None or not is_kernel_source(path) or not path.is_file():
         raise JsonRpcInvalidParams(f"{code_actions.PROFILE}: {request.uri} is not a .cu file")
-    pipeline.schedule(ls, path, request.depth, debounce=False)
+    pipeline.schedule(ls, path, depth, debounce=False)
 
 
 @server.command(code_actions.KNOWLEDGE_BASE)

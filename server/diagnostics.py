@@ -15,10 +15,12 @@ from kernelblaster.harness.protocol.records import (
     SETUP_ERROR_KINDS,
     CheckResult,
     Finding,
+    HackFinding,
     HarnessError,
     KernelProfile,
     PerfState,
     SourceDiagnostic,
+    VerifyWarning,
 )
 from kernelblaster.server import formatting
 from kernelblaster.server.cache import FileResult
@@ -183,7 +185,9 @@ def _verify_diagnostics(check: CheckResult | None, context: FileContext) -> list
     if not verify.ok:
         message = verify.message or "the output does not match the reference"
         found.append(_diagnostic(anchor, message, types.DiagnosticSeverity.Error, "verify"))
-    notes = [(hack, types.DiagnosticSeverity.Error) for hack in verify.hacks]
+    notes: list[tuple[HackFinding | VerifyWarning, types.DiagnosticSeverity]] = [
+        (hack, types.DiagnosticSeverity.Error) for hack in verify.hacks
+    ]
     notes += [(warning, types.DiagnosticSeverity.Warning) for warning in verify.warnings]
     for note, severity in notes:
         rng = line_range(context.lines, note.line - 1) if note.line else anchor

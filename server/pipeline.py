@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from kernelblaster.harness.analysis.cuda_source import read_source
+from kernelblaster.harness.protocol.records import ProfileDepth
 from kernelblaster.harness.protocol.worker_client import run_harness
 from kernelblaster.harness.protocol.worker_protocol import (
     WorkerProgress,
@@ -29,7 +30,11 @@ if TYPE_CHECKING:
 
 
 def schedule(
-    ls: KernelBlasterServer, path: Path, depth: str | None = None, *, debounce: bool = True
+    ls: KernelBlasterServer,
+    path: Path,
+    depth: ProfileDepth | None = None,
+    *,
+    debounce: bool = True,
 ) -> None:
     """(Re)start the pipeline for `path`, cancelling the file's running job: debounced, or at
     once (`debounce=False`) for a save, an open or a command."""
@@ -46,7 +51,7 @@ def explain_untrusted(ls: KernelBlasterServer) -> None:
         )
 
 
-async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
+async def run(ls: KernelBlasterServer, path: Path, depth: ProfileDepth | None) -> None:
     await ls.ready.wait()
     uri = ls.documents.uri_for(path)
     reporter = JobReporter(ls, ls.cancels, uri, f"KernelBlaster: {path.name}")
@@ -72,7 +77,11 @@ async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
 
 
 async def _profile(
-    ls: KernelBlasterServer, path: Path, hashed: str, depth: str | None, reporter: JobReporter
+    ls: KernelBlasterServer,
+    path: Path,
+    hashed: str,
+    depth: ProfileDepth | None,
+    reporter: JobReporter,
 ) -> WorkerResponse:
     settings = ls.settings
     request = WorkerRequest(
@@ -144,7 +153,7 @@ def publish(ls: KernelBlasterServer, path: Path) -> None:
     """Diagnostics of `path` against its open document's current text (closed: nothing)."""
     uri = ls.documents.uri_of(path)
     document = ls.workspace.text_documents.get(uri) if uri else None
-    if document is None:
+    if uri is None or document is None:
         return
     text = document.source
     lines = document.lines

@@ -42,16 +42,17 @@ class RejectedRequest(msgspec.Struct, frozen=True):
 class KernelBlasterProtocol(LanguageServerProtocol):
     def structure_message(self, data: dict[str, Any]) -> Any:
         method = data.get("method")
-        is_request = "id" in data and isinstance(method, str)
-        if self._shutdown and is_request and method != types.EXIT:
-            refusal = JsonRpcInvalidRequest(f"{method}: the server is shutting down")
-            return RejectedRequest(data["id"], method, refusal)
+        # A request's method: a request has an id (a notification has none) and names a method.
+        requested = method if "id" in data and isinstance(method, str) else None
+        if self._shutdown and requested is not None and requested != types.EXIT:
+            refusal = JsonRpcInvalidRequest(f"{requested}: the server is shutting down")
+            return RejectedRequest(data["id"], requested, refusal)
         try:
             return super().structure_message(data)
         except JsonRpcInvalidParams as exc:
-            if is_request:
-                message = f"invalid params for {method}: {exc.__cause__ or exc}"
-                return RejectedRequest(data["id"], method, JsonRpcInvalidParams(message))
+            if requested is not None:
+                message = f"invalid params for {requested}: {exc.__cause__ or exc}"
+                return RejectedRequest(data["id"], requested, JsonRpcInvalidParams(message))
             raise  # a notification: nobody waits for an answer; logged by report_server_error
 
     def handle_message(self, message: Any) -> None:
