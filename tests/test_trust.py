@@ -56,7 +56,7 @@ def test_other_settings_need_no_trust(tmp_path):
 
 def test_trust_holds_for_the_file_as_trusted_and_ends_with_an_edit(tmp_path):
     repo = _repo(tmp_path, 'nvcc = "/opt/cuda/bin/nvcc"\n')
-    trust(repo / "kernelblaster.toml")
+    trust(repo / "kernelblaster.toml", [])
     assert load_settings(repo, environ={}).nvcc == "/opt/cuda/bin/nvcc"
     (repo / "kernelblaster.toml").write_text('nvcc = "/tmp/evil"\n')
     with pytest.raises(UntrustedConfigError):
