@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.atomic_files import save_kernel
+from kernelblaster.atomic_files import save_file
 from kernelblaster.settings import SettingsError, load_settings
 
 
@@ -74,7 +74,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         )
     if result.source is not None:
         try:
-            save_kernel(target, result.source, force=args.force)
+            save_file(target, result.source, force=args.force)
             result.written = str(target)
         except FileExistsError:
             result.error = f"{target} appeared while the kernel was written; not replaced"

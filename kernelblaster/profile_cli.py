@@ -110,7 +110,7 @@ def _rank(states: list[PerfState], near: Path) -> list[list[RankedTechnique]] | 
     """Each state's ranking from the user's KB (the workspace of `near` names it, as for the
     editor); None after printing why the settings can't be read."""
     try:
-        settings = load_settings(near)
+        settings = load_settings(near, only=frozenset({"kb_path"}))  # the KB is all it needs
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
