@@ -10,6 +10,7 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.atomic_files import save_file
+from kernelblaster.input_files import file_problem
 from kernelblaster.settings import SettingsError, load_settings
 
 
@@ -39,7 +40,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     from kernelblaster.harness.worker_client import keep_spare_workers
 
     reference = Path(args.file).resolve()
-    if not reference.is_file() or reference.suffix != ".py":
+    if problem := file_problem(args.file):
+        print(f"error: {problem}; pass the reference problem.py", file=sys.stderr)
+        return 2
+    if reference.suffix != ".py":
         print(
             f"error: {args.file} is not a Python file; pass the reference problem.py "
             "(class Model, get_inputs(), get_init_inputs())",

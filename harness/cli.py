@@ -11,6 +11,7 @@ import msgspec
 
 from kernelblaster.harness.worker_client import run_harness_sync
 from kernelblaster.harness.worker_protocol import WorkerProgress, WorkerRequest, WorkerResponse
+from kernelblaster.input_files import file_problem
 from kernelblaster.settings import SettingsError, load_settings
 
 
@@ -20,11 +21,8 @@ def _progress_to_stderr(message: WorkerProgress) -> None:
 
 def run_task(args: argparse.Namespace, task: str) -> WorkerResponse | None:
     source = Path(args.file).resolve()
-    if source.is_dir():
-        print(f"error: {args.file} is a directory; pass a .cu file in it", file=sys.stderr)
-        return None
-    if not source.is_file():
-        print(f"error: {args.file} does not exist", file=sys.stderr)
+    if problem := file_problem(args.file):
+        print(f"error: {problem}", file=sys.stderr)
         return None
     try:
         settings = load_settings(source)

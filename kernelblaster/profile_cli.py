@@ -20,6 +20,7 @@ from kernelblaster.harness.cli import add_target_arguments, run_task
 from kernelblaster.harness.findings import kernel_source_file
 from kernelblaster.harness.ncu_reader import ReportError, read_report, remap_sources
 from kernelblaster.harness.records import KernelProfile, PerfState, ProfileReport
+from kernelblaster.input_files import file_problem
 from kernelblaster.kb.records import RankedTechnique
 from kernelblaster.kb.store import default_path, open_or_fallback
 from kernelblaster.settings import SettingsError, load_settings
@@ -89,8 +90,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         return 2
     source = Path(args.source).resolve() if args.source else None
     if source is not None:
-        if not source.is_file():
-            print(f"error: --source {args.source} does not exist", file=sys.stderr)
+        if problem := file_problem(args.source):
+            print(f"error: --source {problem}", file=sys.stderr)
             return 2
         report = _map_source(report, source)
     states = classify_report(report)  # a saved report: classified here, as the worker would
