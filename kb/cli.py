@@ -16,6 +16,7 @@ from pathlib import Path
 
 import msgspec
 
+from kernelblaster.input_files import file_problem
 from kernelblaster.kb.database import is_postgres_url
 from kernelblaster.kb.schema import KBError
 from kernelblaster.kb.store import KnowledgeBase, default_path, personal_path
@@ -87,6 +88,8 @@ def _resolve(args: argparse.Namespace) -> Path | str:
 def _existing(args: argparse.Namespace) -> Path | str:
     """The KB to use, which must exist unless it is the personal one (made on first use)."""
     location = _resolve(args)
+    if isinstance(location, Path) and location.is_dir():
+        raise UsageError(f"knowledge base {location} is a folder; name the KB file in it")
     if isinstance(location, Path) and location != personal_path() and not location.exists():
         raise UsageError(
             f"knowledge base {location} does not exist; `kernelblaster kb init {location}` "
@@ -253,9 +256,15 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_export(file: Path):
+    if problem := file_problem(str(file)):
+        raise UsageError(f"{problem}; pass a file written by `kernelblaster kb export`")
+    return read_export(file)
+
+
 @_guarded
 def _import(args: argparse.Namespace) -> int:
-    data = read_export(args.file)
+    data = _read_export(args.file)
     with _open(args) as kb:
         report = import_kb(kb, data, replace=args.replace)
     _print_report(report)
@@ -264,7 +273,7 @@ def _import(args: argparse.Namespace) -> int:
 
 @_guarded
 def _merge(args: argparse.Namespace) -> int:
-    data = read_export(args.file)
+    data = _read_export(args.file)
     with _open(args) as kb:
         report = merge_kb(kb, data)
     _print_report(report)
@@ -277,7 +286,7 @@ def _sync(args: argparse.Namespace) -> int:
 
     location = _resolve(args)
     if not is_postgres_url(location):
-        raise ValueError(f"{location} is not a team KB (a postgresql:// URL): nothing to sync")
+        raise UsageError(f"{location} is not a team KB (a postgresql:// URL): nothing to sync")
     kb, _ = TeamKnowledgeBase.connect(str(location), personal_path())
     with kb:
         waiting, problem = kb.waiting(), kb.problem

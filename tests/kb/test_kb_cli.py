@@ -112,7 +112,7 @@ def test_errors_are_one_line_and_leave_files_alone(capsys, tmp_path):
     code, _, err = _run(
         capsys, "kb", "--kb", str(tmp_path / "kb.sqlite3"), "merge", str(tmp_path / "nope.json")
     )
-    assert code == 1 and "can't read KB export" in err
+    assert code == 2 and "nope.json does not exist" in err
 
 
 def test_kb_imports_no_agents_server_harness_or_torch():
