@@ -32,8 +32,12 @@ def allow_list_path() -> Path:
 
 
 def _digest(path: Path) -> str:
-    """The content of a file; of a folder, its entries' names and its files' contents (nvcc
-    looks a program up in a folder by name); of a link, also where it points."""
+    """The content of a file (as earlier versions recorded it); of a link, also where it
+    points; of a folder, its entries' names and its files' contents (nvcc looks a program up in
+    a folder by name)."""
+    if path.is_file() and not path.is_symlink():
+        with path.open("rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
     digest = hashlib.sha256()
     if path.is_symlink():
         digest.update(f"link to {os.readlink(path)}\0".encode())
@@ -43,8 +47,7 @@ def _digest(path: Path) -> str:
             if entry.is_file():
                 digest.update(_digest(entry).encode())
     elif path.is_file():
-        with path.open("rb") as handle:
-            digest.update(hashlib.file_digest(handle, "sha256").digest())
+        digest.update(_digest(path.resolve()).encode())
     return digest.hexdigest()
 
 
