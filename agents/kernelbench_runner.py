@@ -34,7 +34,7 @@ from kernelblaster.agents.kernelbench_records import (
 from kernelblaster.agents.llm import LlmClient, Usage
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.optimize_cli import optimized_copy_path
-from kernelblaster.atomic_files import save_kernel, write_atomically
+from kernelblaster.atomic_files import save_file, write_atomically
 from kernelblaster.harness.analysis.cuda_source import global_kernels
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
 from kernelblaster.harness.protocol.records import MACHINE_ERROR_KINDS, CheckResult
@@ -172,7 +172,7 @@ def _solve(
     if problem.start is not None:
         result.started_from = "given"
         text = problem.start.read_text(encoding="utf-8")
-        save_kernel(source, text, force=True)
+        save_file(source, text, force=True)
         first = evaluate_fn(source, text, "", settings, profile=False)
         if not first.verified:
             _fail(result, first)
@@ -198,7 +198,7 @@ def _solve(
             )
             return
         text = init.source
-        save_kernel(source, text, force=True)
+        save_file(source, text, force=True)
         check = init.check
     assert check is not None and check.timing is not None
     result.kernel_file = str(source)
@@ -232,7 +232,7 @@ def _solve(
         best = outcome.best_source
         result.techniques = outcome.techniques
         result.kernel_file = str(optimized_copy_path(source))
-        save_kernel(optimized_copy_path(source), best, force=True)
+        save_file(optimized_copy_path(source), best, force=True)
 
     final = evaluate_fn(source, best, result.kernel, settings, profile=False)
     if not final.verified:

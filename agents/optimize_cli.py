@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from kernelblaster.atomic_files import write_atomically
+from kernelblaster.input_files import file_problem
 from kernelblaster.settings import Settings, SettingsError, TargetConfig, load_settings
 
 if TYPE_CHECKING:
@@ -88,8 +89,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from kernelblaster.kb.store import default_path
 
     source = Path(args.file).resolve()
-    if not source.is_file():
-        print(f"error: {args.file} does not exist", file=sys.stderr)
+    if problem := file_problem(args.file):
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
         settings = load_settings(source)

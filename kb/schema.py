@@ -175,8 +175,14 @@ def check_file(path: Path) -> None:
         return
     if not path.is_file():
         raise KBError(f"knowledge base path {path} is not a file; set kb_path to a file path")
-    with path.open("rb") as handle:
-        header = handle.read(len(SQLITE_HEADER))
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise KBError(
+            f"knowledge base {path} can't be read ({exc.strerror or exc}): make it readable "
+            "(and writable) for you, or set kb_path / KERNELBLASTER_KB to another file"
+        ) from exc
     if header and header != SQLITE_HEADER:
         raise KBError(
             f"knowledge base {path} is not an SQLite database (corrupt or another kind of file); "

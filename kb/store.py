@@ -131,13 +131,17 @@ class KnowledgeBase:
                 "but not record; use a role with INSERT and UPDATE on its tables to learn"
             )
         with self._lock:
-            self._db.begin(write=True)  # waits for other writers
             try:
-                yield self._db
-            except BaseException:
-                self._db.rollback()
-                raise
-            self._db.commit()
+                self._db.begin(write=True)  # waits for other writers
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.rollback()
+                    raise
+                self._db.commit()
+            except self._db.driver_error as exc:
+                # e.g. SQLite's "attempt to write a readonly database": said as a KBError
+                raise self._db.failure(exc) from exc
 
     @contextmanager
     def _snapshot(self) -> Iterator[Database]:

@@ -7,13 +7,12 @@ double count anything. Notes are keyed by id too; of two priors for one entry th
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from pathlib import Path
 
 import msgspec
 
+from kernelblaster.atomic_files import save_file
 from kernelblaster.kb import rows
 from kernelblaster.kb.database import Connection
 from kernelblaster.kb.records import KBExport, clip_note
@@ -44,17 +43,11 @@ def export_kb(kb: KnowledgeBase) -> KBExport:
     )
 
 
-def write_export(path: Path, data: KBExport) -> None:
-    """Write the JSON atomically: a reader never sees half a file."""
-    path = Path(path)
-    handle, tmp = tempfile.mkstemp(dir=path.parent or Path.cwd(), prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(msgspec.json.format(msgspec.json.encode(data), indent=1))
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+def write_export(path: Path, data: KBExport, *, force: bool = False) -> None:
+    """Write the JSON atomically: a reader never sees half a file. An existing file is
+    replaced only with `force` (FileExistsError otherwise)."""
+    text = msgspec.json.format(msgspec.json.encode(data), indent=1).decode()
+    save_file(Path(path), text, force=force)
 
 
 def read_export(path: Path) -> KBExport:

@@ -63,6 +63,9 @@ _OUTPUT_KIND_FLAGS = {
     # position-independent, so the object can go into a shared library
     "object": ["-c", "-Xcompiler", "-fPIC"],
 }
+# nvcc runs its tools through a shell: in a file's path these characters would be expanded
+# (`$(...)` and backquotes run commands), so such a file is never handed to it.
+_SHELL_ACTIVE = re.compile(r'[$`"\\\n]')
 _TOOLKIT_FIX = (
     "Install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads) and put its bin/ "
     "directory on PATH, or set the `nvcc` setting to the full path of nvcc."
@@ -195,6 +198,20 @@ def build(spec: BuildSpec, settings: Settings, *, cache_dir: Path | None = None)
             ),
         )
     sources = [str(Path(s).resolve()) for s in (spec.source, *spec.extra_sources)]
+    unsafe = [s for s in sources if _SHELL_ACTIVE.search(s)]
+    if unsafe:
+        return _failure(
+            spec,
+            arch,
+            started,
+            HarnessError(
+                kind="bad_target",
+                message=f"{unsafe[0]} has $, a backquote, a quote or a backslash in its path: "
+                "nvcc passes file names to its tools through a shell, which would run what "
+                "such a name spells",
+                fix="Rename the file (or its folder) without those characters.",
+            ),
+        )
     missing = [s for s in sources if not Path(s).is_file()]
     if missing:
         return _failure(
@@ -433,7 +450,13 @@ def _compile(
     try:
         # nvcc and the tools it starts are killed on timeout or any interruption (and they
         # stay in the worker's group, which its clients kill whole)
-        ran = run_nvcc(command, cwd=cwd, timeout=settings.build_timeout_s, deps=scratch / "deps.d")
+        ran = run_nvcc(
+            command,
+            cwd=cwd,
+            timeout=settings.build_timeout_s,
+            deps=scratch / "deps.d",
+            temporary=scratch,  # removed with it: nothing of nvcc's is left in /tmp
+        )
     except subprocess.TimeoutExpired as exc:
         return _failure(
             spec,
