@@ -14,7 +14,8 @@ CONTROL_DIR/
   busy                           spend the delay computing instead of sleeping (CPU load)
   crash_once                     the next run dies of SIGSEGV after one progress line (consumed)
   progressive                    send the response's verification and timing first (its speedups
-                                 left out, as when the baselines are not cached yet), then wait
+                                 left out, as when the baselines are not cached yet), then say
+                                 that the rest is background work (`background`), then wait
                                  for a `release` file (consumed) before the rest
   early.json                     with `progressive`: a WorkerResponse whose profile and states are
                                  sent after the timing (with it again), as the worker's
@@ -108,6 +109,14 @@ def main() -> int:
                     "states": early["states"],
                 }
             )
+        emit(
+            {
+                "type": "progress",
+                "phase": "profile",
+                "message": "profiling (replay, background)",
+                "background": True,
+            }
+        )
         while claim(control, "release") is None:
             time.sleep(0.02)
     if crash:
