@@ -199,6 +199,11 @@ class SpareWorkers:
                 return
             self._spares.setdefault(key, []).append(_Spare(started, hint or {}))
 
+    def waiting(self) -> list[asyncio.subprocess.Process]:
+        """The spares alive now, of every GPU and command, oldest first."""
+        spares = [spare for key in self._spares for spare in self._live(key)]
+        return [spare.process for spare in sorted(spares, key=lambda spare: spare.started)]
+
     def released(self, worker: asyncio.subprocess.Process) -> None:
         """`worker` has exited: the spares that wait for it may use the GPU."""
         for spare_pid, (_, waited_for) in list(self._waiting.items()):

@@ -66,7 +66,7 @@ async def test_the_replacement_starts_only_once_the_job_has_ended():
     try:
         _, first_pid, _ = await _run(spares, slow)
         ended = time.time()
-        (spare,) = spares._spares.values()
+        (spare,) = spares.waiting()
         started, second_pid, _ = await _run(spares, slow)
         assert second_pid == spare.pid != first_pid
         # started after the job's second of work, when the job had answered
@@ -114,7 +114,7 @@ async def test_the_next_spare_starts_once_the_job_has_timed_but_waits_for_its_ex
         _, first_pid, first_free = await _run_timed(spares)
         ended = time.time()
         assert first_free == "none"
-        (spare,) = spares._spares.values()
+        (spare,) = spares.waiting()
         second_started, second_pid, second_free = await _run_timed(spares)
         assert second_pid == spare.pid != first_pid
         # started during the job's second of profiling, not after it
@@ -150,7 +150,7 @@ async def test_a_dead_spare_is_replaced_not_used():
     spares = SpareWorkers()
     try:
         await _run(spares)
-        (spare,) = spares._spares.values()
+        (spare,) = spares.waiting()
         spare.kill()
         await spare.wait()
         _, pid, _ = await _run(spares)
@@ -159,13 +159,14 @@ async def test_a_dead_spare_is_replaced_not_used():
         await spares.close()
 
 
-async def test_two_jobs_at_once_on_one_gpu_keep_one_spare_and_lose_none():
+async def test_two_jobs_at_once_on_one_gpu_keep_two_spares_and_lose_none():
     spares = SpareWorkers()
     try:
-        # Both start a worker, and a replacement when done, at once: one replacement is kept.
+        # Both start a worker, and replacements, at once: as many are kept as were taken
+        # within a spare's warm-up, not one more.
         (_, first, _), (_, second, _) = await asyncio.gather(_run(spares), _run(spares))
         assert first != second
-        assert len(_workers()) == 1
+        assert len(_workers()) == 2 == len(spares.waiting())
     finally:
         await spares.close()
     assert wait_for(lambda: not _workers()), "a spare outlived close()"
@@ -311,3 +312,23 @@ def test_a_spare_creates_no_cuda_context_until_its_pipe_says_the_gpu_is_free():
             os.close(write_end)
         probe.kill()
         probe.wait()
+
+
+async def test_requests_faster_than_a_spare_warms_up_keep_more_spares_started_with_each():
+    """Saves every second or two: each request's spare was started a few requests earlier,
+    and the next one starts with the request, not once it has ended."""
+    spares = SpareWorkers()
+    slow = WORKER.replace("sys.stdin.read()", "sys.stdin.read(); time.sleep(1.0)")
+    try:
+        for _ in range(3):
+            await _run(spares, slow)
+        assert spares.wanted([sys.executable, "-c", slow]) == 3
+        assert len(spares.waiting()) == 3
+        job = asyncio.create_task(_run(spares, slow))
+        await asyncio.sleep(0.5)
+        assert not job.done()
+        assert len(spares.waiting()) == 3  # two left, and the one started with the request
+        await job
+    finally:
+        await spares.close()
+    assert wait_for(lambda: not _workers())
