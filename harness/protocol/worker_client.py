@@ -89,9 +89,9 @@ async def _spawn(
         ) from exc
 
 
-# How long a spare takes to be ready for its request: Python, the torch import, the CUDA
-# context and the reference side made ahead, seconds more while nvcc and other spares run beside.
-WARM_UP_S = 6.0
+# About how long a spare takes to be ready for its request: Python, the torch import and the
+# CUDA context (~3-4 s on an H100 or H200 host), then the reference side made ahead.
+WARM_UP_S = 4.0
 # Spares kept per (GPU, command) when requests come faster than one spare warms up (saves every
 # second or two, over several files): each holds a CUDA context, so a few at most.
 MOST_SPARES = 3
@@ -111,10 +111,11 @@ class SpareWorkers:
     on the GPU the job will use, so the next request skips it. A spare that died meanwhile is
     replaced, never used. Used from one event loop (its processes belong to that loop).
 
-    One spare is kept while requests come slower than a spare warms up (WARM_UP_S); as many as
-    were taken in the last WARM_UP_S (at most MOST_SPARES) while they come faster, so that each
-    has had about WARM_UP_S when it is taken (`wanted`); then `run_worker` starts the next as
-    its request starts. A request takes a warm spare told to expect a request like it (its
+    `least` spares are kept while requests come slower than a spare warms up (WARM_UP_S); as
+    many as were taken in the last WARM_UP_S (at most MOST_SPARES) while they come faster, so
+    that each has had about WARM_UP_S when it is taken (`wanted`); and when the spares left are
+    fewer than will be wanted before a request ends, `run_worker` starts the next with the
+    request (`short`). A request takes a warm spare told to expect a request like it (its
     reference side made ahead) before any other warm one, and the oldest one otherwise.
 
     A spare may be started while the worker it will follow still runs (`ready(after=...)`):
@@ -127,7 +128,8 @@ class SpareWorkers:
     modules: for builds, which must not wait for torch (the server's builds ahead of a save);
     one is kept."""
 
-    def __init__(self, *, prewarm: bool = True) -> None:
+    def __init__(self, *, prewarm: bool = True, least: int = 1) -> None:
+        self._least = least if prewarm else 1
         self._spares: dict[tuple[int, tuple[str, ...]], list[_Spare]] = {}
         self._taken: dict[tuple[int, tuple[str, ...]], collections.deque[float]] = {}
         self._closed = False
@@ -166,12 +168,19 @@ class SpareWorkers:
 
     def wanted(self, command: list[str], gpu_index: int = 0) -> int:
         """How many spares to keep for `command` on `gpu_index`: the requests taken in the
-        last WARM_UP_S, at least one, at most MOST_SPARES (one without prewarming)."""
+        last WARM_UP_S, at least `least`, at most MOST_SPARES (one without prewarming)."""
         if not self._prewarm:
             return 1
         recent = self._taken.get((gpu_index, tuple(command)), ())
         now = time.monotonic()
-        return max(1, min(MOST_SPARES, sum(1 for at in recent if at >= now - WARM_UP_S)))
+        taken = sum(1 for at in recent if at >= now - WARM_UP_S)
+        return max(self._least, min(MOST_SPARES, taken))
+
+    def short(self, command: list[str], gpu_index: int = 0) -> bool:
+        """Whether fewer spares are left than will be wanted before the request just taken
+        ends (one more is started for it then): the next should start now."""
+        left = len(self._live((gpu_index, tuple(command))))
+        return left < self.wanted(command, gpu_index) - 1
 
     async def ready(
         self,
@@ -279,13 +288,13 @@ async def run_worker(
     progress message satisfies `spare_from`, and touches the GPU only after this worker has
     exited; or, with none, once the run has ended: not beside the worker while it verifies
     and times its kernel, which would then share the CPU with a torch import. Unless requests
-    come faster than spares warm up (SpareWorkers.wanted): then it starts with the run."""
+    come faster than spares warm up (SpareWorkers.short): then it starts with the run."""
     process = await (
         spares.take(command, gpu_index, spare_hint) if spares is not None else _spawn(command, cwd)
     )
     following: asyncio.Task[None] | None = None
-    if spares is not None and spares.wanted(command, gpu_index) > 1:
-        # Requests come faster than a spare warms up: the next one starts now, not later.
+    if spares is not None and spares.short(command, gpu_index):
+        # Requests come faster than spares warm up: the next one starts now, not later.
         following = asyncio.create_task(spares.ready(command, gpu_index, spare_hint, after=process))
 
     def progressed(message: Any) -> None:

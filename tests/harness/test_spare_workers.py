@@ -10,6 +10,7 @@ import msgspec
 import psutil
 from process_leaks import wait_for
 
+from kernelblaster.harness.protocol import worker_client
 from kernelblaster.harness.protocol.worker_client import SpareWorkers, run_worker
 from kernelblaster.harness.protocol.worker_protocol import (
     WorkerMessage,
@@ -172,12 +173,12 @@ async def test_two_jobs_at_once_on_one_gpu_keep_two_spares_and_lose_none():
     assert wait_for(lambda: not _workers()), "a spare outlived close()"
 
 
-def _workers() -> list[psutil.Process]:
-    """This test's worker processes still running."""
+def _workers(script: str = WORKER) -> list[psutil.Process]:
+    """This test's worker processes (running `script`) still running."""
     return [
         child
         for child in psutil.Process().children()
-        if WORKER in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE
+        if script in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE
     ]
 
 
@@ -314,21 +315,33 @@ def test_a_spare_creates_no_cuda_context_until_its_pipe_says_the_gpu_is_free():
         probe.wait()
 
 
-async def test_requests_faster_than_a_spare_warms_up_keep_more_spares_started_with_each():
-    """Saves every second or two: each request's spare was started a few requests earlier,
-    and the next one starts with the request, not once it has ended."""
+async def test_requests_faster_than_a_spare_warms_up_keep_more_spares(monkeypatch):
+    """Saves every second or two: as many spares as were taken within a warm-up (up to
+    three), the next started with the request when too few are left, not at its end."""
+    monkeypatch.setattr(worker_client, "WARM_UP_S", 60.0)
     spares = SpareWorkers()
     slow = WORKER.replace("sys.stdin.read()", "sys.stdin.read(); time.sleep(1.0)")
     try:
-        for _ in range(3):
-            await _run(spares, slow)
-        assert spares.wanted([sys.executable, "-c", slow]) == 3
-        assert len(spares.waiting()) == 3
-        job = asyncio.create_task(_run(spares, slow))
+        await _run(spares, slow)
+        assert len(spares.waiting()) == 1
+        job = asyncio.create_task(_run(spares, slow))  # the second within a warm-up
         await asyncio.sleep(0.5)
         assert not job.done()
-        assert len(spares.waiting()) == 3  # two left, and the one started with the request
+        assert len(spares.waiting()) == 2  # started with the request
         await job
+        await _run(spares, slow)
+        assert spares.wanted([sys.executable, "-c", slow]) == 3 == len(spares.waiting())
+        await _run(spares, slow)
+        assert len(spares.waiting()) == worker_client.MOST_SPARES == 3 == len(_workers(slow))
     finally:
         await spares.close()
-    assert wait_for(lambda: not _workers())
+    assert wait_for(lambda: not _workers(slow)), "a spare outlived close()"
+
+
+async def test_a_language_servers_spares_are_two_while_saves_are_rare():
+    spares = SpareWorkers(least=2)
+    try:
+        await _run(spares)
+        assert len(spares.waiting()) == 2
+    finally:
+        await spares.close()

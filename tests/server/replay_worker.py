@@ -97,7 +97,8 @@ def main() -> int:
         emit({"type": "progress", "attempt": 1, "attempts": 4, "message": "reply 1 (replay)"})
     else:
         emit({"type": "progress", "step": 1, "total": 2, "message": "rollout 1 step 1 (replay)"})
-    if kind == "harness" and (control / "progressive").exists():
+    # a build (ahead of a save) answers at once: only the save's run is held
+    if kind == "harness" and request["task"] != "build" and (control / "progressive").exists():
         checked = send_checked(json.loads((control / "harness.json").read_text()))
         if (control / "early.json").exists():
             early = json.loads((control / "early.json").read_text())
