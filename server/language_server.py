@@ -65,8 +65,9 @@ class KernelBlasterServer(LanguageServer):
         self.writing_kernels: set[Path] = set()
         self.watcher: SourceWatcher | None = None
         # Two: a developer saving every few seconds over several open files finds one warm
-        # while the other still warms up (more while saves come faster, worker_client.py).
-        self.spare_workers = SpareWorkers(least=2)
+        # while the other still warms up; three while saves come faster than a spare warms up
+        # (worker_client.py). Each holds a CUDA context and its reference side.
+        self.spare_workers = SpareWorkers(least=2, most=3)
         self._background: set[asyncio.Task[Any]] = set()
 
     def report_server_error(self, error: Exception, source: ServerErrors) -> None:

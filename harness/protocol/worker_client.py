@@ -92,9 +92,6 @@ async def _spawn(
 # About how long a spare takes to be ready for its request: Python, the torch import and the
 # CUDA context (~3-4 s on an H100 or H200 host), then the reference side made ahead.
 WARM_UP_S = 4.0
-# Spares kept per (GPU, command) when requests come faster than one spare warms up (saves every
-# second or two, over several files): each holds a CUDA context, so a few at most.
-MOST_SPARES = 3
 
 
 @dataclasses.dataclass(eq=False)
@@ -112,8 +109,9 @@ class SpareWorkers:
     replaced, never used. Used from one event loop (its processes belong to that loop).
 
     `least` spares are kept while requests come slower than a spare warms up (WARM_UP_S); as
-    many as were taken in the last WARM_UP_S (at most MOST_SPARES) while they come faster, so
-    that each has had about WARM_UP_S when it is taken (`wanted`); and when the spares left are
+    many as were taken in the last WARM_UP_S (at most `most`: each holds a CUDA context) while
+    they come faster, so that each has had about WARM_UP_S when it is taken (`wanted`: the
+    language server's saves every second or two, over several files); and when the spares left are
     fewer than will be wanted before a request ends, `run_worker` starts the next with the
     request (`short`). A request takes a warm spare told to expect a request like it (its
     reference side made ahead) before any other warm one, and the oldest one otherwise.
@@ -128,8 +126,9 @@ class SpareWorkers:
     modules: for builds, which must not wait for torch (the server's builds ahead of a save);
     one is kept."""
 
-    def __init__(self, *, prewarm: bool = True, least: int = 1) -> None:
+    def __init__(self, *, prewarm: bool = True, least: int = 1, most: int = 1) -> None:
         self._least = least if prewarm else 1
+        self._most = max(most, self._least) if prewarm else 1
         self._spares: dict[tuple[int, tuple[str, ...]], list[_Spare]] = {}
         self._taken: dict[tuple[int, tuple[str, ...]], collections.deque[float]] = {}
         self._closed = False
@@ -168,13 +167,11 @@ class SpareWorkers:
 
     def wanted(self, command: list[str], gpu_index: int = 0) -> int:
         """How many spares to keep for `command` on `gpu_index`: the requests taken in the
-        last WARM_UP_S, at least `least`, at most MOST_SPARES (one without prewarming)."""
-        if not self._prewarm:
-            return 1
+        last WARM_UP_S, at least `least`, at most `most`."""
         recent = self._taken.get((gpu_index, tuple(command)), ())
         now = time.monotonic()
         taken = sum(1 for at in recent if at >= now - WARM_UP_S)
-        return max(self._least, min(MOST_SPARES, taken))
+        return max(self._least, min(self._most, taken))
 
     def short(self, command: list[str], gpu_index: int = 0) -> bool:
         """Whether fewer spares are left than will be wanted before the request just taken
