@@ -64,10 +64,11 @@ class KernelBlasterServer(LanguageServer):
         self.candidates = KeptCandidates()
         self.writing_kernels: set[Path] = set()
         self.watcher: SourceWatcher | None = None
-        # Two: a developer saving every few seconds over several open files finds one warm
-        # while the other still warms up; three while saves come faster than a spare warms up
-        # (worker_client.py). Each holds a CUDA context and its reference side.
-        self.spare_workers = SpareWorkers(least=2, most=3)
+        # Three: a developer who starts saving every second or two, over several open files,
+        # finds warm spares for the first saves while their replacements warm up (3-4 s);
+        # four while saves keep coming that fast (worker_client.py). Each holds a CUDA context
+        # and the reference side of the request it expects.
+        self.spare_workers = SpareWorkers(least=3, most=4)
         self._background: set[asyncio.Task[Any]] = set()
 
     def report_server_error(self, error: Exception, source: ServerErrors) -> None:

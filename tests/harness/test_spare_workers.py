@@ -337,10 +337,10 @@ async def test_requests_faster_than_a_spare_warms_up_keep_more_spares(monkeypatc
     assert wait_for(lambda: not _workers(slow)), "a spare outlived close()"
 
 
-async def test_a_language_servers_spares_are_two_while_saves_are_rare():
-    spares = SpareWorkers(least=2, most=3)
+async def test_spares_kept_while_requests_are_rare_are_at_least_least():
+    spares = SpareWorkers(least=3, most=4)
     try:
         await _run(spares)
-        assert len(spares.waiting()) == 2
+        assert len(spares.waiting()) == 3
     finally:
         await spares.close()
