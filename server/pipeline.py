@@ -131,8 +131,10 @@ async def _profile(
                     if not slot.preempted or (task is not None and task.cancelling()):
                         raise
             resumed = True
-            log.info("%s: background work stopped for another file's save", path.name)
-            reporter.report("queued", f"{path.name}: {timed}profile paused for another file's save")
+            log.info("%s: background work stopped for another file's interactive work", path.name)
+            reporter.report(
+                "queued", f"{path.name}: {timed}profile paused: another file's save goes first"
+            )
     finally:
         # The final result is ranked after the early ones, never overwritten by them.
         if rankings:

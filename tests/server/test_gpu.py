@@ -104,7 +104,7 @@ async def test_a_second_file_opened_during_anothers_baselines_goes_first_on_a_gp
     await wait_until(lambda: by_code(client.diagnostics.get(softmax, []), "state"), timeout=120)
     ended = {s.uri for s in client.job_status if not s.running}
     assert relu not in ended  # softmax's interactive work did not wait for relu's baselines
-    assert relu_says("paused for another file's save")
+    assert relu_says("profile paused: another file's save goes first")
     await wait_until(lambda: done(relu) and done(softmax), timeout=600)
     finals = {s.uri: s.phase for s in client.job_status if not s.running}
     assert finals == {relu: "done", softmax: "done"}
