@@ -344,3 +344,26 @@ async def test_spares_kept_while_requests_are_rare_are_at_least_least():
         assert len(spares.waiting()) == 3
     finally:
         await spares.close()
+
+
+async def test_a_warm_spare_expecting_the_request_is_taken_before_an_older_one(monkeypatch):
+    """Two files saved in turn: the spare told to expect this file's request (its reference
+    side made ahead) is taken, not the older one made for the other file."""
+    monkeypatch.setattr(worker_client, "WARM_UP_S", 0.0)  # every spare counts as warm
+    spares = SpareWorkers(least=2, most=2)
+    command = [sys.executable, "-c", "import time; time.sleep(60)"]
+    first, second = {"KB_EXPECT_TEST": "first.cu"}, {"KB_EXPECT_TEST": "second.cu"}
+    try:
+        await spares.ready(command, hint=first)
+        taken = await spares.take(command, hint=first)
+        taken.kill()
+        await taken.wait()
+        await spares.ready(command, hint=second)
+        older, newer = spares.waiting()
+        assert psutil.Process(older.pid).environ()["KB_EXPECT_TEST"] == "first.cu"
+        chosen = await spares.take(command, hint=second)
+        assert chosen.pid == newer.pid
+        chosen.kill()
+        await chosen.wait()
+    finally:
+        await spares.close()
