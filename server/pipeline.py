@@ -5,6 +5,7 @@ diagnostics. Also how cached results are shown again when a file is opened."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,12 +22,15 @@ from kernelblaster.harness.protocol.worker_protocol import (
 from kernelblaster.server import diagnostics, formatting
 from kernelblaster.server.cache import FileResult, new_result
 from kernelblaster.server.documents import text_hash, to_client_range
+from kernelblaster.server.jobs import Slot
 from kernelblaster.server.kernel_locator import locate
 from kernelblaster.server.progress import JobReporter
 from kernelblaster.server.trust import UNTRUSTED_DIAGNOSTIC, UNTRUSTED_MESSAGE
 
 if TYPE_CHECKING:
     from kernelblaster.server.language_server import KernelBlasterServer
+
+log = logging.getLogger(__name__)
 
 
 def schedule(
@@ -64,9 +68,10 @@ async def run(ls: KernelBlasterServer, path: Path, depth: ProfileDepth | None) -
             return
         ls.documents.record_read(path, text)
         hashed = text_hash(text)
-        ls.ahead.before_save(path, hashed)
-        async with ls.jobs.gpu():
-            response = await _profile(ls, path, hashed, depth, reporter)
+        # An edit saved at once, its build ahead still waiting out the typing pause: built now,
+        # beside the wait for the GPU and the worker's start.
+        ls.ahead.before_save(path, text, ls.settings)
+        response = await _profile(ls, path, hashed, depth, reporter)
         result = new_result(path, hashed, response, earlier=ls.cache.get(path))
         await install(ls, result)
     except asyncio.CancelledError:
@@ -83,6 +88,10 @@ async def _profile(
     depth: ProfileDepth | None,
     reporter: JobReporter,
 ) -> WorkerResponse:
+    """The worker's response for `path`, run in a GPU slot: interactive until the worker says
+    the rest is background work (jobs.py); stopped then by another file's interactive work,
+    the request runs again, as background work, once no interactive work waits (its build is
+    then a cache hit, and what it verifies and times again is published again)."""
     settings = ls.settings
     request = WorkerRequest(
         task="profile",
@@ -92,26 +101,53 @@ async def _profile(
     )
 
     timed = ""  # once verified and timed, the status keeps saying so while the profile runs
-    ranking: asyncio.Task | None = None  # of an early profile's states
+    rankings: list[asyncio.Task] = []  # of early profiles' states
+    slot: Slot | None = None
+    running: asyncio.Task[WorkerResponse] | None = None
 
     def on_progress(message: WorkerProgress) -> None:
-        nonlocal timed, ranking
+        nonlocal timed
         if message.check is not None and message.check.timing is not None:
             show_checked(ls, path, hashed, message)
             timed = f"{formatting.timing_line(message.check)}; "
         if message.states:
-            ranking = asyncio.get_running_loop().create_task(refresh_ranking(ls, path))
+            rankings.append(asyncio.get_running_loop().create_task(refresh_ranking(ls, path)))
+        if message.background and slot is not None and running is not None:
+            slot.yield_to_interactive(running.cancel)
         reporter.report(message.phase, f"{path.name}: {timed}{message.message}", message.percent)
 
-    reporter.report("build", f"{path.name}: starting the worker")
+    resumed = False
     try:
-        return await run_harness(
-            request, settings, on_progress=on_progress, spares=ls.spare_workers, cwd=path.parent
-        )
+        while True:
+            async with ls.jobs.gpu(background=resumed) as slot:
+                starting = "resuming its profile" if resumed else "starting the worker"
+                reporter.report("build", f"{path.name}: {timed}{starting}")
+                running = asyncio.create_task(
+                    run_harness(
+                        request,
+                        settings,
+                        on_progress=on_progress,
+                        spares=ls.spare_workers,
+                        cwd=path.parent,
+                    )
+                )
+                if resumed:
+                    slot.yield_to_interactive(running.cancel)
+                try:
+                    return await running
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if not slot.preempted or (task is not None and task.cancelling()):
+                        raise
+            resumed = True
+            log.info("%s: background work stopped for another file's interactive work", path.name)
+            reporter.report(
+                "queued", f"{path.name}: {timed}profile paused: another file's save goes first"
+            )
     finally:
-        # The final result is ranked after the early one, never overwritten by it.
-        if ranking is not None:
-            await ranking
+        # The final result is ranked after the early ones, never overwritten by them.
+        if rankings:
+            await asyncio.gather(*rankings)
 
 
 def show_checked(ls: KernelBlasterServer, path: Path, hashed: str, message: WorkerProgress) -> None:

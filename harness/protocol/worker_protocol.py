@@ -27,6 +27,7 @@ from kernelblaster.settings import Settings
 # Where the counters are collected in the worker itself (harness/profile/counters.py), a second
 # progress message repeats the check with that profile and its states (`profile`, `states`
 # set) while ncu runs for the source lines; the WorkerResponse's profile then replaces it.
+# A progress message with `background` set then says that what follows is background work.
 # The caller may kill it at any time (cancellation, timeout); a missing WorkerResponse means
 # the worker died, which the caller reports as a crash.
 
@@ -83,6 +84,10 @@ class WorkerProgress(msgspec.Struct, kw_only=True, tag="progress"):
     # The in-process counters' profile and its states, ahead of ncu's (phase "profile").
     profile: ProfileReport | None = None
     states: list[PerfState] = []
+    # Set on the message after which the run's work is background (ncu's pass, the baselines):
+    # its interactive part (build, verification, timing, quick state) has been sent, and the
+    # caller may stop the worker for another file's save and run the request again later.
+    background: bool = False
 
 
 class WorkerResponse(msgspec.Struct, kw_only=True, tag="result"):

@@ -255,6 +255,8 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     # Shown while ncu runs: the verified timing is worth seconds to the user.
     emit(WorkerProgress(phase="profile", message="starting the profile", build=built, check=result))
     early = _early_profile(request, target, built, settings, result, warming)
+    # What follows (ncu's pass, the baselines) may be stopped for another file's save.
+    emit(WorkerProgress(phase="profile", message="profiling with ncu", background=True))
     report, error = profile.profile_target(
         target,
         built,

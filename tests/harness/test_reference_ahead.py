@@ -87,7 +87,7 @@ def test_the_spare_started_after_a_request_is_told_that_request(tmp_path):
         spares = SpareWorkers()
         try:
             await run_harness(request, settings, spares=spares)
-            (spare,) = spares._spares.values()
+            (spare,) = spares.waiting()
             return psutil.Process(spare.pid).environ()
         finally:
             await spares.close()

@@ -96,7 +96,7 @@ def test_a_spare_expecting_a_profile_sets_the_counters_up_before_its_request(tmp
             hint = expected_request_env(_request(relu, settings, task))
             began = time.monotonic()
             await spares.ready(harness_command(settings), 0, hint)
-            (spare,) = spares._spares.values()
+            (spare,) = spares.waiting()
             seen = await asyncio.to_thread(wait_for, partial(loaded, spare.pid), within_s)
             return seen, time.monotonic() - began
         finally:
