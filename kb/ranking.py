@@ -384,8 +384,15 @@ def rank_all(
         )
         for tid in candidates
     ]
+    # ties: a catalog technique before a proposal on trial, an aimed one before the others
     ranked.sort(
-        key=lambda r: (-r.predicted_speedup, r.technique not in aimed, -r.confidence, r.technique)
+        key=lambda r: (
+            -r.predicted_speedup,
+            r.technique in on_trial,
+            r.technique not in aimed,
+            -r.confidence,
+            r.technique,
+        )
     )
     return ranked
 
