@@ -33,7 +33,7 @@ from kernelblaster.kb.proposal_status import technique_id_problem
 from kernelblaster.kb.records import Proposal, RankedTechnique, Technique
 from kernelblaster.kb.store import KnowledgeBase
 
-MAX_PROPOSALS = 5  # asked for at once, whatever the request says: each costs trial steps
+MAX_PROPOSALS = 5  # accepted at once, whatever the request says: each costs trial steps
 # Descriptions this similar (difflib's ratio of the lower-cased, whitespace-collapsed texts)
 # with the same findings are the same technique reworded. 0.85 rejects a paraphrase that keeps
 # most words (a changed adjective or clause) but not a technique on the same findings that
@@ -135,26 +135,21 @@ def propose(
     known = kb.techniques()
     items = answer.value.techniques
     accepted, rejected = validate_items(
-        items[:limit],
+        items,
         ProposedTechnique,
-        lambda item, done: _problem(item, state, finding_ids, known, done),
+        lambda item, done: _problem(item, state, finding_ids, known, done, limit),
         normalize=_stripped,
     )
     batch = ProposalBatch(usage=answer.usage)
     batch.verdicts += [
         ProposalVerdict(
-            state=state.state, technique=_id_of(r.item), accepted=False, reason=r.reason, item=r.item
+            state=state.state,
+            technique=_id_of(items[r.index]),
+            accepted=False,
+            reason=r.reason,
+            item=r.item,
         )
         for r in rejected
-    ]
-    batch.verdicts += [
-        ProposalVerdict(
-            state=state.state,
-            technique=_id_of(bytes(raw).decode(errors="replace")),
-            accepted=False,
-            reason=f"beyond the {limit} asked for",
-        )
-        for raw in items[limit:]
     ]
     for item in accepted:
         proposal = Proposal(
@@ -196,8 +191,10 @@ def _problem(
     finding_ids: set[str],
     known: list[Technique],
     done: list[ProposedTechnique],
+    limit: int,
 ) -> str | None:
-    """Why a schema-valid proposal can't enter the KB, or None."""
+    """Why a schema-valid proposal can't enter the KB, or None. Every item is judged; the
+    valid ones after the first `limit` are turned away for count."""
     if problem := technique_id_problem(item.id):
         return problem
     if problem := text_problem(
@@ -224,6 +221,8 @@ def _problem(
                     f"duplicate of {other.id}: the same findings and a near-identical "
                     f"description (similarity {similarity:.2f} >= {DUPLICATE_SIMILARITY})"
                 )
+    if len(done) >= limit:
+        return f"beyond the {limit} asked for"
     return None
 
 
@@ -248,10 +247,10 @@ def _technique(item: ProposedTechnique, state: PerfState, model: str) -> Techniq
     )
 
 
-def _id_of(item_json: str) -> str:
+def _id_of(raw: msgspec.Raw) -> str:
     """The id a rejected item claimed, if any can be read from it."""
     try:
-        value = msgspec.json.decode(item_json)
+        value = msgspec.json.decode(raw)
     except msgspec.DecodeError:
         return ""
     found = value.get("id") if isinstance(value, dict) else None

@@ -111,6 +111,7 @@ def ask_json(
 
 
 class RejectedItem(msgspec.Struct, kw_only=True, frozen=True):
+    index: int  # its position in the reply's list
     item: str  # the item's JSON, truncated to REJECTED_ITEM_CHARS
     reason: str
 
@@ -142,7 +143,7 @@ def validate_items(
     rejected ones with their reasons."""
     accepted: list[T] = []
     rejected: list[RejectedItem] = []
-    for raw in raw_items:
+    for index, raw in enumerate(raw_items):
         try:
             item = msgspec.json.decode(raw, type=schema)
         except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
@@ -154,5 +155,5 @@ def validate_items(
             accepted.append(item)
         else:
             text = bytes(raw).decode(errors="replace")[:REJECTED_ITEM_CHARS]
-            rejected.append(RejectedItem(item=text, reason=reason))
+            rejected.append(RejectedItem(index=index, item=text, reason=reason))
     return accepted, rejected
