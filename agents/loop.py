@@ -492,7 +492,7 @@ def _proposed(
             services.client,
             kb,
             state,
-            kernel=state.kernel,
+            kernel=plan.request.kernel,
             source=current.source,
             why=why,
             ranked=ranked,

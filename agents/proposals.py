@@ -108,7 +108,8 @@ def propose(
     ranked: list[RankedTechnique],
     limit: int,
 ) -> ProposalBatch:
-    """Ask for up to `limit` new techniques for `state`, keep the valid, new ones in the KB."""
+    """Ask for up to `limit` new techniques for `state` (of the kernel the user asked to
+    optimize, `kernel`, as its attempts record it), keep the valid, new ones in the KB."""
     limit = max(0, min(limit, MAX_PROPOSALS))
     if limit == 0:
         return ProposalBatch()
@@ -120,7 +121,7 @@ def propose(
             "propose_techniques",
             why=why,
             limit=limit,
-            kernel=kernel,
+            kernel=state.kernel,  # its name now: a rewrite may have renamed it
             arch=state.arch,
             state=describe_state(state),
             known=bullets(known_lines),
@@ -208,10 +209,9 @@ def _problem(
         return f"addresses unknown findings {unknown}: use the kernel's or the known finding ids"
     kernel_findings = {f.id for f in state.findings}
     if kernel_findings and not kernel_findings & set(item.addresses_findings):
-        return (
-            f"addresses none of this kernel's findings ({', '.join(sorted(kernel_findings))})"
-        )
-    for other in [*known, *done]:
+        return f"addresses none of this kernel's findings ({', '.join(sorted(kernel_findings))})"
+    others: list[Technique | ProposedTechnique] = [*known, *done]
+    for other in others:
         if other.id == item.id:
             return f"duplicate: {item.id} is already a technique of the knowledge base"
         if set(other.addresses_findings) == set(item.addresses_findings):

@@ -266,8 +266,10 @@ def _proposals_list(args: argparse.Namespace) -> int:
         print(msgspec.json.encode(views).decode())
         return 0
     if not views:
-        print("no proposed techniques yet: the optimize loop proposes some for a state when the "
-              "KB has none left that fit")  # fmt: skip
+        print(
+            "no proposed techniques yet: the optimize loop proposes some for a state when the "
+            "KB has none left that fit"
+        )
         return 0
     _print_table(
         ["technique", "status", "tries", "ok", "slower", "failed", "geomean", "proposed for"],

@@ -45,8 +45,10 @@ def status(decision: ProposalDecision | None, counts: EntryCounts) -> tuple[Prop
         return "promoted", f"{record}: at least {PROMOTE_AFTER} verified successes"
     if counts.successes == 0 and counts.attempts >= RETIRE_AFTER:
         return "retired", f"{record}: {RETIRE_AFTER}+ attempts and no success"
-    return "proposed", f"{record}: on trial until {PROMOTE_AFTER} successes or {RETIRE_AFTER} " \
-        "attempts with none"
+    return (
+        "proposed",
+        f"{record}: on trial until {PROMOTE_AFTER} successes or {RETIRE_AFTER} attempts with none",
+    )
 
 
 def technique_id_problem(technique_id: str) -> str | None:

@@ -315,7 +315,9 @@ def proposal_prior(start: Prior, catalog_floor: float | None) -> Prior:
     drops below them (kb.proposal_status says when it is promoted or retired)."""
     cap = min(PROPOSAL_PRIOR_CAP, catalog_floor or PROPOSAL_PRIOR_CAP)
     if start.gain <= cap:
-        return Prior(gain=start.gain, basis=start.basis, explanation=f"proposed; {start.explanation}")
+        return Prior(
+            gain=start.gain, basis=start.basis, explanation=f"proposed; {start.explanation}"
+        )
     return Prior(
         gain=cap,
         basis="prior",

@@ -394,7 +394,9 @@ def put_proposal(conn: Connection, proposal: Proposal) -> bool:
             ),
         )
         return True
-    if proposal.decision_time is None or (known[0] is not None and known[0] >= proposal.decision_time):
+    if proposal.decision_time is None or (
+        known[0] is not None and known[0] >= proposal.decision_time
+    ):
         return False
     conn.execute(
         "UPDATE proposals SET decision = ?, decision_time = ?, decision_reason = ? "

@@ -372,7 +372,9 @@ class KnowledgeBase:
 def _statuses(
     track: dict[str, tuple[ProposalDecision | None, EntryCounts]],
 ) -> dict[str, ProposalStatus]:
-    return {tid: proposal_status.status(*decided_counts)[0] for tid, decided_counts in track.items()}
+    return {
+        tid: proposal_status.status(*decided_counts)[0] for tid, decided_counts in track.items()
+    }
 
 
 def _summary(conn: Database) -> KBSummary:

@@ -131,7 +131,9 @@ def test_a_state_with_nothing_left_gets_a_proposal_that_is_applied_verified_reco
         1,
     )
     state = harness.original_state
-    mine = next(r for r in kb.rank(state.arch, state.state, state.findings) if r.technique == NEW_ID)
+    mine = next(
+        r for r in kb.rank(state.arch, state.state, state.findings) if r.technique == NEW_ID
+    )
     assert (mine.proposal, mine.attempts, mine.successes) == ("proposed", 1, 1)
     assert mine.mean_speedup == pytest.approx(2.0)
     # the run's record of the proposals travels to the editor unchanged
@@ -149,15 +151,24 @@ def test_malformed_oversized_duplicate_secret_and_code_proposals_are_rejected_wi
     assert description_similarity(reworded, catalog.description) >= DUPLICATE_SIMILARITY
     batch = [
         item(id="coalesce_global_access"),  # a catalog id
-        item(id="coalesced_again", description=reworded,
-             addresses_findings=list(catalog.addresses_findings)),  # fmt: skip
+        item(
+            id="coalesced_again",
+            description=reworded,
+            addresses_findings=list(catalog.addresses_findings),
+        ),
         item(id="too_long", description="x " * 400),  # oversized
         item(id="no_prior", prior_speedup=None),  # malformed
         item(id="wild_claim", prior_speedup=50.0),  # out of bounds
-        item(id="leaky", how_to_apply="Call the tuning service with api_key=sk-abcdefghijklmnop"
-             "qrstuvwxyz0123 and apply what it returns to the kernel."),  # fmt: skip
-        item(id="codey", how_to_apply="Replace the loop with: for (int i = lane; i < n; i += 32)"
-             " { s += x[i]; } then reduce."),  # fmt: skip
+        item(
+            id="leaky",
+            how_to_apply="Call the tuning service with api_key=sk-abcdefghijklmnop"
+            "qrstuvwxyz0123 and apply what it returns to the kernel.",
+        ),
+        item(
+            id="codey",
+            how_to_apply="Replace the loop with: for (int i = lane; i < n; i += 32)"
+            " { s += x[i]; } then reduce.",
+        ),
         item(id="made_up", addresses_findings=["cosmic_rays"]),  # an unknown finding
         item(),  # the one good proposal
         item(title="The same id again"),  # a duplicate within the batch
@@ -180,26 +191,31 @@ def test_malformed_oversized_duplicate_secret_and_code_proposals_are_rejected_wi
     assert "secret" in reasons["leaky"]
     assert "holds code" in reasons["codey"]
     assert "cosmic_rays" in reasons["made_up"]
-    assert any("already a technique" in v.reason or "duplicate" in v.reason
-               for v in outcome.proposals if v.technique == NEW_ID and not v.accepted)  # fmt: skip
+    assert any(
+        "already a technique" in v.reason or "duplicate" in v.reason
+        for v in outcome.proposals
+        if v.technique == NEW_ID and not v.accepted
+    )
     # the rejected items' JSON is kept beside the reasons, and the secret is not stored
     assert all(v.item for v in outcome.proposals if not v.accepted)
     assert [p.technique.id for p in kb.proposals()] == [NEW_ID]
-    assert "sk-abcdefghijklmnop" not in json.dumps([msgspec.to_builtins(t) for t in kb.techniques()])
+    assert "sk-abcdefghijklmnop" not in json.dumps(
+        [msgspec.to_builtins(t) for t in kb.techniques()]
+    )
     (step,) = outcome.steps
     assert step.technique == NEW_ID
 
 
-def test_more_items_than_asked_are_cut_and_an_unusable_reply_is_reported(
-    openai_server, client, kb
-):
+def test_more_items_than_asked_are_cut_and_an_unusable_reply_is_reported(openai_server, client, kb):
     harness = RecordedHarness()
     exhaust(kb, harness)
     openai_server.push(
         reply("I can't think of anything."),
         reply("Still nothing, sorry."),  # the JSON retry
         # no proposal: the step falls back to the ranking (every technique failed here)
-        reply(cuda("wrong")), reply(cuda("wrong")), reply(cuda("wrong")),  # fmt: skip
+        reply(cuda("wrong")),
+        reply(cuda("wrong")),
+        reply(cuda("wrong")),
         *policy_replies(),
     )
     outcome = run_loop(client, kb, harness, depth=1)
@@ -207,10 +223,16 @@ def test_more_items_than_asked_are_cut_and_an_unusable_reply_is_reported(
     assert not verdict.accepted and "proposals unusable" in verdict.reason
     assert outcome.steps[0].technique != NEW_ID
 
-    kb2_outcome_items = [item(id=f"idea_{n}", description=f"Idea number {n}: " + "a" * 40 * n)
-                         for n in range(1, 4)]  # fmt: skip
-    openai_server.push(reply(proposals(*kb2_outcome_items)), reply(cuda("wrong")),
-                       reply(cuda("wrong")), reply(cuda("wrong")), *policy_replies())  # fmt: skip
+    kb2_outcome_items = [
+        item(id=f"idea_{n}", description=f"Idea number {n}: " + "a" * 40 * n) for n in range(1, 4)
+    ]
+    openai_server.push(
+        reply(proposals(*kb2_outcome_items)),
+        reply(cuda("wrong")),
+        reply(cuda("wrong")),
+        reply(cuda("wrong")),
+        *policy_replies(),
+    )
     outcome = run_loop(client, kb, harness, depth=1, proposals_limit=2)
     accepted = [v.technique for v in outcome.proposals if v.accepted]
     cut = [v for v in outcome.proposals if not v.accepted]
@@ -227,7 +249,9 @@ def test_a_proposal_that_keeps_failing_drops_below_the_catalog_and_is_retired(
     state = harness.original_state
     openai_server.push(
         reply(proposals(item())),
-        reply(cuda("wrong")), reply(cuda("wrong")), reply(cuda("wrong")),  # fmt: skip
+        reply(cuda("wrong")),
+        reply(cuda("wrong")),
+        reply(cuda("wrong")),
         *policy_replies(),
     )
     outcome = run_loop(client, kb, harness, depth=1)
@@ -269,8 +293,9 @@ def test_no_proposals_while_the_kb_has_techniques_left_or_when_turned_off(
     assert why_propose(kb, state, kb.rank(state.arch, state.state, state.findings), "x") is None
 
     exhaust(kb, harness)
-    openai_server.push(reply(cuda("wrong")), reply(cuda("wrong")), reply(cuda("wrong")),
-                       *policy_replies())  # fmt: skip
+    openai_server.push(
+        reply(cuda("wrong")), reply(cuda("wrong")), reply(cuda("wrong")), *policy_replies()
+    )
     outcome = run_loop(client, kb, harness, depth=1, proposals_limit=0)
     assert outcome.proposals == [] and kb.proposals() == []
 

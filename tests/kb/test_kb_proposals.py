@@ -157,8 +157,11 @@ def test_rename_moves_the_record_and_refuses_taken_or_bad_ids(kb):
     kb.add_note("sm_90", STATE, "streaming_store_hints", "pays on large arrays")
     rename(kb, "streaming_store_hints", "evict_first_hints", title="Evict-first hints")
     (view,) = proposal_views(kb)
-    assert (view.technique, view.title, view.successes) == ("evict_first_hints", "Evict-first "
-                                                            "hints", 1)  # fmt: skip
+    assert (view.technique, view.title, view.successes) == (
+        "evict_first_hints",
+        "Evict-first hints",
+        1,
+    )
     assert kb.technique("streaming_store_hints") is None
     assert {a.technique for a in kb.attempts()} == {"evict_first_hints"}
     assert kb.entry("sm_90", STATE, "evict_first_hints").notes == ["pays on large arrays"]
@@ -215,8 +218,20 @@ def test_kb_proposals_cli_lists_promotes_retires_and_renames(capsys, tmp_path):
     (listed,) = json.loads(capsys.readouterr().out)
     assert (listed["technique"], listed["status"]) == ("streaming_store_hints", "proposed")
     assert main(["kb", "--kb", str(path), "proposals", "retire", "streaming_store_hints"]) == 0
-    assert main(["kb", "--kb", str(path), "proposals", "rename", "streaming_store_hints",
-                 "evict_first_hints"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "kb",
+                "--kb",
+                str(path),
+                "proposals",
+                "rename",
+                "streaming_store_hints",
+                "evict_first_hints",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["kb", "--kb", str(path), "proposals", "list"]) == 0
     out = capsys.readouterr().out
