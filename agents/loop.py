@@ -41,7 +41,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -524,7 +524,7 @@ def _choose(
     seed: int | None,
     temperature: float,
     exploration: float,
-    among: list[str],
+    among: Sequence[str] = (),
 ) -> RankedTechnique | None:
     """What the step tries: `forced`, else a weighted random top-k pick among `among` (just
     proposed) when any of them is ranked, else among the ranking."""

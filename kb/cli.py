@@ -149,7 +149,7 @@ def _show(args: argparse.Namespace) -> int:
                 ["technique", "predicted", "conf", "tries", "ok", "slower", "failed", "basis"],
                 [
                     [
-                        r.technique,
+                        r.technique + (f" ({r.proposal})" if r.proposal else ""),
                         f"{r.predicted_speedup:.2f}x",
                         f"{r.confidence:.2f}",
                         r.attempts,
