@@ -51,7 +51,7 @@ from kernelblaster.agents.evaluation import Evaluation, evaluate
 from kernelblaster.agents.llm import LlmClient, LlmError, Usage
 from kernelblaster.agents.lowering import Feedback, LoweringInput, LoweringResult, lower
 from kernelblaster.agents.policy_update import update_policy
-from kernelblaster.agents.proposals import propose, why_propose
+from kernelblaster.agents.proposals import propose_where_needed
 from kernelblaster.agents.soft_verify import soft_verify
 from kernelblaster.agents.state_extractor import refine_state
 from kernelblaster.harness.protocol.optimize_protocol import (
@@ -478,39 +478,23 @@ def _proposed(
 ) -> list[str]:
     """The ids of new techniques proposed for `current`'s state when the KB has none left for
     it (agents/proposals.py), asked once per state and source in a rollout; [] otherwise."""
-    kb, state = services.kb, current.state
-    key = (state.state, code_hash(current.source))
+    key = (current.state.state, code_hash(current.source))
     if plan.request.proposals <= 0 or key in asked:
         return []
-    ranked = kb.rank(state.arch, state.state, state.findings)
-    why = why_propose(kb, state, ranked, key[1])
-    if why is None:
+    batch = propose_where_needed(
+        services.client,
+        services.kb,
+        current.state,
+        kernel=plan.request.kernel,
+        source=current.source,
+        limit=plan.request.proposals,
+    )
+    if batch is None:
         return []
     asked.add(key)
-    try:
-        batch = propose(
-            services.client,
-            kb,
-            state,
-            kernel=plan.request.kernel,
-            source=current.source,
-            why=why,
-            ranked=ranked,
-            limit=plan.request.proposals,
-        )
-    except LlmError as exc:  # the step's own LLM call meets it too, and ends the run
-        batch_error = f"proposals for {state.state} skipped: {exc}"
-        result.proposals.append(
-            ProposalVerdict(state=state.state, technique="", accepted=False, reason=batch_error)
-        )
-        return []
     result.prompt_tokens += batch.usage.prompt_tokens
     result.completion_tokens += batch.usage.completion_tokens
     result.proposals += batch.verdicts
-    if batch.error is not None:
-        result.proposals.append(
-            ProposalVerdict(state=state.state, technique="", accepted=False, reason=batch.error)
-        )
     return batch.accepted
 
 

@@ -23,14 +23,14 @@ from typing import Annotated
 
 import msgspec
 
-from kernelblaster.agents.llm import LlmClient, Usage
+from kernelblaster.agents.llm import LlmClient, LlmError, Usage
 from kernelblaster.agents.prompting import bullets, describe_state, render_messages
 from kernelblaster.agents.reply_json import ask_json, text_problem, validate_items
 from kernelblaster.harness.protocol.optimize_protocol import ProposalVerdict
 from kernelblaster.harness.protocol.records import PerfState
 from kernelblaster.kb.catalog import finding_kinds
 from kernelblaster.kb.proposal_status import technique_id_problem
-from kernelblaster.kb.records import Proposal, RankedTechnique, Technique
+from kernelblaster.kb.records import Proposal, RankedTechnique, Technique, code_hash
 from kernelblaster.kb.store import KnowledgeBase
 
 MAX_PROPOSALS = 5  # accepted at once, whatever the request says: each costs trial steps
@@ -95,6 +95,29 @@ def why_propose(
     if ranked and all(r.technique in tried for r in ranked):
         return f"all {len(ranked)} techniques ranked for it were already tried on this kernel"
     return None
+
+
+def propose_where_needed(
+    client: LlmClient, kb: KnowledgeBase, state: PerfState, *, kernel: str, source: str, limit: int
+) -> ProposalBatch | None:
+    """`propose` for `state` when the KB has nothing left for it on `source` (`why_propose`);
+    None when it has. A model that can't be reached or gives no usable reply leaves a batch with
+    no proposal and a verdict saying why (the step's own LLM call then meets the same model)."""
+    ranked = kb.rank(state.arch, state.state, state.findings)
+    why = why_propose(kb, state, ranked, code_hash(source))
+    if why is None:
+        return None
+    try:
+        batch = propose(
+            client, kb, state, kernel=kernel, source=source, why=why, ranked=ranked, limit=limit
+        )
+    except LlmError as exc:
+        batch = ProposalBatch(error=f"proposals for {state.state} skipped: {exc}")
+    if batch.error is not None:
+        batch.verdicts.append(
+            ProposalVerdict(state=state.state, technique="", accepted=False, reason=batch.error)
+        )
+    return batch
 
 
 def propose(
