@@ -219,6 +219,16 @@ def main() -> int:
     }
     path = write_result("proposal-mechanics", payload)
     print(f"wrote {path}: ok={ok}")
+    if steps:
+        step = steps[0]
+        print(
+            f"proposal step {result.steps.index(step) + 1} of {len(result.steps)}: "
+            f"{step.outcome}, measured {step.measured_speedup}x, {step.state_before} -> "
+            f"{step.state_after}; KB status {views[0].status if views else None}, rank "
+            f"{position} of {len(ranking)}"
+        )
+    if not ok:
+        print(f"not verified end to end: {result.error or 'see the result file'}", file=sys.stderr)
     if args.copy_to:
         args.copy_to.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, args.copy_to / path.name)
