@@ -27,6 +27,11 @@ from kernelblaster.kb.proposals import proposal_views
 from kernelblaster.kb.records import Attempt, code_hash
 
 NEW_ID = "warp_per_row_online_softmax"
+# The catalog's coalesce_global_access description, reworded as a model might repeat it.
+REWORDED = (
+    "Make the consecutive threads of a warp touch consecutive addresses, so that every "
+    "32-byte sector fetched is fully used."
+)
 
 
 def run_loop(client, kb, harness, *, depth=1, proposals_limit=3) -> OptimizeResult:
@@ -147,7 +152,8 @@ def test_malformed_oversized_duplicate_secret_and_code_proposals_are_rejected_wi
     harness = RecordedHarness()
     exhaust(kb, harness)
     catalog = kb.technique("coalesce_global_access")
-    reworded = catalog.description.replace("Reorder", "Re-order")
+    reworded = REWORDED
+    assert reworded != catalog.description
     assert description_similarity(reworded, catalog.description) >= DUPLICATE_SIMILARITY
     batch = [
         item(id="coalesce_global_access"),  # a catalog id
@@ -334,3 +340,21 @@ def test_text_checks_tell_secrets_and_code_from_advice(text, problem):
         assert found is None
     else:
         assert found is not None and problem in found and "how_to_apply" in found
+
+
+def test_the_similarity_threshold_tells_a_rewording_from_another_technique(kb):
+    techniques = {t.id: t for t in kb.techniques()}
+    coalesce = techniques["coalesce_global_access"].description
+    assert description_similarity(REWORDED, coalesce) >= DUPLICATE_SIMILARITY
+    # every two catalog techniques that share a finding say different things
+    shared = [
+        (a, b)
+        for a in techniques.values()
+        for b in techniques.values()
+        if a.id < b.id and set(a.addresses_findings) & set(b.addresses_findings)
+    ]
+    assert len(shared) > 20
+    assert all(
+        description_similarity(a.description, b.description) < DUPLICATE_SIMILARITY
+        for a, b in shared
+    )
