@@ -29,14 +29,19 @@ beat where it started by MIN_SPEEDUP, or when it verified and its technique is a
 enabler (kb/catalog/catalog.toml `[[enabler]]`, e.g. tiling before tensor cores) with depth
 left to build on it. Such a step's KB row is written when its rollout ends, judged by the best
 candidate reached from it: measured speedup = the step's starting time over the best time
-verified later in the rollout (its own included), success when that beats MIN_SPEEDUP."""
+verified later in the rollout (its own included), success when that beats MIN_SPEEDUP.
+
+An open action space: when the KB has no technique left for a step's state (none addresses its
+findings, or all were tried on this source), the LLM proposes new ones first
+(agents/proposals.py), once per state and source in a rollout, and the step tries one of those
+it accepted; the verdicts, kept or not, are the result's `proposals`."""
 
 from __future__ import annotations
 
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +51,7 @@ from kernelblaster.agents.evaluation import Evaluation, evaluate
 from kernelblaster.agents.llm import LlmClient, LlmError, Usage
 from kernelblaster.agents.lowering import Feedback, LoweringInput, LoweringResult, lower
 from kernelblaster.agents.policy_update import update_policy
+from kernelblaster.agents.proposals import propose_where_needed
 from kernelblaster.agents.soft_verify import soft_verify
 from kernelblaster.agents.state_extractor import refine_state
 from kernelblaster.harness.protocol.optimize_protocol import (
@@ -53,6 +59,7 @@ from kernelblaster.harness.protocol.optimize_protocol import (
     OptimizeRequest,
     OptimizeResult,
     OptimizeStep,
+    ProposalVerdict,
 )
 from kernelblaster.harness.protocol.records import PerfState
 from kernelblaster.harness.protocol.worker_client import prewarm_harness_workers
@@ -121,6 +128,7 @@ class RolloutResult(msgspec.Struct, kw_only=True):
     completion_tokens: int = 0
     cancelled: bool = False
     error: str | None = None  # the LLM or the harness became unavailable
+    proposals: list[ProposalVerdict] = []
 
 
 def _never() -> bool:
@@ -256,6 +264,7 @@ def run_optimization(run: OptimizeRun) -> OptimizeResult:
         result.completion_tokens += rollout.completion_tokens
         result.cancelled = result.cancelled or rollout.cancelled
         result.error = result.error or rollout.error
+        result.proposals += rollout.proposals
         verified += rollout.verified
         run_attempts += rollout.attempts
     # Rollouts that another's error stopped count as stopped by it, not as cancelled by the user.
@@ -283,6 +292,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
     result = RolloutResult(rollout=rollout)
     current = plan.origin
     pending: list[_EnablerStep] = []  # kept enabler steps, judged when the rollout ends
+    asked: set[tuple[str, str]] = set()  # (state, source hash) proposals were asked for
     for step_index in range(request.depth):
         if services.cancelled():
             result.cancelled = True
@@ -291,6 +301,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
             services.report(f"rollout {rollout + 1}: at the roof, stopping", None)
             break
         forced = request.technique if (rollout == 0 and step_index == 0) else None
+        proposed = [] if forced else _proposed(plan, services, current, result, asked)
         seed = request.seed
         step_seed = None if seed is None else seed + rollout * request.depth + step_index + 1
         choice = _choose(
@@ -302,6 +313,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
             seed=step_seed,
             temperature=request.temperature,
             exploration=request.exploration,
+            among=proposed,
         )
         if choice is None:
             break
@@ -465,6 +477,35 @@ def _known_state(
     return msgspec.structs.replace(state, state=choice.state)
 
 
+def _proposed(
+    plan: RolloutPlan,
+    services: RolloutServices,
+    current: VerifiedKernel,
+    result: RolloutResult,
+    asked: set[tuple[str, str]],
+) -> list[str]:
+    """The ids of new techniques proposed for `current`'s state when the KB has none left for
+    it (agents/proposals.py), asked once per state and source in a rollout; [] otherwise."""
+    key = (current.state.state, code_hash(current.source))
+    if plan.request.proposals <= 0 or key in asked:
+        return []
+    batch = propose_where_needed(
+        services.client,
+        services.kb,
+        current.state,
+        kernel=plan.request.kernel,
+        source=current.source,
+        limit=plan.request.proposals,
+    )
+    if batch is None:
+        return []
+    asked.add(key)
+    result.prompt_tokens += batch.usage.prompt_tokens
+    result.completion_tokens += batch.usage.completion_tokens
+    result.proposals += batch.verdicts
+    return batch.accepted
+
+
 def _choose(
     kb: KnowledgeBase,
     state: PerfState,
@@ -475,7 +516,10 @@ def _choose(
     seed: int | None,
     temperature: float,
     exploration: float,
+    among: Sequence[str] = (),
 ) -> RankedTechnique | None:
+    """What the step tries: `forced`, else a weighted random top-k pick among `among` (just
+    proposed) when any of them is ranked, else among the ranking."""
     ranked = kb.rank(state.arch, state.state, state.findings)
     if forced is not None:
         match = next((r for r in ranked if r.technique == forced), None)
@@ -501,6 +545,7 @@ def _choose(
                 explanation=technique.prior_source,
                 target_finding=_target_on(kb, forced, state),
             )
+    ranked = [r for r in ranked if r.technique in among] or ranked
     if source_hash is not None:
         ranked = _untried_or_successful(kb, state, source_hash, ranked)
     picked = select(

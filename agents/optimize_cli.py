@@ -148,6 +148,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         depth=args.depth or settings.depth,
         top_k=settings.top_k,
         seed=args.seed,
+        proposals=max(args.proposals, 0),
         settings=settings,
     )
     with kb, keep_spare_workers():  # the run's evaluations start in prewarmed workers
@@ -196,6 +197,13 @@ def register(subparsers) -> None:
         "beside it (e.g. softmax.better.cu against softmax.py)",
     )
     parser.add_argument("--technique", help="force this KB technique for the first step")
+    parser.add_argument(
+        "--proposals",
+        type=int,
+        default=3,
+        help="new techniques the LLM may propose at once for a state the KB has none left for "
+        "(0: never; default 3)",
+    )
     parser.add_argument("--seed", type=int, help="seed for technique sampling")
     parser.add_argument(
         "--gpus",

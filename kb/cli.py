@@ -1,4 +1,5 @@
-"""`kernelblaster kb ...`: inspect, export, import and merge the knowledge base.
+"""`kernelblaster kb ...`: inspect, export, import and merge the knowledge base, and manage the
+techniques agents proposed (`kb proposals list|promote|retire|rename`).
 
 No command that reads a KB destroys one: `export` never writes over an existing file without
 `--force`, nor ever over the KB itself; a KB named explicitly (`--kb`, KERNELBLASTER_KB,
@@ -12,11 +13,13 @@ import math
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import msgspec
 
 from kernelblaster.input_files import file_problem
+from kernelblaster.kb.proposals import decide, proposal_views, rename
 from kernelblaster.kb.schema import KBError
 from kernelblaster.kb.store import KnowledgeBase, default_path, personal_path
 from kernelblaster.kb.transfer import export_kb, import_kb, merge_kb, read_export, write_export
@@ -71,6 +74,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands.add_parser(
         "sync", help="send a team KB what was recorded while its server was unreachable"
     ).set_defaults(func=_sync)
+
+    proposals = commands.add_parser(
+        "proposals", help="techniques agents proposed: list, promote, retire, rename"
+    )
+    actions = proposals.add_subparsers(dest="proposals_command", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="each with its provenance, status and record")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(func=_proposals_list)
+    for command, decision, text in (
+        ("promote", "promoted", "rank it like a catalog technique, whatever its outcomes"),
+        ("retire", "retired", "stop ranking it, whatever its outcomes"),
+    ):
+        action = actions.add_parser(command, help=text)
+        action.add_argument("technique", help="the proposed technique's id")
+        action.add_argument("--reason", default="", help="why, kept with the decision")
+        action.set_defaults(func=_proposals_decide, decision=decision)
+    renaming = actions.add_parser("rename", help="give a proposal a new id (and title)")
+    renaming.add_argument("technique", help="its id now")
+    renaming.add_argument("new_id", help="lower-case letters, digits and underscores")
+    renaming.add_argument("--title", help="a new title too")
+    renaming.set_defaults(func=_proposals_rename)
 
 
 class UsageError(ValueError):
@@ -181,7 +205,7 @@ def _show(args: argparse.Namespace) -> int:
                 ["technique", "predicted", "conf", "tries", "ok", "slower", "failed", "basis"],
                 [
                     [
-                        r.technique,
+                        r.technique + (f" ({r.proposal})" if r.proposal else ""),
                         f"{r.predicted_speedup:.2f}x",
                         f"{r.confidence:.2f}",
                         r.attempts,
@@ -324,6 +348,55 @@ def _same_file(a: Path, b: Path) -> bool:
     if a.exists() and b.exists():
         return os.path.samefile(a, b)  # also a link or a second name of the same file
     return a.resolve() == b.resolve()
+
+
+@_guarded
+def _proposals_list(args: argparse.Namespace) -> int:
+    with _open(args) as kb:
+        views = proposal_views(kb)
+    if args.json:
+        print(msgspec.json.encode(views).decode())
+        return 0
+    if not views:
+        print(
+            "no proposed techniques yet: the optimize loop proposes some for a state when the "
+            "KB has none left that fit"
+        )
+        return 0
+    _print_table(
+        ["technique", "status", "tries", "ok", "slower", "failed", "geomean", "proposed for"],
+        [
+            [
+                v.technique,
+                v.status,
+                v.attempts,
+                v.successes,
+                v.regressions,
+                v.failures,
+                "-" if v.mean_speedup is None else f"{v.mean_speedup:.2f}x",
+                f"{v.state} on {v.arch} ({v.kernel}, {v.model}, "
+                f"{time.strftime('%Y-%m-%d', time.localtime(v.time))})",
+            ]
+            for v in views
+        ],
+    )
+    return 0
+
+
+@_guarded
+def _proposals_decide(args: argparse.Namespace) -> int:
+    with _open(args) as kb:
+        decide(kb, args.technique, args.decision, args.reason)
+    print(f"{args.technique}: {args.decision}")
+    return 0
+
+
+@_guarded
+def _proposals_rename(args: argparse.Namespace) -> int:
+    with _open(args) as kb:
+        rename(kb, args.technique, args.new_id, title=args.title)
+    print(f"{args.technique} is now {args.new_id}")
+    return 0
 
 
 def _print_report(report: msgspec.Struct) -> None:

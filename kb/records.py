@@ -74,6 +74,32 @@ class Technique(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     prior_source: str = ""  # where the prior comes from, e.g. "rule of thumb: ..."
 
 
+# A proposed technique's standing (kb.proposal_status decides it from the decision and outcomes).
+ProposalStatus = Literal["proposed", "promoted", "retired"]
+ProposalDecision = Literal["promoted", "retired"]  # what a user may decide with `kb proposals`
+
+
+class Proposal(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A technique the optimizing agent proposed for a state where the KB had none left that
+    fit, with where it came from. It lives in the user's (or team's) KB, travels with its
+    export, and is never written into the shipped catalog. Until a user decides, its status
+    follows its measured outcomes (kb.proposal_status)."""
+
+    technique: Technique
+    arch: str  # where it was proposed
+    state: str
+    kernel: str
+    model: str  # the LLM that proposed it
+    time: float  # epoch seconds
+    decision: ProposalDecision | None = None  # a user's promote or retire; None: outcomes decide
+    decision_time: float | None = None  # of two copies' decisions (a merge), the newer wins
+    decision_reason: str = ""
+
+    @property
+    def id(self) -> str:  # the outbox keys changes by id
+        return self.technique.id
+
+
 class State(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     id: str  # e.g. "memory.dram"
     bottleneck: Bottleneck
@@ -175,7 +201,7 @@ class PriorOverride(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 # What a KB learns, one record at a time: what its writes take and what a team KB's outbox holds
 # while the server is unreachable.
-Change = Attempt | Note | PriorOverride | State
+Change = Attempt | Note | PriorOverride | State | Proposal
 
 
 class RankedTechnique(msgspec.Struct, kw_only=True):
@@ -201,6 +227,10 @@ class RankedTechnique(msgspec.Struct, kw_only=True):
     # uncoalesced_global_access", or "no attempts yet"; with how many attempts on kernels with
     # other findings were left out.
     evidence: str = ""
+    # Set for a technique an agent proposed (kb.records.Proposal): "proposed" while it is on
+    # trial (ranked with a conservative prior), "promoted" once its outcomes (or a user) made it
+    # a regular; None for a catalog technique.
+    proposal: ProposalStatus | None = None
 
 
 class KBSummary(msgspec.Struct, kw_only=True):
@@ -229,3 +259,4 @@ class KBExport(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     priors: list[PriorOverride] = []
     notes: list[Note] = []
     attempts: list[Attempt] = []
+    proposals: list[Proposal] = []  # their techniques are in `techniques` too

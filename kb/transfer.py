@@ -3,6 +3,8 @@
 Statistics never travel: they are refolded from the attempts after every import or merge, and
 attempts are keyed by id, so merging the same file twice (or two files sharing attempts) can't
 double count anything. Notes are keyed by id too; of two priors for one entry the newer wins.
+Proposed techniques travel with their provenance and a user's decision (the newer decision
+wins); they never replace a technique of the shipped catalog, which is never written.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ class MergeReport(msgspec.Struct, kw_only=True):
     priors_updated: int = 0
     techniques_added: int = 0
     states_added: int = 0
+    proposals_changed: int = 0  # added, or a newer decision taken
     entries_recomputed: int = 0
 
 
 def export_kb(kb: KnowledgeBase) -> KBExport:
     """Everything learned: techniques and states (catalog ones included, so a reader needs no
-    catalog), priors set by policy updates, every note, every attempt."""
+    catalog), priors set by policy updates, every note, every attempt, every proposal."""
     return KBExport(
         exported=time.time(),
         techniques=kb.techniques(),
@@ -40,6 +43,7 @@ def export_kb(kb: KnowledgeBase) -> KBExport:
         priors=kb.priors(),
         notes=kb.note_history(),
         attempts=kb.attempts()[::-1],
+        proposals=kb.proposals(),
     )
 
 
@@ -106,6 +110,8 @@ def _merge_in(conn: Connection, data: KBExport) -> MergeReport:
             report.techniques_added += 1
     for state in data.states:
         report.states_added += rows.ensure_state(conn, state.id, state.description)
+    for proposal in data.proposals:
+        report.proposals_changed += rows.put_proposal(conn, proposal)
     for attempt in data.attempts:
         if rows.insert_attempt(conn, attempt):
             report.attempts_added += 1

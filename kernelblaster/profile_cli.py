@@ -152,6 +152,8 @@ def _kernel_json(
                 "confidence": r.confidence,
                 "basis": r.basis,
                 "evidence": r.evidence,
+                # "proposed" (by an agent, on trial) or "promoted"; null: a catalog technique
+                "proposal": r.proposal,
             }
             for r in ranked
         ],
@@ -214,8 +216,10 @@ def _text(
         if ranked:
             out.append("  to try (knowledge base):")
         for position, technique in enumerate(ranked[:TEXT_TECHNIQUES], start=1):
+            mark = f" [{technique.proposal}]" if technique.proposal else ""
             out.append(
-                f"    {position}. {technique.title}: predicted {technique.predicted_speedup:.2f}x "
+                f"    {position}. {technique.title}{mark}: predicted "
+                f"{technique.predicted_speedup:.2f}x "
                 f"(confidence {technique.confidence:.0%}; {technique.explanation})"
             )
     return "\n".join(out)

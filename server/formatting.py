@@ -84,6 +84,16 @@ def profile_for(kernels: list[KernelProfile], kernel: str) -> KernelProfile | No
     return next((k for k in kernels if k.name == kernel), None)
 
 
+def proposal_mark(technique: RankedTechnique) -> str:
+    """A marker for a technique an agent proposed (kb.records.Proposal): on trial, its
+    prediction rests on a conservative prior; promoted, on its measured outcomes."""
+    if technique.proposal == "proposed":
+        return " *(proposed by an agent, on trial)*"
+    if technique.proposal == "promoted":
+        return " *(proposed by an agent, promoted by its outcomes)*"
+    return ""
+
+
 def track_record(technique: RankedTechnique) -> str:
     """What the KB's prediction for `technique` rests on: the outcomes of the attempts it learned
     from and which kernels they were on ("3 faster, 1 slower, 0 failed, mean 1.90x in 4 attempts

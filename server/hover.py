@@ -113,7 +113,7 @@ def _ranking(ranked: list[RankedTechnique], state: PerfState | None) -> list[str
     lines = ["", f"**{heading}:**", ""]
     for position, technique in enumerate(ranked, start=1):
         lines.append(
-            f"{position}. **{technique.title}** — predicted "
+            f"{position}. **{technique.title}**{formatting.proposal_mark(technique)} — predicted "
             f"{formatting.factor(technique.predicted_speedup)} "
             f"(confidence {technique.confidence:.0%}); " + formatting.track_record(technique)
         )
