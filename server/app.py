@@ -117,6 +117,7 @@ async def did_open(ls: KernelBlasterServer, params: types.DidOpenTextDocumentPar
     if ls.watcher is not None:
         ls.watcher.watch(path.parent)
     await ls.ready.wait()
+    await asyncio.to_thread(ls.history.open, path, ls.settings)
     if not is_header(path) and ls.trust.trusted and ls.settings.build_on_change:
         ls.ahead.expect_edits(ls.settings)
     ls.candidates.replace(path, await asyncio.to_thread(optimize.find_candidates, path))
@@ -157,6 +158,7 @@ def did_close(ls: KernelBlasterServer, params: types.DidCloseTextDocumentParams)
     ls.jobs.cancel(str(path))
     ls.ahead.cancel(path)
     ls.knowledge.forget(path)
+    ls.history.close(path)
     ls.text_document_publish_diagnostics(
         types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
     )
@@ -220,12 +222,15 @@ def hover(ls: KernelBlasterServer, params: types.HoverParams) -> types.Hover | N
     if span is None or position.line > span.name_range.end.line:
         return None
     result = ls.cache.get(path)
+    history = ls.history.history(path)
     markdown = kernel_hover(
         span.name,
         result,
         ls.knowledge.for_kernel(path, span.name)[: max(HOVER_TECHNIQUES, ls.settings.top_k)],
         current=result is not None and result.profiled_text_hash == text_hash(document.source),
         note=None if ls.trust.trusted else "Workspace not trusted: nothing is built or run.",
+        delta=ls.history.delta(path, result.response.check, result.text_hash) if result else None,
+        history=history.points if history else None,
     )
     return types.Hover(
         contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown),

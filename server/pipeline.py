@@ -58,6 +58,7 @@ async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
             reporter.end("failed", f"{path.name}: cannot read it: {exc}")
             return
         ls.documents.record_read(path, text)
+        await asyncio.to_thread(ls.history.note_reference, path, ls.settings)
         hashed = text_hash(text)
         ls.ahead.before_save(path, hashed)
         async with ls.jobs.gpu():
@@ -68,7 +69,9 @@ async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
         # What was verified and timed before the cancel stays shown (`show_checked`).
         reporter.end("cancelled", f"{path.name}: cancelled")
         raise
-    reporter.end("done", summary(result))
+    delta = ls.history.delta(path, result.response.check, result.text_hash)
+    change = formatting.delta_line(delta) if delta is not None else None
+    reporter.end("done", summary(result) + (f" — {change}" if change else ""))
 
 
 async def _profile(
@@ -90,6 +93,9 @@ async def _profile(
         if message.check is not None and message.check.timing is not None:
             show_checked(ls, path, hashed, message)
             timed = f"{formatting.timing_line(message.check)}; "
+            delta = ls.history.delta(path, message.check, hashed)
+            if delta is not None and (change := formatting.delta_line(delta)):
+                timed = f"{formatting.milliseconds(delta.median_ms)} — {change}; {timed}"
         if message.states:
             ranking = asyncio.get_running_loop().create_task(refresh_ranking(ls, path))
         reporter.report(message.phase, f"{path.name}: {timed}{message.message}", message.percent)
@@ -122,6 +128,7 @@ async def install(ls: KernelBlasterServer, result: FileResult) -> None:
     path = Path(result.source)
     ls.cache.put(result)
     await asyncio.to_thread(ls.cache.save, result)
+    await asyncio.to_thread(ls.history.record, result)
     await refresh_ranking(ls, path)
     publish(ls, path)
 
@@ -152,7 +159,10 @@ def publish(ls: KernelBlasterServer, path: Path) -> None:
     found: list[types.Diagnostic] = []
     if result is not None:
         context = diagnostics.FileContext(uri=uri, path=path, lines=lines, kernels=locate(text))
-        found = diagnostics.file_diagnostics(result, context, text_hash=text_hash(text))
+        delta = ls.history.delta(path, result.response.check, result.text_hash)
+        found = diagnostics.file_diagnostics(
+            result, context, text_hash=text_hash(text), delta=delta
+        )
     if not ls.trust.trusted:
         found.append(diagnostics.untrusted_diagnostic(UNTRUSTED_DIAGNOSTIC))
     codec = ls.workspace.position_codec
