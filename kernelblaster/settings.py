@@ -91,6 +91,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     rollouts: int = 4
     depth: int = 3
     top_k: int = 3
+    # editor: a code lens above each kernel (time, state, headroom; Optimize, Show profile,
+    # Open in Nsight Compute)
+    code_lens: bool = True
     # storage
     kb_path: str | None = None
     cache_dir: str | None = None

@@ -22,7 +22,8 @@ SUFFIX = ".ncu-rep"
 def keep(report: Path, folder: Path, text_hash: str) -> str | None:
     """Copy `report` into `folder` (atomically: a reader never sees half a report) and drop the
     oldest beyond the limits; the kept path, or None when it could not be copied."""
-    kept = folder / f"{time.strftime('%Y%m%d-%H%M%S')}-{text_hash[:12]}{SUFFIX}"
+    # Named by the time it was kept, in nanoseconds: the names sort oldest first.
+    kept = folder / f"{time.time_ns()}-{text_hash[:12]}{SUFFIX}"
     temporary: str | None = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -44,7 +45,7 @@ def keep(report: Path, folder: Path, text_hash: str) -> str | None:
 
 def prune(folder: Path) -> None:
     """Keep the newest KEEP reports within REPORTS_CAP_BYTES (the newest always)."""
-    reports = sorted(folder.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime, reverse=True)
+    reports = sorted(folder.glob(f"*{SUFFIX}"), key=lambda p: p.name, reverse=True)
     total = 0
     for index, report in enumerate(reports):
         total += report.stat().st_size

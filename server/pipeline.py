@@ -173,6 +173,14 @@ def publish(ls: KernelBlasterServer, path: Path) -> None:
     ls.text_document_publish_diagnostics(
         types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=document.version)
     )
+    refresh_lenses(ls)
+
+
+def refresh_lenses(ls: KernelBlasterServer) -> None:
+    """Ask the client to resolve the code lenses again (their titles come from the results)."""
+    workspace = ls.client_capabilities.workspace
+    if workspace and workspace.code_lens and workspace.code_lens.refresh_support:
+        ls.workspace_code_lens_refresh(None)
 
 
 def summary(result: FileResult) -> str:

@@ -44,13 +44,18 @@ def _timing(client, uri: str) -> str | None:
     return found[0].message if found else None
 
 
+def _done(client) -> int:
+    """Jobs that ended with a result (a save cancels a job the watcher started: not counted)."""
+    return len([s for s in client.job_status if s.phase == "done"])
+
+
 async def _saved(client, uri, source, text, version, workspace, median_ms) -> types.Diagnostic:
     """Save `text` answered with a run timed at `median_ms`; its timing diagnostic once the job
     has ended."""
     workspace.record("harness", timed_softmax(source, median_ms))
-    ended = len([s for s in client.job_status if not s.running])
+    done = _done(client)
     edit_and_save(client, uri, source, text, version)
-    await wait_until(lambda: len([s for s in client.job_status if not s.running]) > ended)
+    await wait_until(lambda: _done(client) > done)
     (timing,) = by_code(client.diagnostics[uri], "timing")
     return timing
 
@@ -122,9 +127,9 @@ async def test_another_gpu_starts_a_new_history(client, workspace):
     other = timed_softmax(source, 0.2)
     other.check.gpu = "NVIDIA H100 80GB HBM3"
     workspace.record("harness", other)
-    ended = len([s for s in client.job_status if not s.running])
+    done = _done(client)
     edit_and_save(client, uri, source, source.read_text() + "// v2\n", 2)
-    await wait_until(lambda: len([s for s in client.job_status if not s.running]) > ended)
+    await wait_until(lambda: _done(client) > done)
     message = _timing(client, uri)
     assert message is not None and "faster" not in message and "slower" not in message
     history = msgspec.json.decode(SaveHistory(ResultCache()).file_for(source).read_bytes())
