@@ -152,7 +152,8 @@ def timed(workspace: Path, control: Path, median_ms: float) -> None:
 
 def progress(workspace: Path, control: Path, python: str) -> None:
     """softmax.cu + softmax.py whose kernelblaster.toml runs the replay worker (honoured in a
-    trusted workspace), answering the first run at 0.4 ms."""
+    trusted workspace), answering the first run at 2 ms per call (the H100 profile's kernel takes
+1.44 ms under ncu; every save replays that same profile: only the timing changes)."""
     workspace.mkdir(parents=True, exist_ok=True)
     for name in ("softmax.cu", "softmax.py"):
         shutil.copyfile(REPO / "examples" / name, workspace / name)
@@ -160,7 +161,7 @@ def progress(workspace: Path, control: Path, python: str) -> None:
     (workspace / "kernelblaster.toml").write_text(
         f"worker_command = {json.dumps([*replay, 'harness'])}\nbuild_on_change = false\n"
     )
-    timed(workspace, control, 0.4)
+    timed(workspace, control, 2.0)
 
 
 def main(workspace: Path, kb_file: Path) -> None:

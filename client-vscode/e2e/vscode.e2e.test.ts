@@ -244,13 +244,14 @@ describe('KernelBlaster in VS Code', () => {
     await vscode.trustWorkspace();
     await vscode.openFile('softmax.cu');
     await vscode.command('Problems: Focus on Problems View');
-    // The run on open (0.4 ms) is the first point of this session's history.
-    await vscode.wait('the first timing', () => someProblemsContaining('0.4 ms per call'));
-    // The next save is answered at 0.25 ms: 1.6× faster, since the previous save and since opened.
-    execFileSync(PYTHON, [FIXTURE, 'timed', progressWorkspace, progressControl, '0.25'], { cwd: REPO });
+    // The run on open (2 ms per call) is the first point of this session's history.
+    await vscode.wait('the first timing', () => someProblemsContaining('2.00 ms per call'));
+    // The next save is answered at 1.5 ms: 1.33× faster, since the previous save and since opened.
+    execFileSync(PYTHON, [FIXTURE, 'timed', progressWorkspace, progressControl, '1.5'], { cwd: REPO });
+    await vscode.openFile('softmax.cu'); // the editor takes the keyboard back from the Problems view
     await vscode.appendLineAndSave('// faster');
-    const delta = await vscode.wait('the delta in the timing diagnostic', () => someProblemsContaining('1.60× faster than the previous save'));
-    assert.ok(delta.some((row) => row.includes('0.25 ms — 1.60× faster than the previous save, 1.60× faster since opened')), delta.join('\n'));
+    const delta = await vscode.wait('the delta in the timing diagnostic', () => someProblemsContaining('1.33× faster than the previous save'));
+    assert.ok(delta.some((row) => row.includes('1.50 ms — 1.33× faster than the previous save, 1.33× faster since opened')), delta.join('\n'));
     const status = await vscode.wait('the delta in the status bar', async () =>
       (await vscode.statusBar('kernelblaster')).find((item) => item.includes('faster than the previous save')),
     );
@@ -285,7 +286,7 @@ describe('KernelBlaster in VS Code', () => {
 
   it('Show profile opens the profile view with the roofline', async () => {
     await vscode.clickCodeLens('Show profile');
-    await vscode.wait('the profile tab', () => vscode.isActiveTab('Profile: softmax_rowthread'));
+    // beside the source, in a second editor group
     const view = await vscode.webviewFrame('#roofline svg.roofline');
     assert.equal(await view.$$eval('svg.roofline circle.point.current', (points) => points.length), 1);
     assert.ok((await view.$$eval('svg.roofline circle.point.earlier', (points) => points.length)) >= 1, 'the earlier save’s point');
@@ -293,7 +294,7 @@ describe('KernelBlaster in VS Code', () => {
     const source = await view.$eval('.roofs-source', (element) => element.textContent);
     assert.match(source, /Roofs measured: measured by Nsight Compute on the NVIDIA H100 80GB HBM3/);
     const change = await view.$eval('#timing .change', (element) => element.textContent);
-    assert.match(change, /1\.60× faster than the previous save/);
+    assert.match(change, /1\.33× faster than the previous save/);
     assert.equal(await view.$$eval('#history tr.version', (rows) => rows.length), 2);
     await vscode.shot('12-profile-view');
   });

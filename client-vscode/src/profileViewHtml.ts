@@ -163,6 +163,7 @@ th { font-weight: 600; color: var(--vscode-descriptionForeground); }
 tr.version.current { font-weight: 600; }
 a { color: var(--vscode-textLink-foreground); text-decoration: none; }
 a:hover { text-decoration: underline; }
+.roofline { max-width: 720px; height: auto; display: block; }
 .roofline .grid { stroke: var(--vscode-panel-border); stroke-width: 1; }
 .roofline .tick-label, .roofline .axis-label, .roofline .roof-label { fill: var(--vscode-descriptionForeground); font-size: 10px; }
 .roofline .roof { fill: none; stroke: var(--vscode-charts-blue); stroke-width: 2.5; }

@@ -31,7 +31,7 @@ export function rooflinePlot(roofs: Roofs, points: readonly PlotPoint[]): string
   const y = (v: number): number => HEIGHT - BOTTOM - ((Math.log10(v) - Math.log10(yLow)) / (Math.log10(yHigh) - Math.log10(yLow))) * (HEIGHT - TOP - BOTTOM);
   const memoryStart = Math.max(xLow, yLow / roofs.dram_bytes_per_s);
   const parts = [
-    `<svg class="roofline" width="${String(WIDTH)}" height="${String(HEIGHT)}" viewBox="0 0 ${String(WIDTH)} ${String(HEIGHT)}" role="img" aria-label="${escapeHtml(ariaLabel(roofs, points))}">`,
+    `<svg class="roofline" width="100%" viewBox="0 0 ${String(WIDTH)} ${String(HEIGHT)}" role="img" aria-label="${escapeHtml(ariaLabel(roofs, points))}">`,
     ...decades(xLow, xHigh).map((t) => `<line class="grid" x1="${f(x(t))}" x2="${f(x(t))}" y1="${String(TOP)}" y2="${String(HEIGHT - BOTTOM)}"/><text class="tick-label" x="${f(x(t))}" y="${String(HEIGHT - BOTTOM + 14)}" text-anchor="middle">${tickLabel(t)}</text>`),
     ...yTicks(yLow, yHigh).map((t) => `<line class="grid" x1="${String(LEFT)}" x2="${String(WIDTH - RIGHT)}" y1="${f(y(t))}" y2="${f(y(t))}"/><text class="tick-label" x="${String(LEFT - 4)}" y="${f(y(t) + 3)}" text-anchor="end">${flopsLabel(t)}</text>`),
     `<text class="axis-label" x="${f((LEFT + WIDTH - RIGHT) / 2)}" y="${String(HEIGHT - 6)}" text-anchor="middle">arithmetic intensity (FLOP / DRAM byte)</text>`,
