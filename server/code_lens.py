@@ -1,8 +1,8 @@
 """A code lens above each kernel (`textDocument/codeLens`, resolved lazily in `codeLens/resolve`):
-a one-line summary (time, state, speedup against the better of PyTorch eager and torch.compile,
-headroom to the nearest roof) and the actions "Optimize", "Show profile" and "Open in Nsight
-Compute". The lenses' places come from the text alone; their titles from the cached result,
-only when the client shows them.
+a one-line summary (time, the state's head, speedup against the better of PyTorch eager and
+torch.compile, headroom to the nearest roof) and the actions "Optimize", "Show profile" and
+"Open in Nsight Compute". The lenses' places come from the text alone; their titles from the
+cached result, only when the client shows them.
 
 "Show profile" and "Open in Nsight Compute" are the editor extension's own commands when it
 says it has them (`clientCommands` in the initialization options, as rust-analyzer's clients
@@ -83,7 +83,12 @@ def resolve(
     result is of the document's text."""
     target = {"uri": data.uri, "kernel": data.kernel}
     if data.kind == "summary":
-        return types.Command(title=summary(data.kernel, result, current=current), command="")
+        state = result.states.get(data.kernel) if result else None
+        return types.Command(
+            title=summary(data.kernel, result, current=current),
+            command="",
+            tooltip=state.summary if state else None,  # the whole state line
+        )
     if data.kind == "optimize":
         arguments = [{**target, "technique": None, "version": data.version}]
         return types.Command(title="Optimize", command=OPTIMIZE, arguments=arguments)
@@ -101,7 +106,7 @@ def resolve(
 
 
 def summary(kernel: str, result: FileResult | None, *, current: bool) -> str:
-    """ "0.177 ms · memory-bound (…) · 0.48× vs best of eager/torch.compile · 35% of DRAM
+    """ "0.177 ms · memory-bound · 0.48× vs best of eager/torch.compile · 35% of the DRAM
     bandwidth roof" """
     if result is None:
         return "not profiled yet: save to build, check and profile"
@@ -113,8 +118,8 @@ def summary(kernel: str, result: FileResult | None, *, current: bool) -> str:
     elif response.check is not None and response.check.timing is not None:
         parts.append(f"{formatting.milliseconds(response.check.timing.median_ms)} per call")
     state = result.states.get(kernel)
-    if state is not None:
-        parts.append(state.summary)
+    if state is not None:  # its head ("memory-bound"): the whole line is the tooltip and hover's
+        parts.append(state.summary.split(" (", 1)[0].split(";", 1)[0])
     if (best := best_reference_ratio(result)) is not None:
         parts.append(f"{formatting.factor(best)} vs best of eager/torch.compile")
     if state is not None and state.headroom is not None:

@@ -256,7 +256,6 @@ describe('KernelBlaster in VS Code', () => {
       (await vscode.statusBar('kernelblaster')).find((item) => item.includes('faster than the previous save')),
     );
     assert.match(status, /softmax/);
-    await vscode.shot('10-save-delta');
     await vscode.goToLine(6, 22);
     await vscode.command('Show or Focus Hover');
     const hover = await vscode.wait('the delta in the hover', async () => {
@@ -264,6 +263,7 @@ describe('KernelBlaster in VS Code', () => {
       return text?.includes('faster since opened') ? text : undefined;
     });
     assert.match(hover, /Last 2 saves \(median per call, oldest first\)/);
+    await vscode.shot('10-save-delta');
     await vscode.page.keyboard.press('Escape');
   });
 
@@ -275,8 +275,7 @@ describe('KernelBlaster in VS Code', () => {
     });
     const [summary, ...actions] = lenses;
     // ncu's time of the kernel, its state, the headroom to its nearest roof
-    assert.match(summary, /^1\.44 ms · launch-bound \(32 blocks/);
-    assert.match(summary, /5% of the DRAM bandwidth roof$/);
+    assert.equal(summary, '1.44 ms · launch-bound · 5% of the DRAM bandwidth roof');
     assert.deepEqual(actions, ['Optimize', 'Show profile', 'Open in Nsight Compute']);
     await vscode.shot('11-code-lens');
     // Optimize from the lens runs the server's optimize, which says what it needs first.
@@ -300,6 +299,8 @@ describe('KernelBlaster in VS Code', () => {
   });
 
   it('Open in Nsight Compute says where the kept report is without ncu-ui', async () => {
+    await vscode.command('View: Close All Editor Groups');
+    await vscode.command('Notifications: Clear All Notifications');
     await vscode.openFile('softmax.cu');
     await vscode.clickCodeLens('Open in Nsight Compute');
     const toast = await vscode.wait('the Nsight Compute explanation', async () =>
@@ -307,6 +308,7 @@ describe('KernelBlaster in VS Code', () => {
     );
     assert.match(toast, /The report is .*softmax\.cu\.reports\/\d+-[0-9a-f]+\.ncu-rep/);
     assert.match(toast, /developer\.nvidia\.com\/nsight-compute/);
+    await new Promise((resolve) => setTimeout(resolve, 500)); // the toast's slide-in
     await vscode.shot('13-nsight-compute');
   });
 });
