@@ -50,6 +50,7 @@ INERT_SETTINGS = frozenset(
         "rollouts",
         "depth",
         "top_k",
+        "code_lens",  # whether the editor shows a lens above each kernel
     }
 )
 # Why each other setting needs trust (the message names it). A setting in neither list needs

@@ -100,6 +100,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     rollouts: AtLeastOne = 4
     depth: AtLeastOne = 3
     top_k: AtLeastOne = 3
+    # editor: a code lens above each kernel (time, state, headroom; Optimize, Show profile,
+    # Open in Nsight Compute)
+    code_lens: bool = True
     # storage
     kb_path: str | None = None
     cache_dir: str | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kernelblaster.harness.protocol.records import CheckResult, KernelProfile, KernelResources
 from kernelblaster.kb.records import RankedTechnique
+from kernelblaster.server.history import Change, SaveDelta
 
 
 def milliseconds(value: float) -> str:
@@ -109,3 +110,27 @@ def track_record(technique: RankedTechnique) -> str:
     if technique.mean_speedup is not None:
         record += f", mean {factor(technique.mean_speedup)}"
     return f"{record} in {evidence}"
+
+
+def change(value: Change, against: str, same: str) -> str:
+    """ "1.32× faster than the previous save" / "1.10× slower since opened", or `same` when
+    the two runs' spreads overlap."""
+    if value.within_noise:
+        return f"{same} (within noise)"
+    if value.factor >= 1:
+        return f"{factor(value.factor)} faster {against}"
+    return f"{factor(1 / value.factor)} slower {against}"
+
+
+def delta_line(delta: SaveDelta) -> str | None:
+    """ "1.32× faster than the previous save, 2.10× faster since opened" (a regression says so),
+    or None when there is nothing earlier to compare with."""
+    parts = []
+    if delta.previous is not None:
+        parts.append(change(delta.previous, "than the previous save", "same as the previous save"))
+    if delta.since_opened is not None:
+        parts.append(change(delta.since_opened, "since opened", "unchanged since opened"))
+    if not parts:
+        return None
+    line = ", ".join(parts)
+    return f"regression: {line}" if delta.regression else line

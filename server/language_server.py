@@ -11,6 +11,9 @@ Feature map (state owner → who reads it):
 - `candidates` (KeptCandidates): the best verified rewrite per kernel → code actions,
   `showDiff`, the knowledge-base view; written by optimize.
 - `cache` (ResultCache): each file's last worker result → hover, diagnostics, ranking.
+- `history` (SaveHistory): each file's timing history per GPU and reference, and its kept
+  Nsight Compute reports → the deltas in diagnostics, hover and status, the code lens, the
+  profile view; written by the save pipeline.
 - `jobs` (JobManager): one debounced, cancellable job per file and the GPU's slots (interactive
   work first, background work yields) → the save pipeline, optimize, writing a kernel.
 - `ahead` (AheadBuilds): each open file's build of its unsaved text, started when typing pauses
@@ -36,6 +39,7 @@ from kernelblaster.server.cache import ResultCache
 from kernelblaster.server.candidates import KeptCandidates
 from kernelblaster.server.configuration import InitOptions
 from kernelblaster.server.documents import OpenDocuments
+from kernelblaster.server.history import SaveHistory
 from kernelblaster.server.jobs import JobManager
 from kernelblaster.server.knowledge import KnowledgeFeature
 from kernelblaster.server.progress import CancelRegistry
@@ -59,6 +63,7 @@ class KernelBlasterServer(LanguageServer):
         self.ahead = AheadBuilds()
         self.cancels = CancelRegistry()
         self.cache = ResultCache()
+        self.history = SaveHistory(self.cache)
         self.documents = OpenDocuments()
         self.knowledge = KnowledgeFeature()
         self.candidates = KeptCandidates()

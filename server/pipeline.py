@@ -67,6 +67,7 @@ async def run(ls: KernelBlasterServer, path: Path, depth: ProfileDepth | None) -
             reporter.end("failed", f"{path.name}: cannot read it: {exc}")
             return
         ls.documents.record_read(path, text)
+        await asyncio.to_thread(ls.history.note_reference, path, ls.settings)
         hashed = text_hash(text)
         # An edit saved at once, its build ahead still waiting out the typing pause: built now,
         # beside the wait for the GPU and the worker's start.
@@ -78,7 +79,9 @@ async def run(ls: KernelBlasterServer, path: Path, depth: ProfileDepth | None) -
         # What was verified and timed before the cancel stays shown (`show_checked`).
         reporter.end("cancelled", f"{path.name}: cancelled")
         raise
-    reporter.end("done", summary(result))
+    delta = ls.history.delta(path, result.response.check, result.text_hash)
+    change = formatting.delta_line(delta) if delta is not None else None
+    reporter.end("done", summary(result) + (f" — {change}" if change else ""))
 
 
 async def _profile(
@@ -110,6 +113,9 @@ async def _profile(
         if message.check is not None and message.check.timing is not None:
             show_checked(ls, path, hashed, message)
             timed = f"{formatting.timing_line(message.check)}; "
+            delta = ls.history.delta(path, message.check, hashed)
+            if delta is not None and (change := formatting.delta_line(delta)):
+                timed = f"{formatting.milliseconds(delta.median_ms)} — {change}; {timed}"
         if message.states:
             rankings.append(asyncio.get_running_loop().create_task(refresh_ranking(ls, path)))
         if message.background and slot is not None and running is not None:
@@ -167,6 +173,7 @@ async def install(ls: KernelBlasterServer, result: FileResult) -> None:
     path = Path(result.source)
     ls.cache.put(result)
     await asyncio.to_thread(ls.cache.save, result)
+    await asyncio.to_thread(ls.history.record, result)
     await refresh_ranking(ls, path)
     publish(ls, path)
 
@@ -197,7 +204,10 @@ def publish(ls: KernelBlasterServer, path: Path) -> None:
     found: list[types.Diagnostic] = []
     if result is not None:
         context = diagnostics.FileContext(uri=uri, path=path, lines=lines, kernels=locate(text))
-        found = diagnostics.file_diagnostics(result, context, text_hash=text_hash(text))
+        delta = ls.history.delta(path, result.response.check, result.text_hash)
+        found = diagnostics.file_diagnostics(
+            result, context, text_hash=text_hash(text), delta=delta
+        )
     if not ls.trust.trusted:
         found.append(diagnostics.untrusted_diagnostic(UNTRUSTED_DIAGNOSTIC))
     codec = ls.workspace.position_codec
@@ -208,6 +218,14 @@ def publish(ls: KernelBlasterServer, path: Path) -> None:
     ls.text_document_publish_diagnostics(
         types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=document.version)
     )
+    refresh_lenses(ls)
+
+
+def refresh_lenses(ls: KernelBlasterServer) -> None:
+    """Ask the client to resolve the code lenses again (their titles come from the results)."""
+    workspace = ls.client_capabilities.workspace
+    if workspace and workspace.code_lens and workspace.code_lens.refresh_support:
+        ls.workspace_code_lens_refresh(None)
 
 
 def summary(result: FileResult) -> str:
