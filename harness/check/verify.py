@@ -182,7 +182,7 @@ class Verifier:
     @property
     def stopped(self) -> bool:
         return self.layout_problem is not None or any(
-            h.kind in ("reads_reference", "monkey_patch") for h in self.hacks
+            h.kind in ("reads_reference", "monkey_patch", "reference_tampered") for h in self.hacks
         )
 
     def _check_integrity(self) -> bool:
