@@ -44,7 +44,7 @@ ANSWERS = Path(__file__).resolve().parent / "kernelbench" / "answers"
 GB = 10**9
 MIB = 1 << 20
 
-_ELEMENTWISE = '''import torch
+_ELEMENTWISE = """import torch
 import torch.nn as nn
 
 
@@ -67,9 +67,9 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
-_SUM = '''import torch
+_SUM = """import torch
 import torch.nn as nn
 
 
@@ -95,7 +95,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [reduce_dim]
-'''
+"""
 
 _SUM_CU = r"""// Sum over dim 1 of a batch_size x dim1 x dim2 tensor (keepdim): one thread per
 // output element, reading down its column (coalesced across the threads of a warp).
@@ -148,9 +148,7 @@ PROBLEMS = [
         4096 * 393216,
         4096 * 393216,
     ),
-    Problem(
-        "47_Sum_reduction_over_a_dimension", _SUM, _SUM_CU, 128 * 4096 * 4095, 128 * 4095
-    ),
+    Problem("47_Sum_reduction_over_a_dimension", _SUM, _SUM_CU, 128 * 4096 * 4095, 128 * 4095),
 ]
 
 
