@@ -248,6 +248,7 @@ def _check_callable(
         began = time.perf_counter()
         facts = side.clean.facts()  # the clean process's session: its sets, its habits
         result.phase_seconds["clean_reference_wait"] = round(time.perf_counter() - began, 4)
+        result.phase_seconds.update({f"clean_{k}": v for k, v in facts.seconds.items()})
         input_bytes, output_bytes = set_bytes(probe.inputs), set_bytes(probe.output_templates)
         refused = verification_room(
             input_bytes, output_bytes, held=input_bytes + facts.ahead_bytes, device=device
@@ -277,6 +278,7 @@ def _check_callable(
             kernel_watch=KernelWatch(settings),
         )
         _verify_and_time(settings, result, progress, phase_done, verifier, warnings)
+        side.clean.end_session()  # its memory back before the baselines and the profile
         return None
     except torch.OutOfMemoryError as exc:
         return out_of_memory(

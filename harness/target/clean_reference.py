@@ -116,7 +116,19 @@ class CleanReference:
     def compare(
         self, key: int, actual: list, *, trial: int, seed: int, scale: float | None = None
     ) -> list[Mismatch]:
-        return self._ask("compare", key, actual, trial=trial, seed=seed, scale=scale)
+        """`actual` must be this process's own tensors (not ones received from the child)."""
+        found = self._ask("compare", key, actual, trial=trial, seed=seed, scale=scale)
+        if self.device.startswith("cuda"):
+            import torch  # loaded: the tensors just sent were torch's
+
+            # `actual`'s memory, shared with the child until its answer, is this process's to
+            # reuse as soon as the caller lets go of it (not at some later share)
+            torch.cuda.ipc_collect()
+        return found
+
+    def end_session(self) -> None:
+        """The check is over: the child frees the session's memory (its sets and its cache)."""
+        self._ask("end_session")
 
     def close(self) -> None:
         """End the child (it also ends when the worker does)."""
@@ -161,12 +173,16 @@ def _serve(conn: Connection, device_name: str) -> None:
                 session = ReferenceSession(side, atol=atol, rtol=rtol)
                 del side
                 answer: Any = session.facts
+            elif question == "end_session":
+                session = answer = None
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
             elif question in _QUESTIONS and session is not None:
                 answer = getattr(session, question)(*args, **kwargs)
             else:
                 raise RuntimeError(f"the clean reference process can't answer {question!r} now")
             conn.send(("ok", answer))
-            del answer
+            del answer, args, kwargs  # the worker's tensors: its to reuse once let go of
             if device.type == "cuda":
                 torch.cuda.ipc_collect()  # tensors the worker has let go of, freed
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the worker

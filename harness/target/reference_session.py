@@ -64,6 +64,7 @@ class SessionFacts:
     seeds: list[int]
     trials: int
     ahead_bytes: int  # held by the sets made ahead (0: each made when its trial starts)
+    seconds: dict[str, float]  # making the session's side (reference_load, reference_sets...)
 
 
 class ReferenceSession:
@@ -77,7 +78,11 @@ class ReferenceSession:
         self._expected: dict[int, list[torch.Tensor]] = {}
         self._next_key = 0
         self.facts = SessionFacts(
-            habits=habits, seeds=list(plan.seeds), trials=plan.trials, ahead_bytes=plan.held_bytes
+            habits=habits,
+            seeds=list(plan.seeds),
+            trials=plan.trials,
+            ahead_bytes=plan.held_bytes,
+            seconds=dict(side.seconds),
         )
 
     # --- the sets -----------------------------------------------------------------------

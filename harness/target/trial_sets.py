@@ -23,7 +23,6 @@ when asked for, so a trial sees the same values either way."""
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -84,7 +83,6 @@ class TrialPlan:
         self.trials = max(trials, 3)
         self.seeds = [fresh_seed() for _ in range(self.trials + 1)]  # the recheck's last
         self.made_ahead = False
-        self.made_late_s = 0.0  # spent making sets when their trials took them
         self._warm_up: TrialSet | None = None
         self._ahead: dict[int, TrialSet] = {}
         self.held_bytes = 0  # what the sets made ahead take
@@ -97,11 +95,11 @@ class TrialPlan:
     def warm_up(self) -> TrialSet:
         """The set of the stream gate's sizing call: made ahead, or now."""
         made, self._warm_up = self._warm_up, None
-        return made or self._late(self._make_warm_up)
+        return made or self._make_warm_up()
 
     def take(self, index: int) -> TrialSet:
         """Trial `index`'s sets: made ahead, or now."""
-        return self._ahead.pop(index, None) or self._late(lambda: self._make_trial(index))
+        return self._ahead.pop(index, None) or self._make_trial(index)
 
     def make_ahead(self, probe_inputs: list, output_bytes: int, *, abandon: Callable[[], bool]):
         """Make every trial's sets now, when all of them fit in AHEAD_MEMORY_SHARE of the free
@@ -125,12 +123,6 @@ class TrialPlan:
         decoys = sum(not self.reuses_previous_inputs(i) for i in range(len(self.seeds)))
         sets = 1 + len(self.seeds)
         return (sets + decoys + 1) * input_bytes + sets * output_bytes
-
-    def _late(self, make: Callable[[], TrialSet]) -> TrialSet:
-        began = time.perf_counter()
-        made = make()
-        self.made_late_s += time.perf_counter() - began
-        return made
 
     def _make_warm_up(self) -> TrialSet:
         return self._make(decoy_seed(decoy_seed(self.seeds[0])), decoy=False)

@@ -216,8 +216,9 @@ def handle(request: WorkerRequest) -> WorkerResponse:
         progress("build", f"building {Path(target.source).name} as edited, before its save")
         built = _build(target, settings, request.unsaved_text)
         return WorkerResponse(build=built, error=built.error or target_error)
-    if request.task != "build" and target.kind in CALLED_KINDS:
-        # before anything of the candidate runs here (a KernelBench solution's build imports it)
+    if request.task != "build" and target.kind == "kernelbench":
+        # before anything of the candidate runs here: a solution's build imports it (a plain or
+        # extension target's library is loaded by its check, after the clean process started)
         clean_reference(settings.gpu)
     integrity = None
     if target.kind == "kernelbench" and request.task != "build":

@@ -68,7 +68,6 @@ def test_sets_made_ahead_hold_what_each_trial_would_have_made():
         if not reuses:
             assert _same(made.decoy, made_now.decoy)
             assert _same(made.decoy, load_reference(RELU, CPU).inputs(decoy_seed(seed), CPU))
-    assert ahead.made_late_s == 0.0 and per_trial.made_late_s > 0.0  # verify_sets
 
 
 def test_each_set_made_ahead_is_handed_out_once():
