@@ -313,6 +313,8 @@ class Verifier:
             gate = self._open_gate(seed)
         if gate is None:
             return
+        if not self.reuses_previous_inputs(index):
+            self._staged = None  # the last trial's tensors, freed before this one's are made
         sets = self.oracle.take(index)
         expected = sets.expected
         try:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import sys
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,14 +118,7 @@ class CleanReference:
         self, key: int, actual: list, *, trial: int, seed: int, scale: float | None = None
     ) -> list[Mismatch]:
         """`actual` must be this process's own tensors (not ones received from the child)."""
-        found = self._ask("compare", key, actual, trial=trial, seed=seed, scale=scale)
-        if self.device.startswith("cuda"):
-            import torch  # loaded: the tensors just sent were torch's
-
-            # `actual`'s memory, shared with the child until its answer, is this process's to
-            # reuse as soon as the caller lets go of it (not at some later share)
-            torch.cuda.ipc_collect()
-        return found
+        return self._ask("compare", key, actual, trial=trial, seed=seed, scale=scale)
 
     def end_session(self) -> None:
         """The check is over: the child frees the session's memory (its sets and its cache)."""
@@ -165,10 +159,16 @@ def _serve(conn: Connection, device_name: str) -> None:
             question, args, kwargs = conn.recv()
         except (EOFError, OSError):
             return
+        if device.type == "cuda":
+            # the sets the worker has let go of since, freed before this question makes more
+            torch.cuda.ipc_collect()
         try:
             if question == "open":
                 session = None  # its sets freed before the next session's are made
                 path, trials, atol, rtol = args
+                folder = str(Path(path).parent)  # its own modules import, as under `python`
+                if folder not in sys.path:
+                    sys.path.insert(0, folder)
                 side = prepare_reference_side(Path(path), device, trials=trials)
                 session = ReferenceSession(side, atol=atol, rtol=rtol)
                 del side
@@ -181,9 +181,11 @@ def _serve(conn: Connection, device_name: str) -> None:
                 answer = getattr(session, question)(*args, **kwargs)
             else:
                 raise RuntimeError(f"the clean reference process can't answer {question!r} now")
+            # The worker's tensors (outputs to compare) let go of before answering: the
+            # worker frees them at once when it does, rather than at its next collection.
+            args = kwargs = None
             conn.send(("ok", answer))
-            del answer, args, kwargs  # the worker's tensors: its to reuse once let go of
-            if device.type == "cuda":
-                torch.cuda.ipc_collect()  # tensors the worker has let go of, freed
+            answer = None
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the worker
+            args = kwargs = None
             conn.send(("error", _sendable(exc)))
