@@ -33,7 +33,9 @@ if TYPE_CHECKING:
     from kernelblaster.harness.target.reference_session import SessionFacts, SessionTrial
 
 # What the candidate's process may ask a session (harness/target/reference_session.py)
-_QUESTIONS = frozenset({"warm_up", "take", "scaled", "inputs", "decoy", "release", "compare"})
+_QUESTIONS = frozenset(
+    {"warm_up", "take", "scaled", "inputs", "decoy", "release", "compare", "trim"}
+)
 
 
 class CleanReferenceGone(RuntimeError):
@@ -119,6 +121,9 @@ class CleanReference:
     ) -> list[Mismatch]:
         """`actual` must be this process's own tensors (not ones received from the child)."""
         return self._ask("compare", key, actual, trial=trial, seed=seed, scale=scale)
+
+    def trim(self) -> None:
+        self._ask("trim")
 
     def end_session(self) -> None:
         """The check is over: the child frees the session's memory (its sets and its cache)."""

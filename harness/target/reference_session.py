@@ -135,6 +135,12 @@ class ReferenceSession:
         """The trial of `key` is over: its expected outputs go back to the allocator."""
         self._expected.pop(key, None)
 
+    def trim(self) -> None:
+        """Between verification and the trial after timing: a large problem's blocks, cached
+        by torch's allocator, go back to the device while the candidate is timed."""
+        if self.device.type == "cuda" and torch.cuda.memory_reserved(self.device) > (1 << 30):
+            torch.cuda.empty_cache()
+
     # --- comparing ----------------------------------------------------------------------
 
     def compare(

@@ -33,8 +33,8 @@ import torch
 from kernelblaster.harness.target.compare import compare, tolerances
 from kernelblaster.harness.target.plain_launch import output_templates
 from kernelblaster.harness.target.reference import Reference, as_outputs, load_reference
-from kernelblaster.harness.target.tensor_checks import Signature, overlaps, same_bits
-from kernelblaster.harness.target.trial_sets import TrialPlan, copied, set_bytes
+from kernelblaster.harness.target.tensor_checks import Signature, overlaps
+from kernelblaster.harness.target.trial_sets import TrialPlan, set_bytes
 
 if TYPE_CHECKING:
     from kernelblaster.harness.target.clean_reference import CleanReference
@@ -53,14 +53,16 @@ class Probe:
 
 
 def reference_habits(reference: Reference, inputs: list) -> ReferenceHabits:
-    """What the reference itself does with `inputs` (which it may change)."""
+    """What the reference itself does with `inputs` (which it may change). Whether it changes
+    them is told by their signatures before and after (harness/target/tensor_checks.py), not by
+    a copy: a problem of gigabytes holds one input set less."""
     tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
-    kept = [x.clone() for x in tensors]
+    before = [Signature.of(x) for x in tensors]
     with torch.no_grad():
         outputs = as_outputs(reference.model(*inputs))
     return ReferenceHabits(
         aliases_inputs=any(overlaps(o, x) for o in outputs for x in tensors),
-        modifies_inputs=not all(same_bits(x, k) for x, k in zip(tensors, kept, strict=True)),
+        modifies_inputs=[Signature.of(x) for x in tensors] != before,
     )
 
 
@@ -133,8 +135,9 @@ def prepare_reference_side(
         with side._timed("reference_probe"):
             inputs = side.reference.inputs(0, device)
             if sets:  # the worker asks the clean process what the reference does
-                # on a copy, first: a reference that changes its inputs changes the probe's
-                side.habits = reference_habits(side.reference, copied(inputs))
+                side.habits = reference_habits(side.reference, inputs)
+                if side.habits.modifies_inputs:  # the probe's must be pristine: drawn again
+                    inputs = side.reference.inputs(0, device)
             side.probe = make_probe(side.reference, inputs)
         if sets:
             assert side.habits is not None
