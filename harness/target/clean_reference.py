@@ -154,10 +154,10 @@ def _serve(conn: Connection, device_name: str) -> None:
     from kernelblaster.harness.target.reference_session import ReferenceSession
     from kernelblaster.harness.target.reference_side import prepare_reference_side
 
+    # The device is set and its context made by the first session (prepare_reference_side),
+    # not here: a spare starts this process as soon as torch imports, but touches the GPU only
+    # once the worker before it is done with it.
     device = torch.device(device_name)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-        torch.empty(1, device=device)  # the context, before the first session needs it
     session: ReferenceSession | None = None
     while True:
         try:

@@ -413,9 +413,11 @@ def _warm(gpu_index: int) -> bool:
             nvcc_version(nvcc)
     except (OSError, subprocess.SubprocessError):
         pass  # not remembered: the build asks again and reports what is wrong
+    usable = torch.cuda.is_available() and gpu_index < torch.cuda.device_count()
+    if usable:  # its interpreter and torch import beside this one's; its context at its session
+        clean_reference(gpu_index)
     _wait_for_the_gpu()
-    if torch.cuda.is_available() and gpu_index < torch.cuda.device_count():
-        clean_reference(gpu_index)  # its interpreter, torch and context, beside this one's
+    if usable:
         torch.empty(1, device=torch.device("cuda", gpu_index))  # creates the context
     return True
 
