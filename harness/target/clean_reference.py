@@ -164,7 +164,7 @@ def _serve(conn: Connection, device_name: str) -> None:
             question, args, kwargs = conn.recv()
         except (EOFError, OSError):
             return
-        if device.type == "cuda":
+        if device.type == "cuda" and session is not None:  # (no context before the first)
             # the sets the worker has let go of since, freed before this question makes more
             torch.cuda.ipc_collect()
         try:
