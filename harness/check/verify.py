@@ -338,8 +338,9 @@ class Verifier:
             return
         returned, seen = called
         with self._timed("checks"):
-            self._check_inputs_and_outputs(staged, sets.inputs, returned, seen)
-            del sets  # the clean process's inputs: only one trial's are held at a time
+            real = sets.inputs  # the clean process's: kept for explaining a mismatch
+            self._check_inputs_and_outputs(staged, real, returned, seen)
+            del sets
             layout = _layout(seen, expected, self.device)
             if layout is not None:
                 self.layout_problem = layout
@@ -348,7 +349,7 @@ class Verifier:
                 self._measure_weakness(expected)
             mismatched = self._compare(seen, expected, trial=index, seed=seed)
         if mismatched:
-            self._explain_mismatch(seen, expected, seed, reuse_inputs)
+            self._explain_mismatch(seen, expected, seed, reuse_inputs, real)
         with self._timed("checks"):
             self._remember(returned, seen, expected, right=not mismatched)
 
@@ -427,14 +428,13 @@ class Verifier:
         return not self.oracle.compare(expected.key, copies, trial=0, seed=seed)
 
     def _explain_mismatch(
-        self, seen: list, expected: ExpectedFacts, seed: int, reuse_inputs: bool
+        self, seen: list, expected: ExpectedFacts, seed: int, reuse_inputs: bool, real: list
     ) -> None:
         """Name the hack behind a mismatch where the evidence shows one. The same tensors
         twice: right when the GPU was idle before and after the call, but wrong behind the gate
         with stale contents: its kernels don't wait for the caller's stream. (The same tensors,
         so a cache keyed on them answers both calls alike.) Otherwise, the previous call's
         right answer again: a cache; an output wrong every time, zeros say, is just wrong."""
-        real = self.oracle.inputs(seed)
         same = copied(real)
         idle = self._idle_call(same)
         right_when_idle = idle is not None and self._matches(idle, expected, seed)

@@ -33,9 +33,7 @@ if TYPE_CHECKING:
     from kernelblaster.harness.target.reference_session import SessionFacts, SessionTrial
 
 # What the candidate's process may ask a session (harness/target/reference_session.py)
-_QUESTIONS = frozenset(
-    {"warm_up", "take", "scaled", "inputs", "decoy", "release", "compare", "trim"}
-)
+_QUESTIONS = frozenset({"warm_up", "take", "scaled", "decoy", "release", "compare", "trim"})
 
 
 class CleanReferenceGone(RuntimeError):
@@ -106,9 +104,6 @@ class CleanReference:
 
     def scaled(self, seed: int, scale: float) -> SessionTrial:
         return self._ask("scaled", seed, scale)
-
-    def inputs(self, seed: int) -> list:
-        return self._ask("inputs", seed)
 
     def decoy(self, seed: int) -> list:
         return self._ask("decoy", seed)

@@ -105,11 +105,8 @@ class ReferenceSession:
         made = TrialSet(seed, inputs, expected, decoy=None)
         return self._hand_over(made, degeneracy=True)
 
-    def inputs(self, seed: int) -> list:
-        """`get_inputs()` under `seed`, drawn here."""
-        return self.reference.inputs(seed, self.device)
-
     def decoy(self, seed: int) -> list:
+        """Stale values for `seed`'s inputs: `get_inputs()` under its decoy seed."""
         return self.reference.inputs(decoy_seed(seed), self.device)
 
     def _hand_over(self, made: TrialSet, *, degeneracy: bool) -> SessionTrial:
