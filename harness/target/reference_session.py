@@ -38,13 +38,6 @@ class ExpectedFacts:
     degenerate: list[tuple[float, float]]
     finite: list[bool]
 
-    def templates(self) -> list[torch.Tensor]:
-        """The outputs as meta tensors (shapes and dtypes)."""
-        return [
-            torch.empty(shape, dtype=dtype, device="meta")
-            for shape, dtype in zip(self.shapes, self.dtypes, strict=True)
-        ]
-
 
 @dataclass
 class SessionTrial:
