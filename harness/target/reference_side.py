@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from kernelblaster.harness.target.compare import compare, tolerances
+from kernelblaster.harness.target.compare import CHUNK_ELEMENTS, compare, tolerances
 from kernelblaster.harness.target.plain_launch import output_templates
 from kernelblaster.harness.target.reference import Reference, as_outputs, load_reference
 from kernelblaster.harness.target.tensor_checks import Signature, overlaps
@@ -104,10 +104,13 @@ class ReferenceSide:
 
 
 def _load_check_kernels(templates: list[torch.Tensor], device: torch.device) -> None:
-    """Compare outputs shaped like the reference's and take their signatures, as every trial
-    does (harness/check/verify.py), so that the kernels those launch are loaded."""
+    """Compare outputs of the reference's dtypes and take their signatures, as every trial
+    does (harness/check/verify.py), so that the kernels those launch are loaded. At most one
+    chunk of each (the comparison runs chunk by chunk, flat): a multi-gigabyte output is not
+    allocated again just for this."""
     for template in templates:
-        ones = torch.ones(template.shape, dtype=template.dtype, device=device)
+        size = min(template.numel(), CHUNK_ELEMENTS)
+        ones = torch.ones(size, dtype=template.dtype, device=device)
         atol, rtol = tolerances(ones.dtype, None, None)
         compare(ones, ones, atol=atol, rtol=rtol, output=0, trial=0, seed=0)
         Signature.of(ones)
