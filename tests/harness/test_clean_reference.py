@@ -6,6 +6,7 @@ error raised in the worker as it was raised in the child."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,26 @@ def test_a_global_dispatch_mode_changing_the_reference_is_tampering(verify):
         return lambda: mode.__exit__(None, None, None)
 
     result = verify(lambda inputs: [torch.zeros_like(inputs[0])], tamper=push)
+    assert "reference_tampered" in {h.kind for h in result.hacks}
+
+
+def test_the_problems_model_patched_through_its_module_is_tampering(verify):
+    def patch():
+        patched = [
+            (module.Model, module.Model.__dict__["forward"])
+            for module in list(sys.modules.values())
+            if str(getattr(module, "__file__", "")).endswith("relu_ref.py")
+        ]
+        for model, _ in patched:
+            model.forward = lambda self, x: torch.zeros_like(x)
+
+        def undo():
+            for model, forward in patched:
+                model.forward = forward
+
+        return undo
+
+    result = verify(lambda inputs: [torch.zeros_like(inputs[0])], tamper=patch)
     assert "reference_tampered" in {h.kind for h in result.hacks}
 
 
