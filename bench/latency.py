@@ -56,13 +56,17 @@ PHASES = {
     "reference_load": "import the reference .py, build its Model on the GPU",
     "reference_probe": "seed-0 inputs: output shapes/dtypes, whether the reference aliases or "
     "changes its inputs",
-    "reference_sets": "every trial's inputs, decoys and expected outputs made ahead (absent "
-    "when they did not fit in a quarter of free GPU memory)",
+    "clean_reference_load, clean_reference_probe, clean_reference_sets": "the same parts in "
+    "the clean reference process, where no candidate code runs (harness/target/"
+    "clean_reference.py); its sets: every trial's inputs, decoys and expected outputs made "
+    "ahead (absent when they take over 1 GiB or a quarter of free GPU memory)",
+    "clean_reference_wait": "how long the check waited for the clean reference process's "
+    "session (its start, its reference and sets: 0 when made ahead)",
     "reference_checks_loaded": "verification's comparison and signatures run once on outputs "
     "of the reference's shapes (their torch kernels loaded ahead of the first trial)",
     "reference_after_build": "how long the reference side ran on after nvcc had finished (0: "
     "the build was the longer)",
-    "ahead_reference_load, ahead_reference_probe, ahead_reference_sets": "the same parts, made "
+    "ahead_reference_load, ahead_reference_probe": "the same parts, made "
     "by the spare worker before the request came (harness/worker/reference_ahead.py): "
     "not waited for",
     "reference_wait": "how long the request waited for the side its spare was still making",
@@ -77,7 +81,8 @@ PHASES = {
     "verify_gate_call": "of verify_gate: the sizing call, until the GPU is idle",
     "verify_watch": "the call whose launched kernels are watched (CUPTI's launch callbacks; "
     "torch.profiler where those can't be had): extensions and KernelBench solutions",
-    "verify_sets": "input sets made as their trials took them (only when not made ahead)",
+    "verify_reference_here": "the reference run once in the candidate's process, compared "
+    "with the clean process's answer (reference_tampered)",
     "verify_calls": "the candidate's guarded calls, each until the GPU is idle",
     "verify_checks": "comparisons with the expected outputs, aliasing/in-place/cache checks",
     "time": "timing and the trial after it",

@@ -170,6 +170,9 @@ HackKind = Literal[
     "modifies_inputs",  # wrote into its inputs (the reference doesn't)
     "monkey_patch",  # replaced a timer, torch.cuda.synchronize or another harness function
     "reads_reference",  # called the reference model
+    # the reference computes something else in the candidate's process than in a process where
+    # no candidate code ever ran (an ATen kernel, a dispatch mode or the Model replaced)
+    "reference_tampered",
     "memcheck",  # compute-sanitizer memcheck: out-of-bounds or misaligned access
     "racecheck",  # compute-sanitizer racecheck: shared-memory data race
 ]

@@ -66,7 +66,8 @@ def test_a_save_verifies_with_the_side_its_spare_made_and_only_when_still_true(t
     first, again, doubled, other = asyncio.run(run())
     assert _verified(first) and _verified(again)
     assert "reference_wait" in again.check.phase_seconds
-    assert "ahead_reference_sets" in again.check.phase_seconds
+    assert "ahead_reference_probe" in again.check.phase_seconds
+    assert "clean_reference_sets" in again.check.phase_seconds  # made by the spare's child
     assert "reference_load" not in again.check.phase_seconds
     # The side made for the old reference would have passed relu.cu: the new one fails it.
     assert not _verified(doubled)
