@@ -33,6 +33,7 @@ from kernelblaster.agents.kernelbench_records import (
 from kernelblaster.agents.llm import LlmClient, Usage
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.optimize_cli import optimized_copy_path
+from kernelblaster.agents.rollout_runners import runner_for
 from kernelblaster.atomic_files import save_kernel, write_atomically
 from kernelblaster.harness.analysis.cuda_source import global_kernels
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
@@ -222,7 +223,13 @@ def _solve(
         settings=settings,
     )
     outcome = run_optimization(
-        OptimizeRun(request=request, client=services.client, kb=services.kb, evaluate=evaluate_fn)
+        OptimizeRun(
+            request=request,
+            client=services.client,
+            kb=services.kb,
+            evaluate=evaluate_fn,
+            run_rollouts=runner_for(settings),  # at once, over the GPUs of gpu_index
+        )
     )
     result.steps = len(outcome.steps)
     result.detail = f"optimize: {outcome.error}" if outcome.error else ""
