@@ -232,6 +232,9 @@ def _solve(
         )
     )
     result.steps = len(outcome.steps)
+    result.rollouts_wall_s = outcome.rollouts_wall_s
+    result.optimize_phases = outcome.phases
+    result.step_phases = [step.phases for step in outcome.steps]
     result.detail = f"optimize: {outcome.error}" if outcome.error else ""
     best = text
     if outcome.improved and outcome.best_source is not None:
