@@ -164,6 +164,9 @@ class OptimizeRun:
     on_progress: OnProgress = _no_progress
     cancelled: Callable[[], bool] = _never
     run_rollouts: RunRollouts | None = None
+    # The original's evaluation at depth "full", when the caller has made it (the KernelBench
+    # runner's check of a given kernel): the run starts from it instead of evaluating again.
+    origin: Evaluation | None = None
 
 
 def constraints_for(target: Target, settings: Settings) -> list[str]:
@@ -186,10 +189,16 @@ def constraints_for(target: Target, settings: Settings) -> list[str]:
 
 def _start(run: OptimizeRun, evaluate: Evaluate, phases: PhaseTimes) -> VerifiedKernel | str:
     request = run.request
-    evaluation = evaluate(
-        Path(request.source), request.source_text, request.kernel, request.settings, depth="full"
-    )
-    phases.add(evaluation.phases)
+    evaluation = run.origin
+    if evaluation is None:
+        evaluation = evaluate(
+            Path(request.source),
+            request.source_text,
+            request.kernel,
+            request.settings,
+            depth="full",
+        )
+        phases.add(evaluation.phases)
     if not evaluation.verified or evaluation.state is None or evaluation.time_ms is None:
         reason = (
             evaluation.error.message
