@@ -50,4 +50,5 @@ class GatedEvaluate:
         return {"evaluate": self.evaluate, "slots": self.slots}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["evaluate"], slots=state["slots"])
+        self.evaluate, self.slots = state["evaluate"], state["slots"]
+        self._gates, self._lock = {}, threading.Lock()

@@ -258,6 +258,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     early = _early_profile(request, target, built, settings, result, warming)
     if early is not None:
         result.phase_seconds["profile_counters"] = round(time.perf_counter() - began, 4)
+    report: ProfileReport | None
     if early is not None and not _ncu_wanted(request, result):
         report, states = early
         error = None
