@@ -76,7 +76,7 @@ class PhaseTimes(msgspec.Struct, kw_only=True):
     candidates held it. `reference` is the reference side's time not hidden behind the build
     (agents/evaluation.py says how each part is read)."""
 
-    llm_wait: float = 0.0  # the lowering agent's replies (every retry), and the state extractor's
+    llm_wait: float = 0.0  # the lowering agent's replies, every retry's
     gpu_queue: float = 0.0
     evaluation: float = 0.0
     build: float = 0.0
