@@ -15,8 +15,8 @@ already holds for that GPU model (the parts can run on different machines of one
   naive kernels of bench/kernelbench/answers/ (<problem>.init.cu), the scripted endpoint
   (tests/openai_server.py) answering at once with the faster kernel (<problem>.fast.cu) plus one
   unused constant per reply (a real edit: every candidate is built, verified, timed and
-  profiled; the first step of a rollout verifies faster and the rollout goes on from it, the
-  later ones verify without a gain). `per_candidate_overhead_p50_s`: the median over
+  profiled; the first step of a rollout verifies faster and the rollout goes on from it, with
+  ncu's pass, the later ones verify without a gain: one candidate in three gets ncu). `per_candidate_overhead_p50_s`: the median over
   candidates of everything a candidate costs but the LLM's reply: the wall time its
   evaluation held the GPU (worker hand-off, build, reference side, verification, timing,
   profile, the pipe) plus its KB write, read from each step's PhaseTimes (a step that checked
@@ -94,7 +94,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=["single", "scaling"], required=True)
     parser.add_argument("--rollouts", type=int, help="candidates: 2; scaling: 4")
-    parser.add_argument("--depth", type=int, help="candidates: 2; scaling: 4")
+    parser.add_argument("--depth", type=int, help="candidates: 3; scaling: 4")
     parser.add_argument("--llm-delay", type=float, default=10.0, help="the overlap run's, s")
     parser.add_argument("--gpus", default="0,1,2,3", help="scaling: the GPUs of the widest run")
     parser.add_argument("--copy-to", type=Path, help="also copy the results file here")
@@ -104,7 +104,7 @@ def main() -> int:
         scratch = Path(scratch_dir)
         if args.part == "single":
             parts = {
-                **_candidates(scratch / "kb", args.rollouts or 2, args.depth or 2),
+                **_candidates(scratch / "kb", args.rollouts or 2, args.depth or 3),
                 **_overlap(scratch / "overlap", args.llm_delay),
             }
         else:
