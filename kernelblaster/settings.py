@@ -75,8 +75,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     atol: float | None = None
     rtol: float | None = None
     allow_library_calls: bool = False
-    # GPU: one index, or a list of them that `optimize` spreads its rollouts over (one worker
-    # per GPU; more if parallel_gpu_jobs asks for more)
+    # GPU: one index, or a list of them that `optimize` spreads its rollouts over (rollout r on
+    # the r-th in turn). parallel_gpu_jobs: the jobs one GPU runs at once (the server's saves
+    # and optimizations; the candidates `optimize` evaluates, agents/gpu_gates.py).
     gpu_index: int | list[int] = 0
     parallel_gpu_jobs: int = 1
     # LLM (OpenAI-compatible endpoint)
