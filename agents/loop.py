@@ -7,8 +7,8 @@ verified step, as the paper intends. Every attempt is written to the KB as it ha
 cancelled run keeps what it learned, and rollouts running at the same time rank with each
 other's results as they land. A rollout is a unit of work (`run_rollout`: a picklable
 RolloutPlan in, a RolloutResult out) that `run_optimization` hands to a runner: one after another
-here (`in_sequence`), all at once, their evaluations queued per GPU (agents.rollout_runners) or Ray tasks
-(agents.ray_rollouts). The user's file is never touched here.
+here (`in_sequence`), all at once with their evaluations queued per GPU (agents.rollout_runners),
+or Ray tasks (agents.ray_rollouts). The user's file is never touched here.
 
 A run is an OptimizeRun: the worker's OptimizeRequest and the live objects it runs with. Its
 result is the OptimizeResult the worker sends to the editor, unchanged; each step is an

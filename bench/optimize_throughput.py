@@ -16,15 +16,16 @@ already holds for that GPU model (the parts can run on different machines of one
   (tests/openai_server.py) answering at once with the faster kernel (<problem>.fast.cu) plus one
   unused constant per reply (a real edit: every candidate is built, verified, timed and
   profiled; the first step of a rollout verifies faster and the rollout goes on from it, with
-  ncu's pass, the later ones verify without a gain: one candidate in three gets ncu). `per_candidate_overhead_p50_s`: the median over
-  candidates of everything a candidate costs but the LLM's reply: the wall time its
-  evaluation held the GPU (worker hand-off, build, reference side, verification, timing,
-  profile, the pipe) plus its KB write, read from each step's PhaseTimes (a step that checked
-  several replies counts each). `per_problem_fixed_s`: the median over problems of the
-  problem's wall time less its rollouts (the given kernel's check and full profile, the
-  baselines (measured once per reference: cold here), the sanitizer run of the best, the final
-  timing, the policy update's LLM calls, answered at once; the first problem also pays what
-  happens once per machine, the CUPTI counter library's build: the median leaves it out).
+  ncu's pass, the later ones verify without a gain: one candidate in three gets ncu).
+  `per_candidate_overhead_p50_s`: the median over candidates of everything a candidate costs but
+  the LLM's reply: the wall time its evaluation held the GPU (worker hand-off, build, reference
+  side, verification, timing, profile, the pipe) plus its KB write, read from each step's
+  PhaseTimes (a step that checked several replies counts each). `per_problem_fixed_s`: the
+  median over problems of the problem's wall time less its rollouts (the given kernel's check
+  and full profile, the baselines (measured once per reference: cold here), the sanitizer run of
+  the best, the final timing, the policy update's LLM calls, answered at once; the first problem
+  also pays what happens once per machine, the CUPTI counter library's build: the median leaves
+  it out).
 - overlap: `optimize` on examples/softmax.cu, 4 rollouts x depth 3 on one GPU, the endpoint
   answering every call after --llm-delay seconds (10). `llm_overlap_ratio`: the run's wall
   time over max(the seconds any evaluation held the GPU, summed; the longest rollout's seconds
