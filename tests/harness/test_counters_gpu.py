@@ -190,16 +190,13 @@ def test_the_counters_wait_for_another_process_s_profile(work):
 
 @pytest.mark.parametrize(
     ("ncu_below_ms", "program"),
-    [
-        (0.0, "in_process"),
-        (1e9, ("run_once", "native_driver")),
-        (None, ("run_once", "native_driver")),
-    ],
+    # (None, ncu always, is every other profile test's request)
+    [(0.0, "in_process"), (1e9, ("run_once", "native_driver"))],
 )
 def test_ncu_follows_the_in_process_state_only_below_the_time_asked(ncu_below_ms, program, work):
     """WorkerRequest.ncu_below_ms (the optimize loop's candidates): a kernel timed at or above
-    it keeps the counters' profile and states, with no ncu run; below it, or without it, ncu's
-    profile replaces them. The verification and timing are the same run's either way."""
+    it keeps the counters' profile and states, with no ncu run; below it ncu's profile replaces
+    them. The verification and timing are the same run's either way."""
     folder = work / f"below-{ncu_below_ms}"
     folder.mkdir(exist_ok=True)
     source = copy_example("softmax", folder)
