@@ -23,9 +23,8 @@ Evaluate = Callable[..., Evaluation]
 
 class GatedEvaluate:
     def __init__(self, evaluate: Evaluate, *, slots: int = 1):
-        if slots < 1:
-            raise ValueError(f"a GPU evaluates at least one candidate at a time, not {slots}")
-        self.evaluate, self.slots = evaluate, slots
+        # at least one, as the server's job slots (server/jobs.py) take parallel_gpu_jobs
+        self.evaluate, self.slots = evaluate, max(1, slots)
         self._gates: dict[int, threading.Semaphore] = {}
         self._lock = threading.Lock()
 
