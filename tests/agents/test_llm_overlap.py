@@ -167,3 +167,40 @@ def test_the_workers_phase_seconds_are_read_by_phase():
     )
     assert (in_check.reference, in_check.full_profile) == (0.5, 9.0)
     assert in_check.verify == pytest.approx(0.4)
+
+
+def _held_spans(slots: int) -> list[Span]:
+    """Four threads evaluating on GPU 0 through one GatedEvaluate of `slots`."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kernelblaster.agents.evaluation import Evaluation
+    from kernelblaster.agents.gpu_gates import GatedEvaluate
+
+    def hold(*_args, **_options) -> Evaluation:
+        time.sleep(GPU_HOLD_S)
+        return Evaluation(outcome="verified")
+
+    gated = GatedEvaluate(hold, slots=slots)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = list(pool.map(lambda _: gated("k.cu", "", None, Settings()), range(4)))
+    return [span for evaluation in done for span in evaluation.phases.spans]
+
+
+def test_parallel_gpu_jobs_lets_that_many_evaluations_share_a_gpu():
+    def most_at_once(spans: list[Span]) -> int:  # held at the moment one began
+        return max(sum(s.start <= a.start < s.end for s in spans) for a in spans)
+
+    assert most_at_once(_held_spans(1)) == 1
+    assert most_at_once(_held_spans(2)) == 2
+
+
+def test_gates_travel_by_value_with_locks_of_their_own():
+    import pickle
+
+    from kernelblaster.agents.gpu_gates import GatedEvaluate
+
+    gated = GatedEvaluate(print, slots=2)
+    gated._gate(0).acquire()  # held here: a copy sent elsewhere does not share it
+    copy = pickle.loads(pickle.dumps(gated))
+    assert copy.slots == 2 and copy.evaluate is print
+    assert copy._gate(0).acquire(timeout=0) and copy._gate(0).acquire(timeout=0)
