@@ -284,19 +284,20 @@ def run_optimization(run: OptimizeRun) -> OptimizeResult:
             updating = pool.submit(_timed_policy_update, client, kb, arch, run_attempts, result)
         best = _memory_safe_best(plan, verified, services, result.phases)
         if updating is not None:
-            result.policy_notes = updating.result()
+            result.policy_notes, waited = updating.result()
+            result.phases.add(waited)  # here: the sanitizer run's phases were added meanwhile
     result.wall_s = round(time.time() - started, 3)
     return _finish(result, origin, best)
 
 
 def _timed_policy_update(
     client: LlmClient, kb: KnowledgeBase, arch: str, attempts: list[Attempt], result: OptimizeResult
-) -> int:
+) -> tuple[int, PhaseTimes]:
+    """The policy update's notes written, and its wait for the LLM."""
     clock = StepClock(PhaseTimes())
     with clock.llm("policy_update"):
         notes = _update_policy(client, kb, arch, attempts, result)
-    result.phases.add(clock.phases)
-    return notes
+    return notes, clock.phases
 
 
 def in_sequence(plan: RolloutPlan, rollouts: int, services: RolloutServices) -> list[RolloutResult]:
