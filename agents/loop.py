@@ -29,7 +29,12 @@ beat where it started by MIN_SPEEDUP, or when it verified and its technique is a
 enabler (kb/catalog/catalog.toml `[[enabler]]`, e.g. tiling before tensor cores) with depth
 left to build on it. Such a step's KB row is written when its rollout ends, judged by the best
 candidate reached from it: measured speedup = the step's starting time over the best time
-verified later in the rollout (its own included), success when that beats MIN_SPEEDUP."""
+verified later in the rollout (its own included), success when that beats MIN_SPEEDUP.
+
+An open action space: when the KB has no technique left for a step's state (none addresses its
+findings, or all were tried on this source), the LLM proposes new ones first
+(agents/proposals.py), once per state and source in a rollout, and the step tries one of those
+it accepted; the verdicts, kept or not, are the result's `proposals`."""
 
 from __future__ import annotations
 
@@ -37,7 +42,7 @@ import functools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +55,7 @@ from kernelblaster.agents.in_flight import InFlight
 from kernelblaster.agents.llm import LlmClient, LlmError, Usage
 from kernelblaster.agents.lowering import Feedback, LoweringInput, LoweringResult, lower
 from kernelblaster.agents.policy_update import update_policy
+from kernelblaster.agents.proposals import propose_where_needed
 from kernelblaster.agents.soft_verify import soft_verify
 from kernelblaster.agents.state_extractor import refine_state
 from kernelblaster.agents.step_clock import StepClock
@@ -59,13 +65,21 @@ from kernelblaster.harness.protocol.optimize_protocol import (
     OptimizeResult,
     OptimizeStep,
     PhaseTimes,
+    ProposalVerdict,
 )
 from kernelblaster.harness.protocol.records import PerfState
 from kernelblaster.harness.protocol.worker_client import prewarm_harness_workers
 from kernelblaster.harness.target.targets import Target, kept_functions, resolve_target
 from kernelblaster.kb.catalog import enablers
 from kernelblaster.kb.ranking import finding_gains, select, target_finding
-from kernelblaster.kb.records import NO_TARGET, Attempt, RankedTechnique, Technique, code_hash
+from kernelblaster.kb.records import (
+    NO_TARGET,
+    Attempt,
+    RankedTechnique,
+    Technique,
+    code_hash,
+    is_outcome,
+)
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
@@ -120,6 +134,7 @@ class RolloutResult(msgspec.Struct, kw_only=True):
     completion_tokens: int = 0
     cancelled: bool = False
     error: str | None = None  # the LLM or the harness became unavailable
+    proposals: list[ProposalVerdict] = []
 
 
 def _never() -> bool:
@@ -142,6 +157,10 @@ class RolloutServices:
     # after each step: a line saying what happened, and the time of a new verified candidate
     report: Callable[[str, float | None], None]
     in_flight: InFlight = field(default_factory=InFlight)  # steps out, of rollouts run at once
+    # Held while a rollout asks for proposals: rollouts run at once that reach the same state
+    # on the same source then see the first one's proposals in the KB instead of asking again
+    # (and validating against a KB that does not have them yet).
+    proposing: threading.Lock = field(default_factory=threading.Lock)
 
 
 RunRollouts = Callable[[RolloutPlan, int, RolloutServices], list[RolloutResult]]
@@ -273,6 +292,7 @@ def run_optimization(run: OptimizeRun) -> OptimizeResult:
         result.completion_tokens += rollout.completion_tokens
         result.cancelled = result.cancelled or rollout.cancelled
         result.error = result.error or rollout.error
+        result.proposals += rollout.proposals
         verified += rollout.verified
         run_attempts += rollout.attempts
     # Rollouts that another's error stopped count as stopped by it, not as cancelled by the user.
@@ -317,6 +337,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
     result = RolloutResult(rollout=rollout)
     current = plan.origin
     pending: list[_EnablerStep] = []  # kept enabler steps, judged when the rollout ends
+    asked: set[tuple[str, str]] = set()  # (state, source hash) proposals were asked for
     for step_index in range(request.depth):
         if services.cancelled():
             result.cancelled = True
@@ -325,6 +346,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
             services.report(f"rollout {rollout + 1}: at the roof, stopping", None)
             break
         forced = request.technique if (rollout == 0 and step_index == 0) else None
+        proposed = [] if forced else _proposed(plan, services, current, result, asked)
         seed = request.seed
         step_seed = None if seed is None else seed + rollout * request.depth + step_index + 1
         starting_hash = code_hash(current.source)
@@ -340,6 +362,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
                 seed=step_seed,
                 temperature=request.temperature,
                 exploration=request.exploration,
+                among=proposed,
             ),
             lambda ranked: ranked.technique,
         )
@@ -365,9 +388,10 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
         if candidate is not None:
             for earlier in pending:
                 earlier.reached(candidate.time_ms)
-        improved = candidate is not None and step.outcome == "success"
+        # the candidate, when it is faster (verified and a success)
+        improved = candidate if candidate is not None and step.outcome == "success" else None
         depth_left = step_index + 1 < request.depth
-        if candidate is not None and not improved and depth_left and _enables(step.technique):
+        if candidate is not None and improved is None and depth_left and _enables(step.technique):
             step.enabler = True
             pending.append(_EnablerStep(step, current.time_ms, candidate.time_ms))
             current = candidate
@@ -377,13 +401,13 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
         if step.fatal:
             result.error = step.detail
             break
-        if improved:
-            current = candidate
-            result.verified.append(candidate)
+        if improved is not None:
+            current = improved
+            result.verified.append(improved)
         services.report(
             f"rollout {rollout + 1} step {step_index + 1}: {step.technique} predicted "
             f"{step.predicted_speedup:.2f}x, {_measured(step)}",
-            candidate.time_ms if improved else None,
+            improved.time_ms if improved is not None else None,
         )
     for kept in pending:
         kept.judge()
@@ -507,6 +531,36 @@ def _known_state(
     return msgspec.structs.replace(state, state=choice.state)
 
 
+def _proposed(
+    plan: RolloutPlan,
+    services: RolloutServices,
+    current: VerifiedKernel,
+    result: RolloutResult,
+    asked: set[tuple[str, str]],
+) -> list[str]:
+    """The ids of new techniques proposed for `current`'s state when the KB has none left for
+    it (agents/proposals.py), asked once per state and source in a rollout; [] otherwise."""
+    key = (current.state.state, code_hash(current.source))
+    if plan.request.proposals <= 0 or key in asked:
+        return []
+    with services.proposing:
+        batch = propose_where_needed(
+            services.client,
+            services.kb,
+            current.state,
+            kernel=plan.request.kernel,
+            source=current.source,
+            limit=plan.request.proposals,
+        )
+    if batch is None:
+        return []
+    asked.add(key)
+    result.prompt_tokens += batch.usage.prompt_tokens
+    result.completion_tokens += batch.usage.completion_tokens
+    result.proposals += batch.verdicts
+    return batch.accepted
+
+
 def _choose(
     kb: KnowledgeBase,
     state: PerfState,
@@ -517,8 +571,11 @@ def _choose(
     seed: int | None,
     temperature: float,
     exploration: float,
+    among: Sequence[str] = (),
     busy: Collection[str] = (),
 ) -> RankedTechnique | None:
+    """What the step tries: `forced`, else a weighted random top-k pick among `among` (just
+    proposed) when any of them is ranked, else among the ranking."""
     ranked = kb.rank(state.arch, state.state, state.findings)
     if forced is not None:
         match = next((r for r in ranked if r.technique == forced), None)
@@ -544,6 +601,7 @@ def _choose(
                 explanation=technique.prior_source,
                 target_finding=_target_on(kb, forced, state),
             )
+    ranked = [r for r in ranked if r.technique in among] or ranked
     if source_hash is not None:
         ranked = _untried_or_successful(kb, state, source_hash, ranked)
     # What rollouts running alongside are trying on this kernel right now (agents/in_flight.py)
@@ -619,9 +677,11 @@ def _step(
             on_usage=spend,
         )
     except LlmError as exc:
-        return _fatal(step, "LLM", exc)
+        _fatal(step, "LLM", exc)
+        return None
     except _HarnessUnavailable as exc:
-        return _fatal(step, "harness", exc)
+        _fatal(step, "harness", exc)
+        return None
     finally:
         clock.llm_answered()
     if lowered.source is None:
@@ -641,7 +701,8 @@ def _step(
                 constraints=plan.constraints,
             )
     except LlmError as exc:
-        return _fatal(step, "LLM", exc)
+        _fatal(step, "LLM", exc)
+        return None
     spend(verdict.usage)
     if not verdict.ok:
         step.outcome = "rejected"
@@ -714,6 +775,8 @@ def _technique(kb: KnowledgeBase, choice: RankedTechnique) -> Technique:
 
 def kb_attempt(step: OptimizeStep, *, arch: str, kernel: str) -> Attempt:
     """The KB's replay-buffer row for `step`, recorded as it happens."""
+    if not is_outcome(step.outcome):  # the loop sets only Attempt outcomes
+        raise ValueError(f"step outcome {step.outcome!r} is not a KB attempt outcome")
     return Attempt(
         id=uuid.uuid4().hex,
         time=time.time(),
