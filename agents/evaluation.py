@@ -17,7 +17,7 @@ import msgspec
 from kernelblaster.agents.lowering import Feedback
 from kernelblaster.harness.analysis.classify import kernel_states, launch_durations
 from kernelblaster.harness.analysis.findings import with_kernel_chain
-from kernelblaster.harness.protocol.optimize_protocol import LaunchedKernel
+from kernelblaster.harness.protocol.optimize_protocol import LaunchedKernel, PhaseTimes
 from kernelblaster.harness.protocol.records import (
     BuildResult,
     CheckResult,
@@ -55,6 +55,8 @@ class Evaluation(msgspec.Struct, kw_only=True):
     kernels: list[LaunchedKernel] = []  # every profiled kernel, dominant first
     time_ms: float | None = None
     error: HarnessError | None = None  # a failure not caused by the candidate (no GPU, ncu)
+    # The worker's parts of it (`harness_phases`); the caller adds its wall time and queueing
+    phases: PhaseTimes = msgspec.field(default_factory=PhaseTimes)
 
     @property
     def verified(self) -> bool:
@@ -106,9 +108,11 @@ def evaluate(
     depth: ProfileDepth = "quick",
     sanitize: bool = False,
     profile: bool = True,
+    ncu_below_ms: float | None = None,
 ) -> Evaluation:
     """`kernel`: whose state to take when the text launches it (the original kernel the user
-    chose); None, or a kernel it no longer launches, takes the dominant one."""
+    chose); None, or a kernel it no longer launches, takes the dominant one. `ncu_below_ms`:
+    WorkerRequest's (ncu's pass after the in-process state only for a kernel faster than it)."""
     request = WorkerRequest(
         task="profile" if profile else "check",
         source=str(source),
@@ -117,12 +121,54 @@ def evaluate(
         depth=depth,
         kernels=[],  # all the kernels the text defines, whatever their names
         sanitize=sanitize,
+        ncu_below_ms=ncu_below_ms,
     )
     return evaluation_of(run_harness_sync(request, settings), kernel)
 
 
+# CheckResult.phase_seconds' parts of the reference side (harness/target/reference_side.py),
+# when the check made it itself: they are then inside its "load".
+_REFERENCE_PARTS = (
+    "reference_load",
+    "reference_probe",
+    "reference_sets",
+    "reference_checks_loaded",
+)
+
+
+def harness_phases(response: WorkerResponse) -> PhaseTimes:
+    """The worker's own measurements of a run, by phase. The reference side is made beside the
+    build (its time after the build's end counts, `reference_after_build`), or ahead by a spare
+    worker (the wait for it counts, `reference_wait`), or in the check ("load" holds it, with
+    the candidate's load, which counts as verification)."""
+    seconds = response.check.phase_seconds if response.check is not None else {}
+    in_load = 0.0  # the reference side's share of "load"
+    if "reference_after_build" in seconds:
+        reference = seconds["reference_after_build"]
+    elif "reference_wait" in seconds:
+        reference = seconds["reference_wait"]
+    else:
+        reference = in_load = sum(seconds.get(part, 0.0) for part in _REFERENCE_PARTS)
+    return PhaseTimes(
+        build=response.build.seconds if response.build is not None else 0.0,
+        reference=reference,
+        verify=seconds.get("verify", 0.0) + max(0.0, seconds.get("load", 0.0) - in_load),
+        timing=seconds.get("time", 0.0),
+        quick_profile=seconds.get("profile_counters", 0.0),
+        full_profile=seconds.get("profile_ncu", 0.0),
+        baselines=seconds.get("baselines", 0.0),
+        sanitize=seconds.get("sanitize", 0.0),
+    )
+
+
 def evaluation_of(response: WorkerResponse, kernel: str | None) -> Evaluation:
     """The loop's verdict on one worker response (see `evaluate` for `kernel`)."""
+    evaluation = _verdict(response, kernel)
+    evaluation.phases = harness_phases(response)
+    return evaluation
+
+
+def _verdict(response: WorkerResponse, kernel: str | None) -> Evaluation:
     if response.build is not None and not response.build.ok:
         return Evaluation(
             outcome="compile_error",

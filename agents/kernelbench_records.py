@@ -8,6 +8,8 @@ from typing import Literal
 
 import msgspec
 
+from kernelblaster.harness.protocol.optimize_protocol import PhaseTimes
+
 # verified: the final kernel passed verification and was timed.
 # init_failed: no verified first kernel within the init budget (the last error in `detail`).
 # failed: the final kernel did not verify (`detail` says why).
@@ -47,6 +49,12 @@ class ProblemResult(msgspec.Struct, kw_only=True):
     completion_tokens: int = 0
     tokens_by_purpose: dict[str, int] = {}
     wall_s: float = 0.0
+    # The optimize loop's share of wall_s: its rollouts (their steps, at once), the run's own
+    # work besides them (the original's evaluation, the sanitizer run, the policy update), and
+    # each step's phases, as `optimize --json` gives them.
+    rollouts_wall_s: float = 0.0
+    optimize_phases: PhaseTimes | None = None
+    step_phases: list[PhaseTimes] = []
 
 
 class Summary(msgspec.Struct, kw_only=True):

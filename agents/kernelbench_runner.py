@@ -34,6 +34,7 @@ from kernelblaster.agents.kernelbench_records import (
 from kernelblaster.agents.llm import LlmClient, Usage
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.optimize_cli import optimized_copy_path
+from kernelblaster.agents.rollout_runners import runner_for
 from kernelblaster.atomic_files import save_file, write_atomically
 from kernelblaster.harness.analysis.cuda_source import global_kernels
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
@@ -173,10 +174,13 @@ def _solve(
         result.started_from = "given"
         text = problem.start.read_text(encoding="utf-8")
         save_file(source, text, force=True)
-        first = evaluate_fn(source, text, "", settings, profile=False)
-        if not first.verified:
+        # Profiled in full, as the loop's first step needs it: the loop starts from this
+        # evaluation instead of making its own (a profiler that fails leaves that to the loop).
+        first = evaluate_fn(source, text, _first_kernel(text), settings, depth="full")
+        if not (first.verified or _checked(first)):
             _fail(result, first)
             return
+        origin = first if first.verified else None
         check = first.check
     else:
         init = initial_kernel(
@@ -199,7 +203,7 @@ def _solve(
             return
         text = init.source
         save_file(source, text, force=True)
-        check = init.check
+        check, origin = init.check, None
     assert check is not None and check.timing is not None
     result.kernel_file = str(source)
     result.initial_ms = check.timing.median_ms
@@ -223,9 +227,19 @@ def _solve(
         settings=settings,
     )
     outcome = run_optimization(
-        OptimizeRun(request=request, client=services.client, kb=services.kb, evaluate=evaluate_fn)
+        OptimizeRun(
+            request=request,
+            client=services.client,
+            kb=services.kb,
+            evaluate=evaluate_fn,
+            run_rollouts=runner_for(settings),  # at once, over the GPUs of gpu_index
+            origin=origin,
+        )
     )
     result.steps = len(outcome.steps)
+    result.rollouts_wall_s = outcome.rollouts_wall_s
+    result.optimize_phases = outcome.phases
+    result.step_phases = [step.phases for step in outcome.steps]
     result.detail = f"optimize: {outcome.error}" if outcome.error else ""
     best = text
     if outcome.improved and outcome.best_source is not None:
@@ -234,14 +248,28 @@ def _solve(
         result.kernel_file = str(optimized_copy_path(source))
         save_file(optimized_copy_path(source), best, force=True)
 
-    final = evaluate_fn(source, best, result.kernel, settings, profile=False)
-    if not final.verified:
-        _fail(result, final)
-        return
-    assert final.check is not None
-    if not _degenerate(result, final.check):
+    final_check = check  # nothing faster: the first kernel's check is its final timing
+    if best != text:
+        final = evaluate_fn(source, best, result.kernel, settings, profile=False)
+        if not final.verified:
+            _fail(result, final)
+            return
+        assert final.check is not None
+        final_check = final.check
+    if not _degenerate(result, final_check):
         result.status = "verified"
-    _record_times(result, final.check)
+    _record_times(result, final_check)
+
+
+def _first_kernel(text: str) -> str | None:
+    kernels = global_kernels(text)
+    return kernels[0].name if kernels else None
+
+
+def _checked(evaluation: Evaluation) -> bool:
+    """Verified and timed, though the evaluation failed after (its profile)."""
+    check = evaluation.check
+    return bool(check and check.verify and check.verify.ok and check.timing)
 
 
 def _record_times(result: ProblemResult, check: CheckResult) -> None:

@@ -7,8 +7,8 @@ verified step, as the paper intends. Every attempt is written to the KB as it ha
 cancelled run keeps what it learned, and rollouts running at the same time rank with each
 other's results as they land. A rollout is a unit of work (`run_rollout`: a picklable
 RolloutPlan in, a RolloutResult out) that `run_optimization` hands to a runner: one after another
-here (`in_sequence`), one worker per GPU (agents.rollout_runners) or Ray tasks
-(agents.ray_rollouts). The user's file is never touched here.
+here (`in_sequence`), all at once with their evaluations queued per GPU (agents.rollout_runners),
+or Ray tasks (agents.ray_rollouts). The user's file is never touched here.
 
 A run is an OptimizeRun: the worker's OptimizeRequest and the live objects it runs with. Its
 result is the OptimizeResult the worker sends to the editor, unchanged; each step is an
@@ -38,27 +38,33 @@ it accepted; the verdicts, kept or not, are the result's `proposals`."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
 
 from kernelblaster.agents.evaluation import Evaluation, evaluate
+from kernelblaster.agents.gpu_gates import GatedEvaluate
+from kernelblaster.agents.in_flight import InFlight
 from kernelblaster.agents.llm import LlmClient, LlmError, Usage
 from kernelblaster.agents.lowering import Feedback, LoweringInput, LoweringResult, lower
 from kernelblaster.agents.policy_update import update_policy
 from kernelblaster.agents.proposals import propose_where_needed
 from kernelblaster.agents.soft_verify import soft_verify
 from kernelblaster.agents.state_extractor import refine_state
+from kernelblaster.agents.step_clock import StepClock
 from kernelblaster.harness.protocol.optimize_protocol import (
     LaunchedKernel,
     OptimizeRequest,
     OptimizeResult,
     OptimizeStep,
+    PhaseTimes,
     ProposalVerdict,
 )
 from kernelblaster.harness.protocol.records import PerfState
@@ -150,6 +156,11 @@ class RolloutServices:
     cancelled: Callable[[], bool]
     # after each step: a line saying what happened, and the time of a new verified candidate
     report: Callable[[str, float | None], None]
+    in_flight: InFlight = field(default_factory=InFlight)  # steps out, of rollouts run at once
+    # Held while a rollout asks for proposals: rollouts run at once that reach the same state
+    # on the same source then see the first one's proposals in the KB instead of asking again
+    # (and validating against a KB that does not have them yet).
+    proposing: threading.Lock = field(default_factory=threading.Lock)
 
 
 RunRollouts = Callable[[RolloutPlan, int, RolloutServices], list[RolloutResult]]
@@ -172,6 +183,9 @@ class OptimizeRun:
     on_progress: OnProgress = _no_progress
     cancelled: Callable[[], bool] = _never
     run_rollouts: RunRollouts | None = None
+    # The original's evaluation at depth "full", when the caller has made it (the KernelBench
+    # runner's check of a given kernel): the run starts from it instead of evaluating again.
+    origin: Evaluation | None = None
 
 
 def constraints_for(target: Target, settings: Settings) -> list[str]:
@@ -192,11 +206,18 @@ def constraints_for(target: Target, settings: Settings) -> list[str]:
     return rules
 
 
-def _start(run: OptimizeRun) -> VerifiedKernel | str:
+def _start(run: OptimizeRun, evaluate: Evaluate, phases: PhaseTimes) -> VerifiedKernel | str:
     request = run.request
-    evaluation = run.evaluate(
-        Path(request.source), request.source_text, request.kernel, request.settings, depth="full"
-    )
+    evaluation = run.origin
+    if evaluation is None:
+        evaluation = evaluate(
+            Path(request.source),
+            request.source_text,
+            request.kernel,
+            request.settings,
+            depth="full",
+        )
+        phases.add(evaluation.phases)
     if not evaluation.verified or evaluation.state is None or evaluation.time_ms is None:
         reason = (
             evaluation.error.message
@@ -223,6 +244,7 @@ def run_optimization(run: OptimizeRun) -> OptimizeResult:
     says which verified, memory-safe candidate is best."""
     request, client, kb = run.request, run.client, run.kb
     source, settings = Path(request.source), request.settings
+    started = time.time()
     result = OptimizeResult(kernel=request.kernel)
     target = resolve_target(source, settings)
     if not isinstance(target, Target):
@@ -233,9 +255,13 @@ def run_optimization(run: OptimizeRun) -> OptimizeResult:
     # Each rollout GPU gets a worker that prewarms while the original is profiled, instead of
     # paying the start-up at its first step (spare workers only: see keep_spare_workers).
     prewarm_harness_workers(settings, settings.gpus())
-    origin = _start(run)
+    # Every evaluation of the run takes its GPU's gate: rollouts running at once queue only
+    # their candidates' evaluations, one GPU evaluating one candidate at a time.
+    evaluate_on_gpu = GatedEvaluate(run.evaluate, slots=settings.parallel_gpu_jobs)
+    origin = _start(run, evaluate_on_gpu, result.phases)
     if isinstance(origin, str):
         result.error = origin
+        result.wall_s = round(time.time() - started, 3)
         return result
     origin.state = _known_state(client, kb, origin.state, result)
     arch = origin.state.arch
@@ -250,12 +276,14 @@ def run_optimization(run: OptimizeRun) -> OptimizeResult:
     services = RolloutServices(
         client=client,
         kb=kb,
-        evaluate=run.evaluate,
+        evaluate=evaluate_on_gpu,
         lower=run.lower,
         cancelled=run.cancelled,
         report=_Progress(total, origin.time_ms, run.on_progress),
     )
+    rollouts_began = time.time()
     rollouts = (run.run_rollouts or in_sequence)(plan, request.rollouts, services)
+    result.rollouts_wall_s = round(time.time() - rollouts_began, 3)
     verified: list[VerifiedKernel] = []
     run_attempts: list[Attempt] = []
     for rollout in sorted(rollouts, key=lambda r: r.rollout):
@@ -269,10 +297,27 @@ def run_optimization(run: OptimizeRun) -> OptimizeResult:
         run_attempts += rollout.attempts
     # Rollouts that another's error stopped count as stopped by it, not as cancelled by the user.
     result.cancelled = result.cancelled and result.error is None
-    if run_attempts and not result.cancelled and result.error is None:
-        result.policy_notes = _update_policy(client, kb, arch, run_attempts, result)
-    best = _memory_safe_best(plan, verified, services)
+    # The policy update waits on the LLM, the best candidate's sanitizer run on the GPU: at once.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy-update") as pool:
+        updating = None
+        if run_attempts and not result.cancelled and result.error is None:
+            updating = pool.submit(_timed_policy_update, client, kb, arch, run_attempts, result)
+        best = _memory_safe_best(plan, verified, services, result.phases)
+        if updating is not None:
+            result.policy_notes, waited = updating.result()
+            result.phases.add(waited)  # here: the sanitizer run's phases were added meanwhile
+    result.wall_s = round(time.time() - started, 3)
     return _finish(result, origin, best)
+
+
+def _timed_policy_update(
+    client: LlmClient, kb: KnowledgeBase, arch: str, attempts: list[Attempt], result: OptimizeResult
+) -> tuple[int, PhaseTimes]:
+    """The policy update's notes written, and its wait for the LLM."""
+    clock = StepClock(PhaseTimes())
+    with clock.llm("policy_update"):
+        notes = _update_policy(client, kb, arch, attempts, result)
+    return notes, clock.phases
 
 
 def in_sequence(plan: RolloutPlan, rollouts: int, services: RolloutServices) -> list[RolloutResult]:
@@ -304,16 +349,22 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
         proposed = [] if forced else _proposed(plan, services, current, result, asked)
         seed = request.seed
         step_seed = None if seed is None else seed + rollout * request.depth + step_index + 1
-        choice = _choose(
-            kb,
-            current.state,
-            source_hash=code_hash(current.source) if request.avoid_failed else None,
-            k=request.top_k,
-            forced=forced,
-            seed=step_seed,
-            temperature=request.temperature,
-            exploration=request.exploration,
-            among=proposed,
+        starting_hash = code_hash(current.source)
+        choice = services.in_flight.choose(
+            starting_hash,
+            functools.partial(
+                _choose,
+                kb,
+                current.state,
+                source_hash=starting_hash if request.avoid_failed else None,
+                k=request.top_k,
+                forced=forced,
+                seed=step_seed,
+                temperature=request.temperature,
+                exploration=request.exploration,
+                among=proposed,
+            ),
+            lambda ranked: ranked.technique,
         )
         if choice is None:
             break
@@ -346,6 +397,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
             current = candidate
         else:
             _record(plan, services, result, step)
+        services.in_flight.done(starting_hash, choice.technique)
         if step.fatal:
             result.error = step.detail
             break
@@ -371,7 +423,8 @@ def _record(
     plan: RolloutPlan, services: RolloutServices, result: RolloutResult, step: OptimizeStep
 ) -> None:
     attempt = kb_attempt(step, arch=plan.origin.state.arch, kernel=plan.request.kernel)
-    services.kb.record(attempt)
+    with StepClock(step.phases).timed("kb_write"):
+        services.kb.record(attempt)
     result.attempts.append(attempt)
 
 
@@ -414,7 +467,7 @@ class _Progress:
 
 
 def _memory_safe_best(
-    plan: RolloutPlan, verified: list[VerifiedKernel], services: RolloutServices
+    plan: RolloutPlan, verified: list[VerifiedKernel], services: RolloutServices, phases: PhaseTimes
 ) -> VerifiedKernel:
     """The fastest verified candidate that also passes compute-sanitizer (memcheck, and
     racecheck with shared memory): numbers that happen to match don't prove memory safety.
@@ -431,6 +484,7 @@ def _memory_safe_best(
             sanitize=True,
             profile=False,
         )
+        phases.add(evaluation.phases)
         if evaluation.verified:
             return candidate
         assert candidate.made_by is not None  # every candidate but the original has its step
@@ -489,14 +543,15 @@ def _proposed(
     key = (current.state.state, code_hash(current.source))
     if plan.request.proposals <= 0 or key in asked:
         return []
-    batch = propose_where_needed(
-        services.client,
-        services.kb,
-        current.state,
-        kernel=plan.request.kernel,
-        source=current.source,
-        limit=plan.request.proposals,
-    )
+    with services.proposing:
+        batch = propose_where_needed(
+            services.client,
+            services.kb,
+            current.state,
+            kernel=plan.request.kernel,
+            source=current.source,
+            limit=plan.request.proposals,
+        )
     if batch is None:
         return []
     asked.add(key)
@@ -517,6 +572,7 @@ def _choose(
     temperature: float,
     exploration: float,
     among: Sequence[str] = (),
+    busy: Collection[str] = (),
 ) -> RankedTechnique | None:
     """What the step tries: `forced`, else a weighted random top-k pick among `among` (just
     proposed) when any of them is ranked, else among the ranking."""
@@ -548,6 +604,8 @@ def _choose(
     ranked = [r for r in ranked if r.technique in among] or ranked
     if source_hash is not None:
         ranked = _untried_or_successful(kb, state, source_hash, ranked)
+    # What rollouts running alongside are trying on this kernel right now (agents/in_flight.py)
+    ranked = [r for r in ranked if r.technique not in busy] or ranked
     picked = select(
         ranked, 1, top_k=max(k, 1), temperature=temperature, exploration=exploration, seed=seed
     )
@@ -580,10 +638,17 @@ def _step(
     request = plan.request
     evaluations: dict[str, Evaluation] = {}
     latest: list[Evaluation] = []  # in the order checked (a candidate may come back twice)
+    clock = StepClock(step.phases)
+    ncu_below_ms = _ncu_below_ms(current, choice, depth_left=step.depth + 1 < request.depth)
 
     def check(candidate: str) -> Feedback | None:
+        clock.llm_answered()
         # No kernel name: the candidate's state is its dominant kernel's, whatever it is called.
-        evaluation = services.evaluate(plan.source, candidate, None, request.settings)
+        evaluation = services.evaluate(
+            plan.source, candidate, None, request.settings, ncu_below_ms=ncu_below_ms
+        )
+        clock.evaluated(evaluation)
+        clock.llm_waits()  # the lowering agent's next reply, if it asks for one
         evaluations[code_hash(candidate)] = evaluation
         latest.append(evaluation)
         if evaluation.error is not None:  # not the candidate's fault: stop retrying
@@ -595,6 +660,7 @@ def _step(
         step.completion_tokens += usage.completion_tokens
 
     technique = _technique(services.kb, choice)
+    clock.llm_waits()
     try:
         lowered = services.lower(
             services.client,
@@ -616,6 +682,8 @@ def _step(
     except _HarnessUnavailable as exc:
         _fatal(step, "harness", exc)
         return None
+    finally:
+        clock.llm_answered()
     if lowered.source is None:
         # "error" when no candidate ever reached the harness: every reply was unusable.
         step.outcome = latest[-1].outcome if latest else "error"
@@ -624,13 +692,14 @@ def _step(
         return None
     evaluation = evaluations[code_hash(lowered.source)]
     try:
-        verdict = soft_verify(
-            services.client,
-            reference_source=plan.reference_text,
-            original_source=current.source,
-            candidate_source=lowered.source,
-            constraints=plan.constraints,
-        )
+        with clock.llm("soft_verify"):
+            verdict = soft_verify(
+                services.client,
+                reference_source=plan.reference_text,
+                original_source=current.source,
+                candidate_source=lowered.source,
+                constraints=plan.constraints,
+            )
     except LlmError as exc:
         _fatal(step, "LLM", exc)
         return None
@@ -657,6 +726,21 @@ def _step(
         techniques=[*current.techniques, choice.technique],
         made_by=step,
     )
+
+
+def _ncu_below_ms(
+    current: VerifiedKernel, choice: RankedTechnique, *, depth_left: bool
+) -> float | None:
+    """Below what time a candidate of this step gets ncu's pass after its in-process state
+    (WorkerRequest.ncu_below_ms): only a candidate the rollout goes on from needs ncu's rules
+    and source lines, for its next choice and its lowering prompt. That is a candidate that
+    beats `current` by MIN_SPEEDUP, or any verified one of an enabler, while depth is left;
+    the others' states are only recorded, and the in-process counters classify the same."""
+    if not depth_left:
+        return 0.0
+    if _enables(choice.technique):
+        return None
+    return current.time_ms / MIN_SPEEDUP
 
 
 def _fatal(step: OptimizeStep, what: str, exc: Exception) -> None:

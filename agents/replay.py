@@ -165,8 +165,11 @@ class ReplayTask:
         depth: str = "quick",
         sanitize: bool = False,
         profile: bool = True,
+        ncu_below_ms: float | None = None,
     ) -> Evaluation:
-        """The table's answer for `text`, with a time drawn at the variant's measured spread."""
+        """The table's answer for `text`, with a time drawn at the variant's measured spread
+        (the table holds each variant's state: `ncu_below_ms`, the live harness's choice of
+        profiler, changes nothing here)."""
         variant = self.variant_of(text)
         measured = self.measured(variant)
         if measured.outcome != "verified":

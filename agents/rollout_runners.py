@@ -1,12 +1,16 @@
-"""Running the rollouts of one optimize run at the same time, one worker per GPU.
+"""Running the rollouts of one optimize run at the same time, on one GPU or several.
 
-A worker is a thread: the heavy part of a step (build, verify, time, profile) runs in a harness
-worker process on the worker's GPU (`gpu_index` in the settings it passes on), and the LLM calls
-wait on the network, so threads are enough. Each thread runs in a copy of the caller's context,
-so the run's spare workers (harness/worker_client.keep_spare_workers) serve its evaluations,
-each GPU's from its own spare. The workers share the KB (one connection, one
-transaction at a time) and the LLM client. Each attempt is recorded as it happens, so rollouts
-running alongside, and those that start later, rank with it."""
+Every rollout is a thread from the start: its LLM calls wait on the network, and the heavy part
+of a step (build, verify, time, profile) runs in a harness worker process on the rollout's GPU
+(`gpu_index` in the settings it passes on), queued behind the other rollouts' candidates on
+that GPU by the run's GPU gates (agents/gpu_gates.py). So while one candidate is evaluated, the
+other rollouts' replies are being written, and N GPUs evaluate N candidates at once. Rollout r
+runs on gpus[r % len(gpus)]: a rollout's steps are timed on one GPU.
+
+Each thread runs in a copy of the caller's context, so the run's spare workers
+(harness/protocol/worker_client.keep_spare_workers) serve its evaluations, each GPU's from its
+own spare. The threads share the KB (one connection, one transaction at a time) and the LLM
+client. Each attempt is recorded as it happens, so rollouts running alongside rank with it."""
 
 from __future__ import annotations
 
@@ -20,67 +24,55 @@ from kernelblaster.agents.loop import (
     RolloutResult,
     RolloutServices,
     RunRollouts,
-    in_sequence,
     run_rollout,
 )
 from kernelblaster.settings import Settings
 
 
 def runner_for(settings: Settings) -> RunRollouts:
-    """One worker per GPU in `gpu_index` (or `parallel_gpu_jobs` workers, if that is more,
-    taking the GPUs in turn); one worker runs the rollouts one after another."""
-    gpus = settings.gpus()
-    workers = max(settings.parallel_gpu_jobs, len(gpus))
-    return in_sequence if workers == 1 else OnGpus(gpus, workers)
+    """Every rollout at once, over the GPUs of `gpu_index` (their evaluations queue per GPU)."""
+    return OnGpus(settings.gpus())
 
 
 def on_gpus(gpus: list[int]) -> RunRollouts:
-    """One worker per GPU."""
-    return OnGpus(gpus, len(gpus))
+    return OnGpus(gpus)
 
 
 @dataclasses.dataclass(frozen=True)
 class OnGpus:
-    """Run the rollouts on `workers` threads, worker i on gpus[i % len(gpus)], each taking the
-    next rollout not yet started. A rollout that hits an error (the LLM or the harness gone)
-    stops the others at their next step."""
+    """Run every rollout in a thread of its own, rollout r on gpus[r % len(gpus)]. A rollout
+    that hits an error (the LLM or the harness gone) stops the others at their next step."""
 
     gpus: list[int]
-    workers: int
 
     def __call__(
         self, plan: RolloutPlan, rollouts: int, services: RolloutServices
     ) -> list[RolloutResult]:
-        next_rollout = iter(range(rollouts))
         results: list[RolloutResult] = []
         lock, stop = threading.Lock(), threading.Event()
         stoppable = dataclasses.replace(
             services, cancelled=lambda: stop.is_set() or services.cancelled()
         )
 
-        def work(slot: int) -> None:
-            gpu = self.gpus[slot % len(self.gpus)]
-            on_gpu = plan.on_gpu(gpu)
+        def work(rollout: int) -> None:
+            on_gpu = plan.on_gpu(self.gpus[rollout % len(self.gpus)])
             try:
-                while not stop.is_set():
-                    with lock:
-                        rollout = next(next_rollout, None)
-                    if rollout is None:
-                        return
-                    result = run_rollout(on_gpu, rollout, stoppable)
-                    with lock:
-                        results.append(result)
-                    if result.error or result.cancelled:
-                        stop.set()
+                result = run_rollout(on_gpu, rollout, stoppable)
             except BaseException:
                 stop.set()  # a crash ends the run: the others stop at their next step
                 raise
+            with lock:
+                results.append(result)
+            if result.error or result.cancelled:
+                stop.set()
 
-        count = max(1, min(self.workers, rollouts))
-        with ThreadPoolExecutor(max_workers=count, thread_name_prefix="rollout") as pool:
+        if rollouts < 1:
+            return results
+        with ThreadPoolExecutor(max_workers=rollouts, thread_name_prefix="rollout") as pool:
             # A context can be entered by one thread at a time: a copy for each.
             futures = [
-                pool.submit(contextvars.copy_context().run, work, slot) for slot in range(count)
+                pool.submit(contextvars.copy_context().run, work, rollout)
+                for rollout in range(rollouts)
             ]
             try:
                 for future in futures:

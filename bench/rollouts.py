@@ -1,4 +1,4 @@
-"""Wall time of `optimize` with its rollouts on one GPU, then on two at once (one worker per GPU),
+"""Wall time of `optimize` with its rollouts on one GPU, then on two (rollouts at once either way),
 for the same rollouts: the real harness builds, verifies, times and profiles every candidate on
 its rollout's GPU, and a scripted OpenAI-compatible server (tests/openai_server.py) answers each
 agent at once with real optimized CUDA (bench/scripted/), so the ratio is the harness's work.

@@ -84,8 +84,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     atol: Tolerance | None = None
     rtol: Tolerance | None = None
     allow_library_calls: bool = False
-    # GPU: one index, or a list of them that `optimize` spreads its rollouts over (one worker
-    # per GPU; more if parallel_gpu_jobs asks for more)
+    # GPU: one index, or a list of them that `optimize` spreads its rollouts over (rollout r on
+    # the r-th in turn). parallel_gpu_jobs: the jobs one GPU runs at once (the server's saves
+    # and optimizations; the candidates `optimize` evaluates, agents/gpu_gates.py).
     gpu_index: GpuIndex | list[GpuIndex] = 0
     parallel_gpu_jobs: AtLeastOne = 1
     # LLM (OpenAI-compatible endpoint)

@@ -13,6 +13,8 @@ free of the LLM stack, so the language server can import it."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from kernelblaster.settings import Settings
@@ -56,6 +58,56 @@ class LaunchedKernel(msgspec.Struct, kw_only=True):
     launches: int = 1
 
 
+class Span(msgspec.Struct, kw_only=True):
+    """One interval of a step on the wall clock (time.time() seconds, comparable between the
+    threads and processes of one host): waiting for the LLM, or holding a GPU for a candidate's
+    evaluation. Rollouts that run at once show here how their LLM waits and GPU work overlap."""
+
+    kind: Literal["llm", "gpu"]
+    start: float
+    end: float
+    gpu: int | None = None  # the GPU held ("gpu" spans)
+
+
+class PhaseTimes(msgspec.Struct, kw_only=True):
+    """Where the wall time of a step (or of a run's own work besides its steps) went, in
+    seconds. `llm_wait` and `soft_verify` are the LLM's; everything else is the harness's and
+    the loop's own. The harness parts are the worker's measurements of its runs, summed over
+    every candidate the step had checked (a lowering retry is a second candidate):
+    `evaluation` is those runs end to end from the GPU being granted (a spare worker's hand-off,
+    the parts below, the pipe), `gpu_queue` the wait for the GPU while other rollouts'
+    candidates held it. `reference` is the reference side's time not hidden behind the build
+    (agents/evaluation.py says how each part is read)."""
+
+    llm_wait: float = 0.0  # the lowering agent's replies, every retry's
+    gpu_queue: float = 0.0
+    evaluation: float = 0.0
+    build: float = 0.0
+    reference: float = 0.0
+    verify: float = 0.0
+    timing: float = 0.0
+    quick_profile: float = 0.0  # the in-process counters (harness/profile/counters.py)
+    full_profile: float = 0.0  # ncu (harness/profile/ncu.py)
+    baselines: float = 0.0  # PyTorch eager and torch.compile (cached per reference and GPU)
+    sanitize: float = 0.0  # compute-sanitizer (the best candidate's, at the end of a run)
+    soft_verify: float = 0.0  # the soft verifier's LLM call
+    policy_update: float = 0.0  # the policy update's LLM calls (a run's, not a step's)
+    kb_write: float = 0.0
+    spans: list[Span] = []
+
+    @property
+    def llm_s(self) -> float:
+        """Seconds spent waiting for the LLM."""
+        return self.llm_wait + self.soft_verify + self.policy_update
+
+    def add(self, other: PhaseTimes) -> None:
+        """Add `other`'s seconds and spans to these."""
+        for name in self.__struct_fields__:
+            if name != "spans":
+                setattr(self, name, round(getattr(self, name) + getattr(other, name), 4))
+        self.spans = [*self.spans, *other.spans]
+
+
 class OptimizeStep(msgspec.Struct, kw_only=True):
     """One step of one rollout: the technique tried on the kernel the rollout stood at, what the
     ranking predicted, and the evaluated verdict."""
@@ -83,6 +135,7 @@ class OptimizeStep(msgspec.Struct, kw_only=True):
     # measured_speedup and outcome are then those of the best candidate reached from it later
     # in the rollout, vs where this step started.
     enabler: bool = False
+    phases: PhaseTimes = msgspec.field(default_factory=PhaseTimes)
 
 
 class ProposalVerdict(msgspec.Struct, kw_only=True):
@@ -118,6 +171,12 @@ class OptimizeResult(msgspec.Struct, kw_only=True, tag="result"):
     # Why the run could not complete (LLM unreachable, no GPU, ...). After an improvement it can
     # only say that the policy update was skipped: the candidate stands.
     error: str | None = None
+    # The run's own work besides its steps' (the original's evaluation, compute-sanitizer on
+    # the best candidate, the policy update), and the wall seconds of the whole run and of its
+    # rollouts (the steps, run at once where rollouts share GPUs or use several).
+    phases: PhaseTimes = msgspec.field(default_factory=PhaseTimes)
+    wall_s: float = 0.0
+    rollouts_wall_s: float = 0.0
 
     @property
     def message(self) -> str:

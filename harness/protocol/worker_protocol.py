@@ -43,6 +43,11 @@ class WorkerRequest(msgspec.Struct, kw_only=True):
     kernels: list[str] = []  # profile only these kernel names (all of the file's when empty)
     reference: str | None = None  # overrides the reference found beside the source
     sanitize: bool = False  # also run compute-sanitizer (memcheck; racecheck with shared memory)
+    # Where the in-process counters give the quick state (harness/profile/counters.py), ncu's
+    # pass after them (its rules' estimates, the source lines) runs only for a kernel whose
+    # verified median is below this many milliseconds; None: always. The optimize loop asks
+    # for it only where the candidate's findings decide its next step (agents/loop.py).
+    ncu_below_ms: float | None = None
     source_text: str | None = None  # check this text instead of the file's (candidates)
     # task "build" only: build this text as if `source` held it (the editor's unsaved buffer,
     # built ahead of its save so that the save's build is a cache hit; harness/build/nvcc.py)

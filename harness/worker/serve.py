@@ -277,28 +277,47 @@ def handle(request: WorkerRequest) -> WorkerResponse:
 
     # Shown while ncu runs: the verified timing is worth seconds to the user.
     emit(WorkerProgress(phase="profile", message="starting the profile", build=built, check=result))
+    began = time.perf_counter()
     early = _early_profile(request, target, built, settings, result, warming)
-    # What follows (ncu's pass, the baselines) may be stopped for another file's save.
-    emit(WorkerProgress(phase="profile", message="profiling with ncu", background=True))
-    report, error = profile.profile_target(
-        target,
-        built,
-        settings,
-        depth=request.depth,
-        kernels=request.kernels,
-        progress=progress,
-        arch=result.arch,
-    )
-    # Classified once, here where the profile is made: every caller gets the same states.
-    states = classify_report(report) if report is not None else []
-    if report is None and early is not None:
-        # ncu failed after the counters gave the state: keep it; `error` says what's missing.
+    if early is not None:
+        result.phase_seconds["profile_counters"] = round(time.perf_counter() - began, 4)
+    skip_ncu = early is not None and not _ncu_wanted(request, result)
+    # What follows (ncu's pass where wanted, the baselines) may be stopped for another file's save.
+    message = "measuring the baselines" if skip_ncu else "profiling with ncu"
+    emit(WorkerProgress(phase="profile", message=message, background=True))
+    report: ProfileReport | None
+    if skip_ncu and early is not None:
         report, states = early
+        error = None
+    else:
+        began = time.perf_counter()
+        report, error = profile.profile_target(
+            target,
+            built,
+            settings,
+            depth=request.depth,
+            kernels=request.kernels,
+            progress=progress,
+            arch=result.arch,
+        )
+        result.phase_seconds["profile_ncu"] = round(time.perf_counter() - began, 4)
+        # Classified once, here where the profile is made: every caller gets the same states.
+        states = classify_report(report) if report is not None else []
+        if report is None and early is not None:
+            # ncu failed after the counters gave the state: keep it; `error` says what's missing.
+            report, states = early
     # After the profile, so that neither the timing nor the state waits for torch.compile.
     baseline_error = check.add_baselines(target, settings, result, progress=progress)
     return WorkerResponse(
         build=built, check=result, profile=report, states=states, error=error or baseline_error
     )
+
+
+def _ncu_wanted(request: WorkerRequest, checked: CheckResult) -> bool:
+    """Whether ncu's pass follows the in-process state (`ncu_below_ms`)."""
+    if request.ncu_below_ms is None:
+        return True
+    return checked.timing is not None and checked.timing.median_ms < request.ncu_below_ms
 
 
 def _counters_apply(request: WorkerRequest, target: Target, settings: Settings) -> bool:

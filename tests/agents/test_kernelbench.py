@@ -226,7 +226,9 @@ def endpoint(openai_server) -> Endpoint:
     return endpoint
 
 
-def run_level(folder: Path, tmp_path: Path, client, *, lines: list[str] | None = None):
+def run_level(
+    folder: Path, tmp_path: Path, client, *, lines: list[str] | None = None, harness=None
+):
     results = tmp_path / "results" / results_name(DEVICE, "level1")
     run = open_run(results, device=DEVICE, level="level1", config=CONFIG, note="", restart=False)
     with KnowledgeBase.open(tmp_path / "kb.sqlite3") as kb:
@@ -235,7 +237,7 @@ def run_level(folder: Path, tmp_path: Path, client, *, lines: list[str] | None =
             client=client,
             kb=kb,
             work_dir=tmp_path / "work",
-            evaluate_fn=ProblemHarness(),
+            evaluate_fn=harness or ProblemHarness(),
             signature_fn=lambda reference, **_: SignatureResponse(),
         )
         return run_kernelbench(
@@ -326,10 +328,36 @@ def test_a_dead_endpoint_stops_the_run_and_the_rerun_goes_on_from_there(
 def test_a_given_kernel_replaces_init(openai_server, endpoint, make_client, tmp_path):
     folder = write_problems(tmp_path / "level1", "1_Softmax")
     (folder / "1_Softmax.cu").write_text(SOFTMAX_KERNEL)
-    run, _ = run_level(folder, tmp_path, make_client(timeout_s=10.0))
+    harness = ProblemHarness()
+    run, _ = run_level(folder, tmp_path, make_client(timeout_s=10.0), harness=harness)
     solved = run.problems[0]
     assert solved.status == "verified" and solved.started_from == "given"
     assert solved.init_replies == 0 and "init" not in solved.tokens_by_purpose
+    # The given kernel is evaluated once, profiled in full: the loop starts from that evaluation
+    originals = [options for verdict, options in harness.calls if verdict == "original"]
+    assert originals == [{"depth": "full"}]
+    # Where the problem's time went: its rollouts and each step's phases
+    assert solved.steps == len(solved.step_phases) > 0
+    assert solved.rollouts_wall_s > 0 and solved.optimize_phases is not None
+
+
+def test_a_problem_the_loop_did_not_improve_keeps_its_first_check_as_final_timing(
+    openai_server, endpoint, make_client, tmp_path
+):
+    folder = write_problems(tmp_path / "level1", "1_Softmax")
+    (folder / "1_Softmax.cu").write_text(SOFTMAX_KERNEL)
+
+    class SlowerCandidates(ProblemHarness):  # every rewrite verifies, slower than the first
+        def __call__(self, source, text, kernel, settings, **options):
+            slower = text.replace("KB_RESULT_verified_0.25", "KB_RESULT_verified_1.5")
+            return super().__call__(source, slower, kernel, settings, **options)
+
+    harness = SlowerCandidates()
+    run, _ = run_level(folder, tmp_path, make_client(timeout_s=10.0), harness=harness)
+    solved = run.problems[0]
+    assert solved.status == "verified" and not solved.techniques
+    assert solved.final_ms == solved.initial_ms == 1.0
+    assert [verdict for verdict, _ in harness.calls].count("original") == 1
 
 
 def test_continuing_with_other_options_is_refused(tmp_path):

@@ -10,7 +10,7 @@ import json
 
 import msgspec
 import pytest
-from openai_server import reply
+from openai_server import reply, reply_by_agent
 from test_loop import SOFTMAX, RecordedHarness, cuda, soft
 
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
@@ -20,11 +20,13 @@ from kernelblaster.agents.proposals import (
     why_propose,
 )
 from kernelblaster.agents.reply_json import text_problem
+from kernelblaster.agents.rollout_runners import runner_for
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest, OptimizeResult
 from kernelblaster.harness.protocol.records import Finding
 from kernelblaster.kb.proposal_status import RETIRE_AFTER
 from kernelblaster.kb.proposals import proposal_views
 from kernelblaster.kb.records import Attempt, code_hash
+from kernelblaster.settings import Settings
 
 NEW_ID = "warp_per_row_online_softmax"
 # The catalog's coalesce_global_access description, reworded as a model might repeat it.
@@ -144,6 +146,47 @@ def test_a_state_with_nothing_left_gets_a_proposal_that_is_applied_verified_reco
     # the run's record of the proposals travels to the editor unchanged
     line = msgspec.json.encode(outcome)
     assert NEW_ID in json.loads(line)["proposals"][0]["technique"]
+
+
+def test_rollouts_run_at_once_ask_for_proposals_once_and_share_them(openai_server, make_client, kb):
+    """Three rollouts start together on a kernel the KB has nothing left for: the first asks,
+    the others wait for its proposals to land in the KB and rank them instead of asking again
+    (and racing it to validate against a KB without them)."""
+    harness = RecordedHarness()
+    exhaust(kb, harness)
+    openai_server.responder = reply_by_agent(
+        {
+            "propose_techniques": reply(proposals(item()), delay_s=0.5),
+            "lowering": reply(cuda("verified 0.5")),
+            "soft_verify": reply(soft(True)),
+            "perf_gap": reply(json.dumps({"analyses": []})),
+            "parameter_update": reply(json.dumps({"updates": []})),
+        }
+    )
+    request = OptimizeRequest(
+        source=str(SOFTMAX),
+        source_text=SOFTMAX.read_text(),
+        kernel="softmax_rowthread",
+        rollouts=3,
+        depth=1,
+        seed=7,
+    )
+    outcome = run_optimization(
+        OptimizeRun(
+            request=request,
+            client=make_client(timeout_s=5.0),
+            kb=kb,
+            evaluate=harness,
+            run_rollouts=runner_for(Settings()),
+        )
+    )
+
+    assert outcome.error is None and len(outcome.steps) == 3
+    asked = [r for r in openai_server.chat_requests if "were already tried" in r.prompt_text]
+    assert len(asked) == 1
+    assert [(v.technique, v.accepted) for v in outcome.proposals] == [(NEW_ID, True)]
+    (view,) = proposal_views(kb)
+    assert view.technique == NEW_ID
 
 
 def test_malformed_oversized_duplicate_secret_and_code_proposals_are_rejected_with_reasons(

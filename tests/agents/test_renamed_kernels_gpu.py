@@ -95,6 +95,14 @@ def test_a_rewrite_that_renames_then_splits_the_kernel_is_verified_offered_and_r
     assert kernels[0]["time_share"] >= kernels[1]["time_share"] > 0
     assert sum(k["time_share"] for k in kernels) == pytest.approx(1.0)
     assert split["state_after"] == kernels[0]["state"]
+    # where each step's time went: ncu's pass only for the candidate step 2 went on from
+    for step in (renamed, split):
+        phases = step["phases"]
+        assert min(phases[p] for p in ("evaluation", "build", "verify", "timing")) > 0, phases
+        assert phases["quick_profile"] > 0 and phases["llm_wait"] > 0, phases
+        assert phases["evaluation"] >= phases["timing"] + phases["quick_profile"]
+    assert renamed["phases"]["full_profile"] > 0 and split["phases"]["full_profile"] == 0
+    assert result["wall_s"] >= result["rollouts_wall_s"] > 0
     # offered: the best verified, memory-safe candidate, written beside the source
     assert result["improved"] and result["speedup"] > 1.0
     best = (tmp_path / "softmax.optimized.cu").read_text()

@@ -18,7 +18,6 @@ import pytest
 from rollout_harness import GpuLoggingHarness, by_prompt
 from test_loop import run_loop
 
-from kernelblaster.agents.loop import in_sequence
 from kernelblaster.agents.rollout_runners import OnGpus, on_gpus, runner_for
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
@@ -33,24 +32,36 @@ def _three_greedy_rollouts(client, kb, harness, run_rollouts):
 
 
 def _assert_later_rollouts_saw_earlier_results(outcome, kb) -> None:
-    assert outcome.error is None and not outcome.cancelled
-    first, second, third = sorted(outcome.steps, key=lambda s: s.rollout)
-    assert [s.rollout for s in (first, second, third)] == [0, 1, 2]
-    assert {s.outcome for s in (first, second, third)} == {"compile_error"}
+    first, second, third = _three_failed_steps(outcome, kb)
     # The first two ranked the empty KB at the same time; the third started once a GPU was free,
     # after one of them had recorded its failure, and ranked with it.
     choice = {s.rollout: (s.technique, s.predicted_speedup) for s in (first, second, third)}
     assert choice[0] == choice[1] and choice[2] != choice[0]
-    recorded = kb.attempts()
-    assert sorted(a.outcome for a in recorded) == ["compile_error"] * 3
-    assert {a.technique for a in recorded} == {first.technique, third.technique}
+    assert {a.technique for a in kb.attempts()} == {first.technique, third.technique}
+
+
+def _three_failed_steps(outcome, kb):
+    assert outcome.error is None and not outcome.cancelled
+    steps = sorted(outcome.steps, key=lambda s: s.rollout)
+    assert [s.rollout for s in steps] == [0, 1, 2]
+    assert {s.outcome for s in steps} == {"compile_error"}
+    assert sorted(a.outcome for a in kb.attempts()) == ["compile_error"] * 3
+    return steps
+
+
+def _assert_rollouts_at_once_tried_different_techniques(outcome, kb) -> None:
+    """Rollouts that rank at once (threads of one process) each take a technique none of the
+    others is trying on the same kernel (agents/in_flight.py): three greedy rollouts, three
+    techniques, where ranking alone would have given all three the KB's best."""
+    steps = _three_failed_steps(outcome, kb)
+    assert len({s.technique for s in steps}) == 3
+    assert {a.technique for a in kb.attempts()} == {s.technique for s in steps}
 
 
 def test_settings_choose_the_runner():
-    assert runner_for(Settings()) is in_sequence
-    assert runner_for(Settings(gpu_index=[0, 1])) == OnGpus(gpus=[0, 1], workers=2)
-    assert runner_for(Settings(gpu_index=[2, 3], parallel_gpu_jobs=4)) == OnGpus([2, 3], 4)
-    assert runner_for(Settings(gpu_index=1, parallel_gpu_jobs=2)) == OnGpus([1], 2)
+    assert runner_for(Settings()) == OnGpus(gpus=[0])
+    assert runner_for(Settings(gpu_index=[0, 1])) == OnGpus(gpus=[0, 1])
+    assert runner_for(Settings(gpu_index=[2, 3], parallel_gpu_jobs=4)) == OnGpus([2, 3])
 
 
 def test_one_worker_per_gpu_sharing_the_kb(openai_server, client, tmp_path):
@@ -58,9 +69,11 @@ def test_one_worker_per_gpu_sharing_the_kb(openai_server, client, tmp_path):
     harness = GpuLoggingHarness(tmp_path / "harness")
     with KnowledgeBase.open(tmp_path / "kb.sqlite3") as kb:
         outcome = _three_greedy_rollouts(client, kb, harness, on_gpus([0, 1]))
-        _assert_later_rollouts_saw_earlier_results(outcome, kb)
+        _assert_rollouts_at_once_tried_different_techniques(outcome, kb)
     evaluations = harness.evaluations()
-    assert {e["gpu_index"] for e in evaluations} == {0, 1}
+    on_gpu = [e["gpu_index"] for e in evaluations]
+    # rollout r on GPU r % 2, each checking the same number of (broken) candidates
+    assert set(on_gpu) == {0, 1} and on_gpu.count(0) == 2 * on_gpu.count(1)
     assert {e["pid"] for e in evaluations} == {os.getpid()}  # threads of this process
 
 
@@ -83,7 +96,8 @@ def test_an_error_in_one_rollout_stops_the_others(openai_server, client, tmp_pat
         )
     assert outcome.error is not None and "no CUDA device" in outcome.error
     assert not outcome.cancelled
-    assert len(outcome.steps) <= 2  # the rollouts running then; none started afterwards
+    # Every rollout ran at once: each stopped at its first step, none went on to a second
+    assert len(outcome.steps) <= 6 and {s.depth for s in outcome.steps} == {0}
 
 
 # --- Ray -------------------------------------------------------------------------------------

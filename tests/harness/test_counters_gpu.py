@@ -186,3 +186,32 @@ def test_the_counters_wait_for_another_process_s_profile(work):
     assert run.error is None, run.error
     assert any(message.startswith("waiting for another profile") for message in heard), heard
     assert done >= held + 2.0  # the holder's two seconds
+
+
+@pytest.mark.parametrize(
+    ("ncu_below_ms", "program"),
+    # (None, ncu always, is every other profile test's request)
+    [(0.0, "in_process"), (1e9, ("run_once", "native_driver"))],
+)
+def test_ncu_follows_the_in_process_state_only_below_the_time_asked(ncu_below_ms, program, work):
+    """WorkerRequest.ncu_below_ms (the optimize loop's candidates): a kernel timed at or above
+    it keeps the counters' profile and states, with no ncu run; below it ncu's profile replaces
+    them. The verification and timing are the same run's either way."""
+    folder = work / f"below-{ncu_below_ms}"
+    folder.mkdir(exist_ok=True)
+    source = copy_example("softmax", folder)
+    settings = Settings(cache_dir=str(work / "cache"))
+    request = WorkerRequest(
+        task="profile", source=str(source), settings=settings, ncu_below_ms=ncu_below_ms
+    )
+    response = run_harness_sync(request, settings)
+    assert response.error is None, response.error
+    assert response.check.verify.ok and response.check.timing is not None
+    seconds = response.check.phase_seconds
+    assert seconds["profile_counters"] > 0
+    if program == "in_process":
+        assert response.profile.program == "in_process" and "profile_ncu" not in seconds
+    else:
+        assert response.profile.program in program and seconds["profile_ncu"] > 0
+    assert [s.kernel for s in response.states] == [k.name for k in response.profile.kernels]
+    assert response.states and response.states[0].kernel == "softmax_rowthread"

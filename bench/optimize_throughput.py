@@ -1,0 +1,412 @@
+"""What one optimization candidate costs, what a problem costs besides its candidates, how well
+the LLM's waits overlap with the GPU's work, and how the rollouts scale over GPUs: the numbers
+that say how long KernelBench takes at the paper's budget (bench/project_kernelbench.py turns
+them into the README's projection).
+
+    python3 bench/optimize_throughput.py --part single    # one GPU: candidates, fixed, overlap
+    python3 bench/optimize_throughput.py --part scaling   # 4 GPUs: the same rollouts on 1, 2, 4
+
+Both write bench/results/optimize-throughput-<gpu>.json, each adding its keys to what the file
+already holds for that GPU model (the parts can run on different machines of one model).
+
+--part single:
+- candidates: `kernelblaster bench kernelbench` (the real runner, real harness, fresh cache and
+  KB) over plain-CUDA KernelBench pairs (bench/kernelbench/, sizes reduced), starting from the
+  naive kernels of bench/kernelbench/answers/ (<problem>.init.cu), the scripted endpoint
+  (tests/openai_server.py) answering at once with the faster kernel (<problem>.fast.cu) plus one
+  unused constant per reply (a real edit: every candidate is built, verified, timed and
+  profiled; the first step of a rollout verifies faster and the rollout goes on from it, with
+  ncu's pass, the later ones verify without a gain: one candidate in three gets ncu).
+  `per_candidate_overhead_p50_s`: the median over candidates of everything a candidate costs but
+  the LLM's reply: the wall time its evaluation held the GPU (worker hand-off, build, reference
+  side, verification, timing, profile, the pipe) plus its KB write, read from each step's
+  PhaseTimes (a step that checked several replies counts each). `per_problem_fixed_s`: the
+  median over problems of the problem's wall time less its rollouts (the given kernel's check
+  and full profile, the baselines (measured once per reference: cold here), the sanitizer run of
+  the best, the final timing, the policy update's LLM calls, answered at once; the first problem
+  also pays what happens once per machine, the CUPTI counter library's build: the median leaves
+  it out).
+- overlap: `optimize` on examples/softmax.cu, 4 rollouts x depth 3 on one GPU, the endpoint
+  answering every call after --llm-delay seconds (10). `llm_overlap_ratio`: the run's wall
+  time over max(the seconds any evaluation held the GPU, summed; the longest rollout's seconds
+  waiting for the LLM). 1.0 would be perfect overlap; running the rollouts one after another
+  would be about the sum of both.
+
+--part scaling: the same `optimize` run (--rollouts x --depth, the endpoint answering at once)
+on 1, 2 and 4 GPUs, after a warm-up on each GPU. `rollouts_scaling` {"2", "4"}: the rollouts'
+wall time on 1 GPU over that on N (the candidates' work, which spreads over the GPUs);
+`whole_run_scaling`: the same for the whole call, which adds the original's full profile and
+the best candidate's sanitizer run on one GPU (the per-problem fixed cost, which does not
+spread). ncu's passes (a candidate a rollout goes on from) take turns over the whole host
+(harness/protocol/profiling_lock.py), so they do not spread either: each run says how many.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import msgspec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import REPO, RESULTS, device_name, openai_server_module, slug
+from kernelbench_mechanics import ANSWERS, PROBLEMS, prepared_answers
+
+from kernelblaster.agents.evaluation import evaluate
+from kernelblaster.agents.llm import LlmClient, LlmConfig
+from kernelblaster.agents.loop import OptimizeRun, run_optimization
+from kernelblaster.agents.rollout_runners import runner_for
+from kernelblaster.harness.protocol.optimize_protocol import (
+    OptimizeRequest,
+    OptimizeResult,
+    PhaseTimes,
+)
+from kernelblaster.harness.protocol.worker_client import keep_spare_workers
+from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.settings import Settings
+
+# Plain-CUDA pairs, level 1 and level 2 (the .fast.cu answers are plain CUDA launchers)
+CANDIDATE_PROBLEMS = {
+    "level1": ["19_ReLU", "23_Softmax"],
+    "level2": ["12_Gemm_Multiply_LeakyReLU"],
+}
+GOALS = {
+    "per_candidate_overhead_p50_s": "<= 8",
+    "per_problem_fixed_s": "<= 20",
+    "llm_overlap_ratio": "<= 1.5",
+    "rollouts_scaling": {"2": ">= 1.8", "4": ">= 3.2"},
+}
+SOFTMAX_REWRITE = REPO / "bench" / "scripted" / "softmax_block_per_row.cu"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=["single", "scaling"], required=True)
+    parser.add_argument("--rollouts", type=int, help="candidates: 2; scaling: 4")
+    parser.add_argument("--depth", type=int, help="candidates: 3; scaling: 4")
+    parser.add_argument("--llm-delay", type=float, default=10.0, help="the overlap run's, s")
+    parser.add_argument("--gpus", default="0,1,2,3", help="scaling: the GPUs of the widest run")
+    parser.add_argument("--copy-to", type=Path, help="also copy the results file here")
+    args = parser.parse_args()
+    path = RESULTS / f"optimize-throughput-{slug(device_name())}.json"
+    with tempfile.TemporaryDirectory(prefix="throughput-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        if args.part == "single":
+            parts = {
+                **_candidates(scratch / "kb", args.rollouts or 2, args.depth or 3),
+                **_overlap(scratch / "overlap", args.llm_delay),
+            }
+        else:
+            gpus = [int(g) for g in args.gpus.split(",")]
+            parts = _scaling(scratch / "scaling", gpus, args.rollouts or 4, args.depth or 4)
+    _merge(path, parts)
+    print(json.dumps({k: v for k, v in parts.items() if not isinstance(v, (dict, list))}))
+    print(f"wrote {path}")
+    if args.copy_to:
+        args.copy_to.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, args.copy_to / path.name)
+    return 0
+
+
+def _merge(path: Path, parts: dict) -> None:
+    """Add `parts` to the results file of this GPU model, keeping what other parts wrote."""
+    current = json.loads(path.read_text()) if path.is_file() else {}
+    current.update({"device": device_name(), "goals": GOALS, **parts})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(current, indent=2) + "\n")
+
+
+# --- candidates and fixed cost: the KernelBench runner ----------------------------------------
+
+
+def _kernelbench_responder(server):
+    """Each agent's reply at once: the lowering agent the faster kernel of the launcher in its
+    prompt, with one constant no other reply has (so that each reply is a new candidate)."""
+    _, faster = prepared_answers(ANSWERS)
+    numbers = itertools.count(1)
+
+    def lowering(request):
+        launcher = re.search(r'extern\s+"C"\s+\w+\s+(\w+)\s*\(', request.prompt_text)
+        code = faster.get(launcher.group(1)) if launcher else None
+        if code is None:
+            return server.HttpError(400, "no prepared answer for this prompt")
+        edit = f"extern const int kScriptedRewrite{(n := next(numbers))} = {n};\n"
+        return server.reply(f"```cuda\n{code}{edit}```", usage=None)
+
+    return server.reply_by_agent({"lowering": lowering, **_quiet_agents(server, 0.0)})
+
+
+def _quiet_agents(server, delay_s: float) -> dict:
+    """The agents besides lowering, answering after `delay_s`: the verifier "ok", the policy
+    update and the state extractor with nothing to change."""
+    return {
+        "soft_verify": server.reply(json.dumps({"ok": True, "reasons": []}), delay_s=delay_s),
+        "perf_gap": server.reply(json.dumps({"analyses": []}), delay_s=delay_s),
+        "parameter_update": server.reply(json.dumps({"updates": []}), delay_s=delay_s),
+        "state_extractor": server.reply(
+            json.dumps({"state": "scripted", "confidence": 0.0, "rationale": "scripted"}),
+            delay_s=delay_s,
+        ),
+    }
+
+
+def _candidates(work: Path, rollouts: int, depth: int) -> dict:
+    server_module = openai_server_module()
+    start = work / "start"
+    start.mkdir(parents=True)
+    for answer in ANSWERS.glob("*.init.cu"):
+        shutil.copy(answer, start / answer.name.replace(".init.cu", ".cu"))
+    results = work / "results"
+    problems: list[dict] = []
+    with server_module.OpenAITestServer(responder=_kernelbench_responder(server_module)) as server:
+        env = {
+            **os.environ,
+            "KERNELBLASTER_LLM_BASE_URL": server.base_url,
+            "KERNELBLASTER_LLM_MODEL": "test-model",
+            "KERNELBLASTER_CACHE_DIR": str(work / "cache"),  # cold: every baseline measured
+        }
+        for level, names in CANDIDATE_PROBLEMS.items():
+            problems += _bench_kernelbench(env, work, level, names, rollouts, depth, results, start)
+    candidates, fixed = [], []
+    for problem in problems:
+        for phases in problem["step_phases"]:
+            step = _phases_of(phases)
+            count = sum(span.kind == "gpu" for span in step.spans)
+            candidates += [_candidate(problem["level"], step, count)] * count
+        run = _phases_of(problem["optimize_phases"] or {})
+        fixed.append(
+            {
+                "problem": problem["problem"],
+                "level": problem["level"],
+                "status": problem["status"],
+                "steps": problem["steps"],
+                "wall_s": problem["wall_s"],
+                "rollouts_wall_s": problem["rollouts_wall_s"],
+                # the endpoint answers at once: the policy update's LLM time is ~0
+                "fixed_s": round(problem["wall_s"] - problem["rollouts_wall_s"], 3),
+                "run_phases": {k: v for k, v in _phase_seconds(run).items() if v},
+            }
+        )
+    by_level = {
+        level: {
+            "per_candidate_overhead_p50_s": _p50(
+                [c["overhead_s"] for c in candidates if c["level"] == level]
+            ),
+            "per_problem_fixed_s": _p50([f["fixed_s"] for f in fixed if f["level"] == level]),
+        }
+        for level in CANDIDATE_PROBLEMS
+    }
+    return {
+        "per_candidate_overhead_p50_s": _p50([c["overhead_s"] for c in candidates]),
+        "per_problem_fixed_s": _p50([f["fixed_s"] for f in fixed]),
+        "by_level": by_level,
+        "candidates": {
+            "problems": CANDIDATE_PROBLEMS,
+            "rollouts": rollouts,
+            "depth": depth,
+            "count": len(candidates),
+            "overhead_s": sorted(c["overhead_s"] for c in candidates),
+            "with_ncu": sum(c["full_profile_s"] > 0 for c in candidates),
+            "overhead_p50_with_ncu_s": _p50(
+                [c["overhead_s"] for c in candidates if c["full_profile_s"] > 0]
+            ),
+            "overhead_p50_without_ncu_s": _p50(
+                [c["overhead_s"] for c in candidates if c["full_profile_s"] == 0]
+            ),
+            "phase_p50_s": {
+                name: _p50([c["phases"][name] for c in candidates]) for name in _PHASES
+            },
+        },
+        "problems": fixed,
+    }
+
+
+_PHASES = (
+    "evaluation",
+    "build",
+    "reference",
+    "verify",
+    "timing",
+    "quick_profile",
+    "full_profile",
+    "baselines",
+    "kb_write",
+)
+
+
+def _candidate(level: str, step: PhaseTimes, count: int) -> dict:
+    """One of the `count` candidates a step checked, each taking an equal share of it."""
+    share = {name: round(getattr(step, name) / count, 4) for name in _PHASES}
+    return {
+        "level": level,
+        "overhead_s": round(share["evaluation"] + share["kb_write"], 4),
+        "full_profile_s": share["full_profile"],
+        "phases": share,
+    }
+
+
+def _bench_kernelbench(env, work, level, names, rollouts, depth, results, start) -> list[dict]:
+    command = [
+        sys.executable, "-m", "kernelblaster", "bench", "kernelbench", str(PROBLEMS / level),
+        "--only", ",".join(names), "--start", str(start), "--mechanics",
+        "--rollouts", str(rollouts), "--depth", str(depth), "--seed", "1",
+        "--results", str(results), "--work", str(work / "problems" / level),
+        "--kb", str(work / "kb.sqlite3"), "--restart",
+    ]  # fmt: skip
+    print("$ " + " ".join(command), flush=True)
+    subprocess.run(command, env=env, cwd=REPO, check=True)
+    (path,) = results.glob(f"kernelbench-*-{level}.json")
+    return [{**problem, "level": level} for problem in json.loads(path.read_text())["problems"]]
+
+
+def _phases_of(data: dict) -> PhaseTimes:
+    return msgspec.convert(data, PhaseTimes)
+
+
+def _phase_seconds(phases: PhaseTimes) -> dict[str, float]:
+    return {name: getattr(phases, name) for name in phases.__struct_fields__ if name != "spans"}
+
+
+def _p50(values: list[float]) -> float | None:
+    return round(statistics.median(values), 3) if values else None
+
+
+# --- optimize runs: overlap and scaling --------------------------------------------------------
+
+
+class _OptimizeBench:
+    """`optimize` on a copy of examples/softmax.cu with spare workers, as the CLI runs it; the
+    endpoint answers the lowering agent with a faster rewrite plus one unused constant."""
+
+    def __init__(self, work: Path, delay_s: float):
+        self.work, self.delay_s = work, delay_s
+        work.mkdir(parents=True)
+        for file in (REPO / "examples").glob("softmax.*"):
+            shutil.copy(file, work / file.name)
+        self.source = work / "softmax.cu"
+        self.server_module = openai_server_module()
+        code = SOFTMAX_REWRITE.read_text()
+        numbers = itertools.count(1)
+
+        def lowering(_request):
+            edit = f"extern const int kScriptedRewrite{(n := next(numbers))} = {n};\n"
+            return self.server_module.reply(
+                f"```cuda\n{code}{edit}```", usage=None, delay_s=delay_s
+            )
+
+        agents = {"lowering": lowering, **_quiet_agents(self.server_module, delay_s)}
+        self.responder = self.server_module.reply_by_agent(agents)
+
+    def run(self, name: str, gpus: list[int], rollouts: int, depth: int) -> OptimizeResult:
+        settings = Settings(cache_dir=str(self.work / "cache"), gpu_index=gpus)
+        with contextlib.ExitStack() as stack:
+            server = stack.enter_context(
+                self.server_module.OpenAITestServer(responder=self.responder)
+            )
+            kb = stack.enter_context(KnowledgeBase.open(self.work / f"kb-{name}.sqlite3"))
+            stack.enter_context(keep_spare_workers())
+            client = LlmClient(
+                LlmConfig(
+                    base_url=server.base_url,
+                    model="test-model",
+                    api_key_env="NO_KEY",
+                    timeout_s=self.delay_s + 60,
+                    max_retries=0,
+                ),
+                api_key="scripted",
+            )
+            request = OptimizeRequest(
+                source=str(self.source),
+                source_text=self.source.read_text(),
+                kernel="softmax_rowthread",
+                rollouts=rollouts,
+                depth=depth,
+                seed=1,
+                settings=settings,
+            )
+            began = time.monotonic()
+            result = run_optimization(
+                OptimizeRun(
+                    request=request,
+                    client=client,
+                    kb=kb,
+                    evaluate=evaluate,
+                    run_rollouts=runner_for(settings),
+                    on_progress=lambda s, t, m, _b: print(f"  [{name} {s}/{t}] {m}", flush=True),
+                )
+            )
+            print(f"{name}: {time.monotonic() - began:.1f} s, error {result.error}", flush=True)
+        return result
+
+
+def _gpu_seconds(result: OptimizeResult) -> float:
+    spans = [s for step in result.steps for s in step.phases.spans] + result.phases.spans
+    return sum(s.end - s.start for s in spans if s.kind == "gpu")
+
+
+def _summary(result: OptimizeResult) -> dict:
+    by_rollout: dict[int, float] = {}
+    for step in result.steps:
+        by_rollout[step.rollout] = by_rollout.get(step.rollout, 0.0) + step.phases.llm_s
+    return {
+        "wall_s": result.wall_s,
+        "rollouts_wall_s": result.rollouts_wall_s,
+        "steps": len(result.steps),
+        "outcomes": dict(Counter(step.outcome for step in result.steps)),
+        "error": result.error,
+        "gpu_evaluation_s": round(_gpu_seconds(result), 3),
+        "llm_s_by_rollout": {str(r): round(s, 3) for r, s in sorted(by_rollout.items())},
+        "policy_update_s": result.phases.policy_update,
+        "ncu_passes": sum(s.phases.full_profile > 0 for s in result.steps),
+        "run_phases": {k: v for k, v in _phase_seconds(result.phases).items() if v},
+    }
+
+
+def _overlap(work: Path, delay_s: float) -> dict:
+    bench = _OptimizeBench(work, delay_s)
+    result = bench.run("overlap", [0], rollouts=4, depth=3)
+    summary = _summary(result)
+    longest_llm = max(summary["llm_s_by_rollout"].values(), default=0.0)
+    bound = max(summary["gpu_evaluation_s"], longest_llm)
+    return {
+        "llm_overlap_ratio": round(result.wall_s / bound, 3) if bound else None,
+        "overlap": {"llm_delay_s": delay_s, "rollouts": 4, "depth": 3, **summary},
+    }
+
+
+def _scaling(work: Path, gpus: list[int], rollouts: int, depth: int) -> dict:
+    bench = _OptimizeBench(work, 0.0)
+    # The nvcc builds, the counter library, each GPU's baselines: what every timed run shares
+    bench.run("warmup", gpus, rollouts=len(gpus), depth=1)
+    runs = {}
+    for count in (1, 2, 4):
+        if count <= len(gpus):
+            runs[str(count)] = _summary(bench.run(f"{count} GPU", gpus[:count], rollouts, depth))
+    one = runs["1"]
+    return {
+        "rollouts_scaling": {
+            n: round(one["rollouts_wall_s"] / run["rollouts_wall_s"], 3)
+            for n, run in runs.items()
+            if n != "1"
+        },
+        "whole_run_scaling": {
+            n: round(one["wall_s"] / run["wall_s"], 3) for n, run in runs.items() if n != "1"
+        },
+        "scaling": {"rollouts": rollouts, "depth": depth, "gpus": gpus, "runs": runs},
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""KernelBench's wall time at the paper's budget (10 rollouts x 10 steps per problem), projected
+from what bench/optimize_throughput.py measured: the README's table, made from the results file,
+never by hand.
+
+    python3 bench/project_kernelbench.py                 # prints the table for every GPU measured
+    python3 bench/project_kernelbench.py --readme        # and rewrites the README's table
+
+Per problem, with c the candidate's cost besides the LLM (per_candidate_overhead_p50_s, the
+level's own where measured), F the problem's fixed cost (per_problem_fixed_s), S_N the rollouts'
+measured scaling on N GPUs (rollouts_scaling; S_1 = 1), R x D candidates (one reply checked per
+step: a lowering retry is one candidate more), L the LLM's seconds per call (stated; a step makes
+two calls, the lowering reply and the soft verification, and the policy update two per problem):
+
+- without the LLM (an endpoint answering at once):  F + R*D*c / S_N
+- with the LLM at L s per call, rollouts at once:   F + 2L + max(D*(2L + c), R*D*c / S_N)
+  (each rollout's chain of steps, or the GPUs' share of the candidates, whichever is longer;
+  the measured llm_overlap_ratio says how close a run came to that bound)
+
+Levels: 100 problems each (KernelBench level 1 and level 2)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import REPO, RESULTS
+
+ROLLOUTS, DEPTH = 10, 10  # the paper's budget
+PROBLEMS = {"level1": 100, "level2": 100}
+LLM_CALL_S = 10.0  # the stated latency of one LLM call
+GPU_COUNTS = ("1", "2", "4")
+README_BLOCK = re.compile(
+    r"(<!-- kernelbench-projection:begin -->\n).*?(<!-- kernelbench-projection:end -->)", re.S
+)
+
+
+def projection(measured: dict, llm_call_s: float = LLM_CALL_S) -> dict:
+    """Hours per level and GPU count, with and without the LLM, from one results file; a GPU
+    count whose scaling was not measured is left out."""
+    scaling = {"1": 1.0, **measured.get("rollouts_scaling", {})}
+    rows = {}
+    for level, problems in PROBLEMS.items():
+        own = measured.get("by_level", {}).get(level, {})
+        c = own.get("per_candidate_overhead_p50_s") or measured["per_candidate_overhead_p50_s"]
+        fixed = own.get("per_problem_fixed_s") or measured["per_problem_fixed_s"]
+        candidates = ROLLOUTS * DEPTH
+        rows[level] = {
+            "candidate_s": c,
+            "fixed_s": fixed,
+            "hours": {
+                n: {
+                    "without_llm": problems * (fixed + candidates * c / scaling[n]) / 3600,
+                    "with_llm": problems
+                    * (
+                        fixed
+                        + 2 * llm_call_s
+                        + max(DEPTH * (2 * llm_call_s + c), candidates * c / scaling[n])
+                    )
+                    / 3600,
+                }
+                for n in GPU_COUNTS
+                if n in scaling
+            },
+        }
+    return rows
+
+
+def markdown(device: str, measured: dict, source: str, llm_call_s: float = LLM_CALL_S) -> str:
+    rows = projection(measured, llm_call_s)
+    counts = [n for n in GPU_COUNTS if n in rows["level1"]["hours"]]
+    header = " | ".join(f"{n} GPU{'s' if n != '1' else ''}" for n in counts)
+    lines = [
+        f"KernelBench at the paper's budget ({ROLLOUTS} rollouts x {DEPTH} steps per problem, "
+        f"{PROBLEMS['level1']} problems per level) on {device}, from `{source}` "
+        f"(`bench/project_kernelbench.py`): hours without the LLM / with an LLM answering each "
+        f"call in {llm_call_s:.0f} s.",
+        "",
+        f"| level | candidate | fixed per problem | {header} |",
+        "|---|---|---|" + "---|" * len(counts),
+    ]
+    for level, row in rows.items():
+        cells = " | ".join(
+            f"{row['hours'][n]['without_llm']:.1f} h / {row['hours'][n]['with_llm']:.1f} h"
+            for n in counts
+        )
+        lines.append(f"| {level} | {row['candidate_s']:.1f} s | {row['fixed_s']:.1f} s | {cells} |")
+    notes = []
+    if "llm_overlap_ratio" in measured:
+        notes.append(
+            f"measured llm_overlap_ratio {measured['llm_overlap_ratio']:.2f} (1.0: the LLM's "
+            "waits and the GPU's work fully overlapped)"
+        )
+    if "rollouts_scaling" in measured:
+        notes.append(
+            "rollouts scaling "
+            + ", ".join(f"{v:.2f}x on {n} GPUs" for n, v in measured["rollouts_scaling"].items())
+        )
+    else:
+        notes.append("2 and 4 GPUs: scaling not measured yet")
+    lines += ["", "; ".join(notes) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def with_table(readme: str, table: str) -> str:
+    """`readme` with `table` between its kernelbench-projection markers."""
+    if not README_BLOCK.search(readme):
+        raise ValueError("README.md has no kernelbench-projection block")
+    return README_BLOCK.sub(lambda m: m.group(1) + table + m.group(2), readme)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="*", type=Path, help="default: every measured GPU's")
+    parser.add_argument("--llm-call-s", type=float, default=LLM_CALL_S)
+    parser.add_argument("--readme", action="store_true", help="rewrite the README's table")
+    args = parser.parse_args()
+    files = args.files or sorted(RESULTS.glob("optimize-throughput-*.json"))
+    if not files:
+        print("no optimize-throughput-*.json: run bench/optimize_throughput.py", file=sys.stderr)
+        return 2
+    tables = []
+    for path in files:
+        measured = json.loads(path.read_text())
+        if "per_candidate_overhead_p50_s" not in measured:
+            print(f"{path}: no candidates measured (--part single)", file=sys.stderr)
+            continue
+        source = path.resolve().relative_to(REPO) if path.resolve().is_relative_to(REPO) else path
+        tables.append(markdown(measured["device"], measured, str(source), args.llm_call_s))
+    text = "\n".join(tables)
+    print(text)
+    if args.readme and tables:
+        readme = REPO / "README.md"
+        try:
+            readme.write_text(with_table(readme.read_text(), text))
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        print(f"rewrote the projection in {readme}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
