@@ -10,7 +10,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from fixture_table import LIBRARY
 
-from kernelblaster.agents.replay_table import NAIVE, LibraryError, load_library, load_task
+from kernelblaster.agents.replay_table import (
+    FAMILIES,
+    NAIVE,
+    LibraryError,
+    load_library,
+    load_task,
+)
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
 from kernelblaster.settings import Settings
@@ -31,6 +37,40 @@ def test_the_library_covers_the_kinds_of_kernels_with_paths_and_failures(library
         expectations.update(v.expect for v in task.variant)
     assert min(expectations[k] for k in ("success", "regression", "build_error", "wrong")) >= 5
     assert sum(len(t.variant) for t in library) >= 60
+
+
+def test_every_family_has_five_kernels_whose_fixes_recur(library):
+    """Held-out kernels must meet their fixes in training: every family has at least 5 kernels,
+    and every technique set that reaches an intended success of a kernel shares a technique
+    with another kernel's (in its family for all but at most one kernel of a family: the odd
+    one out, e.g. a head-split permute among transposes, learns from other families)."""
+    families = Counter(t.family for t in library)
+    assert set(families) == set(FAMILIES)
+    assert min(families.values()) >= 5, families
+    assert len(library) >= 25
+    useful = {
+        t.task: {e.technique for v in t.variant if v.expect == "success" for e in v.reached_by}
+        for t in library
+    }
+    for family in FAMILIES:
+        members = [t.task for t in library if t.family == family]
+        loners = []
+        for task in members:
+            kin = set().union(*(useful[name] for name in members if name != task))
+            anywhere = set().union(*(s for name, s in useful.items() if name != task))
+            assert useful[task] & anywhere, f"{task}: no useful technique recurs anywhere"
+            if not useful[task] & kin:
+                loners.append(task)
+        assert len(loners) <= 1, f"{family}: {loners} share no useful technique in the family"
+
+
+def test_a_manifest_with_an_unknown_family_is_refused(tmp_path):
+    task = tmp_path / "gelu"
+    shutil.copytree(LIBRARY / "gelu", task)
+    manifest = task / "manifest.toml"
+    manifest.write_text(manifest.read_text().replace('family = "elementwise"', 'family = "misc"'))
+    with pytest.raises(LibraryError, match="family 'misc' is not one of"):
+        load_task(manifest)
 
 
 def test_a_manifest_naming_an_unknown_technique_or_variant_is_refused(tmp_path):
