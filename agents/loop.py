@@ -27,16 +27,23 @@ outcome, which the KB's statistics ignore: it says nothing about the technique.
 Step acceptance: a step is kept (the rollout continues from its candidate) when it verified and
 beat where it started by MIN_SPEEDUP, or when it verified and its technique is a catalog
 enabler (kb/catalog/catalog.toml `[[enabler]]`, e.g. tiling before tensor cores) with depth
-left to build on it. Such a step's KB row is written when its rollout ends, judged by the best
-candidate reached from it: measured speedup = the step's starting time over the best time
-verified later in the rollout (its own included), success when that beats MIN_SPEEDUP."""
+left to build on it. Every kept step with depth left is credited for what it enables: its KB row
+is written when its rollout ends, with the measured speedup `credited_speedup(own, chained)`,
+the larger of its own speedup and the speedup from where it started to the best candidate
+verified later in the rollout, discounted (CHAIN_DISCOUNT): so an enabler (tiling, then
+register tiles on it) outranks a one-step dead end that is faster on its own. Success when
+that beats MIN_SPEEDUP.
+
+`offered` (an injection point like `evaluate` and `lower`) names the techniques the lowering
+can apply to a kernel; the replay mode offers only its library's rewrites, so a gap in the
+library is neither a step spent nor a failure recorded against the technique."""
 
 from __future__ import annotations
 
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,9 +73,14 @@ from kernelblaster.settings import Settings
 # A verified candidate must beat the kernel it started from by this factor to count as a
 # success: smaller differences are within the timing spread of a median over trials.
 MIN_SPEEDUP = 1.02
+# Credit per step of what a kept step enables: the chained speedup counts as chained**discount
+# (1: as much as the step's own; 0: not at all).
+CHAIN_DISCOUNT = 0.9
 
 Evaluate = Callable[..., Evaluation]
 Lower = Callable[..., LoweringResult]  # lower()'s signature; the replay mode scripts it
+# The techniques the lowering agent can apply to a kernel (its source); None: every one.
+Offered = Callable[[str], Collection[str] | None]
 
 
 class VerifiedKernel(msgspec.Struct, kw_only=True):
@@ -120,6 +132,10 @@ def _never() -> bool:
     return False
 
 
+def every_technique(source: str) -> None:
+    return None
+
+
 def _no_progress(step: int, total: int, message: str, best_speedup: float | None) -> None:
     pass
 
@@ -135,6 +151,7 @@ class RolloutServices:
     cancelled: Callable[[], bool]
     # after each step: a line saying what happened, and the time of a new verified candidate
     report: Callable[[str, float | None], None]
+    offered: Offered = every_technique  # the replay's; live rollouts (any process) offer all
 
 
 RunRollouts = Callable[[RolloutPlan, int, RolloutServices], list[RolloutResult]]
@@ -154,6 +171,7 @@ class OptimizeRun:
     kb: KnowledgeBase
     evaluate: Evaluate = evaluate
     lower: Lower = lower
+    offered: Offered = every_technique
     on_progress: OnProgress = _no_progress
     cancelled: Callable[[], bool] = _never
     run_rollouts: RunRollouts | None = None
@@ -238,6 +256,7 @@ def run_optimization(run: OptimizeRun) -> OptimizeResult:
         evaluate=run.evaluate,
         lower=run.lower,
         cancelled=run.cancelled,
+        offered=run.offered,
         report=_Progress(total, origin.time_ms, run.on_progress),
     )
     rollouts = (run.run_rollouts or in_sequence)(plan, request.rollouts, services)
@@ -275,7 +294,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
     kb, client, request = services.kb, services.client, plan.request
     result = RolloutResult(rollout=rollout)
     current = plan.origin
-    pending: list[_EnablerStep] = []  # kept enabler steps, judged when the rollout ends
+    pending: list[_KeptStep] = []  # kept steps with depth left, credited when the rollout ends
     for step_index in range(request.depth):
         if services.cancelled():
             result.cancelled = True
@@ -295,6 +314,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
             seed=step_seed,
             temperature=request.temperature,
             exploration=request.exploration,
+            offered=services.offered(current.source),
         )
         if choice is None:
             break
@@ -320,10 +340,12 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
                 earlier.reached(candidate.time_ms)
         improved = candidate is not None and step.outcome == "success"
         depth_left = step_index + 1 < request.depth
-        if candidate is not None and not improved and depth_left and _enables(step.technique):
-            step.enabler = True
-            pending.append(_EnablerStep(step, current.time_ms, candidate.time_ms))
-            current = candidate
+        enabler = candidate is not None and not improved and _enables(step.technique)
+        if candidate is not None and depth_left and (improved or enabler):
+            step.enabler = enabler
+            pending.append(_KeptStep(step, current.time_ms, candidate.time_ms))
+            if enabler:
+                current = candidate
         else:
             _record(plan, services, result, step)
         if step.fatal:
@@ -355,9 +377,16 @@ def _record(
     result.attempts.append(attempt)
 
 
-class _EnablerStep:
-    """A verified step kept although not faster because its technique is an enabler; judged,
-    when its rollout ends, by the best candidate reached from it."""
+def credited_speedup(own: float, chained: float, discount: float = CHAIN_DISCOUNT) -> float:
+    """What a kept step is credited with: its own speedup, or the speedup from where it started
+    to the best candidate reached from it (`chained`), whichever is larger; a chained gain
+    counts as chained**discount (a chained loss is not softened)."""
+    return max(own, chained**discount if chained > 1.0 else chained)
+
+
+class _KeptStep:
+    """A verified step the rollout continued from (faster, or an enabler); credited, when its
+    rollout ends, with what it enabled (`credited_speedup`)."""
 
     def __init__(self, step: OptimizeStep, started_ms: float, own_ms: float):
         self.step, self.started_ms, self.best_ms = step, started_ms, own_ms
@@ -368,12 +397,15 @@ class _EnablerStep:
 
     def judge(self) -> None:
         step = self.step
-        step.measured_speedup = self.started_ms / self.best_ms
+        chained = self.started_ms / self.best_ms
+        step.measured_speedup = credited_speedup(self.own_speedup, chained)
         step.outcome = "success" if step.measured_speedup >= MIN_SPEEDUP else "regression"
-        step.detail = (
-            f"enabler: {self.own_speedup:.2f}x on its own, {step.measured_speedup:.2f}x with "
-            f"the best step built on it; {step.detail}"
-        )[:500]
+        if chained > self.own_speedup:
+            kind = "enabler" if step.enabler else "kept"
+            step.detail = (
+                f"{kind}: {self.own_speedup:.2f}x on its own, {chained:.2f}x with the best step "
+                f"built on it, credited {step.measured_speedup:.2f}x; {step.detail}"
+            )[:500]
 
 
 class _Progress:
@@ -467,8 +499,11 @@ def _choose(
     seed: int | None,
     temperature: float,
     exploration: float,
+    offered: Collection[str] | None = None,
 ) -> RankedTechnique | None:
     ranked = kb.rank(state.arch, state.state, state.findings)
+    if offered is not None:
+        ranked = [r for r in ranked if r.technique in offered]
     if forced is not None:
         match = next((r for r in ranked if r.technique == forced), None)
         if match is not None:

@@ -130,6 +130,7 @@ def run_task(
             kb=kb,
             evaluate=replay.evaluate,
             lower=replay.lower,
+            offered=replay.offered,
         )
     )
     if outcome.error is not None:

@@ -40,7 +40,9 @@ Category = Literal[
     "memory", "compute", "parallelism", "reduction", "structure", "launch", "learned"
 ]
 Bottleneck = Literal["memory", "compute", "latency", "occupancy", "launch", "unknown"]
-Basis = Literal["prior", "ncu_estimate", "this_arch", "other_archs"]
+# where a prediction's evidence comes from; "other_states": this technique aimed at the same
+# finding on kernels of other states (kb.ranking.learned_evidence)
+Basis = Literal["prior", "ncu_estimate", "this_arch", "other_archs", "other_states"]
 
 
 class FindingLike(Protocol):

@@ -225,7 +225,10 @@ class KnowledgeBase:
             return (
                 self._techniques(conn),
                 {row.technique: row for row in rows.entry_rows(conn, arch=arch, state=state)},
-                ranking.Learned(*rows.finding_counts(conn, state, arch)),
+                ranking.Learned(
+                    *rows.finding_counts(conn, state, arch),
+                    other_states=rows.other_state_counts(conn, state, arch),
+                ),
                 rows.recent_notes(conn, arch, state),
             )
 

@@ -179,3 +179,42 @@ def test_a_merge_refolds_the_counts_per_target_finding(kb, new_location):
             assert theirs.evidence == ours.evidence
         (attempt,) = [a for a in merged.attempts() if a.outcome == "wrong_result"]
         assert attempt.target_finding == "small_grid"
+
+
+# --- pooling across states: the same fix of the same finding on kernels of other states -----
+
+
+def test_a_technique_aimed_at_a_finding_learns_from_other_states_until_its_own_has_evidence(kb):
+    """Transfer between kernels whose states differ: coalescing that paid on uncoalesced
+    small-grid kernels is expected, pooled and down-weighted, on an uncoalesced kernel of
+    another state; as soon as that state has its own attempts, they alone count."""
+    transpose_state = "memory.l2"
+    untried = _ranked(kb, SOFTMAX, state=transpose_state)
+    _coalescing_paid_on_uncoalesced_kernels(kb)
+    pooled = _ranked(kb, SOFTMAX, state=transpose_state)
+    assert pooled.basis == "other_states" and pooled.attempts == 3
+    assert "kernels of other states (weighted 0.5)" in pooled.evidence
+    assert pooled.gain_if_verified > untried.gain_if_verified
+    exact = _ranked(kb, SOFTMAX)  # the state the attempts were made in: full weight
+    assert exact.basis == "this_arch" and exact.gain_if_verified > pooled.gain_if_verified
+    # the other state's own evidence (a dead end) takes over from the pooled one
+    kb.record(
+        make_attempt(
+            kernel="transpose",
+            before_state=transpose_state,
+            technique=COALESCE,
+            measured_speedup=1.0,
+            target_finding="uncoalesced_global_access",
+        )
+    )
+    own = _ranked(kb, SOFTMAX, state=transpose_state)
+    assert own.basis == "this_arch" and own.attempts == 1
+    assert own.gain_if_verified < pooled.gain_if_verified
+
+
+def test_pooling_across_states_keeps_findings_apart(kb):
+    """What coalescing realized aimed at uncoalesced accesses is not expected, in another
+    state, of a kernel without them (col_sum's findings)."""
+    _coalescing_paid_on_uncoalesced_kernels(kb)
+    other = _ranked(kb, COL_SUM, state="memory.dram")
+    assert other.basis != "other_states" and other.attempts == 0
