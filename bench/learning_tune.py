@@ -110,6 +110,7 @@ def configured(config: experiment.Config, setting: Setting) -> experiment.Config
         temperature=setting.temperature,
         exploration=setting.exploration,
         avoid_failed=setting.avoid_failed,
+        held_out_greedy=False,  # the setting is tuned for what it does on held-out tasks too
     )
 
 
