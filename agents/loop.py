@@ -315,6 +315,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
             temperature=request.temperature,
             exploration=request.exploration,
             offered=services.offered(current.source),
+            kernel_hash=code_hash(current.source),
         )
         if choice is None:
             break
@@ -500,8 +501,9 @@ def _choose(
     temperature: float,
     exploration: float,
     offered: Collection[str] | None = None,
+    kernel_hash: str | None = None,
 ) -> RankedTechnique | None:
-    ranked = kb.rank(state.arch, state.state, state.findings)
+    ranked = kb.rank(state.arch, state.state, state.findings, source_hash=kernel_hash)
     if offered is not None:
         ranked = [r for r in ranked if r.technique in offered]
     if forced is not None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import re
 import sys
 import tempfile
 import time
@@ -141,10 +142,13 @@ def cv_scores(
     order). With a single fold there is nothing to train on: the KB starts fresh."""
     config = configured(config, setting)
     scores: list[float] = []
+    # each setting's KBs in files of their own: a KB left by another setting's run would lend
+    # this one its attempts (on these very kernels, too)
+    name = re.sub(r"[^A-Za-z0-9.]+", "_", setting.label)
     for number, fold in enumerate(folds):
         others = [t for t in train if t not in fold]
         runs = experiment.run_arm(
-            "persistent", others, fold, table, config, scratch, index, label=f"cv{number}"
+            "persistent", others, fold, table, config, scratch, index, label=f"cv{number}-{name}"
         )
         scores += small_budget_score(runs, small_budget)
     return scores

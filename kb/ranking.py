@@ -223,9 +223,14 @@ class Learned:
         elsewhere: CountsByTarget,
         *,
         other_states: CountsByTarget | None = None,
+        this_kernel: CountsByTarget | None = None,
     ):
         self.here, self.elsewhere = here, elsewhere
         self.other_states = other_states or {}
+        # the attempts on the very kernel being ranked: two rewrites by one technique from
+        # different kernels of one state (tiling a naive GEMM, tiling a fused one) can end
+        # differently, and what happened on this one says most about it
+        self.this_kernel = this_kernel or {}
         self._attempts: dict[str, dict[str, int]] = {}  # technique -> target -> attempts
         for by_target in (here, elsewhere):
             for (technique, target), counts in by_target.items():
@@ -252,12 +257,14 @@ def evidence_tiers(
     target: str, arch: str, learned: Learned
 ) -> list[tuple[CountsByTarget, str, float, Basis, str]]:
     """Where a prediction looks for evidence, most specific first (the first with attempts
-    wins): the exact key (this state, this finding) on this arch, then on other archs; then
-    this finding on other states of this arch, pooled (OTHER_STATE_WEIGHT); then, on a KB from
-    before schema 4, attempts that did not record their target."""
+    wins): this very kernel (when the ranking is for one); the exact key (this state, this
+    finding) on this arch, then on other archs; then this finding on other states of this
+    arch, pooled (OTHER_STATE_WEIGHT); then, on a KB from before schema 4, attempts that did
+    not record their target."""
     elsewhere = f"on other architectures (weighted {OTHER_ARCH_WEIGHT})"
     pooled = f"on {arch}, kernels of other states (weighted {OTHER_STATE_WEIGHT})"
     return [
+        (learned.this_kernel, target, 1.0, "this_kernel", "on this very kernel"),
         (learned.here, target, 1.0, "this_arch", f"on {arch}"),
         (learned.elsewhere, target, OTHER_ARCH_WEIGHT, "other_archs", elsewhere),
         (learned.other_states, target, OTHER_STATE_WEIGHT, "other_states", pooled),

@@ -242,6 +242,20 @@ def _entry_row(row: Sequence) -> EntryRow:
     return EntryRow(*row[:3], EntryCounts(*row[3 : 3 + n]), *row[3 + n :])
 
 
+def kernel_counts(conn: Connection, state: str, arch: str, source_hash: str) -> CountsByTarget:
+    """Per (technique, target finding): the attempts that started from this very kernel
+    (`source_hash`), folded as the entries are."""
+    counts: CountsByTarget = {}
+    for row in conn.execute(
+        f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE arch = ? AND before_state = ? "
+        "AND source_hash = ?",
+        (arch, state, source_hash),
+    ):
+        attempt = attempt_from_row(row)
+        fold(counts.setdefault((attempt.technique, target_of(attempt)), EntryCounts()), attempt)
+    return counts
+
+
 def other_state_counts(conn: Connection, state: str, arch: str) -> CountsByTarget:
     """Per (technique, target finding): the counts on `arch` summed over every state but
     `state` (measurement-weighted log mean; variance left 0), for ranking's pooled tier."""

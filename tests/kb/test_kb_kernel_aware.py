@@ -218,3 +218,35 @@ def test_pooling_across_states_keeps_findings_apart(kb):
     _coalescing_paid_on_uncoalesced_kernels(kb)
     other = _ranked(kb, COL_SUM, state="memory.dram")
     assert other.basis != "other_states" and other.attempts == 0
+
+
+def test_a_kernels_own_attempts_count_first_so_sibling_rewrites_are_not_conflated(kb):
+    """linear_relu's tiling: from the naive GEMM it verified (7.7x, 3 times), from the fused
+    one it computed the wrong thing (3 times). One key pools them (P(verified) ~0.6 for both);
+    ranked for one of the two kernels, that kernel's own attempts count."""
+    for source, outcome, speedup in (("naive", "success", 7.7), ("fused", "wrong_result", None)):
+        for _ in range(3):
+            kb.record(
+                make_attempt(
+                    kernel="linear_relu",
+                    source_hash=source,
+                    before_state="memory.l1",
+                    technique="shared_memory_tiling",
+                    outcome=outcome,
+                    measured_speedup=speedup,
+                    target_finding="uncoalesced_global_access",
+                )
+            )
+    findings = [FakeFinding("uncoalesced_global_access", 57.6)]
+
+    def tiling(**kwargs):
+        ranked = kb.rank("sm_90", "memory.l1", findings, **kwargs)
+        return next(r for r in ranked if r.technique == "shared_memory_tiling")
+
+    pooled = tiling()
+    assert pooled.basis == "this_arch" and 0.4 < pooled.success_probability < 0.7
+    naive, fused = tiling(source_hash="naive"), tiling(source_hash="fused")
+    assert naive.basis == fused.basis == "this_kernel"
+    assert naive.success_probability > 0.8 > pooled.success_probability
+    assert fused.success_probability <= 0.3 and fused.predicted_speedup < naive.predicted_speedup
+    assert tiling(source_hash="never seen").basis == "this_arch"
