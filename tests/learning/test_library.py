@@ -17,8 +17,10 @@ from kernelblaster.agents.replay_table import (
     load_library,
     load_task,
 )
+from kernelblaster.harness.analysis.cuda_source import extern_c_functions
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
+from kernelblaster.harness.target.reference_signature import describe
 from kernelblaster.settings import Settings
 
 
@@ -120,4 +122,33 @@ def test_every_variant_builds_unless_it_is_meant_to_fail(library):
         errors = [d.message for d in built.diagnostics if d.severity == "error"]
         if built.ok == meant_to_fail or (meant_to_fail and not errors):
             wrong.append(f"{task.task}/{variant}: ok={built.ok}, expected {expect}, {errors[:1]}")
+    assert wrong == []
+
+
+C_DTYPES = {"float": "float32", "__half": "float16", "__nv_bfloat16": "bfloat16", "int": "int32"}
+
+
+def test_every_launcher_matches_its_references_calling_convention(library):
+    """What the harness passes a plain launcher (harness/target/plain_launch.py), checked on the
+    CPU so a GPU session is not spent on a signature mistake: one pointer per input,
+    parameter/buffer and output, in that order and of its dtype, and every scalar a name the
+    reference defines (or n / numel / size)."""
+    wrong = []
+    for task in library:
+        signature = describe(task.reference)
+        assert not signature.unknown, (task.task, signature.unknown)
+        dtypes = [s.dtype for s in signature.pointers]
+        names = {s.name for s in signature.scalars} | {"n", "numel", "size"}
+        for variant in [NAIVE, *(v.name for v in task.variant)]:
+            launchers = extern_c_functions(task.source_text(variant))
+            if len(launchers) != 1 or launchers[0].name != task.task:
+                wrong.append(f"{task.task}/{variant}: launchers {[f.name for f in launchers]}")
+                continue
+            params = launchers[0].params
+            pointers = [C_DTYPES.get(p.base_type, p.base_type) for p in params if p.pointer]
+            if pointers != dtypes:
+                wrong.append(f"{task.task}/{variant}: pointers {pointers}, reference {dtypes}")
+            for p in params:
+                if not p.pointer and p.base_type != "cudaStream_t" and p.name not in names:
+                    wrong.append(f"{task.task}/{variant}: scalar {p.name} not in the reference")
     assert wrong == []
