@@ -10,6 +10,7 @@ take a real share of the time. Renamed, split, fused or added kernels are normal
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
@@ -22,14 +23,18 @@ from kernelblaster.harness.protocol.records import (
     CheckResult,
     HarnessError,
     PerfState,
+    ProfileDepth,
     ProfileReport,
 )
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
 
+# The failures that are both an Attempt outcome (kb.records.Outcome) and a lowering feedback kind
+# (agents.lowering.FailureKind).
+ErrorOutcome = Literal["compile_error", "timeout", "crash", "wrong_result"]
 # Worker error kinds → the attempt outcome the KB records and the lowering feedback kind.
-_ERROR_OUTCOMES = {
+_ERROR_OUTCOMES: dict[str, ErrorOutcome] = {
     "build_failed": "compile_error",
     "timeout": "timeout",
     "illegal_memory_access": "crash",
@@ -98,7 +103,7 @@ def evaluate(
     kernel: str | None,
     settings: Settings,
     *,
-    depth: str = "quick",
+    depth: ProfileDepth = "quick",
     sanitize: bool = False,
     profile: bool = True,
 ) -> Evaluation:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.atomic_files import save_kernel
+from kernelblaster.atomic_files import save_file
 from kernelblaster.harness.target.pairing import kernel_beside
+from kernelblaster.input_files import file_problem
 from kernelblaster.settings import SettingsError, load_settings
 
 
@@ -40,7 +41,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     from kernelblaster.harness.protocol.worker_client import keep_spare_workers
 
     reference = Path(args.file).resolve()
-    if not reference.is_file() or reference.suffix != ".py":
+    if problem := file_problem(args.file):
+        print(f"error: {problem}; pass the reference problem.py", file=sys.stderr)
+        return 2
+    if reference.suffix != ".py":
         print(
             f"error: {args.file} is not a Python file; pass the reference problem.py "
             "(class Model, get_inputs(), get_init_inputs())",
@@ -75,7 +79,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         )
     if result.source is not None:
         try:
-            save_kernel(target, result.source, force=args.force)
+            save_file(target, result.source, force=args.force)
             result.written = str(target)
         except FileExistsError:
             result.error = f"{target} appeared while the kernel was written; not replaced"

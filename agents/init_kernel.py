@@ -8,7 +8,7 @@ then built and verified by the same worker `kernelblaster check` runs, on a scra
 pair: a build error, a wrong result or a crash goes back to the model, within `attempts`
 replies. A failure that is not the candidate's (no GPU, the problem's inputs don't fit in GPU
 memory, a broken reference, the endpoint down) stops at once and says so. Nothing is written
-here: the caller writes the verified file (atomic_files.save_kernel: atomically, never over an
+here: the caller writes the verified file (atomic_files.save_file: atomically, never over an
 existing one unless asked).
 """
 

@@ -19,6 +19,7 @@ import msgspec
 Status = Literal[
     "verified", "init_failed", "failed", "out_of_memory", "degenerate_reference", "bad_reference"
 ]  # fmt: skip
+Baseline = Literal["eager", "torch.compile"]  # the PyTorch timing a speedup is against
 
 
 class ProblemResult(msgspec.Struct, kw_only=True):
@@ -34,7 +35,7 @@ class ProblemResult(msgspec.Struct, kw_only=True):
     final_ms: float | None = None  # the final timing of the best kernel
     eager_ms: float | None = None
     compile_ms: float | None = None
-    baseline: Literal["eager", "torch.compile"] | None = None  # the faster of the two
+    baseline: Baseline | None = None  # the faster of the two
     speedup: float | None = None  # baseline / final: the benchmark's number
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None

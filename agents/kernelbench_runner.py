@@ -25,6 +25,7 @@ from kernelblaster.agents.init_kernel import initial_kernel
 from kernelblaster.agents.kernelbench_metrics import summarize
 from kernelblaster.agents.kernelbench_problems import Problem
 from kernelblaster.agents.kernelbench_records import (
+    Baseline,
     KernelBenchRun,
     ProblemResult,
     RunConfig,
@@ -33,7 +34,7 @@ from kernelblaster.agents.kernelbench_records import (
 from kernelblaster.agents.llm import LlmClient, Usage
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.optimize_cli import optimized_copy_path
-from kernelblaster.atomic_files import save_kernel, write_atomically
+from kernelblaster.atomic_files import save_file, write_atomically
 from kernelblaster.harness.analysis.cuda_source import global_kernels
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
 from kernelblaster.harness.protocol.records import MACHINE_ERROR_KINDS, CheckResult
@@ -171,7 +172,7 @@ def _solve(
     if problem.start is not None:
         result.started_from = "given"
         text = problem.start.read_text(encoding="utf-8")
-        save_kernel(source, text, force=True)
+        save_file(source, text, force=True)
         first = evaluate_fn(source, text, "", settings, profile=False)
         if not first.verified:
             _fail(result, first)
@@ -197,7 +198,7 @@ def _solve(
             )
             return
         text = init.source
-        save_kernel(source, text, force=True)
+        save_file(source, text, force=True)
         check = init.check
     assert check is not None and check.timing is not None
     result.kernel_file = str(source)
@@ -231,7 +232,7 @@ def _solve(
         best = outcome.best_source
         result.techniques = outcome.techniques
         result.kernel_file = str(optimized_copy_path(source))
-        save_kernel(optimized_copy_path(source), best, force=True)
+        save_file(optimized_copy_path(source), best, force=True)
 
     final = evaluate_fn(source, best, result.kernel, settings, profile=False)
     if not final.verified:
@@ -248,11 +249,11 @@ def _record_times(result: ProblemResult, check: CheckResult) -> None:
     result.final_ms = check.timing.median_ms
     result.eager_ms = check.eager.median_ms if check.eager else None
     result.compile_ms = check.compiled.median_ms if check.compiled else None
-    baselines = [
-        (ms, name)
-        for ms, name in ((result.eager_ms, "eager"), (result.compile_ms, "torch.compile"))
-        if ms
+    measured: list[tuple[float | None, Baseline]] = [
+        (result.eager_ms, "eager"),
+        (result.compile_ms, "torch.compile"),
     ]
+    baselines = [(ms, name) for ms, name in measured if ms]
     if not baselines:
         return
     baseline_ms, result.baseline = min(baselines)

@@ -204,9 +204,11 @@ class LlmClient:
         try:
             completion = self._openai.chat.completions.create(
                 model=self.config.model,
+                # Plain {"role", "content"} dicts, the wire format: openai types them as its
+                # message TypedDicts, which a list[dict] built by the prompts isn't.
                 messages=messages,  # type: ignore[arg-type]
                 temperature=temperature,
-                **({"max_tokens": max_tokens} if max_tokens is not None else {}),
+                max_tokens=openai.omit if max_tokens is None else max_tokens,  # omit: not sent
             )
         except openai.APIStatusError as exc:
             if exc.status_code in RETRY_STATUSES or exc.status_code >= 500:

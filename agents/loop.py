@@ -36,14 +36,19 @@ that beats MIN_SPEEDUP.
 
 `offered` (an injection point like `evaluate` and `lower`) names the techniques the lowering
 can apply to a kernel; the replay mode offers only its library's rewrites, so a gap in the
-library is neither a step spent nor a failure recorded against the technique."""
+library is neither a step spent nor a failure recorded against the technique.
+
+An open action space: when the KB has no technique left for a step's state (none addresses its
+findings, or all were tried on this source), the LLM proposes new ones first
+(agents/proposals.py), once per state and source in a rollout, and the step tries one of those
+it accepted; the verdicts, kept or not, are the result's `proposals`."""
 
 from __future__ import annotations
 
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +58,7 @@ from kernelblaster.agents.evaluation import Evaluation, evaluate
 from kernelblaster.agents.llm import LlmClient, LlmError, Usage
 from kernelblaster.agents.lowering import Feedback, LoweringInput, LoweringResult, lower
 from kernelblaster.agents.policy_update import update_policy
+from kernelblaster.agents.proposals import propose_where_needed
 from kernelblaster.agents.soft_verify import soft_verify
 from kernelblaster.agents.state_extractor import refine_state
 from kernelblaster.harness.protocol.optimize_protocol import (
@@ -60,13 +66,21 @@ from kernelblaster.harness.protocol.optimize_protocol import (
     OptimizeRequest,
     OptimizeResult,
     OptimizeStep,
+    ProposalVerdict,
 )
 from kernelblaster.harness.protocol.records import PerfState
 from kernelblaster.harness.protocol.worker_client import prewarm_harness_workers
 from kernelblaster.harness.target.targets import Target, kept_functions, resolve_target
 from kernelblaster.kb.catalog import enablers
 from kernelblaster.kb.ranking import finding_gains, select, target_finding
-from kernelblaster.kb.records import NO_TARGET, Attempt, RankedTechnique, Technique, code_hash
+from kernelblaster.kb.records import (
+    NO_TARGET,
+    Attempt,
+    RankedTechnique,
+    Technique,
+    code_hash,
+    is_outcome,
+)
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
@@ -126,6 +140,7 @@ class RolloutResult(msgspec.Struct, kw_only=True):
     completion_tokens: int = 0
     cancelled: bool = False
     error: str | None = None  # the LLM or the harness became unavailable
+    proposals: list[ProposalVerdict] = []
 
 
 def _never() -> bool:
@@ -268,6 +283,7 @@ def run_optimization(run: OptimizeRun) -> OptimizeResult:
         result.completion_tokens += rollout.completion_tokens
         result.cancelled = result.cancelled or rollout.cancelled
         result.error = result.error or rollout.error
+        result.proposals += rollout.proposals
         verified += rollout.verified
         run_attempts += rollout.attempts
     # Rollouts that another's error stopped count as stopped by it, not as cancelled by the user.
@@ -295,6 +311,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
     result = RolloutResult(rollout=rollout)
     current = plan.origin
     pending: list[_KeptStep] = []  # kept steps with depth left, credited when the rollout ends
+    asked: set[tuple[str, str]] = set()  # (state, source hash) proposals were asked for
     for step_index in range(request.depth):
         if services.cancelled():
             result.cancelled = True
@@ -303,6 +320,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
             services.report(f"rollout {rollout + 1}: at the roof, stopping", None)
             break
         forced = request.technique if (rollout == 0 and step_index == 0) else None
+        proposed = [] if forced else _proposed(plan, services, current, result, asked)
         seed = request.seed
         step_seed = None if seed is None else seed + rollout * request.depth + step_index + 1
         choice = _choose(
@@ -316,6 +334,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
             exploration=request.exploration,
             offered=services.offered(current.source),
             kernel_hash=code_hash(current.source),
+            among=proposed,
         )
         if choice is None:
             break
@@ -339,10 +358,11 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
         if candidate is not None:
             for earlier in pending:
                 earlier.reached(candidate.time_ms)
-        improved = candidate is not None and step.outcome == "success"
+        # the candidate, when it is faster (verified and a success)
+        improved = candidate if candidate is not None and step.outcome == "success" else None
         depth_left = step_index + 1 < request.depth
-        enabler = candidate is not None and not improved and _enables(step.technique)
-        if candidate is not None and depth_left and (improved or enabler):
+        enabler = candidate is not None and improved is None and _enables(step.technique)
+        if candidate is not None and depth_left and (improved is not None or enabler):
             step.enabler = enabler
             pending.append(_KeptStep(step, current.time_ms, candidate.time_ms))
             if enabler:
@@ -352,13 +372,13 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
         if step.fatal:
             result.error = step.detail
             break
-        if improved:
-            current = candidate
-            result.verified.append(candidate)
+        if improved is not None:
+            current = improved
+            result.verified.append(improved)
         services.report(
             f"rollout {rollout + 1} step {step_index + 1}: {step.technique} predicted "
             f"{step.predicted_speedup:.2f}x, {_measured(step)}",
-            candidate.time_ms if improved else None,
+            improved.time_ms if improved is not None else None,
         )
     for kept in pending:
         kept.judge()
@@ -490,6 +510,35 @@ def _known_state(
     return msgspec.structs.replace(state, state=choice.state)
 
 
+def _proposed(
+    plan: RolloutPlan,
+    services: RolloutServices,
+    current: VerifiedKernel,
+    result: RolloutResult,
+    asked: set[tuple[str, str]],
+) -> list[str]:
+    """The ids of new techniques proposed for `current`'s state when the KB has none left for
+    it (agents/proposals.py), asked once per state and source in a rollout; [] otherwise."""
+    key = (current.state.state, code_hash(current.source))
+    if plan.request.proposals <= 0 or key in asked:
+        return []
+    batch = propose_where_needed(
+        services.client,
+        services.kb,
+        current.state,
+        kernel=plan.request.kernel,
+        source=current.source,
+        limit=plan.request.proposals,
+    )
+    if batch is None:
+        return []
+    asked.add(key)
+    result.prompt_tokens += batch.usage.prompt_tokens
+    result.completion_tokens += batch.usage.completion_tokens
+    result.proposals += batch.verdicts
+    return batch.accepted
+
+
 def _choose(
     kb: KnowledgeBase,
     state: PerfState,
@@ -502,7 +551,11 @@ def _choose(
     exploration: float,
     offered: Collection[str] | None = None,
     kernel_hash: str | None = None,
+    among: Sequence[str] = (),
 ) -> RankedTechnique | None:
+    """What the step tries: `forced`, else a weighted random top-k pick among `among` (just
+    proposed) when any of them is ranked, else among the ranking; only techniques in `offered`
+    (None: every one), ranked with this kernel's (`kernel_hash`) own attempts first."""
     ranked = kb.rank(state.arch, state.state, state.findings, source_hash=kernel_hash)
     if offered is not None:
         ranked = [r for r in ranked if r.technique in offered]
@@ -530,6 +583,7 @@ def _choose(
                 explanation=technique.prior_source,
                 target_finding=_target_on(kb, forced, state),
             )
+    ranked = [r for r in ranked if r.technique in among] or ranked
     if source_hash is not None:
         ranked = _untried_or_successful(kb, state, source_hash, ranked)
     picked = select(
@@ -595,9 +649,11 @@ def _step(
             on_usage=spend,
         )
     except LlmError as exc:
-        return _fatal(step, "LLM", exc)
+        _fatal(step, "LLM", exc)
+        return None
     except _HarnessUnavailable as exc:
-        return _fatal(step, "harness", exc)
+        _fatal(step, "harness", exc)
+        return None
     if lowered.source is None:
         # "error" when no candidate ever reached the harness: every reply was unusable.
         step.outcome = latest[-1].outcome if latest else "error"
@@ -614,7 +670,8 @@ def _step(
             constraints=plan.constraints,
         )
     except LlmError as exc:
-        return _fatal(step, "LLM", exc)
+        _fatal(step, "LLM", exc)
+        return None
     spend(verdict.usage)
     if not verdict.ok:
         step.outcome = "rejected"
@@ -672,6 +729,8 @@ def _technique(kb: KnowledgeBase, choice: RankedTechnique) -> Technique:
 
 def kb_attempt(step: OptimizeStep, *, arch: str, kernel: str) -> Attempt:
     """The KB's replay-buffer row for `step`, recorded as it happens."""
+    if not is_outcome(step.outcome):  # the loop sets only Attempt outcomes
+        raise ValueError(f"step outcome {step.outcome!r} is not a KB attempt outcome")
     return Attempt(
         id=uuid.uuid4().hex,
         time=time.time(),

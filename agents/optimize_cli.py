@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from kernelblaster.atomic_files import write_atomically
+from kernelblaster.input_files import file_problem
 from kernelblaster.settings import Settings, SettingsError, TargetConfig, load_settings
 
 if TYPE_CHECKING:
@@ -88,8 +89,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from kernelblaster.kb.store import default_path
 
     source = Path(args.file).resolve()
-    if not source.is_file():
-        print(f"error: {args.file} does not exist", file=sys.stderr)
+    if problem := file_problem(args.file):
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
         settings = load_settings(source)
@@ -147,6 +148,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         depth=args.depth or settings.depth,
         top_k=settings.top_k,
         seed=args.seed,
+        proposals=max(args.proposals, 0),
         settings=settings,
     )
     with kb, keep_spare_workers():  # the run's evaluations start in prewarmed workers
@@ -195,6 +197,13 @@ def register(subparsers) -> None:
         "beside it (e.g. softmax.better.cu against softmax.py)",
     )
     parser.add_argument("--technique", help="force this KB technique for the first step")
+    parser.add_argument(
+        "--proposals",
+        type=int,
+        default=3,
+        help="new techniques the LLM may propose at once for a state the KB has none left for "
+        "(0: never; default 3)",
+    )
     parser.add_argument("--seed", type=int, help="seed for technique sampling")
     parser.add_argument(
         "--gpus",

@@ -6,8 +6,9 @@ was aimed at) when the group's attempts were aimed at different ones: the KB lea
 target finding, and a prior or note for the whole state should not be drawn from one kind of
 kernel. PerfGapAnalysis asks the LLM why they differ; ParameterUpdate asks it for new
 KB notes and priors. Every proposal is validated on its own against the schema and bounds (note
-length, prior range, only entries of this batch, one change per entry) before it is written;
-an invalid one is dropped with the reason, the rest still apply. The exact statistics are the
+length, prior range, only entries of this batch, one change per entry, no secrets or code in
+its text: agents.reply_json.validate_items) before it is written; an invalid one is dropped
+with the reason, the rest still apply. The exact statistics are the
 KB's own business (it recomputes them from attempts); this only touches notes and priors.
 """
 
@@ -21,7 +22,7 @@ import msgspec
 
 from kernelblaster.agents.llm import LlmClient, Usage
 from kernelblaster.agents.prompting import render_messages
-from kernelblaster.agents.reply_json import ask_json
+from kernelblaster.agents.reply_json import RejectedItem, ask_json, text_problem, validate_items
 from kernelblaster.kb.ranking import kernels_described
 from kernelblaster.kb.records import VERIFIED_OUTCOMES, Attempt, EntryStats, target_of
 
@@ -69,16 +70,11 @@ class ParameterUpdate(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_
     reason: Annotated[str, msgspec.Meta(max_length=MAX_NOTE_CHARS)] = ""
 
 
-class RejectedUpdate(msgspec.Struct, kw_only=True, frozen=True):
-    proposal: str  # the proposal's JSON, truncated
-    reason: str
-
-
 class PolicyUpdateResult(msgspec.Struct, kw_only=True):
     evaluation: list[GroupEvaluation]
     analyses: list[GapAnalysis] = []
     applied: list[ParameterUpdate] = []
-    rejected: list[RejectedUpdate] = []
+    rejected: list[RejectedItem] = []
     usage: Usage = Usage()
     error: str | None = None  # why the LLM stages did not complete (evaluation still holds)
 
@@ -102,18 +98,18 @@ def evaluate_policy(
     evaluations = []
     for (state, technique), members in groups.items():
         timed = [
-            a
+            (a, measured)
             for a in members
             if a.outcome in VERIFIED_OUTCOMES
-            and a.measured_speedup is not None
-            and a.measured_speedup > 0
+            and (measured := a.measured_speedup) is not None
+            and measured > 0
             and a.predicted_speedup > 0
         ]
-        pairs = [(a.measured_speedup, a.predicted_speedup) for a in timed]  # (measured, predicted)
+        pairs = [(measured, a.predicted_speedup) for a, measured in timed]  # (measured, predicted)
         gaps = [math.log(measured / predicted) for measured, predicted in pairs]
         by_finding: dict[str, list[float]] = defaultdict(list)
-        for a in timed:
-            by_finding[target_of(a)].append(a.measured_speedup)
+        for a, measured in timed:
+            by_finding[target_of(a)].append(measured)
         entry = kb.entry(arch, state, technique)
         evaluations.append(
             GroupEvaluation(
@@ -174,7 +170,12 @@ def update_policy(
             evaluation=evaluation, analyses=analyses, usage=usage,
             error=f"parameter update unusable: {proposal.error}",
         )  # fmt: skip
-    applied, rejected = _validate(proposal.value.updates, keys)
+    applied, rejected = validate_items(
+        proposal.value.updates,
+        ParameterUpdate,
+        lambda update, done: _problem(update, keys, {(u.state, u.technique) for u in done}),
+        normalize=_stripped,
+    )
     for update in applied:
         if update.note is not None:
             kb.add_note(arch, update.state, update.technique, update.note)
@@ -185,27 +186,10 @@ def update_policy(
     )
 
 
-def _validate(
-    raw_updates: list[msgspec.Raw], keys: set[tuple[str, str]]
-) -> tuple[list[ParameterUpdate], list[RejectedUpdate]]:
-    applied: list[ParameterUpdate] = []
-    rejected: list[RejectedUpdate] = []
-    for raw in raw_updates:
-        try:
-            update = msgspec.json.decode(raw, type=ParameterUpdate)
-        except msgspec.DecodeError as exc:
-            problem: str | None = f"invalid: {exc}"
-        else:
-            update = msgspec.structs.replace(
-                update, note=(update.note or "").strip() or None, reason=update.reason.strip()
-            )
-            problem = _problem(update, keys, {(u.state, u.technique) for u in applied})
-        if problem is None:
-            applied.append(update)
-        else:
-            text = bytes(raw).decode(errors="replace")[:MAX_NOTE_CHARS]
-            rejected.append(RejectedUpdate(proposal=text, reason=problem))
-    return applied, rejected
+def _stripped(update: ParameterUpdate) -> ParameterUpdate:
+    return msgspec.structs.replace(
+        update, note=(update.note or "").strip() or None, reason=update.reason.strip()
+    )
 
 
 def _problem(
@@ -221,7 +205,7 @@ def _problem(
         return "a prior change needs a reason"
     if key in done:
         return "a second update for the same entry"
-    return None
+    return text_problem(note=update.note or "", reason=update.reason)
 
 
 def _geomean(values: list[float]) -> float:

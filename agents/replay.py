@@ -26,7 +26,7 @@ import msgspec
 
 from kernelblaster.agents.evaluation import Evaluation
 from kernelblaster.agents.llm import LlmError, LlmReply, Usage
-from kernelblaster.agents.lowering import Feedback, LoweringInput, LoweringResult
+from kernelblaster.agents.lowering import FailureKind, Feedback, LoweringInput, LoweringResult
 from kernelblaster.agents.replay_table import (
     NAIVE,
     LearningTable,
@@ -45,7 +45,8 @@ _SCRIPTED_REPLIES = {
     "perf_gap": '{"analyses": []}',
     "parameter_update": '{"updates": []}',
 }
-_FAILURES = {  # a variant's measured outcome -> (Evaluation outcome, lowering feedback kind)
+# a variant's measured outcome -> (Evaluation outcome, lowering feedback kind)
+_FAILURES: dict[str, tuple[str, FailureKind]] = {
     "build_error": ("compile_error", "compile_error"),
     "wrong": ("wrong_result", "wrong_result"),
     "crash": ("crash", "crash"),

@@ -15,7 +15,7 @@ import hashlib
 import math
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
@@ -23,7 +23,7 @@ from kernelblaster.harness.protocol.records import PerfState
 from kernelblaster.kb.catalog import load_catalog
 
 NAIVE = "naive"
-TABLE_FORMAT = "kernelblaster-learning-table"
+TABLE_FORMAT: Final = "kernelblaster-learning-table"
 
 VariantOutcome = Literal["verified", "build_error", "wrong", "crash", "timeout"]
 TransitionOutcome = Literal["success", "regression", "build_error", "wrong", "crash", "timeout"]

@@ -17,7 +17,13 @@ real worker), for the plain-CUDA single-kernel examples: open → first timing /
 diagnostic (cold: empty cache), then `--saves` one-line edits saved 0.5 s after the edit (the
 server has built the edit ahead meanwhile) and `--saves` saved right after it, timing save →
 the `timing` diagnostic (verified timing, published before the profile) and save → the
-`state` diagnostic of the new text, separately, and whether the save's build was a cache hit."""
+`state` diagnostic of the new text, separately, and whether the save's build was a cache hit.
+These are the idle rhythm (`rhythms.idle`): each save after the previous job (its ncu pass and
+baselines included) has ended. The rapid rhythm (`rhythms.rapid`): both examples open in one
+server, `--rapid-saves` one-line edits saved alternately, each as soon as the previous save's
+timing diagnostic appeared (the edit and its save together), then every file's background work
+(ncu's pass, the baselines) awaited and checked to have reached the file's last text. The busy
+open (`open_while_busy`): the second example opened while the first's background work runs."""
 
 from __future__ import annotations
 
@@ -39,7 +45,7 @@ from lsprotocol import types
 from kernelblaster.harness.protocol.worker_client import SpareWorkers, run_harness, run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.server.cache import ResultCache
-from kernelblaster.server.documents import path_to_uri
+from kernelblaster.server.documents import path_to_uri, text_hash
 from kernelblaster.settings import Settings
 
 SERVER_EXAMPLES = ["relu", "softmax"]
@@ -50,13 +56,17 @@ PHASES = {
     "reference_load": "import the reference .py, build its Model on the GPU",
     "reference_probe": "seed-0 inputs: output shapes/dtypes, whether the reference aliases or "
     "changes its inputs",
-    "reference_sets": "every trial's inputs, decoys and expected outputs made ahead (absent "
-    "when they did not fit in a quarter of free GPU memory)",
+    "clean_reference_load, clean_reference_probe, clean_reference_sets": "the same parts in "
+    "the clean reference process, where no candidate code runs (harness/target/"
+    "clean_reference.py); its sets: every trial's inputs, decoys and expected outputs made "
+    "ahead (absent when they take over 1 GiB or a quarter of free GPU memory)",
+    "clean_reference_wait": "how long the check waited for the clean reference process's "
+    "session (its start, its reference and sets: 0 when made ahead)",
     "reference_checks_loaded": "verification's comparison and signatures run once on outputs "
     "of the reference's shapes (their torch kernels loaded ahead of the first trial)",
     "reference_after_build": "how long the reference side ran on after nvcc had finished (0: "
     "the build was the longer)",
-    "ahead_reference_load, ahead_reference_probe, ahead_reference_sets": "the same parts, made "
+    "ahead_reference_load, ahead_reference_probe": "the same parts, made "
     "by the spare worker before the request came (harness/worker/reference_ahead.py): "
     "not waited for",
     "reference_wait": "how long the request waited for the side its spare was still making",
@@ -71,7 +81,8 @@ PHASES = {
     "verify_gate_call": "of verify_gate: the sizing call, until the GPU is idle",
     "verify_watch": "the call whose launched kernels are watched (CUPTI's launch callbacks; "
     "torch.profiler where those can't be had): extensions and KernelBench solutions",
-    "verify_sets": "input sets made as their trials took them (only when not made ahead)",
+    "verify_reference_here": "the reference run once in the candidate's process, compared "
+    "with the clean process's answer (reference_tampered)",
     "verify_calls": "the candidate's guarded calls, each until the GPU is idle",
     "verify_checks": "comparisons with the expected outputs, aliasing/in-place/cache checks",
     "time": "timing and the trial after it",
@@ -304,12 +315,253 @@ def _measure_server(scratch: Path, name: str, saves: int, log_dir: Path | None) 
     return measured
 
 
-def _server_only(names: list[str], saves: int, log_dir: Path | None) -> int:
+def _server_only(names: list[str], saves: int, rapid_saves: int, log_dir: Path | None) -> int:
+    """The rapid rhythm, the busy open, then the idle rhythm, each in a server of its own; the
+    result written after each (a run cut short keeps what it measured)."""
+    payload: dict = {"rhythms": {}}
     with tempfile.TemporaryDirectory() as scratch:
-        server = {name: _measure_server(Path(scratch), name, saves, log_dir) for name in names}
-    path = write_result("latency-server", {"through_language_server": server})
+        root = Path(scratch)
+        if len(names) >= 2:
+            payload["rhythms"]["rapid"] = _measure_together(
+                root, "rapid", names, rapid_rhythm, rapid_saves, log_dir=log_dir
+            )
+            write_result("latency-server", payload)
+            payload["open_while_busy"] = _measure_together(
+                root, "busy", names, open_while_busy, log_dir=log_dir
+            )
+            write_result("latency-server", payload)
+        server = payload["through_language_server"] = {}
+        for name in names:
+            server[name] = _measure_server(root, name, saves, log_dir)
+            payload["rhythms"]["idle"] = idle_rhythm(server)
+            path = write_result("latency-server", payload)
     print(f"wrote {path}")
     return 0
+
+
+def idle_rhythm(server: dict) -> dict:
+    """The idle rhythm over every example and both pauses: each save after the previous job
+    ended (`through_server`)."""
+    saves = [
+        run
+        for measured in server.values()
+        for run in measured.get("saves", []) + measured.get("saves_right_after_the_edit", [])
+    ]
+    if not saves:
+        return {"error": "no save measured"}
+    return {
+        "what": "each save after the previous job (ncu's pass, baselines) ended, 5 s later",
+        "saves": len(saves),
+        "save_to_timing_p50_s": statistics.median(run["save_to_timing_s"] for run in saves),
+        "save_to_fresh_state_p50_s": statistics.median(run["save_to_state_s"] for run in saves),
+        "save_to_timing_max_s": max(run["save_to_timing_s"] for run in saves),
+        "save_to_fresh_state_max_s": max(run["save_to_state_s"] for run in saves),
+    }
+
+
+def _measure_together(
+    scratch: Path, label: str, names: list[str], how, *args, log_dir: Path | None = None
+) -> dict:
+    """`how(workspace, names, *args, log)` on fresh copies of the examples in one workspace,
+    with an empty cache."""
+    fresh = scratch / f"{label}-server"
+    fresh.mkdir()
+    for name in names:
+        for file in EXAMPLES.glob(f"{name}.*"):
+            shutil.copy(file, fresh / file.name)
+    log = log_dir / f"{label}-server.log" if log_dir is not None else None
+    try:
+        measured = asyncio.run(how(fresh, names, *args, log))
+    except (RuntimeError, TimeoutError) as exc:  # recorded; the others still run
+        measured = {"error": str(exc)}
+    print(f"{label}: {measured}", flush=True)
+    return measured
+
+
+class _Session:
+    """A language server on `root` (empty cache), its client, and every file's job status."""
+
+    def __init__(self, client, root: Path) -> None:
+        self.client = client
+        self.root = root
+        self.cache_dir = root / "cache"
+        self.statuses: list[tuple[float, object]] = []
+        self.running: dict[str, bool] = {}
+
+    @classmethod
+    async def start(cls, root: Path, log: Path | None) -> _Session:
+        cache_dir = root / "cache"
+        client = await start_language_server(
+            root, {"cacheDir": str(cache_dir), "kbPath": str(cache_dir / "kb.db")}, log
+        )
+        session = cls(client, root)
+
+        @client.feature("kernelblaster/jobStatus")
+        def _job_status(params) -> None:
+            session.statuses.append((time.perf_counter(), params))
+            session.running[params.uri] = params.running
+
+        return session
+
+    def open(self, name: str) -> str:
+        source = self.root / f"{name}.cu"
+        uri = path_to_uri(source)
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(
+                    uri=uri, language_id="cuda-cpp", version=1, text=source.read_text()
+                )
+            )
+        )
+        return uri
+
+    async def said(self, uri: str, words: str, timeout: float) -> bool:
+        """Whether the file's job status says `words` within `timeout` seconds."""
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            if any(p.uri == uri and words in p.message for _, p in self.statuses):
+                return True
+            await asyncio.sleep(0.01)
+        return False
+
+    async def ended(self, uri: str, timeout: float) -> float:
+        """When the file's job ended (its last job status: not running), once it has."""
+        deadline = time.perf_counter() + timeout
+        while self.running.get(uri, True):
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"the job of {uri} did not end within {timeout} s")
+            await asyncio.sleep(0.05)
+        return max(at for at, p in self.statuses if p.uri == uri and not p.running)
+
+    def reached(self, name: str, text: str) -> dict:
+        """What the file's saved result (written when its job ended) holds: whether it is of
+        `text`, with ncu's profile (not only the in-process counters') and the baselines."""
+        source = self.root / f"{name}.cu"
+        result = ResultCache(self.cache_dir).load(source)
+        response = result.response if result is not None else None
+        profile = response.profile if response is not None else None
+        check = response.check if response is not None else None
+        return {
+            "of_the_last_text": result is not None and result.text_hash == text_hash(text),
+            "ncu_profile": profile is not None and profile.program != "in_process",
+            "baselines": check is not None and check.eager is not None,
+        }
+
+    async def close(self) -> None:
+        await self.client.shutdown_session()
+        await self.client.stop()
+
+
+async def rapid_rhythm(root: Path, names: list[str], saves: int, log: Path | None) -> dict:
+    """`saves` one-line edits over the examples in turn, each saved as soon as the previous
+    save's timing diagnostic appeared (the edit and its save together): save → timing, save →
+    the state of the saved text (None where the file was saved again first), then how long
+    after its last save each file's job ended, and whether its full profile and baselines
+    reached its last text."""
+    session = await _Session.start(root, log)
+    client = session.client
+    uris = {name: session.open(name) for name in names}
+    texts = {name: (root / f"{name}.cu").read_text() for name in names}
+    made: list[dict] = []
+    last_saved: dict[str, float] = {}
+    try:
+        for uri in uris.values():  # opened cold: nvcc, baselines; then the editing starts
+            await _job_ended(session.running, uri, timeout=600)
+        states: dict[str, tuple[dict, asyncio.Task[float]]] = {}
+        for version in range(2, saves + 2):
+            name = names[version % len(names)]
+            uri = uris[name]
+            if name in states:  # the file's previous save: its state, or superseded now
+                _settle(*states.pop(name))
+            texts[name] = f"// rapid edit {version}\n" + texts[name]
+            client.diagnostics.pop(uri, None)
+            client.text_document_did_change(
+                types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                    content_changes=[
+                        types.TextDocumentContentChangeWholeDocument(text=texts[name])
+                    ],
+                )
+            )
+            began = last_saved[name] = time.perf_counter()
+            (root / f"{name}.cu").write_text(texts[name])
+            client.text_document_did_save(
+                types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+            )
+            timing = await _first_seen(client, uri, "timing", began)
+            run = {"file": name, "save_to_timing_s": timing}
+            made.append(run)
+            watch = asyncio.create_task(_first_seen(client, uri, "state", began, timeout=120))
+            states[name] = (run, watch)
+        for run, watch in states.values():
+            await asyncio.wait([watch], timeout=120)
+            _settle(run, watch)
+        background = {}
+        for name, uri in uris.items():
+            ended = await session.ended(uri, timeout=600)
+            background[name] = {
+                "ended_after_its_last_save_s": round(ended - last_saved[name], 3),
+                **session.reached(name, texts[name]),
+            }
+    finally:
+        await session.close()
+    fresh = [run["save_to_state_s"] for run in made if run["save_to_state_s"] is not None]
+    timings = [run["save_to_timing_s"] for run in made]
+    return {
+        "what": "one-line edits over the files in turn, each saved as soon as the previous "
+        "save's timing diagnostic appeared, the edit and its save together",
+        "files": names,
+        "saves": made,
+        "save_to_timing_p50_s": statistics.median(timings),
+        "save_to_timing_max_s": max(timings),
+        "save_to_fresh_state_p50_s": statistics.median(fresh) if fresh else None,
+        "save_to_fresh_state_max_s": max(fresh) if fresh else None,
+        "states_superseded": sum(run["save_to_state_s"] is None for run in made),
+        "background_after_the_last_save": background,
+    }
+
+
+def _settle(run: dict, watch: asyncio.Task[float]) -> None:
+    """The save's seconds to its fresh state, or None: superseded by a newer save first."""
+    if watch.done() and not watch.cancelled() and watch.exception() is None:
+        run["save_to_state_s"] = watch.result()
+    else:
+        watch.cancel()
+        run["save_to_state_s"] = None
+
+
+async def open_while_busy(root: Path, names: list[str], log: Path | None) -> dict:
+    """The first example opened (cold), then the second opened once the first's job is in
+    its background work (its baselines if they are measured, else ncu's pass): open → the
+    second's timing and state, then whether both files' background work reached them."""
+    first, second = names[0], names[1]
+    session = await _Session.start(root, log)
+    client = session.client
+    try:
+        first_uri = session.open(first)
+        await _first_seen(client, first_uri, "state", time.perf_counter(), timeout=300)
+        if await session.said(first_uri, "timing PyTorch", timeout=60):
+            busy_with = "baselines"
+        elif await session.said(first_uri, "ncu", timeout=1):
+            busy_with = "ncu"
+        else:
+            busy_with = "nothing seen"
+        began = time.perf_counter()
+        second_uri = session.open(second)
+        measured = {
+            "first_file": first,
+            "first_file_busy_with": busy_with,
+            "second_file": second,
+            "timing_s": await _first_seen(client, second_uri, "timing", began),
+            "state_s": await _first_seen(client, second_uri, "state", began),
+        }
+        for name, uri in ((first, first_uri), (second, second_uri)):
+            await session.ended(uri, timeout=600)
+            text = (root / f"{name}.cu").read_text()
+            measured[f"{name}_background"] = session.reached(name, text)
+    finally:
+        await session.close()
+    return measured
 
 
 def main() -> int:
@@ -325,6 +577,12 @@ def main() -> int:
         "written to latency-server-<gpu>.json",
     )
     parser.add_argument(
+        "--rapid-saves",
+        type=int,
+        default=10,
+        help="with --server-only: saves of the rapid rhythm, over the examples in turn",
+    )
+    parser.add_argument(
         "--server-logs",
         type=Path,
         help="a directory for the language server's INFO log of each example (<name>-server.log)",
@@ -334,7 +592,7 @@ def main() -> int:
         args.server_logs.mkdir(parents=True, exist_ok=True)
     if args.server_only:
         names = [name for name in args.examples if name in SERVER_EXAMPLES]
-        return _server_only(names, args.saves, args.server_logs)
+        return _server_only(names, args.saves, args.rapid_saves, args.server_logs)
     results = {}
     server = {}
     with tempfile.TemporaryDirectory() as scratch:

@@ -139,6 +139,7 @@ def run_task(
         temperature=temperature,
         exploration=exploration,
         avoid_failed=config.avoid_failed,
+        proposals=0,  # the replay has no model to propose and no rewrite of a proposal
         settings=SETTINGS,
     )
     outcome = run_optimization(

@@ -7,13 +7,18 @@ import hashlib
 import tomllib
 from functools import cache
 from importlib import resources
-from typing import Literal
+from typing import Literal, TypeGuard
 
 import msgspec
 
-from kernelblaster.kb.records import State, Technique
+from kernelblaster.kb.records import Bottleneck, State, Technique
 
 BOTTLENECKS = frozenset({"memory", "compute", "latency", "occupancy", "launch"})
+
+
+def is_bottleneck(name: str) -> TypeGuard[Bottleneck]:
+    """Whether `name` is one of BOTTLENECKS (a state's bottleneck, other than "unknown")."""
+    return name in BOTTLENECKS
 
 
 class CatalogError(ValueError):

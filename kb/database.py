@@ -30,7 +30,8 @@ class KBUnwritableError(KBError):
 
 
 class Cursor(Protocol):
-    rowcount: int
+    @property
+    def rowcount(self) -> int: ...
 
     def fetchone(self) -> Any: ...
 
@@ -46,11 +47,16 @@ class Connection(Protocol):
 
 
 class Database(Connection, Protocol):
-    # What messages and `kb path` show: the file, or the server's URL (which never holds a
-    # password: one with a password is refused before connecting).
-    location: Path | str
     read_only: bool
-    driver_error: type[Exception]  # the driver's base error, reported as a KBError on open
+
+    @property
+    def location(self) -> Path | str:
+        """What messages and `kb path` show: the file, or the server's URL (which never holds a
+        password: one with a password is refused before connecting)."""
+
+    @property
+    def driver_error(self) -> type[Exception]:
+        """The driver's base error, reported as a KBError on open."""
 
     def begin(self, *, write: bool) -> None:
         """Start a transaction; a write transaction waits until no other writer holds one."""

@@ -12,13 +12,14 @@ from collections.abc import Sequence
 import msgspec
 
 from kernelblaster.kb.database import Connection
-from kernelblaster.kb.records import Attempt, Change, Note, PriorOverride, State
+from kernelblaster.kb.records import Attempt, Change, Note, PriorOverride, Proposal, State
 
 _KINDS: dict[str, type[Change]] = {
     "attempt": Attempt,
     "note": Note,
     "prior": PriorOverride,
     "state": State,
+    "proposal": Proposal,
 }
 
 

@@ -79,11 +79,11 @@ class PostgresDatabase:
             raise KBUnreachable(
                 f"the team knowledge base at {self.location} can't be reached ({reason})"
             ) from exc
-        self.read_only = not self.execute(
+        self.read_only = not self._value(
             "SELECT CASE WHEN to_regclass('attempts') IS NULL "
             "THEN coalesce(has_schema_privilege(current_schema(), 'CREATE'), false) "
             "ELSE has_table_privilege(to_regclass('attempts'), 'INSERT') END"
-        ).fetchone()[0]
+        )
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
         import psycopg
@@ -104,6 +104,13 @@ class PostgresDatabase:
                 f"lost the team knowledge base at {self.location} ({_one_line(exc)})"
             ) from exc
 
+    def _value(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """The one value of a query that always returns one row (a SELECT without FROM)."""
+        row = self.execute(sql, params).fetchone()
+        if row is None:
+            raise KBError(f"the team knowledge base at {self.location} returned no row for {sql}")
+        return row[0]
+
     def begin(self, *, write: bool) -> None:
         if write:
             self.execute("BEGIN")
@@ -119,11 +126,11 @@ class PostgresDatabase:
             self.execute("ROLLBACK")
 
     def schema_version(self) -> int:
-        if self.execute("SELECT to_regclass('meta')").fetchone()[0] is None:
+        if self._value("SELECT to_regclass('meta')") is None:
             clashing = [
                 name
                 for name in sorted(OUR_TABLES)
-                if self.execute("SELECT to_regclass(?)", (name,)).fetchone()[0] is not None
+                if self._value("SELECT to_regclass(?)", (name,)) is not None
             ]
             if clashing:
                 raise self._foreign(clashing)

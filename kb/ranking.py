@@ -37,12 +37,14 @@ from typing import NamedTuple
 import msgspec
 
 from kernelblaster.kb.catalog import finding_kinds
+from kernelblaster.kb.proposal_status import PROPOSAL_PRIOR_CAP
 from kernelblaster.kb.records import (
     NO_TARGET,
     UNRECORDED_TARGET,
     Basis,
     EntryStats,
     FindingLike,
+    ProposalStatus,
     RankedTechnique,
     Technique,
 )
@@ -336,6 +338,24 @@ def prior(technique: Technique, here: EntryRow | None, ncu_gains: dict[str, floa
     return best
 
 
+def proposal_prior(start: Prior, catalog_floor: float | None) -> Prior:
+    """The prior of a proposal on trial: its own (the LLM's guess, or one the policy update
+    set), capped at PROPOSAL_PRIOR_CAP and at the least prior of the other techniques ranked with
+    it, so an untried proposal never outranks an untried catalog technique, and one that fails
+    drops below them (kb.proposal_status says when it is promoted or retired)."""
+    cap = min(PROPOSAL_PRIOR_CAP, catalog_floor or PROPOSAL_PRIOR_CAP)
+    if start.gain <= cap:
+        return Prior(
+            gain=start.gain, basis=start.basis, explanation=f"proposed; {start.explanation}"
+        )
+    return Prior(
+        gain=cap,
+        basis="prior",
+        explanation=f"proposed, on trial: {start.explanation}; capped at {cap:.2f}x until "
+        "measured outcomes promote it",
+    )
+
+
 def rank_all(
     techniques: dict[str, Technique],
     arch: str,
@@ -344,10 +364,15 @@ def rank_all(
     here: dict[str, EntryRow],
     learned: Learned,
     notes: dict[str, list[str]],
+    proposals: dict[str, ProposalStatus] | None = None,
 ) -> list[RankedTechnique]:
     """The ranking of `state`'s techniques on `arch`, best predicted speedup first, from the
     KB's rows: this arch's entries (`here`, for the priors the policy update set), what was
-    learned per target finding, and recent notes."""
+    learned per target finding, and recent notes. `proposals` holds the status of each proposed
+    technique: a retired one is not ranked, one on trial gets `proposal_prior`."""
+    proposals = proposals or {}
+    retired = {tid for tid, status in proposals.items() if status == "retired"}
+    techniques = {tid: t for tid, t in techniques.items() if tid not in retired}
     ncu_gains = finding_gains(findings)
     # Techniques aimed at this state (or its findings); for a state nothing aims at yet, those
     # aimed at any state of its bottleneck; failing that, everything. Plus any technique
@@ -358,12 +383,16 @@ def rank_all(
     candidates = candidates or set(techniques)
     # an entry exists once tried, noted or re-primed
     candidates |= set(here) | {tid for tid, _ in learned.elsewhere}
+    candidates -= retired
     known = {tid: techniques[tid] for tid in candidates}  # recording creates the technique row
     priors = {tid: prior(known[tid], here.get(tid), ncu_gains) for tid in candidates}
     aimed = {tid for tid in candidates if set(ncu_gains) & set(known[tid].addresses_findings)}
+    on_trial = {tid for tid in candidates if proposals.get(tid) == "proposed"}
     # Before it is tried, a technique aimed at none of what ncu found can't be expected to do
     # better than the least promising one aimed at some of it.
-    floor = min((priors[tid].gain for tid in aimed if not priors[tid].learned), default=None)
+    floor = min(
+        (priors[tid].gain for tid in aimed - on_trial if not priors[tid].learned), default=None
+    )
     for tid in candidates - aimed:
         if floor is not None and not priors[tid].learned and priors[tid].gain > floor:
             priors[tid] = Prior(
@@ -372,6 +401,9 @@ def rank_all(
                 explanation=f"{priors[tid].explanation}; capped at {floor:.2f}x: it addresses "
                 "none of the kernel's findings",
             )
+    catalog_floor = min((priors[tid].gain for tid in candidates - on_trial), default=None)
+    for tid in on_trial:
+        priors[tid] = proposal_prior(priors[tid], catalog_floor)
     ranked = [
         rank_technique(
             known[tid],
@@ -380,11 +412,19 @@ def rank_all(
             target_finding(known[tid], ncu_gains),
             learned,
             notes.get(tid, []),
+            proposal=proposals.get(tid),
         )
         for tid in candidates
     ]
+    # ties: a catalog technique before a proposal on trial, an aimed one before the others
     ranked.sort(
-        key=lambda r: (-r.predicted_speedup, r.technique not in aimed, -r.confidence, r.technique)
+        key=lambda r: (
+            -r.predicted_speedup,
+            r.technique in on_trial,
+            r.technique not in aimed,
+            -r.confidence,
+            r.technique,
+        )
     )
     return ranked
 
@@ -396,6 +436,8 @@ def rank_technique(
     target: str,
     learned: Learned,
     notes: list[str],
+    *,
+    proposal: ProposalStatus | None = None,
 ) -> RankedTechnique:
     """`technique`'s prediction from its prior and what it realized aimed at `target`."""
     evidence = learned_evidence(technique.id, target, arch, learned)
@@ -421,6 +463,7 @@ def rank_technique(
         explanation=f"{start.explanation}; {evidence.text}",
         target_finding=target,
         evidence=evidence.text,
+        proposal=proposal,
     )
 
 

@@ -9,7 +9,7 @@ there is deliberately no field for endpoints, API keys or user paths.
 from __future__ import annotations
 
 import hashlib
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeGuard, get_args
 
 import msgspec
 
@@ -27,6 +27,14 @@ Outcome = Literal[
     # for its tokens and history; the statistics and so the ranking ignore it.
     "infrastructure",
 ]
+OUTCOMES: frozenset[str] = frozenset(get_args(Outcome))
+
+
+def is_outcome(value: str) -> TypeGuard[Outcome]:
+    """Whether `value` is one of the Outcome literals (an OptimizeStep's str is)."""
+    return value in OUTCOMES
+
+
 NO_TARGET = ""  # an attempt's target_finding when the technique addressed none of the findings
 # The target finding the KB files attempts under that did not record theirs (None); not a
 # finding id, so no attempt may claim it.
@@ -67,6 +75,32 @@ class Technique(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     addresses_findings: list[str] = []  # finding ids, e.g. "uncoalesced_global_access"
     prior_speedup: float = 1.0  # expected speedup factor when the rewrite verifies
     prior_source: str = ""  # where the prior comes from, e.g. "rule of thumb: ..."
+
+
+# A proposed technique's standing (kb.proposal_status decides it from the decision and outcomes).
+ProposalStatus = Literal["proposed", "promoted", "retired"]
+ProposalDecision = Literal["promoted", "retired"]  # what a user may decide with `kb proposals`
+
+
+class Proposal(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A technique the optimizing agent proposed for a state where the KB had none left that
+    fit, with where it came from. It lives in the user's (or team's) KB, travels with its
+    export, and is never written into the shipped catalog. Until a user decides, its status
+    follows its measured outcomes (kb.proposal_status)."""
+
+    technique: Technique
+    arch: str  # where it was proposed
+    state: str
+    kernel: str
+    model: str  # the LLM that proposed it
+    time: float  # epoch seconds
+    decision: ProposalDecision | None = None  # a user's promote or retire; None: outcomes decide
+    decision_time: float | None = None  # of two copies' decisions (a merge), the newer wins
+    decision_reason: str = ""
+
+    @property
+    def id(self) -> str:  # the outbox keys changes by id
+        return self.technique.id
 
 
 class State(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -170,7 +204,7 @@ class PriorOverride(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 # What a KB learns, one record at a time: what its writes take and what a team KB's outbox holds
 # while the server is unreachable.
-Change = Attempt | Note | PriorOverride | State
+Change = Attempt | Note | PriorOverride | State | Proposal
 
 
 class RankedTechnique(msgspec.Struct, kw_only=True):
@@ -196,6 +230,10 @@ class RankedTechnique(msgspec.Struct, kw_only=True):
     # uncoalesced_global_access", or "no attempts yet"; with how many attempts on kernels with
     # other findings were left out.
     evidence: str = ""
+    # Set for a technique an agent proposed (kb.records.Proposal): "proposed" while it is on
+    # trial (ranked with a conservative prior), "promoted" once its outcomes (or a user) made it
+    # a regular; None for a catalog technique.
+    proposal: ProposalStatus | None = None
 
 
 class KBSummary(msgspec.Struct, kw_only=True):
@@ -224,3 +262,4 @@ class KBExport(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     priors: list[PriorOverride] = []
     notes: list[Note] = []
     attempts: list[Attempt] = []
+    proposals: list[Proposal] = []  # their techniques are in `techniques` too

@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
-from kernelblaster.kb.catalog import BOTTLENECKS
+from kernelblaster.kb.catalog import is_bottleneck
 from kernelblaster.kb.database import Connection
 from kernelblaster.kb.records import (
     Attempt,
+    Bottleneck,
     Change,
     Note,
     PriorOverride,
+    Proposal,
+    ProposalDecision,
     State,
     Technique,
     target_of,
@@ -110,7 +113,7 @@ def new_state(state: str, description: str = "") -> State:
     """A state first seen in an attempt or proposed by the state extractor: its bottleneck is
     its id's prefix when that names one."""
     prefix = state.split(".")[0]
-    bottleneck = prefix if prefix in BOTTLENECKS else "unknown"
+    bottleneck: Bottleneck = prefix if is_bottleneck(prefix) else "unknown"
     return State(id=state, bottleneck=bottleneck, description=description)
 
 
@@ -146,7 +149,7 @@ def ensure_entry(conn: Connection, arch: str, state: str, technique: str) -> Non
 # --- attempts and statistics -----------------------------------------------------------------
 
 
-def attempt_from_row(row: Sequence[object]) -> Attempt:
+def attempt_from_row(row: Sequence[Any]) -> Attempt:
     return Attempt(**dict(zip(ATTEMPT_FIELDS, row, strict=True)))
 
 
@@ -184,7 +187,8 @@ def refold_entry(conn: Connection, arch: str, state: str, technique: str) -> Non
     (after a merge)."""
     key = (arch, state, technique)
     ensure_entry(conn, *key)
-    counts, by_target = EntryCounts(), {}
+    counts = EntryCounts()
+    by_target: dict[str, EntryCounts] = {}
     rows = conn.execute(
         f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE arch = ? AND before_state = ? AND "
         "technique = ? ORDER BY time, id",
@@ -237,9 +241,14 @@ def entry_rows(conn: Connection, **filters: str | None) -> list[EntryRow]:
     return [_entry_row(row) for row in rows]
 
 
-def _entry_row(row: Sequence) -> EntryRow:
+def _entry_row(row: Sequence[Any]) -> EntryRow:
     n = len(_COUNT_FIELDS)
-    return EntryRow(*row[:3], EntryCounts(*row[3 : 3 + n]), *row[3 + n :])
+    arch, state, technique = row[:3]
+    prior_speedup, prior_source, prior_time, updated = row[3 + n :]
+    counts = EntryCounts(*row[3 : 3 + n])
+    return EntryRow(
+        arch, state, technique, counts, prior_speedup, prior_source, prior_time, updated
+    )
 
 
 def kernel_counts(conn: Connection, state: str, arch: str, source_hash: str) -> CountsByTarget:
@@ -367,12 +376,108 @@ def put_prior(conn: Connection, prior: PriorOverride) -> bool:
 
 def apply_change(conn: Connection, change: Change) -> bool:
     """Apply one learned change; each is idempotent (an attempt or note by its id, a state by
-    its id, a prior by its time), so applying it twice changes nothing the second time.
-    True if it changed the KB."""
+    its id, a prior by its time, a proposal by its technique id and decision time), so applying
+    it twice changes nothing the second time. True if it changed the KB."""
     if isinstance(change, Attempt):
         return record_in(conn, change)
     if isinstance(change, Note):
         return insert_note(conn, change)
     if isinstance(change, PriorOverride):
         return put_prior(conn, change)
+    if isinstance(change, Proposal):
+        return put_proposal(conn, change)
     return ensure_state(conn, change.id, change.description)
+
+
+# --- proposals -------------------------------------------------------------------------------
+
+_PROPOSAL_COLUMNS = (
+    "technique, arch, state, kernel, model, time, decision, decision_time, decision_reason"
+)
+# The tables whose `technique` column names a technique (a rename updates them all).
+_TECHNIQUE_COLUMNS = ("entries", "finding_counts", "attempts", "notes", "proposals")
+
+
+def put_proposal(conn: Connection, proposal: Proposal) -> bool:
+    """Add a proposal and its technique, unless that id is a catalog technique's (a proposal
+    never replaces one); of a known proposal, take a newer decision. True if the KB changed."""
+    technique = proposal.technique
+    known = conn.execute(
+        "SELECT decision_time FROM proposals WHERE technique = ?", (technique.id,)
+    ).fetchone()
+    if known is None:
+        catalog = conn.execute(
+            "SELECT from_catalog FROM techniques WHERE id = ?", (technique.id,)
+        ).fetchone()
+        if catalog is not None and catalog[0]:
+            return False
+        ensure_state(conn, proposal.state)
+        put_technique(conn, technique, from_catalog=False)
+        conn.execute(
+            f"INSERT INTO proposals ({_PROPOSAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                technique.id,
+                proposal.arch,
+                proposal.state,
+                proposal.kernel,
+                proposal.model,
+                proposal.time,
+                proposal.decision,
+                proposal.decision_time,
+                proposal.decision_reason,
+            ),
+        )
+        return True
+    if proposal.decision_time is None or (
+        known[0] is not None and known[0] >= proposal.decision_time
+    ):
+        return False
+    conn.execute(
+        "UPDATE proposals SET decision = ?, decision_time = ?, decision_reason = ? "
+        "WHERE technique = ?",
+        (proposal.decision, proposal.decision_time, proposal.decision_reason, technique.id),
+    )
+    _bump_techniques_revision(conn)  # rankings cache what the table holds: a status changed
+    return True
+
+
+def load_proposals(conn: Connection) -> list[Proposal]:
+    """Every proposal with its technique, oldest first."""
+    techniques = load_techniques(conn)
+    found = conn.execute(f"SELECT {_PROPOSAL_COLUMNS} FROM proposals ORDER BY time, technique")
+    return [
+        Proposal(
+            technique=techniques[r[0]],
+            arch=r[1],
+            state=r[2],
+            kernel=r[3],
+            model=r[4],
+            time=r[5],
+            decision=r[6],
+            decision_time=r[7],
+            decision_reason=r[8],
+        )
+        for r in found
+    ]
+
+
+def proposal_track(conn: Connection) -> dict[str, tuple[ProposalDecision | None, EntryCounts]]:
+    """Per proposed technique: a user's decision, and its attempts' counts summed over every
+    arch and state (the log mean is the measurement-weighted mean; the variance is left 0)."""
+    found = conn.execute(
+        "SELECT p.technique, p.decision, coalesce(sum(e.attempts), 0), "
+        "coalesce(sum(e.successes), 0), coalesce(sum(e.regressions), 0), "
+        "coalesce(sum(e.failures), 0), coalesce(sum(e.n_measured), 0), "
+        "coalesce(sum(e.n_measured * e.mean_log_speedup) / nullif(sum(e.n_measured), 0), 0.0) "
+        "FROM proposals p LEFT JOIN entries e ON e.technique = p.technique "
+        "GROUP BY p.technique, p.decision"
+    )
+    return {r[0]: (r[1], EntryCounts(*r[2:])) for r in found}
+
+
+def rename_technique(conn: Connection, old: str, new: str) -> None:
+    """Give technique `old` the id `new` everywhere it is named (the caller checked both)."""
+    conn.execute("UPDATE techniques SET id = ? WHERE id = ?", (new, old))
+    for table in _TECHNIQUE_COLUMNS:
+        conn.execute(f"UPDATE {table} SET technique = ? WHERE technique = ?", (new, old))
+    _bump_techniques_revision(conn)

@@ -163,8 +163,24 @@ INSERT INTO finding_counts
     FROM entries WHERE attempts > 0;
 """
 
+# Version 5: techniques an agent proposed (records.Proposal), with where they came from and a
+# user's decision; the technique itself is a row of `techniques` (from_catalog 0) like any other.
+V5_DDL = """
+CREATE TABLE proposals (
+    technique TEXT PRIMARY KEY,
+    arch TEXT NOT NULL,
+    state TEXT NOT NULL,
+    kernel TEXT NOT NULL,
+    model TEXT NOT NULL,
+    time REAL NOT NULL,
+    decision TEXT,
+    decision_time REAL,
+    decision_reason TEXT NOT NULL DEFAULT ''
+);
+"""
+
 # MIGRATIONS[i] takes a database from version i to version i + 1.
-MIGRATIONS: list[str] = [V1_DDL, V2_DDL, V3_DDL, V4_DDL]
+MIGRATIONS: list[str] = [V1_DDL, V2_DDL, V3_DDL, V4_DDL, V5_DDL]
 SCHEMA_VERSION = len(MIGRATIONS)
 OUR_TABLES = frozenset({"meta", "states", "techniques", "entries", "attempts"})
 
@@ -175,8 +191,14 @@ def check_file(path: Path) -> None:
         return
     if not path.is_file():
         raise KBError(f"knowledge base path {path} is not a file; set kb_path to a file path")
-    with path.open("rb") as handle:
-        header = handle.read(len(SQLITE_HEADER))
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise KBError(
+            f"knowledge base {path} can't be read ({exc.strerror or exc}): make it readable "
+            "(and writable) for you, or set kb_path / KERNELBLASTER_KB to another file"
+        ) from exc
     if header and header != SQLITE_HEADER:
         raise KBError(
             f"knowledge base {path} is not an SQLite database (corrupt or another kind of file); "

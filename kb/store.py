@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import platformdirs
 
-from kernelblaster.kb import outbox, ranking, rows
+from kernelblaster.kb import outbox, proposal_status, ranking, rows
 from kernelblaster.kb.catalog import load_catalog
 from kernelblaster.kb.connect import open_database
 from kernelblaster.kb.database import (
@@ -38,13 +38,16 @@ from kernelblaster.kb.records import (
     KBSummary,
     Note,
     PriorOverride,
+    Proposal,
+    ProposalDecision,
+    ProposalStatus,
     RankedTechnique,
     State,
     Technique,
     clip_note,
 )
 from kernelblaster.kb.schema import SCHEMA_VERSION, KBError, migrate
-from kernelblaster.kb.stats import validate_attempt
+from kernelblaster.kb.stats import EntryCounts, validate_attempt
 from kernelblaster.kb_location import is_postgres_url
 
 PRIOR_RANGE = (0.1, 10.0)
@@ -131,13 +134,17 @@ class KnowledgeBase:
                 "but not record; use a role with INSERT and UPDATE on its tables to learn"
             )
         with self._lock:
-            self._db.begin(write=True)  # waits for other writers
             try:
-                yield self._db
-            except BaseException:
-                self._db.rollback()
-                raise
-            self._db.commit()
+                self._db.begin(write=True)  # waits for other writers
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.rollback()
+                    raise
+                self._db.commit()
+            except self._db.driver_error as exc:
+                # e.g. SQLite's "attempt to write a readonly database": said as a KBError
+                raise self._db.failure(exc) from exc
 
     @contextmanager
     def _snapshot(self) -> Iterator[Database]:
@@ -238,10 +245,27 @@ class KnowledgeBase:
                     this_kernel=own,
                 ),
                 rows.recent_notes(conn, arch, state),
+                _statuses(rows.proposal_track(conn)),
             )
 
-        techniques, here, learned, notes = self._read(query)
-        return ranking.rank_all(techniques, arch, state, findings, here, learned, notes)
+        techniques, here, learned, notes, proposals = self._read(query)
+        return ranking.rank_all(techniques, arch, state, findings, here, learned, notes, proposals)
+
+    # --- proposals (kb.proposals holds the operations the CLI and the view use) --------------
+
+    def propose(self, proposal: Proposal) -> bool:
+        """Add a proposed technique, or take a known proposal's newer decision; False when
+        nothing changed (a proposal never replaces a catalog technique or an earlier proposal)."""
+        return self._apply([proposal])[0]
+
+    def proposals(self) -> list[Proposal]:
+        """Every proposal, oldest first."""
+        return self._read(rows.load_proposals)
+
+    def proposal_track(self) -> dict[str, tuple[ProposalDecision | None, EntryCounts]]:
+        """Per proposal: a user's decision and its attempts' counts (kb.proposal_status turns
+        them into its status)."""
+        return self._read(rows.proposal_track)
 
     # --- updates -----------------------------------------------------------------------------
 
@@ -358,6 +382,14 @@ class KnowledgeBase:
 
     def summary(self) -> KBSummary:
         return self._read(_summary)
+
+
+def _statuses(
+    track: dict[str, tuple[ProposalDecision | None, EntryCounts]],
+) -> dict[str, ProposalStatus]:
+    return {
+        tid: proposal_status.status(*decided_counts)[0] for tid, decided_counts in track.items()
+    }
 
 
 def _summary(conn: Database) -> KBSummary:

@@ -3,17 +3,18 @@
 Statistics never travel: they are refolded from the attempts after every import or merge, and
 attempts are keyed by id, so merging the same file twice (or two files sharing attempts) can't
 double count anything. Notes are keyed by id too; of two priors for one entry the newer wins.
+Proposed techniques travel with their provenance and a user's decision (the newer decision
+wins); they never replace a technique of the shipped catalog, which is never written.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from pathlib import Path
 
 import msgspec
 
+from kernelblaster.atomic_files import save_file
 from kernelblaster.kb import rows
 from kernelblaster.kb.database import Connection
 from kernelblaster.kb.records import KBExport, clip_note
@@ -28,12 +29,13 @@ class MergeReport(msgspec.Struct, kw_only=True):
     priors_updated: int = 0
     techniques_added: int = 0
     states_added: int = 0
+    proposals_changed: int = 0  # added, or a newer decision taken
     entries_recomputed: int = 0
 
 
 def export_kb(kb: KnowledgeBase) -> KBExport:
     """Everything learned: techniques and states (catalog ones included, so a reader needs no
-    catalog), priors set by policy updates, every note, every attempt."""
+    catalog), priors set by policy updates, every note, every attempt, every proposal."""
     return KBExport(
         exported=time.time(),
         techniques=kb.techniques(),
@@ -41,20 +43,15 @@ def export_kb(kb: KnowledgeBase) -> KBExport:
         priors=kb.priors(),
         notes=kb.note_history(),
         attempts=kb.attempts()[::-1],
+        proposals=kb.proposals(),
     )
 
 
-def write_export(path: Path, data: KBExport) -> None:
-    """Write the JSON atomically: a reader never sees half a file."""
-    path = Path(path)
-    handle, tmp = tempfile.mkstemp(dir=path.parent or Path.cwd(), prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(msgspec.json.format(msgspec.json.encode(data), indent=1))
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+def write_export(path: Path, data: KBExport, *, force: bool = False) -> None:
+    """Write the JSON atomically: a reader never sees half a file. An existing file is
+    replaced only with `force` (FileExistsError otherwise)."""
+    text = msgspec.json.format(msgspec.json.encode(data), indent=1).decode()
+    save_file(Path(path), text, force=force)
 
 
 def read_export(path: Path) -> KBExport:
@@ -113,6 +110,8 @@ def _merge_in(conn: Connection, data: KBExport) -> MergeReport:
             report.techniques_added += 1
     for state in data.states:
         report.states_added += rows.ensure_state(conn, state.id, state.description)
+    for proposal in data.proposals:
+        report.proposals_changed += rows.put_proposal(conn, proposal)
     for attempt in data.attempts:
         if rows.insert_attempt(conn, attempt):
             report.attempts_added += 1

@@ -1,13 +1,15 @@
 """What `kernelblaster kb show --json` prints and the editors' knowledge-base views draw: each
 (arch, state, technique) entry with a track record, a note or a prior, with its technique's
 title and every measured speedup behind its statistics next to what was predicted at the time,
-plus the most recent attempts."""
+plus the most recent attempts, and the techniques agents proposed with where they came from and
+their track record."""
 
 from __future__ import annotations
 
 import msgspec
 
-from kernelblaster.kb.records import Attempt, EntryStats, KBSummary
+from kernelblaster.kb.proposals import ProposalView, proposal_views
+from kernelblaster.kb.records import Attempt, EntryStats, KBSummary, ProposalStatus
 from kernelblaster.kb.store import KnowledgeBase
 
 RECENT_ATTEMPTS = 50
@@ -31,12 +33,14 @@ class TrackRecord(EntryStats, kw_only=True):
     title: str  # the technique's title; its id for a technique the catalog doesn't know
     category: str
     measurements: list[Measurement]  # oldest first, the most recent MEASUREMENTS_PER_ENTRY
+    proposal: ProposalStatus | None = None  # for a technique an agent proposed
 
 
 class KBView(msgspec.Struct, kw_only=True):
     summary: KBSummary
     entries: list[TrackRecord]
     recent_attempts: list[Attempt]  # most recent first
+    proposals: list[ProposalView] = []  # oldest first
 
 
 def kb_view(
@@ -47,6 +51,8 @@ def kb_view(
     recent: int = RECENT_ATTEMPTS,
 ) -> KBView:
     techniques = {t.id: t for t in kb.techniques()}
+    proposals = proposal_views(kb)
+    status = {p.technique: p.status for p in proposals}
     attempts = kb.attempts(arch=arch, state=state)
     measured: dict[tuple[str, str, str], list[Measurement]] = {}
     for attempt in reversed(attempts):  # oldest first
@@ -73,6 +79,12 @@ def kb_view(
                 title=technique.title if technique else entry.technique,
                 category=technique.category if technique else "learned",
                 measurements=measured.get(key, [])[-MEASUREMENTS_PER_ENTRY:],
+                proposal=status.get(entry.technique),
             )
         )
-    return KBView(summary=kb.summary(), entries=entries, recent_attempts=attempts[:recent])
+    return KBView(
+        summary=kb.summary(),
+        entries=entries,
+        recent_attempts=attempts[:recent],
+        proposals=proposals,
+    )

@@ -1,6 +1,6 @@
-"""Writing a user's kernel file in one step: a crash leaves the old file or the new one, never
-half of one. Shared by the CLI commands and the language server, which write kernels the same
-way; torch-free and free of the LLM stack."""
+"""Writing a user's file (a kernel, a KB export) in one step: a crash leaves the old file or the
+new one, never half of one. Shared by the CLI commands and the language server, which write
+kernels the same way; torch-free and free of the LLM stack."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def save_kernel(path: Path, text: str, *, force: bool) -> None:
+def save_file(path: Path, text: str, *, force: bool) -> None:
     """Write `path` in one step: a crash leaves no half-written file. Without `force` an
     existing file is never replaced, not even one created after the caller looked: the new
     file is linked into place, which fails when the name exists (FileExistsError)."""

@@ -14,7 +14,9 @@ from kernelblaster.harness.protocol.worker_protocol import (
     WorkerProgress,
     WorkerRequest,
     WorkerResponse,
+    WorkerTask,
 )
+from kernelblaster.input_files import file_problem
 from kernelblaster.settings import SettingsError, load_settings
 
 
@@ -22,18 +24,18 @@ def _progress_to_stderr(message: WorkerProgress) -> None:
     print(f"[{message.phase}] {message.message}", file=sys.stderr, flush=True)
 
 
-def run_task(args: argparse.Namespace, task: str) -> WorkerResponse | None:
+def run_task(args: argparse.Namespace, task: WorkerTask) -> WorkerResponse | None:
     source = Path(args.file).resolve()
-    if not source.is_file():
-        print(f"error: {args.file} does not exist", file=sys.stderr)
+    if problem := file_problem(args.file):
+        print(f"error: {problem}", file=sys.stderr)
         return None
     try:
         settings = load_settings(source)
+        if getattr(args, "arch", None):
+            settings = settings.merged({"arch": args.arch})
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
-    if getattr(args, "arch", None):
-        settings = settings.merged({"arch": args.arch})
     request = WorkerRequest(
         task=task,
         source=str(source),
@@ -59,14 +61,24 @@ def cmd_build(args: argparse.Namespace) -> int:
     response = run_task(args, "build")
     if response is None:
         return 2
+    build, error = response.build, response.error
+    if error is not None and (error.kind == "no_reference" or (build and error == build.error)):
+        error = None  # not a build's concern, or already in the build's own report
     if args.json:
-        _print_json(response.build if response.build is not None else response)
+        _print_json(build if build is not None else response)
     else:
-        if response.build is not None:
-            print(format_build_result(response.build))
-        if response.error is not None and response.error.kind != "no_reference":
-            print(format_error(response.error))
-    return 0 if response.build is not None and response.build.ok else 1
+        if build is not None:
+            print(format_build_result(build))
+        if error is not None:
+            print(format_error(error))
+    if build is not None and build.ok and not build.resources and error is None:
+        print(
+            f"error: {Path(build.source).name} defines no kernel (__global__ function): nothing "
+            "to report; pass the file that holds your kernels",
+            file=sys.stderr,
+        )
+        return 1
+    return 0 if build is not None and build.ok and error is None else 1
 
 
 def cmd_check(args: argparse.Namespace) -> int:

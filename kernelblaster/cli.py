@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+from typing import NoReturn
 
 from kernelblaster import __version__
 from kernelblaster.trust import TRUST_ENV
@@ -41,9 +42,17 @@ def _modules_for(argv: list[str]) -> list[str]:
     return list(dict.fromkeys(COMMANDS.values()))
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage mistake is one line saying where to read more, and exit status 2, for every
+    command and subcommand (argparse makes subparsers of the parser's own class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser for `argv` (default: sys.argv[1:]): with its command's subparsers, or all."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kernelblaster",
         description="Profile, explain and optimize CUDA kernels.",
     )

@@ -20,6 +20,7 @@ from kernelblaster.harness.analysis.classify import classify_report
 from kernelblaster.harness.analysis.findings import kernel_source_file
 from kernelblaster.harness.analysis.ncu_reader import ReportError, read_report, remap_sources
 from kernelblaster.harness.protocol.records import KernelProfile, PerfState, ProfileReport
+from kernelblaster.input_files import file_problem
 from kernelblaster.kb.fallback import open_or_fallback
 from kernelblaster.kb.records import RankedTechnique
 from kernelblaster.kb.store import default_path
@@ -90,8 +91,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         return 2
     source = Path(args.source).resolve() if args.source else None
     if source is not None:
-        if not source.is_file():
-            print(f"error: --source {args.source} does not exist", file=sys.stderr)
+        if problem := file_problem(args.source):
+            print(f"error: --source {problem}", file=sys.stderr)
             return 2
         report = _map_source(report, source)
     states = classify_report(report)  # a saved report: classified here, as the worker would
@@ -111,7 +112,7 @@ def _rank(states: list[PerfState], near: Path) -> list[list[RankedTechnique]] | 
     """Each state's ranking from the user's KB (the workspace of `near` names it, as for the
     editor); None after printing why the settings can't be read."""
     try:
-        settings = load_settings(near)
+        settings = load_settings(near, only=frozenset({"kb_path"}))  # the KB is all it needs
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
@@ -151,6 +152,8 @@ def _kernel_json(
                 "confidence": r.confidence,
                 "basis": r.basis,
                 "evidence": r.evidence,
+                # "proposed" (by an agent, on trial) or "promoted"; null: a catalog technique
+                "proposal": r.proposal,
             }
             for r in ranked
         ],
@@ -213,8 +216,10 @@ def _text(
         if ranked:
             out.append("  to try (knowledge base):")
         for position, technique in enumerate(ranked[:TEXT_TECHNIQUES], start=1):
+            mark = f" [{technique.proposal}]" if technique.proposal else ""
             out.append(
-                f"    {position}. {technique.title}: predicted {technique.predicted_speedup:.2f}x "
+                f"    {position}. {technique.title}{mark}: predicted "
+                f"{technique.predicted_speedup:.2f}x "
                 f"(confidence {technique.confidence:.0%}; {technique.explanation})"
             )
     return "\n".join(out)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 import platformdirs
 
+from kernelblaster.config_trust import assess, referenced_paths
 from kernelblaster.kb_location import password_problem
 from kernelblaster.trust import TrustListError, is_trusted
 
@@ -26,6 +27,14 @@ ENV_PREFIX = "KERNELBLASTER_"
 
 class SettingsError(ValueError):
     """A configuration file or value that can't be used; the message says where and why."""
+
+
+# Ranges: a timeout is positive and at most a day (an "infinite" one would overflow the timers);
+# counts of trials, attempts and rollouts are at least one; tolerances are finite and >= 0.
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
+AtLeastOne = Annotated[int, msgspec.Meta(ge=1)]
+Tolerance = Annotated[float, msgspec.Meta(ge=0, le=1e30)]
+GpuIndex = Annotated[int, msgspec.Meta(ge=0)]
 
 
 class TargetConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -41,8 +50,8 @@ class TargetConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     golden: str | None = None
     args: list[str] = []
     nvcc_flags: list[str] = []
-    atol: float | None = None
-    rtol: float | None = None
+    atol: Tolerance | None = None
+    rtol: Tolerance | None = None
     allow_library_calls: bool = False
 
 
@@ -67,30 +76,33 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # rules' estimates. Same states as ncu on the examples (tests/harness/test_counters_gpu.py).
     in_process_counters: bool = True
     # timeouts, seconds
-    build_timeout_s: float = 300.0
-    run_timeout_s: float = 60.0
-    profile_timeout_s: float = 180.0
+    build_timeout_s: Seconds = 300.0
+    run_timeout_s: Seconds = 60.0
+    profile_timeout_s: Seconds = 180.0
     # verification
-    trials: int = 3
-    atol: float | None = None
-    rtol: float | None = None
+    trials: AtLeastOne = 3
+    atol: Tolerance | None = None
+    rtol: Tolerance | None = None
     allow_library_calls: bool = False
     # GPU: one index, or a list of them that `optimize` spreads its rollouts over (one worker
     # per GPU; more if parallel_gpu_jobs asks for more)
-    gpu_index: int | list[int] = 0
-    parallel_gpu_jobs: int = 1
+    gpu_index: GpuIndex | list[GpuIndex] = 0
+    parallel_gpu_jobs: AtLeastOne = 1
     # LLM (OpenAI-compatible endpoint)
     llm_base_url: str | None = None
     llm_model: str = "gpt-4o"
     llm_api_key_env: str = "OPENAI_API_KEY"
-    llm_timeout_s: float = 120.0
-    llm_max_retries: int = 3
+    llm_timeout_s: Seconds = 120.0
+    llm_max_retries: Annotated[int, msgspec.Meta(ge=0)] = 3
     # `init`: LLM replies tried (each built and verified) for a module's first kernel
-    init_attempts: int = 4
+    init_attempts: AtLeastOne = 4
     # optimization loop
-    rollouts: int = 4
-    depth: int = 3
-    top_k: int = 3
+    rollouts: AtLeastOne = 4
+    depth: AtLeastOne = 3
+    top_k: AtLeastOne = 3
+    # editor: a code lens above each kernel (time, state, headroom; Optimize, Show profile,
+    # Open in Nsight Compute)
+    code_lens: bool = True
     # storage
     kb_path: str | None = None
     cache_dir: str | None = None
@@ -136,7 +148,10 @@ def _convert(data: dict[str, Any], origin: str) -> Settings:
     try:
         return msgspec.convert(data, Settings, strict=False)
     except msgspec.ValidationError as exc:
-        raise SettingsError(f"{origin}: {exc}") from exc
+        # msgspec says "Expected `int` >= 1 - at `$.trials`": name the setting first
+        what, at, where = str(exc).partition(" - at `$.")
+        setting = f"{where.rstrip('`')}: " if at else ""
+        raise SettingsError(f"{origin}: {setting}{what}") from exc
 
 
 def find_config_dir(start: Path) -> Path | None:
@@ -155,7 +170,8 @@ def find_config_dir(start: Path) -> Path | None:
 
 def _pyproject_tool_table(pyproject: Path) -> dict[str, Any]:
     try:
-        return _read_toml(pyproject).get("tool", {})
+        tool = _read_toml(pyproject).get("tool", {})
+        return tool if isinstance(tool, dict) else {}
     except SettingsError:
         try:
             if "kernelblaster" not in pyproject.read_text(encoding="utf-8", errors="replace"):
@@ -170,41 +186,6 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SettingsError(f"{path}: {exc}") from exc
-
-
-# Settings that name a program for kernelblaster to run, and nvcc flags that make nvcc run or
-# load one (a host compiler, its plugins, linker plugins). From a repository's file they need
-# the user's trust (kernelblaster/trust.py).
-COMMAND_KEYS = (
-    "nvcc",
-    "ncu_path",
-    "compute_sanitizer_path",
-    "worker_command",
-    "optimize_worker_command",
-)
-_PROGRAM_FLAG_PREFIXES = (
-    "-ccbin",
-    "--compiler-bindir",
-    "-Xcompiler",
-    "--compiler-options",
-    "-Xlinker",
-    "--linker-options",
-)
-
-
-def _program_settings(data: dict[str, Any]) -> list[str]:
-    """`key = value` for each setting in a configuration file's data that runs a program."""
-    found = [f"{key} = {data[key]!r}" for key in COMMAND_KEYS if key in data]
-    flag_lists = [("nvcc_flags", data.get("nvcc_flags", []))]
-    for number, target in enumerate(data.get("targets", [])):
-        if isinstance(target, dict):
-            flag_lists.append((f"targets[{number}].nvcc_flags", target.get("nvcc_flags", [])))
-    for key, flags in flag_lists:
-        if isinstance(flags, list):
-            risky = [f for f in flags if str(f).startswith(_PROGRAM_FLAG_PREFIXES)]
-            if risky:
-                found.append(f"{key} with {' '.join(map(str, risky))}")
-    return found
 
 
 def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
@@ -233,35 +214,62 @@ def load_settings(
     *,
     read_files: bool = True,
     trusted: bool | None = None,
+    only: frozenset[str] | None = None,
 ) -> Settings:
     """Settings for the workspace containing `start` (a file or directory; default: cwd).
 
     `read_files=False` uses no configuration file at all (an untrusted workspace). A file that
-    names programs to run is refused unless `trusted`, or, when that is None, unless the user
-    trusts that file (kernelblaster/trust.py). Relative paths in target entries are resolved
-    against the config file's directory."""
+    sets more than the harmless settings (kernelblaster/config_trust.py) is refused unless
+    `trusted`, or, when that is None, unless the user trusts that file and what it names
+    (kernelblaster/trust.py). `only`: the settings the caller uses; the files' other settings
+    are neither read nor judged (`kb` needs kb_path alone). Relative paths in target entries
+    are resolved against the config file's directory."""
     environ = dict(os.environ) if environ is None else environ
+    start = (start or Path.cwd()).resolve()
     data: dict[str, Any] = {}
-    config_dir = find_config_dir((start or Path.cwd()).resolve()) if read_files else None
+    config_dir = find_config_dir(start) if read_files else None
     if config_dir is not None:
         for config, table in _config_tables(config_dir):
-            risky = _program_settings(table)
-            if risky and not (trusted if trusted is not None else _user_trusts(config, environ)):
-                raise UntrustedConfigError(config, risky)
+            if only is not None:
+                table = {key: value for key, value in table.items() if key in only}
+            _convert(table, str(config))  # a wrong type is named with its file
+            if trusted is not True:
+                _require_trust(config, table, start, environ, ask=trusted is None)
             data.update(table)
         for target in data.get("targets", []):
             for key in ("source", "reference", "bindings", "golden"):
                 if isinstance(target.get(key), str):
                     target[key] = str((config_dir / target[key]).resolve())
-    data.update(_env_overrides(environ))
+    overrides = _env_overrides(environ)
+    _convert(overrides, f"{ENV_PREFIX}* environment variables")
+    data.update(overrides)
     return _convert(data, str(config_dir or "environment"))
 
 
-def _user_trusts(config: Path, environ: dict[str, str]) -> bool:
-    try:
-        return is_trusted(config, environ)
-    except TrustListError as exc:
-        raise SettingsError(str(exc)) from exc
+def _require_trust(
+    config: Path, table: dict[str, Any], start: Path, environ: dict[str, str], *, ask: bool
+) -> None:
+    """Raise UntrustedConfigError when the table sets more than the harmless settings and the
+    user does not trust it as it is (`ask`: consult the trust list; else it is untrusted)."""
+    assessment = assess(table, config.parent)
+    if not assessment.problems:
+        return
+    if ask:
+        named = referenced_paths(assessment.words, table, config.parent, start)
+        try:
+            if is_trusted(config, named, environ):
+                return
+        except (TrustListError, OSError) as exc:
+            raise SettingsError(str(exc)) from exc
+    raise UntrustedConfigError(config, assessment.problems, start)
+
+
+def config_references(config: Path, start: Path) -> list[Path]:
+    """The files and folders of the repository that `config`'s restricted settings name, seen
+    from `start` (what `kernelblaster trust` records beside the file's own digest)."""
+    table = dict(_config_tables(config.parent)).get(config, {})
+    words = assess(table, config.parent).words
+    return referenced_paths(words, table, config.parent, start)
 
 
 def _config_tables(config_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
@@ -279,13 +287,16 @@ def _config_tables(config_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
 
 
 class UntrustedConfigError(SettingsError):
-    """A repository's configuration file names programs to run, and the user hasn't trusted it."""
+    """A repository's configuration file sets more than the harmless settings, and the user
+    hasn't trusted it (as it is, with what it names)."""
 
-    def __init__(self, config: Path, risky: list[str]) -> None:
+    def __init__(self, config: Path, problems: list[str], start: Path) -> None:
+        where = start if start.is_dir() else start.parent
         super().__init__(
-            f"{config} sets {'; '.join(risky)}: programs kernelblaster would run. Settings "
-            f"that name programs are used only from files you trust. If you trust this "
-            f"repository, run `kernelblaster trust {config.parent}` once (an edit to the file "
-            f"needs trusting again), or pass --trust for one run; otherwise remove them."
+            f"{config} sets {'; '.join(problems)}. A repository's file may set only harmless "
+            f"settings (README: Trusting a repository's configuration) until you trust it. If "
+            f"you trust this repository, run `kernelblaster trust {where}` once (an edit to the "
+            f"file, or to a file it names, needs trusting again), or pass --trust for one run; "
+            f"otherwise remove them."
         )
         self.config = config

@@ -7,15 +7,24 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 
 from kernelblaster.harness.analysis.reference_source import outline
-from kernelblaster.harness.target.pairing import REFERENCE_SUFFIX
-from kernelblaster.server import code_actions, optimize, pipeline, settings_sync, write_kernel
+from kernelblaster.harness.protocol.records import ProfileDepth
+from kernelblaster.harness.target.pairing import REFERENCE_SUFFIX, kernel_beside
+from kernelblaster.server import (
+    code_actions,
+    code_lens,
+    optimize,
+    pipeline,
+    profile_view,
+    settings_sync,
+    write_kernel,
+)
 from kernelblaster.server.configuration import (
     apply_client_settings,
     llm_missing_message,
@@ -117,6 +126,7 @@ async def did_open(ls: KernelBlasterServer, params: types.DidOpenTextDocumentPar
     if ls.watcher is not None:
         ls.watcher.watch(path.parent)
     await ls.ready.wait()
+    await asyncio.to_thread(ls.history.open, path, ls.settings)
     if not is_header(path) and ls.trust.trusted and ls.settings.build_on_change:
         ls.ahead.expect_edits(ls.settings)
     ls.candidates.replace(path, await asyncio.to_thread(optimize.find_candidates, path))
@@ -157,6 +167,7 @@ def did_close(ls: KernelBlasterServer, params: types.DidCloseTextDocumentParams)
     ls.jobs.cancel(str(path))
     ls.ahead.cancel(path)
     ls.knowledge.forget(path)
+    ls.history.close(path)
     ls.text_document_publish_diagnostics(
         types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
     )
@@ -220,12 +231,15 @@ def hover(ls: KernelBlasterServer, params: types.HoverParams) -> types.Hover | N
     if span is None or position.line > span.name_range.end.line:
         return None
     result = ls.cache.get(path)
+    history = ls.history.history(path)
     markdown = kernel_hover(
         span.name,
         result,
         ls.knowledge.for_kernel(path, span.name)[: max(HOVER_TECHNIQUES, ls.settings.top_k)],
         current=result is not None and result.profiled_text_hash == text_hash(document.source),
         note=None if ls.trust.trusted else "Workspace not trusted: nothing is built or run.",
+        delta=ls.history.delta(path, result.response.check, result.text_hash) if result else None,
+        history=history.points if history else None,
     )
     return types.Hover(
         contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown),
@@ -275,7 +289,7 @@ def _reference_actions(
         return []
     reference = uri_to_path(document.uri)
     assert reference is not None
-    target = write_kernel.kernel_path(reference)
+    target = kernel_beside(reference)
     return code_actions.init_actions(
         document.uri,
         target.name,
@@ -290,6 +304,44 @@ def _shows_disabled(ls: KernelBlasterServer) -> bool:
     text_document = ls.client_capabilities.text_document
     code_action_caps = text_document.code_action if text_document else None
     return bool(code_action_caps and code_action_caps.disabled_support)
+
+
+# --- code lenses (places from the text, titles from the cache) -----------------------------
+
+
+@server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=True))
+async def code_lens_request(
+    ls: KernelBlasterServer, params: types.CodeLensParams
+) -> list[types.CodeLens]:
+    await ls.ready.wait()  # the setting decides
+    document, path = _document(ls, params.text_document.uri)
+    if document is None or not ls.settings.code_lens or is_header(path):
+        return []
+    lenses = code_lens.kernel_lenses(document.uri, document.version or 0, locate(document.source))
+    codec = ls.workspace.position_codec
+    for lens in lenses:
+        lens.range = to_client_range(codec, document.lines, lens.range)
+    return lenses
+
+
+@server.feature(types.CODE_LENS_RESOLVE)
+def code_lens_resolve(ls: KernelBlasterServer, lens: types.CodeLens) -> types.CodeLens:
+    data = code_lens.parse(lens.data)
+    if data is None:
+        raise JsonRpcInvalidParams(f"codeLens/resolve: not a KernelBlaster lens: {lens.data!r}")
+    path = uri_to_path(data.uri)
+    document = ls.workspace.text_documents.get(data.uri)
+    result = ls.cache.get(path) if path is not None else None
+    lens.command = code_lens.resolve(
+        data,
+        result,
+        current=document is not None
+        and result is not None
+        and result.profiled_text_hash == text_hash(document.source),
+        has_report=path is not None and ls.history.latest_report(path) is not None,
+        client_commands=frozenset(ls.init_options.client_commands),
+    )
+    return lens
 
 
 # --- commands -----------------------------------------------------------------------------
@@ -370,9 +422,11 @@ def profile_command(ls: KernelBlasterServer, *args: Any) -> None:
     path = uri_to_path(request.uri)
     if request.depth not in (None, "quick", "full"):
         raise JsonRpcInvalidParams(f"{code_actions.PROFILE}: depth must be 'quick' or 'full'")
-    if not is_kernel_source(path) or not path.is_file():
+    # checked just above (ProfileArgs keeps a str, so that a wrong depth gets that message)
+    depth = cast("ProfileDepth | None", request.depth)
+    if path is None or not is_kernel_source(path) or not path.is_file():
         raise JsonRpcInvalidParams(f"{code_actions.PROFILE}: {request.uri} is not a .cu file")
-    pipeline.schedule(ls, path, request.depth, debounce=False)
+    pipeline.schedule(ls, path, depth, debounce=False)
 
 
 @server.command(code_actions.KNOWLEDGE_BASE)
@@ -387,5 +441,53 @@ async def knowledge_base_command(ls: KernelBlasterServer, *args: Any) -> dict:
     if answer is None:
         raise JsonRpcInternalError(
             "The knowledge base could not be opened: see kernelblaster.kbPath."
+        )
+    return msgspec.to_builtins(answer)
+
+
+@server.command(code_lens.KERNEL_PROFILE)
+def kernel_profile_command(ls: KernelBlasterServer, *args: Any) -> dict:
+    request = _argument(args, profile_view.ProfileArgs, code_lens.KERNEL_PROFILE)
+    document, path = _document(ls, request.uri)
+    if document is None:
+        raise JsonRpcInvalidParams(f"{code_lens.KERNEL_PROFILE}: {request.uri} is not an open .cu")
+    kernel = request.kernel
+    if kernel is None:
+        spans = locate(document.source)
+        if not spans:
+            raise JsonRpcInvalidParams(f"{code_lens.KERNEL_PROFILE}: {path.name} has no kernel")
+        kernel = spans[0].name
+    result = ls.cache.get(path)
+    history = ls.history.history(path)
+    view = profile_view.kernel_profile(
+        document.uri,
+        kernel,
+        result,
+        lines=document.lines,
+        text_hash=text_hash(document.source),
+        delta=ls.history.delta(path, result.response.check, result.text_hash) if result else None,
+        history=history.points if history else [],
+        report=ls.history.latest_report(path),
+    )
+    if request.show:
+        ls.window_show_message(
+            types.ShowMessageParams(
+                type=types.MessageType.Info, message=profile_view.profile_text(view)
+            )
+        )
+    return msgspec.to_builtins(view)
+
+
+@server.command(code_lens.NCU_REPORT)
+def ncu_report_command(ls: KernelBlasterServer, *args: Any) -> dict:
+    request = _argument(args, profile_view.ProfileArgs, code_lens.NCU_REPORT)
+    path = uri_to_path(request.uri)
+    if not is_kernel_source(path):
+        raise JsonRpcInvalidParams(f"{code_lens.NCU_REPORT}: {request.uri} is not a .cu file")
+    assert path is not None
+    answer = profile_view.ncu_report(ls.history.latest_report(path), path)
+    if request.show:
+        ls.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Info, message=answer.message)
         )
     return msgspec.to_builtins(answer)

@@ -6,8 +6,10 @@ build done and the save's run goes straight to verification.
 One build per file. A newer change cancels the older build (its worker is killed). A save of
 the text being built lets it run: the save's own build waits for it on the build cache's lock
 (harness/build/cache.py) and then hits the entry, while the save's worker prepares the
-reference meanwhile; a save of other text, or one that comes while the build still waits out
-the pause, cancels it (the save builds its text itself).
+reference meanwhile; a save of other text cancels it; and a save that comes while the build of
+its text still waits out the pause (the edit and the save came together) starts it at once,
+beside the save's wait for the GPU (another file's interactive work may hold it) and its
+worker's start.
 
 The builds run in workers of their own, not the prewarmed spares of the save pipeline (a spare
 imports torch and holds a CUDA context, and the save must find its spare waiting): one is
@@ -64,12 +66,16 @@ class AheadBuilds:
         except WorkerFailed as exc:  # the first build ahead meets it again, and logs it
             log.info("no build worker started ahead: %s", exc)
 
-    def start(self, path: Path, text: str, settings: Settings) -> None:
-        """Build `text` as `path` once the pause is over, cancelling the build of older text."""
+    def start(
+        self, path: Path, text: str, settings: Settings, *, pause_s: float | None = None
+    ) -> None:
+        """Build `text` as `path` once the pause (`pause_s`, else the typing pause) is over,
+        cancelling the build of older text."""
         self.cancel(path)
         ahead = _AheadBuild(text_hash=text_hash(text))
+        pause = self.pause_s if pause_s is None else pause_s
         ahead.task = asyncio.create_task(
-            self._build(path, text, settings, ahead), name=f"build ahead {path.name}"
+            self._build(path, text, settings, ahead, pause), name=f"build ahead {path.name}"
         )
         self._builds[path] = ahead
 
@@ -78,13 +84,18 @@ class AheadBuilds:
         if ahead is not None and ahead.task is not None:
             ahead.task.cancel()  # kills its worker (harness/protocol/worker_client.py)
 
-    def before_save(self, path: Path, saved_hash: str) -> None:
-        """The save's run is about to build the text hashing to `saved_hash`: a build of that
-        text already running carries on (the save's build waits for it in the build cache);
-        any other is cancelled."""
+    def before_save(self, path: Path, text: str, settings: Settings) -> None:
+        """The save's run is about to build `text`: a build of it already under way carries on
+        (the save's build waits for it in the build cache); one still waiting out the typing
+        pause starts now, beside the run's wait for the GPU and its worker's start (the edit
+        and its save came together); a build of other text is cancelled."""
         ahead = self._builds.get(path)
-        if ahead is not None and not (ahead.text_hash == saved_hash and ahead.started.is_set()):
+        if ahead is None:
+            return
+        if ahead.text_hash != text_hash(text):
             self.cancel(path)
+        elif not ahead.started.is_set():
+            self.start(path, text, settings, pause_s=0.0)
 
     async def close(self) -> None:
         tasks = [ahead.task for ahead in self._builds.values() if ahead.task is not None]
@@ -97,10 +108,10 @@ class AheadBuilds:
         await self._spares.close()
 
     async def _build(
-        self, path: Path, text: str, settings: Settings, ahead: _AheadBuild
+        self, path: Path, text: str, settings: Settings, ahead: _AheadBuild, pause_s: float
     ) -> WorkerResponse | None:
         try:
-            await asyncio.sleep(self.pause_s)
+            await asyncio.sleep(pause_s)
             ahead.started.set()
             request = WorkerRequest(
                 task="build",

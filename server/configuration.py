@@ -20,6 +20,9 @@ _FIELDS = frozenset(Settings.__struct_fields__)
 class InitOptions(msgspec.Struct, kw_only=True):
     trusted: bool = False
     settings: dict[str, Any] = {}
+    # The client's own commands the server may put in code lenses (code_lens.py), as
+    # rust-analyzer's clients declare theirs; other clients get the server's commands.
+    client_commands: list[str] = msgspec.field(default_factory=list, name="clientCommands")
 
 
 def parse_init_options(raw: Any) -> tuple[InitOptions, str | None]:

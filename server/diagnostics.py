@@ -15,14 +15,17 @@ from kernelblaster.harness.protocol.records import (
     SETUP_ERROR_KINDS,
     CheckResult,
     Finding,
+    HackFinding,
     HarnessError,
     KernelProfile,
     PerfState,
     SourceDiagnostic,
+    VerifyWarning,
 )
 from kernelblaster.server import formatting
 from kernelblaster.server.cache import FileResult
 from kernelblaster.server.documents import line_range, same_source
+from kernelblaster.server.history import SaveDelta
 from kernelblaster.server.kernel_locator import KernelSpan, by_name
 
 SOURCE = "kernelblaster"
@@ -56,11 +59,12 @@ def severity_for_gain(percent: float | None) -> types.DiagnosticSeverity:
 
 
 def file_diagnostics(
-    result: FileResult, context: FileContext, *, text_hash: str
+    result: FileResult, context: FileContext, *, text_hash: str, delta: SaveDelta | None = None
 ) -> list[types.Diagnostic]:
     """All diagnostics of `result` for the text hashed `text_hash`. What came from another
     version of the text (the text changed since, or a new profile is still running) shows only
-    where it is pinned to a kernel by name, marked as coming from the earlier version."""
+    where it is pinned to a kernel by name, marked as coming from the earlier version. `delta`:
+    how the timing compares with the file's earlier saves (history.py)."""
     response = result.response
     build = response.build
     profile = response.profile
@@ -73,7 +77,7 @@ def file_diagnostics(
     if current:
         found += _error_diagnostics(result, context)
         found += _verify_diagnostics(response.check, context)
-        found += _timing_diagnostics(response.check, context)
+        found += _timing_diagnostics(response.check, context, delta)
     resources_suffix = "" if current else _EARLIER
     for span in context.kernels:
         state = result.states.get(span.name)
@@ -183,7 +187,9 @@ def _verify_diagnostics(check: CheckResult | None, context: FileContext) -> list
     if not verify.ok:
         message = verify.message or "the output does not match the reference"
         found.append(_diagnostic(anchor, message, types.DiagnosticSeverity.Error, "verify"))
-    notes = [(hack, types.DiagnosticSeverity.Error) for hack in verify.hacks]
+    notes: list[tuple[HackFinding | VerifyWarning, types.DiagnosticSeverity]] = [
+        (hack, types.DiagnosticSeverity.Error) for hack in verify.hacks
+    ]
     notes += [(warning, types.DiagnosticSeverity.Warning) for warning in verify.warnings]
     for note, severity in notes:
         rng = line_range(context.lines, note.line - 1) if note.line else anchor
@@ -191,14 +197,22 @@ def _verify_diagnostics(check: CheckResult | None, context: FileContext) -> list
     return found
 
 
-def _timing_diagnostics(check: CheckResult | None, context: FileContext) -> list[types.Diagnostic]:
-    """The verified timing, with the speedups over PyTorch once they are measured; shown as soon
-    as the kernel is timed, before its profile."""
+def _timing_diagnostics(
+    check: CheckResult | None, context: FileContext, delta: SaveDelta | None
+) -> list[types.Diagnostic]:
+    """The verified timing, with the speedups over PyTorch once they are measured and the change
+    since the previous save and since the file was opened; shown as soon as the kernel is
+    timed, before its profile. A regression is a warning."""
     if check is None or check.timing is None or (check.verify is not None and not check.verify.ok):
         return []
     anchor = context.kernels[0].name_range if context.kernels else line_range(context.lines, 0)
     message = formatting.timing_line(check)
-    return [_diagnostic(anchor, message, types.DiagnosticSeverity.Information, "timing")]
+    severity = types.DiagnosticSeverity.Information
+    if delta is not None and (change := formatting.delta_line(delta)):
+        message = f"{formatting.milliseconds(delta.median_ms)} — {change}; {message}"
+        if delta.regression:
+            severity = types.DiagnosticSeverity.Warning
+    return [_diagnostic(anchor, message, severity, "timing")]
 
 
 def _state_diagnostic(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kernelblaster.harness.protocol.records import CheckResult, KernelProfile, KernelResources
 from kernelblaster.kb.records import RankedTechnique
+from kernelblaster.server.history import Change, SaveDelta
 
 
 def milliseconds(value: float) -> str:
@@ -84,6 +85,16 @@ def profile_for(kernels: list[KernelProfile], kernel: str) -> KernelProfile | No
     return next((k for k in kernels if k.name == kernel), None)
 
 
+def proposal_mark(technique: RankedTechnique) -> str:
+    """A marker for a technique an agent proposed (kb.records.Proposal): on trial, its
+    prediction rests on a conservative prior; promoted, on its measured outcomes."""
+    if technique.proposal == "proposed":
+        return " *(proposed by an agent, on trial)*"
+    if technique.proposal == "promoted":
+        return " *(proposed by an agent, promoted by its outcomes)*"
+    return ""
+
+
 def track_record(technique: RankedTechnique) -> str:
     """What the KB's prediction for `technique` rests on: the outcomes of the attempts it learned
     from and which kernels they were on ("3 faster, 1 slower, 0 failed, mean 1.90x in 4 attempts
@@ -99,3 +110,27 @@ def track_record(technique: RankedTechnique) -> str:
     if technique.mean_speedup is not None:
         record += f", mean {factor(technique.mean_speedup)}"
     return f"{record} in {evidence}"
+
+
+def change(value: Change, against: str, same: str) -> str:
+    """ "1.32× faster than the previous save" / "1.10× slower since opened", or `same` when
+    the two runs' spreads overlap."""
+    if value.within_noise:
+        return f"{same} (within noise)"
+    if value.factor >= 1:
+        return f"{factor(value.factor)} faster {against}"
+    return f"{factor(1 / value.factor)} slower {against}"
+
+
+def delta_line(delta: SaveDelta) -> str | None:
+    """ "1.32× faster than the previous save, 2.10× faster since opened" (a regression says so),
+    or None when there is nothing earlier to compare with."""
+    parts = []
+    if delta.previous is not None:
+        parts.append(change(delta.previous, "than the previous save", "same as the previous save"))
+    if delta.since_opened is not None:
+        parts.append(change(delta.since_opened, "since opened", "unchanged since opened"))
+    if not parts:
+        return None
+    line = ", ".join(parts)
+    return f"regression: {line}" if delta.regression else line

@@ -8,6 +8,7 @@ from kernelblaster.harness.protocol.records import CheckResult, KernelProfile, P
 from kernelblaster.kb.records import RankedTechnique
 from kernelblaster.server import formatting
 from kernelblaster.server.cache import FileResult
+from kernelblaster.server.history import HistoryPoint, SaveDelta
 
 _NOT_PROFILED = "Not profiled yet: save the file to build, check and profile it."
 
@@ -19,6 +20,8 @@ def kernel_hover(
     *,
     current: bool,
     note: str | None = None,
+    delta: SaveDelta | None = None,
+    history: list[HistoryPoint] | None = None,
 ) -> str:
     lines = [f"### `{kernel}`"]
     if note:
@@ -37,6 +40,7 @@ def kernel_hover(
     elif result is None:
         lines += ["", _NOT_PROFILED]
     lines += _measurements(profile, response.check if response else None)
+    lines += _progress(delta, history or [])
     build = response.build if response else None
     if build is not None and (resources := formatting.resources_for(build.resources, kernel)):
         lines += ["", f"Resources: {formatting.resources_line(resources)}"]
@@ -72,6 +76,31 @@ def _measurements(profile: KernelProfile | None, check: CheckResult | None) -> l
     if not rows:
         return []
     return ["", "| time | |", "|---|---|", *(f"| {name} | {value} |" for name, value in rows)]
+
+
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def _progress(delta: SaveDelta | None, history: list[HistoryPoint]) -> list[str]:
+    """The change since the previous save and since opened, and the saves' times as a
+    sparkline (taller is slower)."""
+    lines = []
+    if delta is not None and (change := formatting.delta_line(delta)):
+        lines += ["", f"**{formatting.milliseconds(delta.median_ms)} — {change}**"]
+    if len(history) >= 2:
+        times = [p.median_ms for p in history[-20:]]
+        low, high = min(times), max(times)
+        bars = "".join(
+            _BARS[round((t - low) / (high - low) * (len(_BARS) - 1)) if high > low else 0]
+            for t in times
+        )
+        lines += [
+            "",
+            f"Last {len(times)} saves (median per call, oldest first): `{bars}` "
+            f"{formatting.milliseconds(times[0])} → {formatting.milliseconds(times[-1])}, "
+            f"best {formatting.milliseconds(low)}",
+        ]
+    return lines
 
 
 def _dims(values: list[int]) -> str:
@@ -113,7 +142,7 @@ def _ranking(ranked: list[RankedTechnique], state: PerfState | None) -> list[str
     lines = ["", f"**{heading}:**", ""]
     for position, technique in enumerate(ranked, start=1):
         lines.append(
-            f"{position}. **{technique.title}** — predicted "
+            f"{position}. **{technique.title}**{formatting.proposal_mark(technique)} — predicted "
             f"{formatting.factor(technique.predicted_speedup)} "
             f"(confidence {technique.confidence:.0%}); " + formatting.track_record(technique)
         )

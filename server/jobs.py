@@ -1,27 +1,127 @@
 """Per-file background jobs: debounce (for events the user did not ask for: file watcher,
-settings), newest-wins cancellation, and the GPU's slots.
+settings), newest-wins cancellation, and the GPU's slots in two classes of work.
 
 A file has at most one job. Submitting a newer one for the same file cancels the older, whether
 it is still waiting out its debounce, waiting for the GPU, or running (cancelling the task kills
-its worker, see worker_client). Jobs that use the GPU take one of `gpu_slots` slots, so two
-profiles never share a GPU unless the user configured `parallelGpuJobs`."""
+its worker, see worker_client): a save supersedes its own file's work, never another file's.
+
+The GPU (`GpuSlots`) serves interactive work first: a save's build, verification, timing and
+quick state, for any open file. A holder whose interactive part is done says so
+(`Slot.yield_to_interactive`) and goes on as background work (the full profile, the
+baselines); interactive work that finds no free slot stops it (its worker is killed) and its
+job asks for a background slot again, which it gets once no interactive work waits: it is
+resumed later, never lost. Two profiles never share a GPU unless the user configured
+`parallelGpuJobs`."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
 
 DEBOUNCE_S = 0.3
 
 
+class Slot:
+    """One held GPU slot. Interactive until `yield_to_interactive`; then `preempted` once
+    interactive work has stopped it."""
+
+    def __init__(self, slots: GpuSlots) -> None:
+        self._slots = slots
+        self._stop: Callable[[], object] | None = None
+        self.preempted = False
+
+    @property
+    def yielding(self) -> bool:
+        return self._stop is not None
+
+    def yield_to_interactive(self, stop: Callable[[], object]) -> None:
+        """What runs in this slot from now on is background work: interactive work that
+        finds no free slot calls `stop` (which must end the holder's work, e.g. cancel the
+        task running its worker), and the holder leaves the slot."""
+        self._stop = stop
+        self._slots._dispatch()
+
+    def _preempt(self) -> None:
+        assert self._stop is not None
+        self.preempted = True
+        self._stop()
+
+
+@dataclass(eq=False)
+class _Waiter:
+    background: bool
+    granted: asyncio.Future[Slot] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class GpuSlots:
+    """`slots` GPU slots: interactive waiters first (in order), background waiters (in order)
+    only while no interactive one waits; a waiting interactive one stops a yielding holder."""
+
+    def __init__(self, slots: int = 1) -> None:
+        self._slots = max(1, slots)
+        self._holders: list[Slot] = []
+        self._waiters: list[_Waiter] = []
+
+    @property
+    def slots(self) -> int:
+        return self._slots
+
+    def resize(self, slots: int) -> None:
+        # Holders beyond a smaller count finish their work; new work waits until they have.
+        self._slots = max(1, slots)
+        self._dispatch()
+
+    @asynccontextmanager
+    async def hold(self, *, background: bool = False) -> AsyncIterator[Slot]:
+        """`async with slots.hold() as slot:` around the part of a job that uses the GPU;
+        `background=True` for work resumed after being stopped (it waits for every
+        interactive waiter; it should `yield_to_interactive` once it has started)."""
+        waiter = _Waiter(background)
+        self._waiters.append(waiter)
+        self._dispatch()
+        try:
+            slot = await waiter.granted
+        except asyncio.CancelledError:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+            elif waiter.granted.done() and not waiter.granted.cancelled():
+                self._holders.remove(waiter.granted.result())  # granted as it was cancelled
+            self._dispatch()
+            raise
+        try:
+            yield slot
+        finally:
+            self._holders.remove(slot)
+            self._dispatch()
+
+    def _dispatch(self) -> None:
+        while len(self._holders) < self._slots and self._waiters:
+            waiter = next((w for w in self._waiters if not w.background), self._waiters[0])
+            self._waiters.remove(waiter)
+            slot = Slot(self)
+            self._holders.append(slot)
+            waiter.granted.set_result(slot)
+        wanting = sum(not w.background for w in self._waiters)
+        stopping = sum(slot.preempted for slot in self._holders)
+        for slot in self._holders:
+            if stopping >= wanting:
+                break
+            if slot.yielding and not slot.preempted:
+                slot._preempt()
+                stopping += 1
+
+
 class JobManager:
     def __init__(self, *, debounce_s: float = DEBOUNCE_S, gpu_slots: int = 1) -> None:
         self.debounce_s = debounce_s
-        self._gpu_slots = max(1, gpu_slots)
-        self._gpu = asyncio.Semaphore(self._gpu_slots)
+        self.gpu_slots = GpuSlots(gpu_slots)
         self._jobs: dict[str, asyncio.Task[None]] = {}
 
     def submit(
@@ -46,16 +146,13 @@ class JobManager:
         task = self._jobs.get(key)
         return task is not None and not task.done()
 
-    def gpu(self) -> asyncio.Semaphore:
-        """`async with jobs.gpu():` around the part of a job that uses the GPU."""
-        return self._gpu
+    def gpu(self, *, background: bool = False) -> AbstractAsyncContextManager[Slot]:
+        """`async with jobs.gpu() as slot:` around the part of a job that uses the GPU
+        (`GpuSlots.hold`)."""
+        return self.gpu_slots.hold(background=background)
 
     def set_gpu_slots(self, slots: int) -> None:
-        # Jobs holding a slot of the old semaphore finish with it; new jobs queue on the new one.
-        slots = max(1, slots)
-        if slots != self._gpu_slots:
-            self._gpu_slots = slots
-            self._gpu = asyncio.Semaphore(slots)
+        self.gpu_slots.resize(slots)
 
     async def close(self) -> None:
         tasks = list(self._jobs.values())

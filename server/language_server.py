@@ -11,10 +11,14 @@ Feature map (state owner → who reads it):
 - `candidates` (KeptCandidates): the best verified rewrite per kernel → code actions,
   `showDiff`, the knowledge-base view; written by optimize.
 - `cache` (ResultCache): each file's last worker result → hover, diagnostics, ranking.
-- `jobs` (JobManager): one debounced, cancellable job per file and the GPU's slots → the save
-  pipeline, optimize, writing a kernel.
+- `history` (SaveHistory): each file's timing history per GPU and reference, and its kept
+  Nsight Compute reports → the deltas in diagnostics, hover and status, the code lens, the
+  profile view; written by the save pipeline.
+- `jobs` (JobManager): one debounced, cancellable job per file and the GPU's slots (interactive
+  work first, background work yields) → the save pipeline, optimize, writing a kernel.
 - `ahead` (AheadBuilds): each open file's build of its unsaved text, started when typing pauses
-  → the save pipeline lets the one of the saved text finish and cancels any other.
+  → the save pipeline lets the one of the saved text finish (starts it, if it still waits
+  out the pause) and cancels any other.
 - `writing_kernels`: the references whose first kernel the LLM is writing → write_kernel.py
   refuses a second run for the same file.
 The save pipeline (pipeline.py), optimize (optimize.py) and writing a kernel (write_kernel.py)
@@ -35,6 +39,7 @@ from kernelblaster.server.cache import ResultCache
 from kernelblaster.server.candidates import KeptCandidates
 from kernelblaster.server.configuration import InitOptions
 from kernelblaster.server.documents import OpenDocuments
+from kernelblaster.server.history import SaveHistory
 from kernelblaster.server.jobs import JobManager
 from kernelblaster.server.knowledge import KnowledgeFeature
 from kernelblaster.server.progress import CancelRegistry
@@ -58,12 +63,17 @@ class KernelBlasterServer(LanguageServer):
         self.ahead = AheadBuilds()
         self.cancels = CancelRegistry()
         self.cache = ResultCache()
+        self.history = SaveHistory(self.cache)
         self.documents = OpenDocuments()
         self.knowledge = KnowledgeFeature()
         self.candidates = KeptCandidates()
         self.writing_kernels: set[Path] = set()
         self.watcher: SourceWatcher | None = None
-        self.spare_workers = SpareWorkers()
+        # Three: a developer who starts saving every second or two, over several open files,
+        # finds warm spares for the first saves while their replacements warm up (3-4 s);
+        # four while saves keep coming that fast (worker_client.py). Each holds a CUDA context
+        # and the reference side of the request it expects.
+        self.spare_workers = SpareWorkers(least=3, most=4)
         self._background: set[asyncio.Task[Any]] = set()
 
     def report_server_error(self, error: Exception, source: ServerErrors) -> None:

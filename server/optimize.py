@@ -124,7 +124,7 @@ async def optimize_kernel(ls: KernelBlasterServer, args: OptimizeArgs) -> Optimi
         )
     candidate = await _keep_candidate(ls, path, result, text_hash(base_text))
     reporter.end("done", f"{args.kernel}: {result.message}")
-    return await _apply(ls, args, result, candidate)
+    return await _apply(ls, args, path, result, result.best_source, candidate)
 
 
 def _refusal(
@@ -168,15 +168,21 @@ async def _keep_candidate(
 
 
 async def _apply(
-    ls: KernelBlasterServer, args: OptimizeArgs, result: OptimizeResult, candidate: KeptCandidate
+    ls: KernelBlasterServer,
+    args: OptimizeArgs,
+    path: Path,
+    result: OptimizeResult,
+    best_source: str,
+    candidate: KeptCandidate,
 ) -> OptimizeReply:
+    """Replace the text of `path` (open as `args.uri`) with `best_source`, `result`'s."""
     speedup = f" {formatting.factor(result.speedup)} faster" if result.speedup else ""
     document = ls.workspace.text_documents.get(args.uri)
     if document is None or document.version != args.version:
         now = "closed" if document is None else f"now version {document.version}"
         return _tell(
             ls,
-            f"Not applied: {uri_to_path(args.uri).name} changed while optimizing "
+            f"Not applied: {path.name} changed while optimizing "
             f"{args.kernel} (started from version {args.version}, {now}). The verified "
             f'candidate{speedup} is in {candidate.path}: use "Show diff".',
             applied=False,
@@ -186,9 +192,7 @@ async def _apply(
         text_document=types.OptionalVersionedTextDocumentIdentifier(
             uri=args.uri, version=args.version
         ),
-        edits=[
-            types.TextEdit(range=whole_document(ls, document.source), new_text=result.best_source)
-        ],
+        edits=[types.TextEdit(range=whole_document(ls, document.source), new_text=best_source)],
     )
     label = f"KernelBlaster: {args.kernel}{speedup}"
     applied = await ls.workspace_apply_edit_async(

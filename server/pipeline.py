@@ -5,12 +5,14 @@ diagnostics. Also how cached results are shown again when a file is opened."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from kernelblaster.harness.analysis.cuda_source import read_source
+from kernelblaster.harness.protocol.records import ProfileDepth
 from kernelblaster.harness.protocol.worker_client import run_harness
 from kernelblaster.harness.protocol.worker_protocol import (
     WorkerProgress,
@@ -20,6 +22,7 @@ from kernelblaster.harness.protocol.worker_protocol import (
 from kernelblaster.server import diagnostics, formatting
 from kernelblaster.server.cache import FileResult, new_result
 from kernelblaster.server.documents import text_hash, to_client_range
+from kernelblaster.server.jobs import Slot
 from kernelblaster.server.kernel_locator import locate
 from kernelblaster.server.progress import JobReporter
 from kernelblaster.server.trust import UNTRUSTED_DIAGNOSTIC, UNTRUSTED_MESSAGE
@@ -27,9 +30,15 @@ from kernelblaster.server.trust import UNTRUSTED_DIAGNOSTIC, UNTRUSTED_MESSAGE
 if TYPE_CHECKING:
     from kernelblaster.server.language_server import KernelBlasterServer
 
+log = logging.getLogger(__name__)
+
 
 def schedule(
-    ls: KernelBlasterServer, path: Path, depth: str | None = None, *, debounce: bool = True
+    ls: KernelBlasterServer,
+    path: Path,
+    depth: ProfileDepth | None = None,
+    *,
+    debounce: bool = True,
 ) -> None:
     """(Re)start the pipeline for `path`, cancelling the file's running job: debounced, or at
     once (`debounce=False`) for a save, an open or a command."""
@@ -46,7 +55,7 @@ def explain_untrusted(ls: KernelBlasterServer) -> None:
         )
 
 
-async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
+async def run(ls: KernelBlasterServer, path: Path, depth: ProfileDepth | None) -> None:
     await ls.ready.wait()
     uri = ls.documents.uri_for(path)
     reporter = JobReporter(ls, ls.cancels, uri, f"KernelBlaster: {path.name}")
@@ -58,22 +67,34 @@ async def run(ls: KernelBlasterServer, path: Path, depth: str | None) -> None:
             reporter.end("failed", f"{path.name}: cannot read it: {exc}")
             return
         ls.documents.record_read(path, text)
+        await asyncio.to_thread(ls.history.note_reference, path, ls.settings)
         hashed = text_hash(text)
-        ls.ahead.before_save(path, hashed)
-        async with ls.jobs.gpu():
-            response = await _profile(ls, path, hashed, depth, reporter)
+        # An edit saved at once, its build ahead still waiting out the typing pause: built now,
+        # beside the wait for the GPU and the worker's start.
+        ls.ahead.before_save(path, text, ls.settings)
+        response = await _profile(ls, path, hashed, depth, reporter)
         result = new_result(path, hashed, response, earlier=ls.cache.get(path))
         await install(ls, result)
     except asyncio.CancelledError:
         # What was verified and timed before the cancel stays shown (`show_checked`).
         reporter.end("cancelled", f"{path.name}: cancelled")
         raise
-    reporter.end("done", summary(result))
+    delta = ls.history.delta(path, result.response.check, result.text_hash)
+    change = formatting.delta_line(delta) if delta is not None else None
+    reporter.end("done", summary(result) + (f" — {change}" if change else ""))
 
 
 async def _profile(
-    ls: KernelBlasterServer, path: Path, hashed: str, depth: str | None, reporter: JobReporter
+    ls: KernelBlasterServer,
+    path: Path,
+    hashed: str,
+    depth: ProfileDepth | None,
+    reporter: JobReporter,
 ) -> WorkerResponse:
+    """The worker's response for `path`, run in a GPU slot: interactive until the worker says
+    the rest is background work (jobs.py); stopped then by another file's interactive work,
+    the request runs again, as background work, once no interactive work waits (its build is
+    then a cache hit, and what it verifies and times again is published again)."""
     settings = ls.settings
     request = WorkerRequest(
         task="profile",
@@ -83,26 +104,56 @@ async def _profile(
     )
 
     timed = ""  # once verified and timed, the status keeps saying so while the profile runs
-    ranking: asyncio.Task | None = None  # of an early profile's states
+    rankings: list[asyncio.Task] = []  # of early profiles' states
+    slot: Slot | None = None
+    running: asyncio.Task[WorkerResponse] | None = None
 
     def on_progress(message: WorkerProgress) -> None:
-        nonlocal timed, ranking
+        nonlocal timed
         if message.check is not None and message.check.timing is not None:
             show_checked(ls, path, hashed, message)
             timed = f"{formatting.timing_line(message.check)}; "
+            delta = ls.history.delta(path, message.check, hashed)
+            if delta is not None and (change := formatting.delta_line(delta)):
+                timed = f"{formatting.milliseconds(delta.median_ms)} — {change}; {timed}"
         if message.states:
-            ranking = asyncio.get_running_loop().create_task(refresh_ranking(ls, path))
+            rankings.append(asyncio.get_running_loop().create_task(refresh_ranking(ls, path)))
+        if message.background and slot is not None and running is not None:
+            slot.yield_to_interactive(running.cancel)
         reporter.report(message.phase, f"{path.name}: {timed}{message.message}", message.percent)
 
-    reporter.report("build", f"{path.name}: starting the worker")
+    resumed = False
     try:
-        return await run_harness(
-            request, settings, on_progress=on_progress, spares=ls.spare_workers, cwd=path.parent
-        )
+        while True:
+            async with ls.jobs.gpu(background=resumed) as slot:
+                starting = "resuming its profile" if resumed else "starting the worker"
+                reporter.report("build", f"{path.name}: {timed}{starting}")
+                running = asyncio.create_task(
+                    run_harness(
+                        request,
+                        settings,
+                        on_progress=on_progress,
+                        spares=ls.spare_workers,
+                        cwd=path.parent,
+                    )
+                )
+                if resumed:
+                    slot.yield_to_interactive(running.cancel)
+                try:
+                    return await running
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if not slot.preempted or (task is not None and task.cancelling()):
+                        raise
+            resumed = True
+            log.info("%s: background work stopped for another file's interactive work", path.name)
+            reporter.report(
+                "queued", f"{path.name}: {timed}profile paused: another file's save goes first"
+            )
     finally:
-        # The final result is ranked after the early one, never overwritten by it.
-        if ranking is not None:
-            await ranking
+        # The final result is ranked after the early ones, never overwritten by them.
+        if rankings:
+            await asyncio.gather(*rankings)
 
 
 def show_checked(ls: KernelBlasterServer, path: Path, hashed: str, message: WorkerProgress) -> None:
@@ -122,6 +173,7 @@ async def install(ls: KernelBlasterServer, result: FileResult) -> None:
     path = Path(result.source)
     ls.cache.put(result)
     await asyncio.to_thread(ls.cache.save, result)
+    await asyncio.to_thread(ls.history.record, result)
     await refresh_ranking(ls, path)
     publish(ls, path)
 
@@ -144,7 +196,7 @@ def publish(ls: KernelBlasterServer, path: Path) -> None:
     """Diagnostics of `path` against its open document's current text (closed: nothing)."""
     uri = ls.documents.uri_of(path)
     document = ls.workspace.text_documents.get(uri) if uri else None
-    if document is None:
+    if uri is None or document is None:
         return
     text = document.source
     lines = document.lines
@@ -152,7 +204,10 @@ def publish(ls: KernelBlasterServer, path: Path) -> None:
     found: list[types.Diagnostic] = []
     if result is not None:
         context = diagnostics.FileContext(uri=uri, path=path, lines=lines, kernels=locate(text))
-        found = diagnostics.file_diagnostics(result, context, text_hash=text_hash(text))
+        delta = ls.history.delta(path, result.response.check, result.text_hash)
+        found = diagnostics.file_diagnostics(
+            result, context, text_hash=text_hash(text), delta=delta
+        )
     if not ls.trust.trusted:
         found.append(diagnostics.untrusted_diagnostic(UNTRUSTED_DIAGNOSTIC))
     codec = ls.workspace.position_codec
@@ -163,6 +218,14 @@ def publish(ls: KernelBlasterServer, path: Path) -> None:
     ls.text_document_publish_diagnostics(
         types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=document.version)
     )
+    refresh_lenses(ls)
+
+
+def refresh_lenses(ls: KernelBlasterServer) -> None:
+    """Ask the client to resolve the code lenses again (their titles come from the results)."""
+    workspace = ls.client_capabilities.workspace
+    if workspace and workspace.code_lens and workspace.code_lens.refresh_support:
+        ls.workspace_code_lens_refresh(None)
 
 
 def summary(result: FileResult) -> str:

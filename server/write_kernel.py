@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from lsprotocol import types
 
-from kernelblaster.atomic_files import save_kernel, write_atomically
+from kernelblaster.atomic_files import save_file, write_atomically
 from kernelblaster.harness.analysis.reference_source import (
     ReferenceOutline,
     describe_missing,
@@ -222,7 +222,7 @@ def _write(reference: Path, text: str, found_hash: str | None) -> str | None:
     target = kernel_beside(reference)
     try:
         if found_hash is None:
-            save_kernel(target, text, force=False)  # linked into place: never over a newcomer
+            save_file(target, text, force=False)  # linked into place: never over a newcomer
             return None
         if _hash_of(target) == found_hash:
             write_atomically(target, text)

@@ -35,14 +35,10 @@ PACKAGE_DIRS = {
 # harness's layers, lowest first
 HARNESS_LAYERS = ["protocol", "analysis", "build", "target", "check", "profile", "worker"]
 TORCH_FREE_LAYERS = ["protocol", "analysis", "build"]
-# kernelblaster/'s own modules below everything (what every layer may import) and the command
-# line above everything
-BASE = {"kernelblaster", "kernelblaster.settings", "kernelblaster.atomic_files"}
-BASE |= {
-    "kernelblaster.trust",
-    "kernelblaster.kb_location",
-    "kernelblaster.harness",
-}  # harness/__init__.py: a docstring
+# kernelblaster/'s own modules are below everything (settings, trust, atomic writes, ...: what
+# every layer may import), except its command line, above everything: cli, *_cli, __main__.
+# harness/__init__.py is a docstring.
+BASE_PACKAGES = {"kernelblaster", "kernelblaster.harness"}
 # the one module of harness's target layer that the editor's process imports: the `<stem>.cu`
 # beside `<stem>.py` convention (torch-free, imports nothing of harness)
 SERVER_SAFE = {"kernelblaster.harness.target.pairing"}
@@ -100,16 +96,17 @@ def _imports(name: str, *, runtime_only: bool) -> set[str]:
 def _place(module: str) -> str:
     """Which layer a module is in: a harness layer's name, kb, agents, server, base or cli."""
     parts = module.split(".")
-    if module in BASE:
+    if module in BASE_PACKAGES:
         return "base"
+    if len(parts) == 2 and parts[1] not in ("harness", "kb", "agents", "server"):
+        is_command_line = parts[1] in ("cli", "__main__") or parts[1].endswith("_cli")
+        return "cli" if is_command_line else "base"
     if module in SERVER_SAFE:
         return "pairing"
     if parts[1:2] == ["harness"]:
         assert len(parts) >= 3, f"{module}: harness/ holds only subpackages"
         return parts[2]
-    if parts[1] in ("kb", "agents", "server"):
-        return parts[1]
-    return "cli"  # kernelblaster's commands: cli, *_cli, __main__
+    return parts[1]  # kb, agents, server
 
 
 def _allowed(place: str) -> set[str]:

@@ -56,7 +56,7 @@ def test_other_settings_need_no_trust(tmp_path):
 
 def test_trust_holds_for_the_file_as_trusted_and_ends_with_an_edit(tmp_path):
     repo = _repo(tmp_path, 'nvcc = "/opt/cuda/bin/nvcc"\n')
-    trust(repo / "kernelblaster.toml")
+    trust(repo / "kernelblaster.toml", [])
     assert load_settings(repo, environ={}).nvcc == "/opt/cuda/bin/nvcc"
     (repo / "kernelblaster.toml").write_text('nvcc = "/tmp/evil"\n')
     with pytest.raises(UntrustedConfigError):
@@ -108,3 +108,29 @@ def test_the_cli_runs_no_program_a_cloned_repository_names_until_trusted(tmp_pat
     _cli(repo, "build", "k.cu", "--arch", "sm_90")
     assert marker.exists()
     assert str(repo / "kernelblaster.toml") in _cli(repo, "trust", "--list").stdout
+
+
+def test_an_entry_of_an_older_trust_list_still_holds(tmp_path):
+    import hashlib
+    import json
+
+    repo = _repo(tmp_path, 'nvcc = "/opt/cuda/bin/nvcc"\n')
+    config = repo / "kernelblaster.toml"
+    allow_list_path().parent.mkdir(parents=True)
+    old = {str(config.resolve()): hashlib.sha256(config.read_bytes()).hexdigest()}
+    allow_list_path().write_text(json.dumps(old))
+    assert load_settings(repo, environ={}).nvcc == "/opt/cuda/bin/nvcc"
+
+
+def test_a_named_link_pointed_elsewhere_after_trust_needs_trust_again(tmp_path):
+    repo = _repo(tmp_path, 'nvcc_flags = ["-ccbin", "tools/cc"]\n')
+    (repo / "tools").mkdir()
+    for name in ("gcc-a", "gcc-b"):
+        (repo / "tools" / name).write_text(f"#!/bin/sh\n# {name}\n")
+    (repo / "tools" / "cc").symlink_to("gcc-a")
+    trust(repo / "kernelblaster.toml", [repo / "tools" / "cc"])
+    assert load_settings(repo, environ={}).nvcc_flags == ["-ccbin", "tools/cc"]
+    (repo / "tools" / "cc").unlink()
+    (repo / "tools" / "cc").symlink_to("gcc-b")
+    with pytest.raises(UntrustedConfigError, match="-ccbin, tools/cc"):
+        load_settings(repo, environ={})

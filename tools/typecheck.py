@@ -25,8 +25,15 @@ def main() -> int:
         for name, folder in SUBPACKAGES.items():
             (package / name).symlink_to(REPO / folder, target_is_directory=True)
         done = subprocess.run(
-            [sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml")]
-            + ["-p", "kernelblaster"],
+            [
+                sys.executable,
+                "-m",
+                "mypy",
+                "--config-file",
+                str(REPO / "pyproject.toml"),
+                "-p",
+                "kernelblaster",
+            ],
             cwd=tree,
             capture_output=True,
             text=True,

@@ -22,6 +22,10 @@ const VSIX = path.join(CLIENT, `kernelblaster-${(JSON.parse(fs.readFileSync(path
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'kb-e2e-'));
 const workspace = path.join(root, 'softmax-ws');
 const workspaceWithoutTorch = path.join(root, 'no-torch-ws');
+// Saves answered by the replay worker with a real H100 profile at the times the test sets.
+const progressWorkspace = path.join(root, 'progress-ws');
+const progressControl = path.join(root, 'progress-control');
+const FIXTURE = path.join(CLIENT, 'e2e', 'fixture.py');
 const kbFile = path.join(root, 'kb.sqlite3');
 
 let server: CodeServer | undefined;
@@ -36,7 +40,8 @@ function writeJson(file: string, value: unknown): void {
 before(async () => {
   requireTools();
   assert.ok(fs.existsSync(VSIX), `${VSIX} exists: run npm run package first`);
-  execFileSync(PYTHON, [path.join(CLIENT, 'e2e', 'fixture.py'), workspace, kbFile], { cwd: REPO, stdio: 'inherit' });
+  execFileSync(PYTHON, [FIXTURE, workspace, kbFile], { cwd: REPO, stdio: 'inherit' });
+  execFileSync(PYTHON, [FIXTURE, 'progress', progressWorkspace, progressControl, PYTHON], { cwd: REPO, stdio: 'inherit' });
   fs.mkdirSync(workspaceWithoutTorch);
   for (const name of ['softmax.cu', 'softmax.py']) {
     fs.copyFileSync(path.join(REPO, 'examples', name), path.join(workspaceWithoutTorch, name));
@@ -231,5 +236,79 @@ describe('KernelBlaster in VS Code', () => {
     );
     assert.match(text, /KernelBlaster: ready/);
     await vscode.shot('09-language-status');
+  });
+
+  it('shows how much faster a save made the kernel: Problems, status bar and hover', async () => {
+    await vscode.open(`${server?.url ?? ''}/?folder=${encodeURIComponent(progressWorkspace)}`);
+    await vscode.wait('the KernelBlaster status bar item', async () => (await vscode.statusBar('kernelblaster')).length > 0);
+    await vscode.trustWorkspace();
+    await vscode.openFile('softmax.cu');
+    await vscode.command('Problems: Focus on Problems View');
+    // The run on open (2 ms per call) is the first point of this session's history.
+    await vscode.wait('the first timing', () => someProblemsContaining('2.00 ms per call'));
+    // The next save is answered at 1.5 ms: 1.33× faster, since the previous save and since opened.
+    execFileSync(PYTHON, [FIXTURE, 'timed', progressWorkspace, progressControl, '1.5'], { cwd: REPO });
+    await vscode.openFile('softmax.cu'); // the editor takes the keyboard back from the Problems view
+    await vscode.appendLineAndSave('// faster');
+    const delta = await vscode.wait('the delta in the timing diagnostic', () => someProblemsContaining('1.33× faster than the previous save'));
+    assert.ok(delta.some((row) => row.includes('1.50 ms — 1.33× faster than the previous save, 1.33× faster since opened')), delta.join('\n'));
+    const status = await vscode.wait('the delta in the status bar', async () =>
+      (await vscode.statusBar('kernelblaster')).find((item) => item.includes('faster than the previous save')),
+    );
+    assert.match(status, /softmax/);
+    await vscode.goToLine(6, 22);
+    await vscode.command('Show or Focus Hover');
+    const hover = await vscode.wait('the delta in the hover', async () => {
+      const text = await vscode.hover();
+      return text?.includes('faster since opened') ? text : undefined;
+    });
+    assert.match(hover, /Last 2 saves \(median per call, oldest first\)/);
+    await vscode.shot('10-save-delta');
+    await vscode.page.keyboard.press('Escape');
+  });
+
+  it('puts a code lens above the kernel: its summary and actions', async () => {
+    const lenses = await vscode.wait('the kernel’s code lenses', async () => {
+      const lines = await vscode.codeLenses();
+      const line = lines.find((titles) => titles.includes('Show profile'));
+      return line?.some((title) => title.includes(' ms · ')) ? line : undefined;
+    });
+    const [summary, ...actions] = lenses;
+    // ncu's time of the kernel, its state, the headroom to its nearest roof
+    assert.equal(summary, '1.44 ms · launch-bound · 5% of the DRAM bandwidth roof');
+    assert.deepEqual(actions, ['Optimize', 'Show profile', 'Open in Nsight Compute']);
+    await vscode.shot('11-code-lens');
+    // Optimize from the lens runs the server's optimize, which says what it needs first.
+    await vscode.clickCodeLens('Optimize');
+    await vscode.wait('the no-endpoint warning from the lens', async () => (await vscode.toasts()).some((t) => t.includes('Optimizing needs an LLM endpoint')));
+  });
+
+  it('Show profile opens the profile view with the roofline', async () => {
+    await vscode.clickCodeLens('Show profile');
+    // beside the source, in a second editor group
+    const view = await vscode.webviewFrame('#roofline svg.roofline');
+    assert.equal(await view.$$eval('svg.roofline circle.point.current', (points) => points.length), 1);
+    assert.ok((await view.$$eval('svg.roofline circle.point.earlier', (points) => points.length)) >= 1, 'the earlier save’s point');
+    assert.equal(await view.$$eval('svg.roofline polyline.roof.memory', (roofs) => roofs.length), 1);
+    const source = await view.$eval('.roofs-source', (element) => element.textContent);
+    assert.match(source, /Roofs measured: measured by Nsight Compute on the NVIDIA H100 80GB HBM3/);
+    const change = await view.$eval('#timing .change', (element) => element.textContent);
+    assert.match(change, /1\.33× faster than the previous save/);
+    assert.equal(await view.$$eval('#history tr.version', (rows) => rows.length), 2);
+    await vscode.shot('12-profile-view');
+  });
+
+  it('Open in Nsight Compute says where the kept report is without ncu-ui', async () => {
+    await vscode.command('View: Close All Editor Groups');
+    await vscode.command('Notifications: Clear All Notifications');
+    await vscode.openFile('softmax.cu');
+    await vscode.clickCodeLens('Open in Nsight Compute');
+    const toast = await vscode.wait('the Nsight Compute explanation', async () =>
+      (await vscode.toasts()).find((t) => t.includes('is not on PATH')),
+    );
+    assert.match(toast, /The report is .*softmax\.cu\.reports\/\d+-[0-9a-f]+\.ncu-rep/);
+    assert.match(toast, /developer\.nvidia\.com\/nsight-compute/);
+    await new Promise((resolve) => setTimeout(resolve, 500)); // the toast's slide-in
+    await vscode.shot('13-nsight-compute');
   });
 });

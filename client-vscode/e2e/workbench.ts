@@ -256,6 +256,26 @@ export class Workbench {
     });
   }
 
+  /** The code lenses shown in the active editor: each line of lenses as its items' titles. */
+  async codeLenses(): Promise<string[][]> {
+    return this.page.evaluate(() =>
+      [...document.querySelectorAll('.editor-instance .codelens-decoration')].map((line) =>
+        [...line.children].map((item) => item.textContent.replace(/\u00a0/g, ' ').trim()).filter((title) => title !== '|' && title !== ''),
+      ),
+    );
+  }
+
+  /** Clicks the first code lens titled `title` (a lens with a command is a link). */
+  async clickCodeLens(title: string): Promise<void> {
+    const lens = await this.wait(`the "${title}" code lens`, () =>
+      this.page.evaluateHandle(
+        (wanted) => [...document.querySelectorAll('.editor-instance .codelens-decoration a')].find((a) => a.textContent.trim() === wanted) ?? null,
+        title,
+      ).then((handle) => handle.asElement() ?? undefined),
+    );
+    await (lens as ElementHandle).click();
+  }
+
   /** The rows of the open action widget (code actions), with whether each is disabled. */
   async actionWidget(): Promise<{ title: string; disabled: boolean }[]> {
     return this.page.evaluate(() =>

@@ -9,6 +9,8 @@ import { registerCommands } from './commands';
 import type { ConnectionFactory } from './connection';
 import { discoverServer, type Discovery, type DiscoveryEnv } from './discovery';
 import { KnowledgeBaseView } from './knowledgeBaseView';
+import { type NsightComputeDeps, REAL_DEPS as NSIGHT_COMPUTE } from './nsightCompute';
+import { ProfileViews } from './profileView';
 import { activePythonInterpreter } from './pythonExtension';
 import { ServerSession } from './session';
 import { SECTION } from './settings';
@@ -18,6 +20,8 @@ export interface ActivationDeps {
   readonly connect: (output: vscode.OutputChannel) => ConnectionFactory;
   readonly findExecutable: DiscoveryEnv['findExecutable'];
   readonly checkPython: DiscoveryEnv['checkPython'];
+  /** Finding and starting Nsight Compute's UI (tests pass fakes). */
+  readonly nsightCompute?: NsightComputeDeps;
 }
 
 export interface Activated {
@@ -41,12 +45,14 @@ export function activateWith(context: vscode.ExtensionContext, deps: ActivationD
     status,
   });
   const knowledgeBase = new KnowledgeBaseView();
+  const profiles = new ProfileViews();
   context.subscriptions.push(
     output,
     status,
     session,
     knowledgeBase,
-    ...registerCommands(session, knowledgeBase, output),
+    profiles,
+    ...registerCommands(session, { knowledgeBase, profiles, nsightCompute: deps.nsightCompute ?? NSIGHT_COMPUTE }, output),
     // The server reads `trusted` only at initialization, so it has to start again to learn it.
     vscode.workspace.onDidGrantWorkspaceTrust(() => {
       status.apply({ kind: 'trust', trusted: true });

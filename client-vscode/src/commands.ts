@@ -6,6 +6,9 @@ import * as vscode from 'vscode';
 import type { ServerConnection } from './connection';
 import { parseKnowledgeBase } from './kbModel';
 import { type KnowledgeBaseView, SHOW_KNOWLEDGE_BASE_COMMAND } from './knowledgeBaseView';
+import { type NsightComputeDeps, openReport } from './nsightCompute';
+import { parseKernelProfile, parseNcuReport } from './profileModel';
+import { type KernelTarget, OPEN_IN_NSIGHT_COMPUTE_COMMAND, type ProfileViews, SHOW_PROFILE_COMMAND } from './profileView';
 import type { ServerSession } from './session';
 import { SHOW_OUTPUT_COMMAND } from './statusBar';
 
@@ -14,6 +17,8 @@ export const COMMANDS = {
   writeKernel: 'kernelblaster.writeKernel',
   profileFile: 'kernelblaster.profileFile',
   showKnowledgeBase: SHOW_KNOWLEDGE_BASE_COMMAND,
+  showProfile: SHOW_PROFILE_COMMAND,
+  openInNsightCompute: OPEN_IN_NSIGHT_COMPUTE_COMMAND,
   restartServer: 'kernelblaster.restartServer',
   showOutput: SHOW_OUTPUT_COMMAND,
 } as const;
@@ -21,18 +26,23 @@ export const COMMANDS = {
 /** LSP error codes for a request the client or the server cancelled: not a failure to report. */
 const CANCELLED_CODES = new Set([-32800, -32802]);
 
-export function registerCommands(
-  session: ServerSession,
-  knowledgeBase: KnowledgeBaseView,
-  output: vscode.OutputChannel,
-): vscode.Disposable[] {
-  const run = (name: string, body: () => Promise<void>) => async (): Promise<void> => {
-    try {
-      await body();
-    } catch (error) {
-      reportFailure(name, error, output);
-    }
-  };
+export interface Views {
+  readonly knowledgeBase: KnowledgeBaseView;
+  readonly profiles: ProfileViews;
+  readonly nsightCompute: NsightComputeDeps;
+}
+
+export function registerCommands(session: ServerSession, views: Views, output: vscode.OutputChannel): vscode.Disposable[] {
+  const { knowledgeBase } = views;
+  const run =
+    <A extends unknown[]>(name: string, body: (...args: A) => Promise<void>) =>
+    async (...args: A): Promise<void> => {
+      try {
+        await body(...args);
+      } catch (error) {
+        reportFailure(name, error, output);
+      }
+    };
   return [
     vscode.commands.registerCommand(COMMANDS.optimizeAtCursor, run('Optimize', () => optimizeAtCursor(session, output))),
     vscode.commands.registerCommand(COMMANDS.profileFile, run('Profile', () => profileFile(session))),
@@ -40,6 +50,14 @@ export function registerCommands(
     vscode.commands.registerCommand(
       COMMANDS.showKnowledgeBase,
       run('Knowledge base', () => showKnowledgeBase(session, knowledgeBase)),
+    ),
+    vscode.commands.registerCommand(
+      COMMANDS.showProfile,
+      run('Show profile', (target?: unknown) => showProfile(session, views.profiles, target)),
+    ),
+    vscode.commands.registerCommand(
+      COMMANDS.openInNsightCompute,
+      run('Open in Nsight Compute', (target?: unknown) => openInNsightCompute(session, views.nsightCompute, output, target)),
     ),
     vscode.commands.registerCommand(COMMANDS.restartServer, () => session.restart()),
     vscode.commands.registerCommand(COMMANDS.showOutput, () => {
@@ -56,7 +74,7 @@ async function optimizeAtCursor(session: ServerSession, output: vscode.OutputCha
   const { editor, connection } = ready;
   const { document } = editor;
   const uri = document.uri.toString();
-  const kernel = await kernelToOptimize(connection, document, editor.selection.active);
+  const kernel = await kernelAtCursor(connection, document, editor.selection.active, 'optimize');
   if (kernel === undefined || !(await saved(document))) {
     return;
   }
@@ -76,10 +94,11 @@ async function optimizeAtCursor(session: ServerSession, output: vscode.OutputCha
 }
 
 /** The kernel the server's parser says the cursor means; above several, the user picks one. */
-async function kernelToOptimize(
+async function kernelAtCursor(
   connection: ServerConnection,
   document: vscode.TextDocument,
   cursor: vscode.Position,
+  action: string,
 ): Promise<string | undefined> {
   const position = { line: cursor.line, character: cursor.character };
   const answer = parseKernelAt(
@@ -93,7 +112,7 @@ async function kernelToOptimize(
     return undefined;
   }
   return vscode.window.showQuickPick([...answer.kernels], {
-    placeHolder: 'Which kernel should KernelBlaster optimize?',
+    placeHolder: `Which kernel should KernelBlaster ${action}?`,
   });
 }
 
@@ -163,6 +182,54 @@ async function showKnowledgeBase(session: ServerSession, view: KnowledgeBaseView
     return;
   }
   view.show(parseKnowledgeBase(await connection.executeCommand('kernelblaster.knowledgeBase', [])));
+}
+
+/** The profile view of the lens's kernel, or of the kernel at the cursor. */
+async function showProfile(session: ServerSession, views: ProfileViews, argument: unknown): Promise<void> {
+  const found = await kernelTarget(session, argument, 'profile');
+  if (found === undefined) {
+    return;
+  }
+  const { connection, target } = found;
+  views.show(parseKernelProfile(await connection.executeCommand('kernelblaster.kernelProfile', [target])));
+}
+
+async function openInNsightCompute(
+  session: ServerSession,
+  deps: NsightComputeDeps,
+  output: vscode.OutputChannel,
+  argument: unknown,
+): Promise<void> {
+  const found = await kernelTarget(session, argument, 'open in Nsight Compute');
+  if (found === undefined) {
+    return;
+  }
+  const { connection, target } = found;
+  const report = parseNcuReport(await connection.executeCommand('kernelblaster.ncuReport', [target]));
+  const outcome = await openReport(report, deps);
+  output.appendLine(
+    outcome.kind === 'opened' ? `Opened ${report.path ?? ''} with ${outcome.program}` : `Open in Nsight Compute: ${outcome.message}`,
+  );
+}
+
+/** The kernel a lens names (`{uri, kernel}`), or the one at the cursor of the active CUDA editor;
+ * with the running server's connection. */
+async function kernelTarget(
+  session: ServerSession,
+  argument: unknown,
+  action: string,
+): Promise<{ connection: ServerConnection; target: KernelTarget } | undefined> {
+  if (isRecord(argument) && typeof argument.uri === 'string' && typeof argument.kernel === 'string') {
+    const connection = await session.runningConnection();
+    return connection === undefined ? undefined : { connection, target: { uri: argument.uri, kernel: argument.kernel } };
+  }
+  const ready = await withServer(session, await cudaEditorReadyToRun(action));
+  if (ready === undefined) {
+    return undefined;
+  }
+  const { editor, connection } = ready;
+  const kernel = await kernelAtCursor(connection, editor.document, editor.selection.active, action);
+  return kernel === undefined ? undefined : { connection, target: { uri: editor.document.uri.toString(), kernel } };
 }
 
 /** `editor` and the running server's connection, or undefined when either is missing (the user

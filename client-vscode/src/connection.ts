@@ -9,6 +9,8 @@ import type { JobStatus } from './statusModel';
 export interface InitializationOptions {
   readonly trusted: boolean;
   readonly settings: ServerSettings;
+  /** The extension's commands the server may put in code lenses. */
+  readonly clientCommands: readonly string[];
 }
 
 export interface ConnectionEvents {

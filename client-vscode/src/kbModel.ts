@@ -28,6 +28,31 @@ export interface TrackRecord {
   readonly prior_speedup: number | null;
   readonly prior_source: string | null;
   readonly measurements: readonly Measurement[];
+  /** "proposed" (by an agent, on trial) or "promoted"; null for a catalog technique. */
+  readonly proposal: string | null;
+}
+
+/** A technique an agent proposed, with where it came from and its record (kb/proposals.py). */
+export interface Proposal {
+  readonly technique: string;
+  readonly title: string;
+  readonly description: string;
+  readonly how_to_apply: string;
+  readonly addresses_findings: readonly string[];
+  readonly prior_speedup: number;
+  readonly prior_source: string;
+  readonly arch: string;
+  readonly state: string;
+  readonly kernel: string;
+  readonly model: string;
+  readonly time: number;
+  readonly status: string;
+  readonly status_reason: string;
+  readonly attempts: number;
+  readonly successes: number;
+  readonly regressions: number;
+  readonly failures: number;
+  readonly mean_speedup: number | null;
 }
 
 export interface Attempt {
@@ -66,6 +91,7 @@ export interface KnowledgeBaseData {
     readonly summary: { readonly path: string; readonly attempts: number; readonly techniques: number };
     readonly entries: readonly TrackRecord[];
     readonly recent_attempts: readonly Attempt[];
+    readonly proposals: readonly Proposal[];
   };
   readonly workspace: {
     readonly kernels: readonly KernelLink[];
@@ -100,6 +126,28 @@ const TRACK_RECORD: Record<string, Kind> = {
   prior_speedup: 'number?',
   prior_source: 'string?',
   measurements: 'array',
+  proposal: 'string?',
+};
+const PROPOSAL: Record<string, Kind> = {
+  technique: 'string',
+  title: 'string',
+  description: 'string',
+  how_to_apply: 'string',
+  addresses_findings: 'array',
+  prior_speedup: 'number',
+  prior_source: 'string',
+  arch: 'string',
+  state: 'string',
+  kernel: 'string',
+  model: 'string',
+  time: 'number',
+  status: 'string',
+  status_reason: 'string',
+  attempts: 'number',
+  successes: 'number',
+  regressions: 'number',
+  failures: 'number',
+  mean_speedup: 'number?',
 };
 const ATTEMPT: Record<string, Kind> = {
   id: 'string',
@@ -140,6 +188,9 @@ export function parseKnowledgeBase(answer: unknown): KnowledgeBaseData {
   }
   list(kb, 'recent_attempts', 'kb').forEach((a, i) => {
     check(a, ATTEMPT, `kb.recent_attempts[${String(i)}]`);
+  });
+  list(kb, 'proposals', 'kb').forEach((p, i) => {
+    check(p, PROPOSAL, `kb.proposals[${String(i)}]`);
   });
   list(workspace, 'kernels', 'workspace').forEach((k, i) => {
     check(k, KERNEL_LINK, `workspace.kernels[${String(i)}]`);

@@ -1,11 +1,11 @@
 // The knowledge-base webview's page: per GPU arch and performance state, each technique's track
 // record (attempts, verified rate, measured speedups plotted against the prediction, the policy
-// update's notes), then this workspace's kernels, recent attempts and kept candidates with their
-// diffs. Pure: data in, HTML out. Every KB string is escaped; the only script is the page's own,
+// update's notes), the techniques agents proposed (where from, status, record), then this
+// workspace's kernels, recent attempts and kept candidates with their diffs. Pure: data in, HTML out. Every KB string is escaped; the only script is the page's own,
 // allowed by its nonce, and it talks to the extension with postMessage (see knowledgeBaseView.ts).
 
 import { escapeHtml } from './html';
-import type { Attempt, CandidateDiff, KernelLink, KnowledgeBaseData, TrackRecord } from './kbModel';
+import type { Attempt, CandidateDiff, KernelLink, KnowledgeBaseData, Proposal, TrackRecord } from './kbModel';
 import { factor, speedupPlot } from './kbPlot';
 
 export interface PageSecurity {
@@ -57,6 +57,7 @@ export function renderKnowledgeBase(data: KnowledgeBaseData, security: PageSecur
 <h2>Track record by GPU and performance state</h2>
 ${entries.length === 0 ? EMPTY_KB : groups(entries)}
 </section>
+${proposalsSection(data.kb.proposals)}
 ${workspaceSection(data)}
 </main>
 <script nonce="${nonce}">${SCRIPT}</script>
@@ -101,12 +102,48 @@ function trackRecordRow(entry: TrackRecord): string {
   const notes =
     entry.notes.length === 0 ? '<span class="detail">none</span>' : `<ul>${entry.notes.map((n) => `<li>${escapeHtml(n)}</li>`).join('')}</ul>`;
   return `<tr class="record" data-state="${escapeHtml(entry.state)}" data-technique="${escapeHtml(entry.technique)}">
-<td><strong>${escapeHtml(entry.title)}</strong><div class="detail"><code>${escapeHtml(entry.technique)}</code> · ${escapeHtml(entry.category)}</div></td>
+<td><strong>${escapeHtml(entry.title)}</strong>${proposalBadge(entry.proposal)}<div class="detail"><code>${escapeHtml(entry.technique)}</code> · ${escapeHtml(entry.category)}</div></td>
 <td class="num">${String(entry.attempts)}<div class="detail">${outcomes}</div></td>
 <td class="num">${rate}</td>
 <td>${speedupPlot(entry.measurements, entry.predicted_speedup)}${mean}</td>
 <td class="num">${factor(entry.predicted_speedup)}<div class="detail">confidence ${String(Math.round(entry.confidence * 100))}%</div>${prior}</td>
 <td class="notes">${notes}</td>
+</tr>`;
+}
+
+function proposalBadge(status: string | null): string {
+  if (status === null) {
+    return '';
+  }
+  const label = status === 'proposed' ? 'proposed · on trial' : `proposed · ${status}`;
+  return ` <span class="badge ${escapeHtml(status)}">${escapeHtml(label)}</span>`;
+}
+
+function proposalsSection(proposals: readonly Proposal[]): string {
+  if (proposals.length === 0) {
+    return '';
+  }
+  return `<section id="proposals">
+<h2>Techniques agents proposed</h2>
+<p class="detail">Proposed where the knowledge base had no technique left for a state; ranked with a conservative prior until their measured outcomes promote or retire them.</p>
+<table>
+<thead><tr><th>technique</th><th>proposed for</th><th>status</th><th class="num">attempts</th><th class="num">geomean</th></tr></thead>
+<tbody>${proposals.map(proposalRow).join('')}</tbody>
+</table>
+</section>`;
+}
+
+function proposalRow(proposal: Proposal): string {
+  const when = new Date(proposal.time * 1000).toISOString().slice(0, 10);
+  const outcomes = `${String(proposal.successes)} faster, ${String(proposal.regressions)} slower, ${String(proposal.failures)} failed`;
+  const mean = proposal.mean_speedup === null ? '–' : factor(proposal.mean_speedup);
+  const findings = proposal.addresses_findings.map((f) => `<code>${escapeHtml(f)}</code>`).join(', ');
+  return `<tr class="proposal" data-state="${escapeHtml(proposal.state)}" data-technique="${escapeHtml(proposal.technique)}">
+<td><strong>${escapeHtml(proposal.title)}</strong><div class="detail"><code>${escapeHtml(proposal.technique)}</code> · addresses ${findings}</div><div class="detail">${escapeHtml(proposal.description)}</div><details><summary>how to apply</summary>${escapeHtml(proposal.how_to_apply)}</details></td>
+<td><code>${escapeHtml(proposal.state)}</code> on ${escapeHtml(proposal.arch)}<div class="detail">kernel <code>${escapeHtml(proposal.kernel)}</code>, ${escapeHtml(when)}, by ${escapeHtml(proposal.model)}</div><div class="detail">claimed ${factor(proposal.prior_speedup)}: ${escapeHtml(proposal.prior_source)}</div></td>
+<td>${proposalBadge(proposal.status)}<div class="detail">${escapeHtml(proposal.status_reason)}</div></td>
+<td class="num">${String(proposal.attempts)}<div class="detail">${outcomes}</div></td>
+<td class="num">${mean}</td>
 </tr>`;
 }
 
@@ -216,6 +253,9 @@ a:hover { text-decoration: underline; }
 .plot .predicted { fill: var(--vscode-charts-blue); opacity: 0.8; }
 .plot .dot.faster { fill: var(--vscode-charts-green); }
 .plot .dot.slower { fill: var(--vscode-charts-orange); }
+.badge { font-size: 0.85em; padding: 0 6px; border-radius: 8px; border: 1px solid var(--vscode-charts-purple); color: var(--vscode-charts-purple); white-space: nowrap; }
+.badge.promoted { border-color: var(--vscode-charts-green); color: var(--vscode-charts-green); }
+.badge.retired { border-color: var(--vscode-descriptionForeground); color: var(--vscode-descriptionForeground); }
 .outcome.success { color: var(--vscode-charts-green); }
 .outcome.regression { color: var(--vscode-charts-orange); }
 .outcome.compile_error, .outcome.wrong_result, .outcome.rejected, .outcome.crash, .outcome.timeout, .outcome.error { color: var(--vscode-charts-red); }
@@ -234,7 +274,7 @@ const stateFilter = document.getElementById('state-filter');
 const techniqueFilter = document.getElementById('technique-filter');
 function applyFilters() {
   const state = stateFilter.value, technique = techniqueFilter.value;
-  for (const row of document.querySelectorAll('tr.record, tr.attempt')) {
+  for (const row of document.querySelectorAll('tr.record, tr.attempt, tr.proposal')) {
     row.hidden = (state !== '' && row.dataset.state !== state) || (technique !== '' && row.dataset.technique !== technique);
   }
   for (const group of document.querySelectorAll('.group')) {

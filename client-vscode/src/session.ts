@@ -5,6 +5,7 @@ import * as vscode from 'vscode';
 
 import type { ConnectionFactory, ServerConnection } from './connection';
 import type { Discovery } from './discovery';
+import { LENS_CLIENT_COMMANDS } from './profileView';
 import { SECTION, serverSettings, type ServerSettings } from './settings';
 import type { StatusBar } from './statusBar';
 
@@ -118,7 +119,7 @@ export class ServerSession implements vscode.Disposable {
     );
     const connection = this.deps.connect(
       launch,
-      { trusted, settings: this.readSettings() },
+      { trusted, settings: this.readSettings(), clientCommands: LENS_CLIENT_COMMANDS },
       {
         onJobStatus: (job) => {
           if (this.connection === connection) {

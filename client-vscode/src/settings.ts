@@ -26,6 +26,7 @@ export const SERVER_SETTINGS: readonly ServerSettingSpec[] = [
   { key: 'nvcc', kind: 'string' },
   { key: 'arch', kind: 'nullableString' },
   { key: 'buildOnChange', kind: 'boolean' },
+  { key: 'codeLens', kind: 'boolean' },
   { key: 'rollouts', kind: 'integer', minimum: 1 },
   { key: 'depth', kind: 'integer', minimum: 1 },
   { key: 'topK', kind: 'integer', minimum: 1 },

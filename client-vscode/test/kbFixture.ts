@@ -1,6 +1,7 @@
 // A `kernelblaster.knowledgeBase` answer with the shape the server sends (server/knowledge.py,
-// kb/view.py): two entries of one state, attempts of this workspace and a kept candidate. The
-// note carries markup, as a note an LLM wrote might.
+// kb/view.py): two entries of one state (one of them a technique an agent proposed), attempts of
+// this workspace and a kept candidate. The note and the proposal carry markup, as text an LLM
+// wrote might.
 
 import type { KnowledgeBaseData } from '../src/kbModel';
 
@@ -35,6 +36,7 @@ const entry = {
   updated: 1_700_000_100,
   prior_speedup: null,
   prior_source: null,
+  proposal: null,
 };
 
 export const KB_ANSWER: KnowledgeBaseData & Record<string, unknown> = {
@@ -72,8 +74,46 @@ export const KB_ANSWER: KnowledgeBaseData & Record<string, unknown> = {
         prior_source: 'policy update',
         measurements: [],
       },
+      {
+        ...entry,
+        technique: 'warp_per_row_online_softmax',
+        title: 'One warp per row, online max and sum',
+        category: 'learned',
+        attempts: 1,
+        successes: 0,
+        regressions: 0,
+        failures: 1,
+        mean_log_speedup: null,
+        predicted_speedup: 1.02,
+        confidence: 0.12,
+        measurements: [],
+        proposal: 'proposed',
+      },
     ],
     recent_attempts: [attempt],
+    proposals: [
+      {
+        technique: 'warp_per_row_online_softmax',
+        title: 'One warp per row, online max and sum',
+        description: 'Each row to one <i>warp</i>: a running max and a rescaled sum in one pass.',
+        how_to_apply: 'Launch a warp per row; combine the lanes with shuffles.',
+        addresses_findings: ['uncoalesced_global_access'],
+        prior_speedup: 3,
+        prior_source: 'proposed by test-model: one read pass',
+        arch: 'sm_90',
+        state: 'memory.dram',
+        kernel: 'softmax_rowthread',
+        model: 'test-model',
+        time: 1_700_000_000,
+        status: 'proposed',
+        status_reason: '0 success(es), 0 regression(s), 1 failure(s): on trial',
+        attempts: 1,
+        successes: 0,
+        regressions: 0,
+        failures: 1,
+        mean_speedup: null,
+      },
+    ],
   },
   workspace: {
     kernels: [{ kernel: 'softmax_rowthread', uri: 'file:///ws/softmax.cu', line: 4 }],

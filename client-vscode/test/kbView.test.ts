@@ -15,7 +15,11 @@ const render = (data = KB_ANSWER) => renderKnowledgeBase(parseKnowledgeBase(data
 
 describe('knowledge-base answer', () => {
   it('accepts the documented shape and says where another one is wrong', () => {
-    assert.equal(parseKnowledgeBase(KB_ANSWER).kb.entries.length, 2);
+    assert.equal(parseKnowledgeBase(KB_ANSWER).kb.entries.length, 3);
+    assert.equal(parseKnowledgeBase(KB_ANSWER).kb.proposals.length, 1);
+    const badProposal = structuredClone(KB_ANSWER);
+    (badProposal.kb.proposals[0] as unknown as Record<string, unknown>).kernel = 7;
+    assert.throws(() => parseKnowledgeBase(badProposal), /kb\.proposals\[0\]\.kernel = 7, not a string/);
     assert.throws(() => parseKnowledgeBase({ markdown: '# KB' }), /has no kb in the answer/);
     const badEntry = structuredClone(KB_ANSWER);
     (badEntry.kb.entries[1] as unknown as Record<string, unknown>).predicted_speedup = '1.05';
@@ -43,7 +47,7 @@ describe('knowledge-base page', () => {
     const html = render();
     assert.match(html, /<h3><code>memory\.dram<\/code> on sm_90<\/h3>/);
     const rows = html.split('<tr class="record"').slice(1);
-    assert.equal(rows.length, 2);
+    assert.equal(rows.length, 3);
     assert.match(rows[0], /Coalesce global memory accesses/);
     assert.match(rows[0], />3<div class="detail">2 faster, 1 slower, 0 failed/);
     assert.match(rows[0], /<td class="num">100%<\/td>/);
@@ -51,6 +55,24 @@ describe('knowledge-base page', () => {
     assert.match(rows[0], /geomean 1\.5×/);
     assert.match(rows[1], /<td class="num">0%<\/td>/);
     assert.match(rows[1], /prior 1\.2×: policy update/);
+    assert.match(rows[2], /One warp per row, online max and sum<\/strong> <span class="badge proposed">proposed · on trial<\/span>/);
+    assert.doesNotMatch(rows[0] + rows[1], /badge/);
+  });
+
+  it('shows where each proposed technique came from, its status and its record, escaped', () => {
+    const html = render();
+    const section = html.split('<section id="proposals">')[1].split('</section>')[0];
+    const rows = section.split('<tr class="proposal"').slice(1);
+    assert.equal(rows.length, 1);
+    assert.match(rows[0], /<code>memory\.dram<\/code> on sm_90<div class="detail">kernel <code>softmax_rowthread<\/code>, 2023-11-14, by test-model/);
+    assert.match(rows[0], /claimed 3×: proposed by test-model: one read pass/);
+    assert.match(rows[0], />1<div class="detail">0 faster, 0 slower, 1 failed/);
+    assert.match(rows[0], /on trial/);
+    assert.match(rows[0], /Each row to one &lt;i&gt;warp&lt;\/i&gt;/);
+    assert.doesNotMatch(rows[0], /<i>warp/);
+    const none = structuredClone(KB_ANSWER);
+    (none.kb as unknown as Record<string, unknown>).proposals = [];
+    assert.doesNotMatch(render(none), /id="proposals"/);
   });
 
   it('escapes what the knowledge base holds', () => {

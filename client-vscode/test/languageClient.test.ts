@@ -22,7 +22,7 @@ interface Middleware {
 function connect() {
   const jobs: JobStatus[] = [];
   const phases: string[] = [];
-  const init = { trusted: false, settings: { rollouts: 8 } };
+  const init = { trusted: false, settings: { rollouts: 8 }, clientCommands: ['kernelblaster.showProfile'] };
   const output = window.createOutputChannel('KernelBlaster') as unknown as vscode.OutputChannel;
   const connection = languageClientConnection(output)(
     { command: '/venv/bin/python', args: ['-m', 'kernelblaster', 'serve'], origin: 'python' },

@@ -52,6 +52,7 @@ from kernelblaster.harness.protocol.records import (
     KernelProfile,
     PerfState,
     ProfileReport,
+    Roof,
 )
 
 SOL_BUSY_PCT = 60.0  # ncu's SOLBottleneck: below 60% of peak on both sides is a latency issue
@@ -277,7 +278,7 @@ def _headroom(kernel: KernelProfile, *, compute_bound: bool) -> Headroom | None:
     # A roof is reached by FLOPs at the pipe's peak rate, or by the pipe busy every cycle
     # (what a quick pass measures, and what counts mma instructions whatever their FLOPs).
     # The ALU pipe (integer and logic) is no FLOP roof.
-    compute = {
+    compute: dict[Roof, list[float | None]] = {
         "fp16_tensor": [*tensor, pipes.get("tensor")],
         "fp32": [
             _flops_fraction(kernel, m.FP32_OPS_PER_CYCLE, m.FP32_PEAK_FLOPS_PER_CYCLE),
@@ -288,7 +289,7 @@ def _headroom(kernel: KernelProfile, *, compute_bound: bool) -> Headroom | None:
             pipes.get("fp64"),
         ],
     }
-    roofs = {
+    roofs: dict[Roof, float] = {
         roof: max(measured)
         for roof, values in compute.items()
         if (measured := [value for value in values if value])

@@ -196,7 +196,10 @@ def kernel_names(path: Path) -> list[str]:
         return []  # importing the solution reports the syntax error, with its line
     names: list[str] = []
     for node in ast.walk(tree):
-        is_string = isinstance(node, ast.Constant) and isinstance(node.value, str)
-        if is_string and "__global__" in node.value:
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and "__global__" in node.value
+        ):
             names.extend(k.name for k in global_kernels(node.value) if k.name not in names)
     return names

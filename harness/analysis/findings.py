@@ -209,10 +209,11 @@ def _bank_conflicts(kernel: KernelProfile, own_file: str | None, device: str) ->
     wavefronts = [_metric(kernel, name) for name in m.SHARED_WAVEFRONTS]
     conflicts = [_metric(kernel, name) for name in m.BANK_CONFLICTS]
     excessive = _metric(kernel, m.SHARED_EXCESSIVE_WAVEFRONTS)
+    measured = [w for w in wavefronts if w is not None]
     fraction = None
-    if None not in wavefronts and sum(wavefronts) > 0:
+    if len(measured) == len(wavefronts) and sum(measured) > 0:
         replays = excessive if excessive is not None else sum(c or 0.0 for c in conflicts)
-        fraction = replays / sum(wavefronts)
+        fraction = replays / sum(measured)
     rules = _rules(kernel, lambda r: r.id in ("SharedMemoryConflicts", "UncoalescedSharedAccess"))
     if not rules and (fraction is None or fraction < BANK_CONFLICT_FRACTION):
         return []
@@ -390,23 +391,21 @@ def _stalls(kernel: KernelProfile, own_file: str | None, device: str) -> list[Fi
         if share <= STALL_SHARE:
             continue
         words = reason.replace("_", " ")
-        rules = _rules(
-            kernel,
-            lambda r, words=words: r.id == "CPIStall" and r.title.lower() == f"{words} stalls",
-        )
+
+        # The reason is bound as a default (ruff B023); both are used before the next iteration.
+        def is_stall_rule(r: RuleResult, words: str = words) -> bool:
+            return r.id == "CPIStall" and r.title.lower() == f"{words} stalls"
+
+        def names_stall(text: str, reason: str = reason) -> bool:
+            return (typed := _STALL_TYPE.search(text)) is not None and typed.group(1) == reason
+
+        rules = _rules(kernel, is_stall_rule)
         findings.append(
             Finding(
                 id=f"stall_{reason}",
                 evidence=_evidence(kernel, m.stall_metric(reason), m.CYCLES_PER_ISSUE),
                 estimated_speedup=_speedup(rules),
-                lines=_lines(
-                    kernel,
-                    own_file,
-                    ("CPIStall",),
-                    lambda text, reason=reason: (
-                        (typed := _STALL_TYPE.search(text)) is not None and typed.group(1) == reason
-                    ),
-                ),
+                lines=_lines(kernel, own_file, ("CPIStall",), names_stall),
                 message=f"{words} stalls take {share:.0%} of warp cycles",
             )
         )

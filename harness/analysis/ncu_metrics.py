@@ -114,6 +114,7 @@ L2_HIT_RATE = "lts__t_sector_hit_rate.pct"
 DRAM_BYTES_PER_SECOND = "dram__bytes.sum.per_second"
 DRAM_BYTES_PEAK_PER_CYCLE = "dram__bytes.sum.peak_sustained"
 DRAM_CYCLES_PER_SECOND = "dram__cycles_elapsed.avg.per_second"
+SM_CYCLES_PER_SECOND = "sm__cycles_elapsed.avg.per_second"  # the SM clock while it ran
 FP32_OPS_PER_CYCLE = (  # FADD, FMUL, FFMA thread instructions per cycle; an FFMA is two FLOPs
     "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed",
     "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed",
@@ -169,6 +170,7 @@ KEPT: frozenset[str] = frozenset(
         DRAM_BYTES_PER_SECOND,
         DRAM_BYTES_PEAK_PER_CYCLE,
         DRAM_CYCLES_PER_SECOND,
+        SM_CYCLES_PER_SECOND,
         *FP32_OPS_PER_CYCLE,
         FP32_PEAK_FLOPS_PER_CYCLE,
         *FP64_OPS_PER_CYCLE,

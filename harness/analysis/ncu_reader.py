@@ -26,6 +26,7 @@ from kernelblaster.harness.analysis.ncu_markup import strip_markup
 from kernelblaster.harness.protocol.records import (
     KernelProfile,
     LaunchConfig,
+    ProfileDepth,
     ProfileReport,
     RuleResult,
     SourceMarker,
@@ -57,7 +58,7 @@ class ReportError(ValueError):
 def read_report(
     path: Path,
     *,
-    depth: Literal["quick", "full"] = "full",
+    depth: ProfileDepth = "full",
     source_map: dict[str, str] | None = None,
 ) -> ProfileReport:
     """Every profiled kernel launch in the report at `path`.

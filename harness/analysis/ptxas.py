@@ -68,8 +68,8 @@ def parse_ptxas_resources(text: str, *, arch: str) -> list[KernelResources]:
             if smem := _SMEM.search(rest):
                 current.shared_bytes = int(smem.group(1))
             current.constant_bytes = sum(int(c) for c in _CMEM.findall(rest))
-            if stack := _CUMULATIVE_STACK.search(rest):
-                current.stack_bytes = max(current.stack_bytes, int(stack.group(1)))
+            if cumulative := _CUMULATIVE_STACK.search(rest):
+                current.stack_bytes = max(current.stack_bytes, int(cumulative.group(1)))
     names = demangle(k.name for k in kernels)
     for kernel in kernels:
         kernel.demangled = names.get(kernel.name, kernel.name)

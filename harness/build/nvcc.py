@@ -63,6 +63,9 @@ _OUTPUT_KIND_FLAGS = {
     # position-independent, so the object can go into a shared library
     "object": ["-c", "-Xcompiler", "-fPIC"],
 }
+# nvcc runs its tools through a shell: in a file's path these characters would be expanded
+# (`$(...)` and backquotes run commands), so such a file is never handed to it.
+_SHELL_ACTIVE = re.compile(r'[$`"\\\n]')
 _TOOLKIT_FIX = (
     "Install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads) and put its bin/ "
     "directory on PATH, or set the `nvcc` setting to the full path of nvcc."
@@ -195,6 +198,20 @@ def build(spec: BuildSpec, settings: Settings, *, cache_dir: Path | None = None)
             ),
         )
     sources = [str(Path(s).resolve()) for s in (spec.source, *spec.extra_sources)]
+    unsafe = [s for s in sources if _SHELL_ACTIVE.search(s)]
+    if unsafe:
+        return _failure(
+            spec,
+            arch,
+            started,
+            HarnessError(
+                kind="bad_target",
+                message=f"{unsafe[0]} has $, a backquote, a quote or a backslash in its path: "
+                "nvcc passes file names to its tools through a shell, which would run what "
+                "such a name spells",
+                fix="Rename the file (or its folder) without those characters.",
+            ),
+        )
     missing = [s for s in sources if not Path(s).is_file()]
     if missing:
         return _failure(
@@ -335,7 +352,7 @@ def _cached_nvcc_run(
         return _compile_and_store(
             spec,
             settings,
-            tools,
+            tools.cache,
             arch,
             options,
             inputs,
@@ -344,6 +361,8 @@ def _cached_nvcc_run(
             manifest_key=manifest_key,
             unsaved=unsaved,
             known_deps=known_deps,
+            nvcc=tools.nvcc,
+            nvcc_version=tools.nvcc_version,
         )
 
 
@@ -357,7 +376,7 @@ def _cache_hit(hit: BuildResult, started: float) -> BuildResult:
 def _compile_and_store(
     spec: BuildSpec,
     settings: Settings,
-    tools: _Toolchain,
+    cache: BuildCache,
     arch: str,
     options: list[str],
     inputs: list[str],
@@ -367,12 +386,14 @@ def _compile_and_store(
     manifest_key: str,
     unsaved: _Unsaved | None,
     known_deps: list[str] | None,
+    nvcc: str,
+    nvcc_version: str,
 ) -> BuildResult:
-    """nvcc on `inputs` (an unsaved text's copy in its place), its result stored under
-    `manifest_key`, the key of `inputs` as the user knows them."""
+    """`nvcc` on `inputs` (an unsaved text's copy in its place), its result stored in `cache`
+    under `manifest_key`, the key of `inputs` as the user knows them."""
     started_wall = time.time()
     texts = {unsaved.path: unsaved.text} if unsaved else {}
-    with tools.cache.scratch() as scratch:
+    with cache.scratch() as scratch:
         compiled_inputs, copy_options = inputs, []
         if unsaved is not None:
             copy = str(_write_copy(unsaved, scratch))
@@ -382,7 +403,7 @@ def _compile_and_store(
         result = _compile(
             spec,
             settings,
-            tools.nvcc,
+            nvcc,
             arch,
             [*copy_options, *options],
             compiled_inputs,
@@ -401,10 +422,10 @@ def _compile_and_store(
         read = [dep for dep in deps or [] if dep not in texts]
         if deps is None or _changed_since(read, started_wall):
             # unknown inputs, or one changed while nvcc read it: usable now, never looked up
-            stored = tools.cache.keep_uncached(Path(result.artifact), result)
+            stored = cache.keep_uncached(Path(result.artifact), result)
         else:
-            stored = tools.cache.store(
-                manifest_key, tools.nvcc_version, deps, Path(result.artifact), result, texts
+            stored = cache.store(
+                manifest_key, nvcc_version, deps, Path(result.artifact), result, texts
             )
         stored.seconds = time.perf_counter() - started
         return stored
@@ -429,7 +450,13 @@ def _compile(
     try:
         # nvcc and the tools it starts are killed on timeout or any interruption (and they
         # stay in the worker's group, which its clients kill whole)
-        ran = run_nvcc(command, cwd=cwd, timeout=settings.build_timeout_s, deps=scratch / "deps.d")
+        ran = run_nvcc(
+            command,
+            cwd=cwd,
+            timeout=settings.build_timeout_s,
+            deps=scratch / "deps.d",
+            temporary=scratch,  # removed with it: nothing of nvcc's is left in /tmp
+        )
     except subprocess.TimeoutExpired as exc:
         return _failure(
             spec,

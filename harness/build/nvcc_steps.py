@@ -78,16 +78,30 @@ class _StepRun(NamedTuple):
 
 
 def run_nvcc(
-    command: list[str], *, cwd: Path, timeout: float, deps: Path, split: bool = True
+    command: list[str],
+    *,
+    cwd: Path,
+    timeout: float,
+    deps: Path,
+    split: bool = True,
+    temporary: Path | None = None,
 ) -> NvccRun:
     """Run nvcc's `command` (which must not ask for dependencies or `--time` itself), writing
     the files it read as a make rule to `deps`, as `nvcc -MD -MF` does; split where it can be,
     unless `split` is False (nvcc as one command, as the benchmark compares). Raises
     subprocess.TimeoutExpired (with the output so far) when it takes longer than `timeout`;
-    every tool it started is killed first."""
+    every tool it started is killed first. `temporary`: the TMPDIR of nvcc and its tools (a
+    failing cicc leaves its `<stem>-<hash>..lgenfe.bc` there), default the caller's."""
     began = time.perf_counter()
+    environment = dict(os.environ)
+    if temporary is not None:
+        environment["TMPDIR"] = str(temporary)
     splits = split and "-keep" in command
-    plan = _plan(command, cwd=cwd, deps=deps, timeout=timeout) if splits else None
+    plan = (
+        _plan(command, cwd=cwd, deps=deps, timeout=timeout, environment=environment)
+        if splits
+        else None
+    )
     planned_ms = (time.perf_counter() - began) * 1000.0
     if plan is not None:
         ran = _run_split(plan, cwd=cwd, deadline=began + timeout, command=command)
@@ -95,15 +109,18 @@ def run_nvcc(
             stages = dict(ran.stages_ms)
             stages["nvcc (driver)"] = round(planned_ms, 1)
             return ran._replace(stages_ms=stages)
-    return _run_whole(command, cwd=cwd, timeout=timeout - (time.perf_counter() - began), deps=deps)
+    left = timeout - (time.perf_counter() - began)
+    return _run_whole(command, cwd=cwd, timeout=left, deps=deps, environment=environment)
 
 
-def _run_whole(command: list[str], *, cwd: Path, timeout: float, deps: Path) -> NvccRun:
+def _run_whole(
+    command: list[str], *, cwd: Path, timeout: float, deps: Path, environment: dict[str, str]
+) -> NvccRun:
     stage_times = deps.with_name("stages.csv")
     whole = [*command, "-MD", f"-MF={deps}", f"--time={stage_times}"]
     if timeout <= 0:  # spent on the dry run
         raise subprocess.TimeoutExpired(whole, timeout, output="")
-    done = run_tool(whole, cwd=cwd, timeout=timeout)
+    done = run_tool(whole, cwd=cwd, timeout=timeout, env=environment)
     return NvccRun(done.stdout, done.returncode, _stage_times(stage_times), split=False)
 
 
@@ -132,11 +149,18 @@ def _stage_times(path: Path) -> dict[str, float]:
 # --- the plan: nvcc's steps, from --dryrun ---------------------------------------------------
 
 
-def _plan(command: list[str], *, cwd: Path, deps: Path, timeout: float) -> _Plan | None:
+def _plan(
+    command: list[str], *, cwd: Path, deps: Path, timeout: float, environment: dict[str, str]
+) -> _Plan | None:
     """nvcc's steps for `command` split into the two front-end chains and the rest, or None
     when they don't have the one shape this module runs split."""
     try:
-        listed = run_tool([*command, "--dryrun"], cwd=cwd, timeout=min(timeout, _DRYRUN_TIMEOUT_S))
+        listed = run_tool(
+            [*command, "--dryrun"],
+            cwd=cwd,
+            timeout=min(timeout, _DRYRUN_TIMEOUT_S),
+            env=environment,
+        )
     except subprocess.TimeoutExpired:
         return None
     if listed.returncode != 0:
@@ -145,7 +169,7 @@ def _plan(command: list[str], *, cwd: Path, deps: Path, timeout: float) -> _Plan
     said = "".join(
         line for line in listed.stdout.splitlines(keepends=True) if not line.startswith("#$ ")
     )
-    variables = dict(os.environ)  # nvcc's environment for its tools: ours and its own
+    variables = dict(environment)  # nvcc's environment for its tools: ours and its own
     steps: list[_Step] = []
     for line in lines:
         assignment = _ASSIGNMENT.fullmatch(line)

@@ -26,17 +26,20 @@ from kernelblaster.harness.protocol.records import (
 )
 from kernelblaster.harness.protocol.setup_errors import torch_cpu_only
 from kernelblaster.harness.target.candidate import Candidate, load_candidate
-from kernelblaster.harness.target.memory import fits, out_of_memory
+from kernelblaster.harness.target.clean_reference import CleanReference
+from kernelblaster.harness.target.memory import fits, out_of_memory, verification_room
 from kernelblaster.harness.target.reference import Reference, ReferenceError_, load_reference
 from kernelblaster.harness.target.reference_side import ReferenceSide, prepare_reference_side
 from kernelblaster.harness.target.run_once import RunOnceSpec, program, write_spec
 from kernelblaster.harness.target.targets import Target
+from kernelblaster.harness.target.trial_sets import AHEAD_MAX_BYTES, set_bytes
 from kernelblaster.settings import Settings
 
 Progress = Callable[..., None]
 
 # Timing rotates three input sets only while two more sets take at most this share of the
-# free memory.
+# free memory and at most AHEAD_MAX_BYTES (a large problem is timed on one: its footprint is
+# not multiplied, and its sets are far larger than the L2 cache anyway).
 _TIMING_MEMORY_SHARE = 0.25
 
 
@@ -125,15 +128,17 @@ def run_check(
     settings: Settings,
     *,
     progress: Progress,
+    clean: CleanReference,
     sanitize: bool = False,
     integrity: RuntimeSnapshot | None = None,
     reference_side: ReferenceSide | None = None,
 ) -> tuple[CheckResult, HarnessError | None]:
     """The check's result, and why it stopped short (None: it ran to the end; a failed
-    verification is a result, not an error). `integrity`: the runtime as it was before the
-    candidate's code first ran, when that was before this call (a KernelBench solution's build
-    imports it); else taken here. `reference_side`: made while the candidate was built
-    (`prepare_reference`); else made here."""
+    verification is a result, not an error). `clean`: the clean reference process, started
+    before any candidate code ran (harness/target/clean_reference.py). `integrity`: the runtime
+    as it was before the candidate's code first ran, when that was before this call (a
+    KernelBench solution's build imports it); else taken here. `reference_side`: made while
+    the candidate was built (`prepare_reference`); else made here."""
     device = torch.device("cuda", settings.gpu)
     torch.cuda.set_device(device)
     result = CheckResult(
@@ -167,7 +172,7 @@ def run_check(
                 progress,
                 phase_done,
                 integrity,
-                reference_side,
+                reference_side or clean,
             )
         except ReferenceError_ as exc:
             error = exc.error
@@ -198,43 +203,65 @@ def _timing_inputs(reference: Reference, seeds: list[int], device: torch.device)
     place and between calls)."""
     first = reference.inputs(seeds[0], device)
     size = sum(x.numel() * x.element_size() for x in first if isinstance(x, torch.Tensor))
-    if not fits(2 * size, device, share=_TIMING_MEMORY_SHARE):
+    if 2 * size > AHEAD_MAX_BYTES or not fits(2 * size, device, share=_TIMING_MEMORY_SHARE):
         return [first]
     return [first, *(reference.inputs(seed, device) for seed in seeds[1:3])]
 
 
 def prepare_reference(
-    target: Target, settings: Settings, *, abandon: Callable[[], bool] = lambda: False
+    target: Target,
+    settings: Settings,
+    *,
+    clean: CleanReference,
+    abandon: Callable[[], bool] = lambda: False,
 ) -> ReferenceSide:
-    """The reference side of `target`'s check (harness/target/reference_side.py), on the GPU the
-    check will run on."""
+    """The reference side of `target`'s check, on the GPU the check will run on: the session
+    opened in the clean reference process (the trials' sets and expected outputs, made there
+    meanwhile) and, in this process, the reference the candidate is loaded against and its
+    probe (harness/target/reference_side.py)."""
     device = torch.device("cuda", settings.gpu)
     path = Path(target.reference or "")
-    return prepare_reference_side(path, device, trials=settings.trials, abandon=abandon)
+    clean.open(path, trials=settings.trials, atol=target.atol, rtol=target.rtol)
+    side = prepare_reference_side(path, device, trials=settings.trials, abandon=abandon, sets=False)
+    side.clean = clean
+    return side
 
 
 def _check_callable(
-    target, built, settings, result, device, progress, phase_done, integrity, side
+    target, built, settings, result, device, progress, phase_done, integrity, side_or_clean
 ) -> HarnessError | None:
     """Load, verify and time into `result`; the error that stopped it, if any. "load" is the
     time until the candidate is loaded: the reference side's too when it is made here."""
     reference: Reference | None = None
     candidate: Candidate | None = None
     try:
-        if side is None:
+        if isinstance(side_or_clean, CleanReference):
             progress("verify", "loading the reference")
-            side = prepare_reference(target, settings)
+            side = prepare_reference(target, settings, clean=side_or_clean)
         else:
+            side = side_or_clean
             progress("verify", f"loading {Path(target.source).name}")
         result.phase_seconds.update(side.seconds)
         reference = side.reference
-        reference, probe, habits, plan = side.ready()
+        reference, probe = side.ready_without_sets()
+        assert side.clean is not None
+        began = time.perf_counter()
+        facts = side.clean.facts()  # the clean process's session: its sets, its habits
+        result.phase_seconds["clean_reference_wait"] = round(time.perf_counter() - began, 4)
+        result.phase_seconds.update({f"clean_{k}": v for k, v in facts.seconds.items()})
+        input_bytes, output_bytes = set_bytes(probe.inputs), set_bytes(probe.output_templates)
+        refused = verification_room(
+            input_bytes, output_bytes, held=input_bytes + facts.ahead_bytes, device=device
+        )
+        if refused is not None:
+            return refused
         artifact = Path(built.artifact) if built.artifact else None
         if target.kind == "kernelbench":
             # Importing the solution runs load_inline, a compilation: it gets the build budget.
             progress("build", f"importing {Path(target.source).name} (load_inline compiles it)")
         integrity = integrity or RuntimeSnapshot()  # before the candidate's code first runs
         candidate = load_candidate(target, artifact, reference, device, probe)
+        probe.inputs = []  # one input set less held while verifying
         phase_done("load")
         warnings = _static_findings(target, settings)
         verifier = Verifier(
@@ -242,15 +269,16 @@ def _check_callable(
             reference,
             device=device,
             integrity=integrity,
+            oracle=side.clean,
+            facts=facts,
             atol=target.atol,
             rtol=target.rtol,
             watch_kernels=any(w.kind == "calls_library" for w in warnings),
             allow_library_calls=target.allow_library_calls or settings.allow_library_calls,
-            plan=plan,
-            habits=habits,
             kernel_watch=KernelWatch(settings),
         )
         _verify_and_time(settings, result, progress, phase_done, verifier, warnings)
+        side.clean.end_session()  # its memory back before the baselines and the profile
         return None
     except torch.OutOfMemoryError as exc:
         return out_of_memory(
@@ -276,29 +304,29 @@ def _phase(result: CheckResult) -> str:
 
 def _verify_and_time(settings, result, progress, phase_done, verifier, warnings) -> None:
     """Verify, time and verify once more into `result`. Besides "verify" and "time" (timing
-    and the trial after it), their parts: verify_gate, verify_calls, verify_checks
-    (`Verifier.seconds`), verify_sets (sets made as their trials took them, when they were not
-    made ahead), time_repetitions, time_recheck."""
+    and the trial after it), their parts: verify_gate, verify_calls, verify_checks,
+    verify_reference_here (`Verifier.seconds`), time_repetitions, time_recheck."""
     candidate, reference, device = verifier.candidate, verifier.reference, verifier.device
-    progress("verify", f"verifying on {max(settings.trials, 3)} fresh input sets")
-    outcome = verifier.verify(settings.trials)
+    progress("verify", f"verifying on {verifier.facts.trials} fresh input sets")
+    outcome = verifier.verify()
     outcome.warnings = warnings + outcome.warnings
     result.verify = outcome
     result.phase_seconds.update({f"verify_{k}": round(v, 4) for k, v in verifier.seconds.items()})
-    assert verifier.plan is not None
-    if verifier.plan.made_late_s:
-        result.phase_seconds["verify_sets"] = round(verifier.plan.made_late_s, 4)
     phase_done("verify")
     if not outcome.ok:
         return
     progress("time", "timing the kernel")
     began = time.perf_counter()
+    verifier.oracle.trim()  # the clean process holds nothing while the kernel is timed
     candidate.poison = False
-    input_sets = verifier.plan.timing_inputs() or _timing_inputs(reference, outcome.seeds, device)
+    input_sets = _timing_inputs(reference, outcome.seeds, device)
+    large = set_bytes(input_sets[0]) > AHEAD_MAX_BYTES
     clock = CudaClock(device)
     result.timing = time_callable(candidate, input_sets, clock=clock)
     candidate.poison = True
     del input_sets, clock
+    if large:  # the timing's set back to the device before the clean process's next one
+        torch.cuda.empty_cache()
     result.phase_seconds["time_repetitions"] = round(time.perf_counter() - began, 4)
     progress("time", "verifying once more after timing")
     began = time.perf_counter()

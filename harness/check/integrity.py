@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import multiprocessing.connection
 import sys
 import time
 from dataclasses import dataclass, field
@@ -32,9 +33,10 @@ _MODULE_CALL = ("__call__", "_call_impl", "_wrapped_call_impl")
 
 # The harness modules verification and timing run on, imported here so that a snapshot taken
 # before any user code (a KernelBench solution runs when its build imports it) covers them.
-_HARNESS = ("check.baselines", "target.candidate", "check.check", "target.compare",
-            "target.memory", "target.reference", "check.stream_gate", "target.tensor_checks",
-            "check.timing", "check.verify")  # fmt: skip
+_HARNESS = ("check.baselines", "target.candidate", "check.check", "target.clean_reference",
+            "target.compare", "target.memory", "target.reference", "target.reference_session",
+            "check.stream_gate", "target.tensor_checks", "check.timing",
+            "check.verify")  # fmt: skip
 
 
 def _watched() -> dict[str, object]:
@@ -49,6 +51,9 @@ def _watched() -> dict[str, object]:
         "torch.Tensor": torch.Tensor,
         "torch.nn.functional": torch.nn.functional,
         "torch.nn.Module": torch.nn.Module,
+        # what carries the clean reference process's answers (harness/target/clean_reference.py)
+        "multiprocessing.connection.Connection": multiprocessing.connection.Connection,
+        "torch.multiprocessing.reductions": torch.multiprocessing.reductions,
     }
     for name in _HARNESS:
         importlib.import_module(f"kernelblaster.harness.{name}")

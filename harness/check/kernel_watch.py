@@ -94,10 +94,11 @@ class KernelWatch:
         return {readable.get(name, name) for name in watched.kernels}
 
     def _counter_library(self) -> cupti.CounterLibrary | None:
-        if self._library is None and self.settings is None:
-            self.why_profiler = "no settings to build the counter library with"
-        elif self._library is None:
-            self._library, error = cupti.open_library(self.settings)
-            if error is not None:
-                self.why_profiler = f"the counter library is not available: {error.message}"
+        if self._library is None:
+            if self.settings is None:
+                self.why_profiler = "no settings to build the counter library with"
+            else:
+                self._library, error = cupti.open_library(self.settings)
+                if error is not None:
+                    self.why_profiler = f"the counter library is not available: {error.message}"
         return self._library

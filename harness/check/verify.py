@@ -1,8 +1,12 @@
 """Numerical verification and the runtime reward-hacking checks of a candidate against its
 reference. Worker side: imports torch.
 
-Each trial draws a fresh input set from a new seed (harness/target/trial_sets.py: made ahead of the
-trials where they all fit in memory, else one trial's at a time, freed before the next):
+Each trial draws a fresh input set from a new seed in the clean reference process, where no
+candidate code ever runs (harness/target/clean_reference.py): its inputs, the reference's
+expected outputs on them, and the comparison of the candidate's outputs with those happen
+there (harness/target/reference_session.py: made ahead of the trials where they are all small,
+else one trial's at a time, released before the next). This process only holds the inputs it
+hands the candidate and the candidate's outputs:
 
 - The candidate's input tensors hold other values (another seed's, or the previous trial's)
   until a copy on the caller's stream fills them, behind a gate that holds that stream while
@@ -12,6 +16,9 @@ trials where they all fit in memory, else one trial's at a time, freed before th
 - The candidate runs with the reference model's forward() disabled, into memory poisoned
   with NaN so an unwritten element fails. What the caller's stream sees right after the call is
   compared with the reference's outputs on a pristine copy of the inputs, made before the call.
+- The reference also runs here, once, on the first trial's inputs: where its outputs differ
+  from the clean process's, the candidate changed what the reference computes
+  (`reference_tampered`).
 
 Runtime evidence names a hack; source patterns only warn (harness/analysis/static_checks.py):
 `side_stream` (work not ordered inside the caller's stream: outputs unfinished when the call
@@ -19,10 +26,12 @@ returns, or inputs read before they were ready), `output_aliased` (an input's me
 earlier output's, returned as the output), `modifies_inputs`, `output_cached` (the previous
 right answer again, for new or changed inputs), `monkey_patch` (timers, synchronize, the seed,
 torch ops or harness functions replaced), `reads_reference`, `calls_library` and
-`no_kernel_launched` (the kernels seen launched: harness/check/kernel_watch.py). A reference whose
-outputs are mostly zero or constant is reported as `weak_reference`, and the candidate is also
-checked on scaled inputs where those make the reference's outputs informative. `recheck()`
-runs one more trial after timing."""
+`no_kernel_launched` (the kernels seen launched: harness/check/kernel_watch.py),
+`reference_tampered`. A reference whose outputs are mostly zero or constant is reported as
+`weak_reference`, and the candidate is also checked on scaled inputs where those make the
+reference's outputs informative; where none does, the candidate is not verified (the reference
+cannot tell a correct kernel from a constant one). `recheck()` runs one more trial after
+timing."""
 
 from __future__ import annotations
 
@@ -44,17 +53,20 @@ from kernelblaster.harness.protocol.records import (
     VerifyWarning,
 )
 from kernelblaster.harness.target.candidate import Candidate, ReferenceCalled, guard_reference
-from kernelblaster.harness.target.compare import (
-    compare,
-    degenerate_fractions,
-    describe,
-    describe_layout_mismatch,
-    tolerances,
-)
+from kernelblaster.harness.target.clean_reference import CleanReference
+from kernelblaster.harness.target.compare import describe, describe_layout_mismatch, tolerances
 from kernelblaster.harness.target.reference import Reference
-from kernelblaster.harness.target.reference_side import ReferenceHabits, reference_habits
+from kernelblaster.harness.target.reference_session import (
+    ExpectedFacts,
+    ReferenceSession,
+    SessionFacts,
+)
 from kernelblaster.harness.target.tensor_checks import Signature, overlaps, same_bits
-from kernelblaster.harness.target.trial_sets import TrialPlan, copied, decoy_seed, expected_outputs
+from kernelblaster.harness.target.trial_sets import copied, expected_outputs
+
+# Where the expected outputs are: the clean reference process's session (a check), or a
+# session in this process (tests of the verdicts' logic on the CPU).
+Oracle = CleanReference | ReferenceSession
 
 # Kernels a candidate may launch besides its own: fills (the harness's own NaN poison among
 # them), memsets and copies. Matched case-insensitively against the launched kernel's name.
@@ -83,17 +95,25 @@ def _tensors(values: list) -> list[torch.Tensor]:
     return [v for v in values if isinstance(v, torch.Tensor)]
 
 
-def _scaled(inputs: list, scale: float) -> list:
-    return [
-        x * scale if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
-    ]
+def _layout(actual: list, expected: ExpectedFacts, device: torch.device) -> str | None:
+    """What is wrong with `actual`'s number, shapes, dtypes and device, or None."""
+    if len(actual) != len(expected.shapes):
+        return f"{len(actual)} output(s), expected {len(expected.shapes)}"
+    layouts = zip(actual, expected.shapes, expected.dtypes, strict=True)
+    for j, (a, shape, dtype) in enumerate(layouts):
+        problem = describe_layout_mismatch(a, shape=shape, dtype=dtype, device=device)
+        if problem:
+            return f"output {j}: {problem}"
+    return None
 
 
 class Verifier:
     """Runs the trials against one reference and collects mismatches, hacks and warnings.
     `recheck()` repeats one trial after timing, so a candidate that behaves only for its
-    first calls is caught too. `plan` and `habits`: the reference side's, when made already
-    (harness/target/reference_side.py); else made here. `seconds`: where the time went (gate: the
+    first calls is caught too. `oracle`: the session holding the expected outputs, `facts`:
+    what it said when it opened (its seeds, the reference's habits); `reference`: the
+    reference as loaded in this process (the one the candidate could reach). `seconds`: where
+    the time went (gate: the
     stream gate's calibration and sizing call; calls: the candidate's guarded calls, until the
     device is idle; checks: comparisons and the checks on inputs and outputs; watch: the call
     whose launched kernels were watched; the sets made as their trials took them are the
@@ -110,16 +130,16 @@ class Verifier:
         *,
         device: torch.device,
         integrity: RuntimeSnapshot,
+        oracle: Oracle,
+        facts: SessionFacts,
         atol: float | None = None,
         rtol: float | None = None,
         watch_kernels: bool = False,
         allow_library_calls: bool = False,
-        plan: TrialPlan | None = None,
-        habits: ReferenceHabits | None = None,
         kernel_watch: KernelWatch | None = None,
     ):
         self.candidate, self.reference, self.device = candidate, reference, device
-        self.plan = plan
+        self.oracle, self.facts = oracle, facts
         self.integrity = integrity
         self.atol, self.rtol = atol, rtol
         self.watch_kernels = watch_kernels or candidate.may_call_libraries
@@ -139,9 +159,10 @@ class Verifier:
         # those outputs were right: the answer a cache would hand out again.
         self._last_right_answer: tuple[list[Signature], list[Signature]] | None = None
         self._weak: dict[int, tuple[float, float]] = {}
+        self.unverifiable: str | None = None  # why no verdict can be reached
         self.seconds: dict[str, float] = {}
         self._check_integrity()  # a candidate may patch at import time
-        habits = habits or reference_habits(reference, reference.inputs(0, device))
+        habits = facts.habits  # the clean process's: what the reference itself does
         self._aliases_inputs, self._modifies_inputs = habits.aliases_inputs, habits.modifies_inputs
 
     @contextmanager
@@ -159,7 +180,7 @@ class Verifier:
     @property
     def stopped(self) -> bool:
         return self.layout_problem is not None or any(
-            h.kind in ("reads_reference", "monkey_patch") for h in self.hacks
+            h.kind in ("reads_reference", "monkey_patch", "reference_tampered") for h in self.hacks
         )
 
     def _check_integrity(self) -> bool:
@@ -208,11 +229,10 @@ class Verifier:
         """The gate, sized on a first (warm-up) call, on inputs of its own, that also shows
         how long a call takes on the host (and what a cache would hold after it)."""
         if self._gate is None:
-            assert self.plan is not None
             with self._timed("gate_calibration"):
                 gate = StreamGate(self.device)
             with self._timed("gate_wait"):
-                warm_up = self.plan.warm_up()
+                warm_up = self.oracle.warm_up()
                 torch.cuda.synchronize(self.device)
             began = time.perf_counter()
             with self._timed("gate_call"):
@@ -220,26 +240,24 @@ class Verifier:
                 self._fastest_call_ms = (time.perf_counter() - began) * 1000.0
                 gate.fit_to_call(self._fastest_call_ms)
                 torch.cuda.synchronize(self.device)
-            if outputs is None:
-                return None
             expected = warm_up.expected
-            right = len(outputs) == len(expected) and all(
-                (o.shape, o.dtype) == (e.shape, e.dtype)
-                for o, e in zip(outputs, expected, strict=True)
-            )
-            self._remember(
-                outputs, outputs, expected, right and self._matches(outputs, expected, seed)
-            )
+            del warm_up
+            if outputs is None:
+                self.oracle.release(expected.key)
+                return None
+            right = _layout(outputs, expected, self.device) is None
+            right = right and self._matches(outputs, expected, seed)
+            self._remember(outputs, outputs, expected, right)
+            self.oracle.release(expected.key)
             self._gate = gate
         return self._gate
 
-    def _remember(self, returned: list, seen: list, expected: list, right: bool) -> None:
+    def _remember(self, returned: list, seen: list, expected: ExpectedFacts, right: bool) -> None:
         """Keep the call's outputs alive (a later output in the same memory is a reused
         buffer), and their signatures if they were `right`."""
         self._previous = list(returned)
         if right:
-            signatures = [Signature.of(s) for s in seen], [Signature.of(e) for e in expected]
-            self._last_right_answer = signatures
+            self._last_right_answer = [Signature.of(s) for s in seen], list(expected.signatures)
         else:
             self._last_right_answer = None
 
@@ -271,23 +289,49 @@ class Verifier:
         gate.fit_to_call(self._fastest_call_ms)
         if returned is None:
             return None
+        # The previous call's outputs were kept alive for the call (so that a new output in
+        # their memory is a reused buffer); let go before the copy, which needs the room.
+        self._check_reused_buffers(staged, returned)
+        self._previous = []
         seen = [o.clone() for o in returned]  # on the caller's stream, right after the call
         torch.cuda.synchronize(self.device)
         return returned, seen
 
+    def reuses_previous_inputs(self, index: int) -> bool:
+        """Whether trial `index` hands the candidate the previous trial's tensors (changed in
+        place), so that a cache keyed on tensors rather than values returns a stale answer."""
+        return index < self.facts.trials and index % 2 == 1
+
     def trial(self, index: int) -> None:
-        """The plan's trial `index` (verification's, then the recheck's)."""
-        assert self.plan is not None
-        seed = self.plan.seeds[index]
+        """The session's trial `index` (verification's, then the recheck's)."""
+        seed = self.facts.seeds[index]
         self.seeds.append(seed)
         with self._timed("gate"):
             # before this trial's inputs exist, where they are made one trial's at a time
             gate = self._open_gate(seed)
         if gate is None:
             return
-        sets = self.plan.take(index)
-        reuse_inputs = self.plan.reuses_previous_inputs(index)
-        staged = self._stage(sets.inputs, self._staged if reuse_inputs else sets.decoy)
+        if not self.reuses_previous_inputs(index):
+            self._staged = None  # the last trial's tensors, freed before this one's are made
+        sets = self.oracle.take(index)
+        expected = sets.expected
+        try:
+            self._trial(index, gate, sets)
+        finally:
+            self.oracle.release(expected.key)
+
+    def _trial(self, index: int, gate: StreamGate, sets) -> None:
+        seed, expected = sets.seed, sets.expected
+        if index == 0:
+            with self._timed("reference_here"):
+                self._check_reference_here(sets.inputs, expected, seed)
+            if self.stopped:
+                return
+        reuse_inputs = self.reuses_previous_inputs(index)
+        reuse = self._staged if reuse_inputs else sets.decoy
+        if reuse is None:  # the plan makes a decoy for every trial that reuses no tensors
+            raise RuntimeError(f"trial {index} has neither a decoy nor a previous trial's tensors")
+        staged = self._stage(sets.inputs, reuse)
         self._staged = staged
         with self._timed("calls"):
             called = self._gated_call(gate, staged, sets.inputs)
@@ -295,18 +339,55 @@ class Verifier:
             return
         returned, seen = called
         with self._timed("checks"):
-            self._check_inputs_and_outputs(staged, sets.inputs, returned, seen)
-            expected = sets.expected
+            real = sets.inputs  # the clean process's: kept for explaining a mismatch
+            self._check_inputs_and_outputs(staged, real, returned, seen)
             del sets
-            if not self._check_layout(seen, expected):
+            layout = _layout(seen, expected, self.device)
+            if layout is not None:
+                self.layout_problem = layout
                 return
             if index == 0:
                 self._measure_weakness(expected)
             mismatched = self._compare(seen, expected, trial=index, seed=seed)
         if mismatched:
-            self._explain_mismatch(seen, expected, seed, reuse_inputs)
+            self._explain_mismatch(seen, expected, seed, reuse_inputs, real)
         with self._timed("checks"):
             self._remember(returned, seen, expected, right=not mismatched)
+
+    def _check_reference_here(self, inputs: list, expected: ExpectedFacts, seed: int) -> None:
+        """The reference as this process computes it, where the candidate's code has run,
+        against the clean process's answer on the same inputs: any difference is the
+        candidate's doing (it changed an op, a dispatch mode, the Model)."""
+        here = expected_outputs(self.reference, inputs, copy=self._modifies_inputs)
+        if self._aliases_inputs:  # a view of the clean process's memory: sent back as a copy
+            here = [h.clone() for h in here]
+        problem = _layout(here, expected, self.device)
+        if problem is None:
+            found = self.oracle.compare(expected.key, here, trial=0, seed=seed)
+            problem = describe(found[0]) if found else None
+        if problem is not None:
+            self._hack(
+                "reference_tampered",
+                "the reference computes something else in the candidate's process than in a "
+                f"process where no candidate code ran, on the same inputs ({problem}): the "
+                "candidate changed what the reference computes (an operator's kernel, a "
+                "dispatch mode or the problem's Model replaced)",
+            )
+
+    def _check_reused_buffers(self, staged: list, returned: list) -> None:
+        """An output in the memory of the previous call's output (still held): a buffer
+        reused across calls."""
+        inputs = _tensors(staged)
+        for j, out in enumerate(returned):
+            # (an input reused from the last trial is the previous output's memory too where
+            # the reference returns a view of its input)
+            on_input = any(overlaps(out, x) for x in inputs)
+            if not on_input and any(overlaps(out, p) for p in self._previous):
+                self._hack(
+                    "output_aliased",
+                    f"output {j} is the memory of its previous call's output, which the caller "
+                    "still holds (a buffer reused across calls)",
+                )
 
     def _check_inputs_and_outputs(self, staged, real, returned, seen) -> None:
         inputs = _tensors(staged)
@@ -320,14 +401,6 @@ class Verifier:
                 self._hack(
                     "output_aliased", f"returned an input's memory as output {j} (not a new tensor)"
                 )
-            # (an input reused from the last trial is the previous output's memory too where
-            # the reference returns a view of its input)
-            if not on_input and any(overlaps(out, p) for p in self._previous):
-                self._hack(
-                    "output_aliased",
-                    f"output {j} is the memory of its previous call's output, which the caller "
-                    "still holds (a buffer reused across calls)",
-                )
         if not all(same_bits(s, o) for s, o in zip(seen, returned, strict=True)):
             self._hack(
                 "side_stream",
@@ -335,51 +408,40 @@ class Verifier:
                 "caller's stream never waits for escapes the timed region",
             )
 
-    def _check_layout(self, actual: list, expected: list) -> bool:
-        if len(actual) != len(expected):
-            self.layout_problem = f"{len(actual)} output(s), expected {len(expected)}"
-            return False
-        for j, (a, e) in enumerate(zip(actual, expected, strict=True)):
-            problem = describe_layout_mismatch(a, e)
-            if problem:
-                self.layout_problem = f"output {j}: {problem}"
-                return False
-        return True
-
     def _compare(
-        self, actual: list, expected: list, *, trial: int, seed: int, scale: float | None = None
+        self,
+        actual: list,
+        expected: ExpectedFacts,
+        *,
+        trial: int,
+        seed: int,
+        scale: float | None = None,
     ) -> list[Mismatch]:
-        found = []
-        for j, (a, e) in enumerate(zip(actual, expected, strict=True)):
-            atol, rtol = tolerances(e.dtype, self.atol, self.rtol)
-            self.used_tolerances = (atol, rtol)
-            mismatch = compare(a, e, atol=atol, rtol=rtol, output=j, trial=trial, seed=seed)
-            if mismatch is not None:
-                mismatch.input_scale = scale
-                found.append(mismatch)
+        self.used_tolerances = tolerances(expected.dtypes[-1], self.atol, self.rtol)
+        found = self.oracle.compare(expected.key, actual, trial=trial, seed=seed, scale=scale)
         self.mismatches.extend(found)
         return found
 
-    def _matches(self, actual: list, expected: list, seed: int) -> bool:
-        return all(
-            compare(a, e, atol=atol, rtol=rtol, output=j, trial=0, seed=seed) is None
-            for j, (a, e) in enumerate(zip(actual, expected, strict=True))
-            for atol, rtol in [tolerances(e.dtype, self.atol, self.rtol)]
-        )
+    def _matches(self, actual: list, expected: ExpectedFacts, seed: int) -> bool:
+        """Whether the candidate's own `actual` tensors match (copies are compared: memory it
+        allocated itself may not be shareable with the clean process)."""
+        copies = [a.clone() for a in actual]
+        return not self.oracle.compare(expected.key, copies, trial=0, seed=seed)
 
-    def _explain_mismatch(self, seen: list, expected: list, seed: int, reuse_inputs: bool) -> None:
+    def _explain_mismatch(
+        self, seen: list, expected: ExpectedFacts, seed: int, reuse_inputs: bool, real: list
+    ) -> None:
         """Name the hack behind a mismatch where the evidence shows one. The same tensors
         twice: right when the GPU was idle before and after the call, but wrong behind the gate
         with stale contents: its kernels don't wait for the caller's stream. (The same tensors,
         so a cache keyed on them answers both calls alike.) Otherwise, the previous call's
         right answer again: a cache; an output wrong every time, zeros say, is just wrong."""
-        real = self.reference.inputs(seed, self.device)
         same = copied(real)
         idle = self._idle_call(same)
         right_when_idle = idle is not None and self._matches(idle, expected, seed)
         del idle
         if right_when_idle and self._gate is not None:
-            stale = self.reference.inputs(decoy_seed(seed), self.device)
+            stale = self.oracle.decoy(seed)
             for into, values in zip(_tensors(same), _tensors(stale), strict=True):
                 if into.shape == values.shape:
                     into.copy_(values)
@@ -395,44 +457,46 @@ class Verifier:
         if self._last_right_answer is not None:
             old_seen, old_expected = self._last_right_answer
             repeated = [Signature.of(s) for s in seen] == old_seen
-            if repeated and [Signature.of(e) for e in expected] != old_expected:
+            if repeated and list(expected.signatures) != old_expected:
                 changed = "inputs changed in place" if reuse_inputs else "new inputs"
                 self._hack("output_cached", f"returned its previous output again for {changed}")
 
     # --- after the trials ---------------------------------------------------------------
 
-    def _measure_weakness(self, expected: list[torch.Tensor]) -> None:
-        for j, e in enumerate(expected):
-            atol, rtol = tolerances(e.dtype, self.atol, self.rtol)
-            zeros, constant = degenerate_fractions(e, atol=atol, rtol=rtol)
+    def _measure_weakness(self, expected: ExpectedFacts) -> None:
+        for j, (zeros, constant) in enumerate(expected.degenerate):
             if max(zeros, constant) >= WEAK_FRACTION:
                 self._weak[j] = (zeros, constant)
 
-    def _is_weak(self, expected: list[torch.Tensor]) -> bool:
-        for e in expected:
-            atol, rtol = tolerances(e.dtype, self.atol, self.rtol)
-            if not bool(torch.isfinite(e).all()):
-                return True
-            if max(degenerate_fractions(e, atol=atol, rtol=rtol)) >= WEAK_FRACTION:
-                return True
-        return False
+    @staticmethod
+    def _is_weak(expected: ExpectedFacts) -> bool:
+        return not all(expected.finite) or any(
+            max(fractions) >= WEAK_FRACTION for fractions in expected.degenerate
+        )
 
     def _check_scaled_inputs(self) -> float | None:
         """Verify on inputs scaled so the weak reference's outputs become informative; the
         scale used, or None when no scale makes them so."""
         for scale in INPUT_SCALES:
-            inputs = _scaled(self.reference.inputs(self.seeds[0], self.device), scale)
-            expected = expected_outputs(self.reference, inputs)
-            _poison_allocator(self.candidate.output_templates, self.device)
-            actual = self._call(inputs)
-            torch.cuda.synchronize(self.device)
-            if actual is None:
-                return None
-            actual = [a.clone() for a in actual]
-            if self._is_weak(expected) or not self._check_layout(actual, expected):
-                continue
-            self._compare(actual, expected, trial=len(self.seeds), seed=self.seeds[0], scale=scale)
-            return scale
+            sets = self.oracle.scaled(self.seeds[0], scale)
+            expected = sets.expected
+            try:
+                if self._is_weak(expected):
+                    continue
+                _poison_allocator(self.candidate.output_templates, self.device)
+                actual = self._call(copied(sets.inputs))
+                torch.cuda.synchronize(self.device)
+                if actual is None:
+                    return None
+                actual = [a.clone() for a in actual]
+                if (layout := _layout(actual, expected, self.device)) is not None:
+                    self.layout_problem = layout
+                    return None
+                trial = len(self.seeds)
+                self._compare(actual, expected, trial=trial, seed=self.seeds[0], scale=scale)
+                return scale
+            finally:
+                self.oracle.release(expected.key)
         return None
 
     def _report_weakness(self) -> None:
@@ -442,6 +506,13 @@ class Verifier:
             if scale is not None
             else "; no input scale tried (x8, x0.125) makes it informative"
         )
+        if scale is None and not self.stopped:
+            self.unverifiable = (
+                "not verified: the reference cannot tell a correct kernel from a constant one "
+                "(its outputs are degenerate on get_inputs() and on every input scale tried, "
+                "x8 and x0.125, computed where no candidate code ran); make get_inputs() draw "
+                "inputs on which the reference's outputs vary"
+            )
         for j, (zeros, constant) in sorted(self._weak.items()):
             self.warnings.append(
                 VerifyWarning(
@@ -481,11 +552,9 @@ class Verifier:
 
     # --- the whole verification ---------------------------------------------------------
 
-    def verify(self, trials: int = 3) -> VerifyResult:
-        """`trials` (at least 3) trials, unless the plan given says how many."""
-        if self.plan is None:
-            self.plan = TrialPlan(self.reference, self.device, trials)
-        for index in range(self.plan.trials):
+    def verify(self) -> VerifyResult:
+        """The session's trials (at least 3)."""
+        for index in range(self.facts.trials):
             self.trial(index)
             if self.stopped:
                 break
@@ -498,19 +567,22 @@ class Verifier:
 
     def recheck(self) -> VerifyResult:
         """One more trial, on fresh inputs, after the candidate has been timed."""
-        assert self.plan is not None and len(self.seeds) == self.plan.trials, "verify() first"
-        self.trial(self.plan.trials)
+        assert len(self.seeds) == self.facts.trials, "verify() first"
+        self.trial(self.facts.trials)
         self._staged, self._previous = None, []
         return self.result()
 
     def result(self) -> VerifyResult:
         ok = not self.mismatches and not self.hacks and self.layout_problem is None
+        ok = ok and self.unverifiable is None
         if self.layout_problem:
             message = f"wrong result layout: {self.layout_problem}"
         elif self.hacks:
             message = "; ".join(h.message for h in self.hacks)
         elif self.mismatches:
             message = describe(self.mismatches[0])
+        elif self.unverifiable:
+            message = self.unverifiable
         else:
             message = (
                 f"matches the reference on {len(self.seeds)} fresh input sets "

@@ -41,7 +41,6 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
 from kernelblaster.harness.analysis import ncu_metrics as m
 from kernelblaster.harness.protocol.processes import run_tool
@@ -50,11 +49,9 @@ from kernelblaster.harness.protocol.profiling_lock import (
     one_profile_at_a_time,
     profiler_busy,
 )
-from kernelblaster.harness.protocol.records import HarnessError
+from kernelblaster.harness.protocol.records import HarnessError, ProfileDepth
 from kernelblaster.harness.protocol.setup_errors import COUNTER_PERMISSION_FIX
 from kernelblaster.settings import Settings
-
-Depth = Literal["quick", "full"]
 
 QUICK_SECTIONS: list[str] = [
     "SpeedOfLight",
@@ -144,7 +141,7 @@ def ncu_command(
     program: list[str],
     *,
     kernels: list[str],
-    depth: Depth,
+    depth: ProfileDepth,
     report_path: Path,
     settings: Settings,
     arch: str | None = None,
@@ -259,7 +256,7 @@ def run_ncu(
     program: list[str],
     *,
     kernels: list[str],
-    depth: Depth,
+    depth: ProfileDepth,
     report_path: Path,
     settings: Settings,
     cwd: Path | None = None,

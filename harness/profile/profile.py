@@ -34,7 +34,13 @@ from kernelblaster.harness.profile.native_driver import (
     write_driver_spec,
 )
 from kernelblaster.harness.profile.ncu import run_ncu
-from kernelblaster.harness.protocol.records import BuildResult, HarnessError, ProfileReport
+from kernelblaster.harness.protocol.records import (
+    BuildResult,
+    HarnessError,
+    ProfileDepth,
+    ProfiledProgram,
+    ProfileReport,
+)
 from kernelblaster.harness.target.plain_launch import launcher_of
 from kernelblaster.harness.target.reference import ReferenceError_
 from kernelblaster.harness.target.run_once import RunOnceSpec, program, write_spec
@@ -53,7 +59,7 @@ def profile_target(
     built: BuildResult,
     settings: Settings,
     *,
-    depth: str,
+    depth: ProfileDepth,
     kernels: list[str] | None = None,
     progress: Callable[..., None] = _no_progress,
     arch: str | None = None,
@@ -91,7 +97,8 @@ def profile_target(
 
     progress("profile", f"ncu ({depth}) on {', '.join(names) or 'all kernels'}")
     began = time.perf_counter()
-    used, fallback_reason = "run_once", ""
+    used: ProfiledProgram = "run_once"
+    fallback_reason = ""
     if target.kind == "standalone":
         used = "program"
         report_path, error = profile([str(built.artifact), *target.args])

@@ -33,6 +33,9 @@ class OptimizeRequest(msgspec.Struct, kw_only=True, tag="optimize"):
     temperature: float = 0.0  # of the weighted random top-k selection; 0: the best first
     exploration: float = 0.0  # its UCB bonus for techniques tried less
     avoid_failed: bool = True  # skip techniques that already failed on a step's starting kernel
+    # New techniques asked of the LLM at most, at once, for a state the KB has none left for
+    # (agents/proposals.py); 0: never propose.
+    proposals: int = 3
     settings: Settings = msgspec.field(default_factory=Settings)
 
 
@@ -82,6 +85,17 @@ class OptimizeStep(msgspec.Struct, kw_only=True):
     enabler: bool = False
 
 
+class ProposalVerdict(msgspec.Struct, kw_only=True):
+    """A technique the LLM proposed for a state the KB had none left for (agents/proposals.py),
+    and whether it entered the KB or why not."""
+
+    state: str
+    technique: str  # its id; "" when the item had none
+    accepted: bool
+    reason: str = ""  # why it was rejected (schema, bounds, a secret or code, a duplicate)
+    item: str = ""  # a rejected item's JSON, truncated
+
+
 class OptimizeResult(msgspec.Struct, kw_only=True, tag="result"):
     """The run's result, from the loop to the editor."""
 
@@ -100,6 +114,7 @@ class OptimizeResult(msgspec.Struct, kw_only=True, tag="result"):
     completion_tokens: int = 0
     cancelled: bool = False
     policy_notes: int = 0  # KB notes the policy update wrote
+    proposals: list[ProposalVerdict] = []  # techniques proposed during the run, kept or not
     # Why the run could not complete (LLM unreachable, no GPU, ...). After an improvement it can
     # only say that the policy update was skipped: the candidate stands.
     error: str | None = None

@@ -170,6 +170,9 @@ HackKind = Literal[
     "modifies_inputs",  # wrote into its inputs (the reference doesn't)
     "monkey_patch",  # replaced a timer, torch.cuda.synchronize or another harness function
     "reads_reference",  # called the reference model
+    # the reference computes something else in the candidate's process than in a process where
+    # no candidate code ever ran (an ATen kernel, a dispatch mode or the Model replaced)
+    "reference_tampered",
     "memcheck",  # compute-sanitizer memcheck: out-of-bounds or misaligned access
     "racecheck",  # compute-sanitizer racecheck: shared-memory data race
 ]
@@ -278,10 +281,14 @@ class KernelProfile(msgspec.Struct, kw_only=True):
     markers: list[SourceMarker] = []
 
 
+ProfileDepth = Literal["quick", "full"]  # ncu's sections: a quick pass's few, or all of them
+ProfiledProgram = Literal["native_driver", "run_once", "program", "in_process"]
+
+
 class ProfileReport(msgspec.Struct, kw_only=True):
     device: str
     arch: str  # e.g. "sm_90"
-    depth: Literal["quick", "full"]
+    depth: ProfileDepth
     report_path: str | None = None
     kernels: list[KernelProfile] = []
     seconds: float = 0.0
@@ -289,7 +296,7 @@ class ProfileReport(msgspec.Struct, kw_only=True):
     # a plain one whose driver could not run: `fallback_reason` says why), or the program;
     # "in_process" for counters collected with CUPTI inside the worker, without ncu
     # (harness/profile/counters.py); None for a report read on its own (`kernelblaster analyze`).
-    program: Literal["native_driver", "run_once", "program", "in_process"] | None = None
+    program: ProfiledProgram | None = None
     fallback_reason: str = ""
     # Where `seconds` went, by phase, where the profiler says (e.g. "replay", "decode").
     phase_seconds: dict[str, float] = {}
@@ -313,10 +320,13 @@ class Finding(msgspec.Struct, kw_only=True):
     message: str = ""
 
 
+# sm_throughput: the SM's speed of light, the roof of a compute-bound kernel whose pipes don't
+# show which one binds it
+Roof = Literal["dram_bandwidth", "fp32", "fp16_tensor", "fp64", "sm_throughput", "none"]
+
+
 class Headroom(msgspec.Struct, kw_only=True):
-    # sm_throughput: the SM's speed of light, the roof of a compute-bound kernel whose pipes
-    # don't show which one binds it
-    roof: Literal["dram_bandwidth", "fp32", "fp16_tensor", "fp64", "sm_throughput", "none"]
+    roof: Roof
     achieved_fraction: float  # achieved over the roof's peak, 0..1
 
 

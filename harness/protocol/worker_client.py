@@ -24,10 +24,12 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import dataclasses
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -87,12 +89,32 @@ async def _spawn(
         ) from exc
 
 
+# About how long a spare takes to be ready for its request: Python, the torch import and the
+# CUDA context (~3-4 s on an H100 or H200 host), then the reference side made ahead.
+WARM_UP_S = 4.0
+
+
+@dataclasses.dataclass(eq=False)
+class _Spare:
+    process: asyncio.subprocess.Process
+    hint: dict[str, str]
+    started: float = dataclasses.field(default_factory=time.monotonic)
+
+
 class SpareWorkers:
-    """One started worker per (GPU, command), waiting for its request. A harness worker spends
+    """Started workers per (GPU, command), waiting for their requests. A harness worker spends
     seconds before its first useful instruction (Python start-up, importing torch, creating the
     CUDA context); with KERNELBLASTER_PREWARM=<gpu index> set it does all that while it waits,
     on the GPU the job will use, so the next request skips it. A spare that died meanwhile is
     replaced, never used. Used from one event loop (its processes belong to that loop).
+
+    `least` spares are kept while requests come slower than a spare warms up (WARM_UP_S); as
+    many as were taken in the last WARM_UP_S (at most `most`: each holds a CUDA context) while
+    they come faster, so that each has had about WARM_UP_S when it is taken (`wanted`: the
+    language server's saves every second or two, over several files); and when the spares left are
+    fewer than will be wanted before a request ends, `run_worker` starts the next with the
+    request (`short`). A request takes a warm spare told to expect a request like it (its
+    reference side made ahead) before any other warm one, and the oldest one otherwise.
 
     A spare may be started while the worker it will follow still runs (`ready(after=...)`):
     it imports torch beside that worker, but waits to touch the GPU (GPU_FREE_FD_ENV, the read
@@ -101,23 +123,61 @@ class SpareWorkers:
     request's.
 
     With `prewarm=False` a spare only starts Python and imports the worker's torch-free
-    modules: for builds, which must not wait for torch (the server's builds ahead of a save)."""
+    modules: for builds, which must not wait for torch (the server's builds ahead of a save);
+    one is kept."""
 
-    def __init__(self, *, prewarm: bool = True) -> None:
-        self._spares: dict[tuple[int, tuple[str, ...]], asyncio.subprocess.Process] = {}
+    def __init__(self, *, prewarm: bool = True, least: int = 1, most: int = 1) -> None:
+        self._least = least if prewarm else 1
+        self._most = max(most, self._least) if prewarm else 1
+        self._spares: dict[tuple[int, tuple[str, ...]], list[_Spare]] = {}
+        self._taken: dict[tuple[int, tuple[str, ...]], collections.deque[float]] = {}
         self._closed = False
         self._prewarm = prewarm
         # spare pid -> (the write end of its pipe, the pid of the worker it waits for)
         self._waiting: dict[int, tuple[int, int]] = {}
 
-    async def take(self, command: list[str], gpu_index: int = 0) -> asyncio.subprocess.Process:
-        """The spare for `command` on `gpu_index` (a new worker if none is alive), free to use
-        the GPU from now on."""
-        spare = self._spares.pop((gpu_index, tuple(command)), None)
-        if spare is None or spare.returncode is not None:
-            spare = await self._start(command, gpu_index)
-        self._let_go(spare.pid)
-        return spare
+    async def take(
+        self, command: list[str], gpu_index: int = 0, hint: dict[str, str] | None = None
+    ) -> asyncio.subprocess.Process:
+        """A spare for `command` on `gpu_index` (a new worker if none is alive), free to use
+        the GPU from now on; `hint`: the request's own (`ready`), to find a spare that expects
+        it."""
+        key = (gpu_index, tuple(command))
+        now = time.monotonic()
+        taken = self._taken.setdefault(key, collections.deque())
+        taken.append(now)
+        while taken and taken[0] < now - WARM_UP_S:
+            taken.popleft()
+        alive = self._live(key)
+        if alive:
+            chosen = min(
+                alive,
+                key=lambda spare: (
+                    now - spare.started < WARM_UP_S,
+                    spare.hint != (hint or {}),
+                    spare.started,
+                ),
+            )
+            alive.remove(chosen)
+            process = chosen.process
+        else:
+            process = await self._start(command, gpu_index)
+        self._let_go(process.pid)
+        return process
+
+    def wanted(self, command: list[str], gpu_index: int = 0) -> int:
+        """How many spares to keep for `command` on `gpu_index`: the requests taken in the
+        last WARM_UP_S, at least `least`, at most `most`."""
+        recent = self._taken.get((gpu_index, tuple(command)), ())
+        now = time.monotonic()
+        taken = sum(1 for at in recent if at >= now - WARM_UP_S)
+        return max(self._least, min(self._most, taken))
+
+    def short(self, command: list[str], gpu_index: int = 0) -> bool:
+        """Whether fewer spares are left than will be wanted before the request just taken
+        ends (one more is started for it then): the next should start now."""
+        left = len(self._live((gpu_index, tuple(command))))
+        return left < self.wanted(command, gpu_index) - 1
 
     async def ready(
         self,
@@ -127,23 +187,28 @@ class SpareWorkers:
         *,
         after: asyncio.subprocess.Process | None = None,
     ) -> None:
-        """Have a live spare wait for `command` on `gpu_index` (e.g. on a GPU that a run is
-        about to use, before its first request). `hint`: environment telling a prewarming
-        spare what its request will likely be (harness/protocol/worker_protocol.py). `after`: a
-        worker still running, whose exit the spare waits for before it touches the GPU."""
+        """Have as many live spares as `wanted` wait for `command` on `gpu_index` (e.g. on a
+        GPU that a run is about to use, before its first request). `hint`: environment telling
+        a prewarming spare what its request will likely be (harness/protocol/worker_protocol.py).
+        `after`: a worker still running, whose exit the spare waits for before it touches the
+        GPU."""
         key = (gpu_index, tuple(command))
-        if self._closed or self._alive(key):
-            return
-        started = await self._start(command, gpu_index, hint, after)
-        # Another request may have left one there while this one started (two rollouts on one
-        # GPU), or the spares were closed meanwhile (a request ending as its run ends): one
-        # spare per key is enough, and one that is nobody's would never be killed.
-        if self._closed or self._alive(key):
-            self._let_go(started.pid)
-            kill_worker(started)
-            await started.wait()  # reaped in this loop, which owns its transport
-        else:
-            self._spares[key] = started
+        while not self._closed and len(self._live(key)) < self.wanted(command, gpu_index):
+            started = await self._start(command, gpu_index, hint, after)
+            # Another request may have left them there while this one started (two rollouts on
+            # one GPU), or the spares were closed meanwhile (a request ending as its run ends):
+            # one that is nobody's would never be killed.
+            if self._closed or len(self._live(key)) >= self.wanted(command, gpu_index):
+                self._let_go(started.pid)
+                kill_worker(started)
+                await started.wait()  # reaped in this loop, which owns its transport
+                return
+            self._spares.setdefault(key, []).append(_Spare(started, hint or {}))
+
+    def waiting(self) -> list[asyncio.subprocess.Process]:
+        """The spares alive now, of every GPU and command, oldest first."""
+        spares = [spare for key in self._spares for spare in self._live(key)]
+        return [spare.process for spare in sorted(spares, key=lambda spare: spare.started)]
 
     def released(self, worker: asyncio.subprocess.Process) -> None:
         """`worker` has exited: the spares that wait for it may use the GPU."""
@@ -156,9 +221,11 @@ class SpareWorkers:
         if waiting is not None:
             os.close(waiting[0])  # the spare reads its pipe's end of file
 
-    def _alive(self, key: tuple[int, tuple[str, ...]]) -> bool:
-        spare = self._spares.get(key)
-        return spare is not None and spare.returncode is None
+    def _live(self, key: tuple[int, tuple[str, ...]]) -> list[_Spare]:
+        """The key's spares still alive (the dead ones dropped)."""
+        spares = self._spares.get(key, [])
+        spares[:] = [spare for spare in spares if spare.process.returncode is None]
+        return spares
 
     async def _start(
         self,
@@ -189,7 +256,7 @@ class SpareWorkers:
 
     async def close(self) -> None:
         self._closed = True
-        spares = list(self._spares.values())
+        spares = [spare.process for kept in self._spares.values() for spare in kept]
         self._spares.clear()
         for spare_pid in list(self._waiting):
             self._let_go(spare_pid)
@@ -217,11 +284,15 @@ async def run_worker(
     spare that follows it gets `spare_hint` (SpareWorkers.ready). It is started once a
     progress message satisfies `spare_from`, and touches the GPU only after this worker has
     exited; or, with none, once the run has ended: not beside the worker while it verifies
-    and times its kernel, which would then share the CPU with a torch import."""
+    and times its kernel, which would then share the CPU with a torch import. Unless requests
+    come faster than spares warm up (SpareWorkers.short): then it starts with the run."""
     process = await (
-        spares.take(command, gpu_index) if spares is not None else _spawn(command, cwd)
+        spares.take(command, gpu_index, spare_hint) if spares is not None else _spawn(command, cwd)
     )
     following: asyncio.Task[None] | None = None
+    if spares is not None and spares.short(command, gpu_index):
+        # Requests come faster than spares warm up: the next one starts now, not later.
+        following = asyncio.create_task(spares.ready(command, gpu_index, spare_hint, after=process))
 
     def progressed(message: Any) -> None:
         nonlocal following

@@ -14,6 +14,7 @@ from kernelblaster.harness.protocol.records import (
     CheckResult,
     HarnessError,
     PerfState,
+    ProfileDepth,
     ProfileReport,
 )
 from kernelblaster.settings import Settings
@@ -26,15 +27,19 @@ from kernelblaster.settings import Settings
 # Where the counters are collected in the worker itself (harness/profile/counters.py), a second
 # progress message repeats the check with that profile and its states (`profile`, `states`
 # set) while ncu runs for the source lines; the WorkerResponse's profile then replaces it.
+# A progress message with `background` set then says that what follows is background work.
 # The caller may kill it at any time (cancellation, timeout); a missing WorkerResponse means
 # the worker died, which the caller reports as a crash.
 
 
+WorkerTask = Literal["build", "check", "profile"]
+
+
 class WorkerRequest(msgspec.Struct, kw_only=True):
-    task: Literal["build", "check", "profile"]
+    task: WorkerTask
     source: str  # absolute path of the .cu file
     settings: Settings = msgspec.field(default_factory=Settings)
-    depth: Literal["quick", "full"] = "quick"  # profile depth
+    depth: ProfileDepth = "quick"
     kernels: list[str] = []  # profile only these kernel names (all of the file's when empty)
     reference: str | None = None  # overrides the reference found beside the source
     sanitize: bool = False  # also run compute-sanitizer (memcheck; racecheck with shared memory)
@@ -79,6 +84,10 @@ class WorkerProgress(msgspec.Struct, kw_only=True, tag="progress"):
     # The in-process counters' profile and its states, ahead of ncu's (phase "profile").
     profile: ProfileReport | None = None
     states: list[PerfState] = []
+    # Set on the message after which the run's work is background (ncu's pass, the baselines):
+    # its interactive part (build, verification, timing, quick state) has been sent, and the
+    # caller may stop the worker for another file's save and run the request again later.
+    background: bool = False
 
 
 class WorkerResponse(msgspec.Struct, kw_only=True, tag="result"):

@@ -89,7 +89,7 @@ def _plain(
                 out.fill_(_poison_value(out.dtype))
         if candidate.settle:
             torch.cuda.synchronize(device)
-        args = []
+        args: list[int | float] = []
         for argument in launch.arguments(tensors, outputs):
             if argument.role == "stream":
                 args.append(torch.cuda.current_stream(device).cuda_stream)
@@ -229,13 +229,17 @@ class ReferenceCalled(RuntimeError):
 def _reference_model_classes(reference: Reference) -> list[type]:
     """The reference's Model class, and the Model of every other copy of the reference file
     imported since (a solution's own `from problem import Model`)."""
-    classes = [type(reference.model)]
+    classes: list[type] = [type(reference.model)]
     path = reference.path.resolve()
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
         model = getattr(module, "Model", None)
-        copy = file and isinstance(model, type) and Path(file).resolve() == path
-        if copy and model not in classes:
+        if (
+            file
+            and isinstance(model, type)
+            and Path(file).resolve() == path
+            and model not in classes
+        ):
             classes.append(model)
     return classes
 

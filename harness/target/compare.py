@@ -29,13 +29,18 @@ def tolerances(dtype: torch.dtype, atol: float | None, rtol: float | None) -> tu
     return (default_atol if atol is None else atol, default_rtol if rtol is None else rtol)
 
 
-def describe_layout_mismatch(actual: torch.Tensor, expected: torch.Tensor) -> str | None:
-    if tuple(actual.shape) != tuple(expected.shape):
-        return f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
-    if actual.dtype != expected.dtype:
-        return f"dtype {actual.dtype}, expected {expected.dtype}"
-    if actual.device != expected.device:
-        return f"device {actual.device}, expected {expected.device}"
+def describe_layout_mismatch(
+    actual: torch.Tensor, *, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device
+) -> str | None:
+    """What differs between `actual` and the layout of an expected output (its shape and
+    dtype, and the device verification runs on; the expected output itself may be in
+    another process), or None."""
+    if tuple(actual.shape) != tuple(shape):
+        return f"shape {tuple(actual.shape)}, expected {tuple(shape)}"
+    if actual.dtype != dtype:
+        return f"dtype {actual.dtype}, expected {dtype}"
+    if actual.device != device:
+        return f"device {actual.device}, expected {device}"
     return None
 
 

@@ -1,12 +1,15 @@
 """How much GPU memory a problem needs, and an out-of-memory failure reported as one.
 Worker side: imports torch.
 
-At the least, verification holds one input set at a time, twice (the candidate's copy and the
-pristine one the reference runs on), and four sets of outputs (what the candidate returned,
-what the caller's stream saw, the reference's, and the previous call's, kept so that a reused
-buffer can't pass as a new one), besides the reference's parameters and the candidate's own
-copy. Where a quarter of the free memory holds them, every trial's sets are made ahead instead
-(harness/target/trial_sets.py)."""
+Verification holds one input set at a time, twice (the candidate's copy and the pristine one
+in the clean reference process, harness/target/clean_reference.py), and three sets of outputs
+at a time (the reference's expected ones; what the candidate returned; and either the
+previous call's, kept during the call so that a reused buffer can't pass as a new one, or the
+copy of what the caller's stream saw, made once the previous ones are let go), besides the
+reference's parameters (in both processes), the candidate's own copy and the comparison's
+working set (it runs in chunks). Only small problems have every trial's sets made ahead
+(harness/target/trial_sets.py). A check that cannot fit is refused before it starts
+(`verification_room`)."""
 
 from __future__ import annotations
 
@@ -18,12 +21,16 @@ import torch
 
 from kernelblaster.harness.protocol.cuda_errors import OUT_OF_MEMORY_FIX
 from kernelblaster.harness.protocol.records import HarnessError
+from kernelblaster.harness.target.compare import CHUNK_ELEMENTS
 from kernelblaster.harness.target.reference import Reference
 
 GIB = float(1 << 30)
 INPUT_COPIES = 2
-OUTPUT_COPIES = 4
+OUTPUT_COPIES = 3
 PARAMETER_COPIES = 2
+# The comparison's float64 chunks and their temporaries (harness/target/compare.py), and the
+# stream gate's and the checks' small tensors
+WORKING_BYTES = 6 * CHUNK_ELEMENTS * 8
 
 
 def _bytes(tensors) -> int:
@@ -50,6 +57,37 @@ def fits(nbytes: int, device: torch.device, *, share: float) -> bool:
     else:
         free, _ = torch.cuda.mem_get_info(device)
     return nbytes <= share * free
+
+
+def verification_bytes(inputs: int, outputs: int) -> int:
+    """What verifying holds at most beyond the parameters: one trial's sets (`inputs`: one
+    input set, `outputs`: one set of outputs) and the working set."""
+    return INPUT_COPIES * inputs + OUTPUT_COPIES * outputs + WORKING_BYTES
+
+
+def verification_room(
+    inputs: int, outputs: int, *, held: int, device: torch.device
+) -> HarnessError | None:
+    """Why verifying a problem of `inputs` bytes per input set and `outputs` bytes of outputs
+    can't fit on `device`, or None. `held`: bytes of the check's own already on the device
+    that it gives back or counts among the sets (the probe's inputs, the sets made ahead)."""
+    if device.type != "cuda":
+        return None
+    free, total = torch.cuda.mem_get_info(device)
+    needed = verification_bytes(inputs, outputs)
+    if needed <= free + held:
+        return None
+    return HarnessError(
+        kind="out_of_memory",
+        message=f"This problem can't be verified in the GPU's memory: one input set is "
+        f"{inputs / GIB:.2f} GiB and its outputs {outputs / GIB:.2f} GiB; verifying holds about "
+        f"{needed / GIB:.2f} GiB at once (inputs x{INPUT_COPIES}: the candidate's and the clean "
+        f"reference's; outputs x{OUTPUT_COPIES}: the reference's, the candidate's and a copy; "
+        f"{WORKING_BYTES / GIB:.2f} GiB to compare them), and "
+        f"{(free + held) / GIB:.1f} GiB of the GPU's {total / GIB:.1f} GiB are free for it.",
+        fix="Make get_inputs() smaller (fewer or smaller tensors), or free the GPU (other "
+        "processes on it show in nvidia-smi).",
+    )
 
 
 def out_of_memory(

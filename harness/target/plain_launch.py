@@ -18,9 +18,10 @@ profiles (harness/profile/driver_inputs.py writes its buffers and scalars to fil
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import torch
 
@@ -49,8 +50,9 @@ POINTER_DTYPES: dict[str, torch.dtype | None] = {
     "void": None,  # any dtype
 }
 
-# The scalar parameter types a launcher may take (C spelling → ctypes type).
-SCALAR_CTYPES = {
+# The scalar parameter types a launcher may take (C spelling → ctypes type; _SimpleCData is
+# the base of ctypes' scalar types).
+SCALAR_CTYPES: dict[str, type[ctypes._SimpleCData[Any]]] = {
     "int": ctypes.c_int,
     "int32_t": ctypes.c_int32,
     "unsigned int": ctypes.c_uint,
@@ -67,14 +69,29 @@ SCALAR_CTYPES = {
 STREAM = "cudaStream_t"
 
 
-class LaunchArgument(NamedTuple):
-    """What one launcher parameter receives. `value`: the tensor of a `buffer` (an input or a
-    parameter/buffer of the model) or an `output` (as the caller passed it: a tensor, or a
-    meta-device template), the number of a `scalar`, None for the `stream`."""
+class TensorArgument(NamedTuple):
+    """The tensor of a `buffer` (an input or a parameter/buffer of the model) or of an `output`
+    (as the caller passed it: a tensor, or a meta-device template)."""
 
-    role: Literal["buffer", "output", "scalar", "stream"]
-    value: torch.Tensor | int | float | None
+    role: Literal["buffer", "output"]
+    value: torch.Tensor
     c_type: str  # the parameter's base type, e.g. "float", "int64_t", "cudaStream_t"
+
+
+class ScalarArgument(NamedTuple):
+    role: Literal["scalar"]
+    value: int | float
+    c_type: str
+
+
+class StreamArgument(NamedTuple):
+    role: Literal["stream"]
+    value: None
+    c_type: str
+
+
+# What one launcher parameter receives, told apart by `role` (which narrows `value`).
+LaunchArgument = TensorArgument | ScalarArgument | StreamArgument
 
 
 def launcher_of(target: Target) -> CFunction:
@@ -107,7 +124,7 @@ class PlainLaunch:
     def arguments(self, tensors: list[torch.Tensor], outputs: list) -> list[LaunchArgument]:
         """What each parameter receives, in order, for the input tensors `tensors` (contiguous,
         scalars of `get_inputs()` left out) and the outputs `outputs`."""
-        pointed = iter(
+        pointed: Iterator[tuple[Literal["buffer", "output"], torch.Tensor]] = iter(
             [
                 *(("buffer", t) for t in tensors),
                 *(("buffer", t) for _, t in self.state),
@@ -115,15 +132,15 @@ class PlainLaunch:
             ]
         )
         first = tensors[0] if tensors else None
-        arguments = []
+        arguments: list[LaunchArgument] = []
         for p in self.launcher.params:
             if p.pointer:
                 role, tensor = next(pointed)
-                arguments.append(LaunchArgument(role, tensor, p.base_type))
+                arguments.append(TensorArgument(role, tensor, p.base_type))
             elif p.base_type == STREAM:
-                arguments.append(LaunchArgument("stream", None, STREAM))
+                arguments.append(StreamArgument("stream", None, STREAM))
             else:
-                arguments.append(LaunchArgument("scalar", self._scalar(p.name, first), p.base_type))
+                arguments.append(ScalarArgument("scalar", self._scalar(p.name, first), p.base_type))
         return arguments
 
     def _scalar(self, name: str, first_input: torch.Tensor | None) -> int | float:

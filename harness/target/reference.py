@@ -22,6 +22,9 @@ class ReferenceError_(Exception):
         super().__init__(error.message)
         self.error = error
 
+    def __reduce__(self):  # raised in the clean reference process, re-raised in the worker
+        return (type(self), (self.error,))
+
 
 def target_error(kind, message: str, fix: str = "") -> ReferenceError_:
     """What doesn't fit between a target and its reference (`kind`: a HarnessError kind)."""

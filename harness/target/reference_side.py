@@ -1,13 +1,16 @@
 """Everything a check needs from its reference and nothing from the candidate, made in one go,
-so that the worker can make it while nvcc builds the candidate (harness/worker/serve.py); the check
+so that it can be made while nvcc builds the candidate (harness/worker/serve.py); the check
 makes it itself when it was not (a KernelBench solution, whose build runs the solution's own
-code). Worker side: imports torch.
+code). Made twice: in the clean reference process with the trials' sets
+(harness/target/clean_reference.py), and in the worker without them (`sets=False`: the
+reference the candidate is loaded against, its probe), where `clean` is the handle on that
+process's session. Worker side: imports torch.
 
 - the reference loaded: its module imported, its model built on the device;
 - the probe, one input set under seed 0: the outputs' shapes and dtypes (a plain launcher's
   outputs are allocated with them) and the reference's habits: whether it returns an input's
   memory or changes its inputs (then a candidate doing the same only does what it's asked);
-- the trial plan (harness/target/trial_sets.py), its sets made ahead where they fit in memory;
+- the trial plan (harness/target/trial_sets.py), its sets made ahead where they are small;
 - on a GPU, verification's checks run once on outputs of the reference's shapes: their first
   launches load torch's kernels (lazy module loading: ~0.3 s of the first trial's gate on an
   H100), here rather than in the check.
@@ -23,14 +26,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
-from kernelblaster.harness.target.compare import compare, tolerances
+from kernelblaster.harness.target.compare import CHUNK_ELEMENTS, compare, tolerances
 from kernelblaster.harness.target.plain_launch import output_templates
 from kernelblaster.harness.target.reference import Reference, as_outputs, load_reference
-from kernelblaster.harness.target.tensor_checks import Signature, overlaps, same_bits
-from kernelblaster.harness.target.trial_sets import TrialPlan, copied, set_bytes
+from kernelblaster.harness.target.tensor_checks import Signature, overlaps
+from kernelblaster.harness.target.trial_sets import TrialPlan, set_bytes
+
+if TYPE_CHECKING:
+    from kernelblaster.harness.target.clean_reference import CleanReference
 
 
 @dataclass
@@ -46,14 +53,16 @@ class Probe:
 
 
 def reference_habits(reference: Reference, inputs: list) -> ReferenceHabits:
-    """What the reference itself does with `inputs` (which it may change)."""
+    """What the reference itself does with `inputs` (which it may change). Whether it changes
+    them is told by their signatures before and after (harness/target/tensor_checks.py), not by
+    a copy: a problem of gigabytes holds one input set less."""
     tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
-    kept = [x.clone() for x in tensors]
+    before = [Signature.of(x) for x in tensors]
     with torch.no_grad():
         outputs = as_outputs(reference.model(*inputs))
     return ReferenceHabits(
         aliases_inputs=any(overlaps(o, x) for o in outputs for x in tensors),
-        modifies_inputs=not all(same_bits(x, k) for x, k in zip(tensors, kept, strict=True)),
+        modifies_inputs=[Signature.of(x) for x in tensors] != before,
     )
 
 
@@ -67,18 +76,25 @@ class ReferenceSide:
     reference: Reference | None = None
     probe: Probe | None = None
     habits: ReferenceHabits | None = None
-    plan: TrialPlan | None = None
+    plan: TrialPlan | None = None  # None in the worker (`sets=False`)
+    clean: CleanReference | None = None  # in the worker: the clean process, its session open
     failure: Exception | None = None  # what making it raised
     # Wall seconds of its parts: reference_load, reference_probe, reference_sets (every trial's
     # sets made ahead; absent when they were left to their trials).
     seconds: dict[str, float] = field(default_factory=dict)
 
     def ready(self) -> tuple[Reference, Probe, ReferenceHabits, TrialPlan]:
-        """Its parts; raises what making them raised."""
+        """Its parts, the trial plan included; raises what making them raised."""
+        reference, probe = self.ready_without_sets()
+        assert self.habits and self.plan, "abandoned half-way"
+        return reference, probe, self.habits, self.plan
+
+    def ready_without_sets(self) -> tuple[Reference, Probe]:
+        """The parts the worker's side has; raises what making them raised."""
         if self.failure is not None:
             raise self.failure
-        assert self.reference and self.probe and self.habits and self.plan, "abandoned half-way"
-        return self.reference, self.probe, self.habits, self.plan
+        assert self.reference and self.probe, "abandoned half-way"
+        return self.reference, self.probe
 
     @contextmanager
     def _timed(self, part: str) -> Iterator[None]:
@@ -88,10 +104,13 @@ class ReferenceSide:
 
 
 def _load_check_kernels(templates: list[torch.Tensor], device: torch.device) -> None:
-    """Compare outputs shaped like the reference's and take their signatures, as every trial
-    does (harness/check/verify.py), so that the kernels those launch are loaded."""
+    """Compare outputs of the reference's dtypes and take their signatures, as every trial
+    does (harness/check/verify.py), so that the kernels those launch are loaded. At most one
+    chunk of each (the comparison runs chunk by chunk, flat): a multi-gigabyte output is not
+    allocated again just for this."""
     for template in templates:
-        ones = torch.ones(template.shape, dtype=template.dtype, device=device)
+        size = min(template.numel(), CHUNK_ELEMENTS)
+        ones = torch.ones(size, dtype=template.dtype, device=device)
         atol, rtol = tolerances(ones.dtype, None, None)
         compare(ones, ones, atol=atol, rtol=rtol, output=0, trial=0, seed=0)
         Signature.of(ones)
@@ -103,9 +122,11 @@ def prepare_reference_side(
     *,
     trials: int,
     abandon: Callable[[], bool] = lambda: False,
+    sets: bool = True,
 ) -> ReferenceSide:
-    """The reference side of a check of `trials` trials on `device`. `abandon()` (asked between
-    steps) says the check won't run after all (its build failed): it stops there."""
+    """The reference side of a check of `trials` trials on `device`; without the trials' sets
+    unless `sets`. `abandon()` (asked between steps) says the check won't run after all (its
+    build failed): it stops there."""
     side = ReferenceSide()
     try:
         with side._timed("reference_load"):
@@ -116,15 +137,21 @@ def prepare_reference_side(
             return side
         with side._timed("reference_probe"):
             inputs = side.reference.inputs(0, device)
-            # on a copy, first: a reference that changes its inputs changes the probe's
-            side.habits = reference_habits(side.reference, copied(inputs))
+            if sets:  # the worker asks the clean process what the reference does
+                side.habits = reference_habits(side.reference, inputs)
+                if side.habits.modifies_inputs:  # the probe's must be pristine: drawn again
+                    inputs = side.reference.inputs(0, device)
             side.probe = make_probe(side.reference, inputs)
-        side.plan = TrialPlan(side.reference, device, trials)
-        with side._timed("reference_sets"):
-            output_bytes = set_bytes(side.probe.output_templates)
-            side.plan.make_ahead(side.probe.inputs, output_bytes, abandon=abandon)
-        if not side.plan.made_ahead:
-            del side.seconds["reference_sets"]
+        if sets:
+            assert side.habits is not None
+            side.plan = TrialPlan(
+                side.reference, device, trials, copies_inputs=side.habits.modifies_inputs
+            )
+            with side._timed("reference_sets"):
+                output_bytes = set_bytes(side.probe.output_templates)
+                side.plan.make_ahead(side.probe.inputs, output_bytes, abandon=abandon)
+            if not side.plan.made_ahead:
+                del side.seconds["reference_sets"]
         if device.type == "cuda" and not abandon():
             with side._timed("reference_checks_loaded"):
                 _load_check_kernels(side.probe.output_templates, device)

@@ -138,13 +138,14 @@ def _from_config(config: TargetConfig, source: Path, text: str) -> Target | Harn
         )
     reference = config.reference
     entry = config.entry
+    # the missing reference first: without one, the launcher can't be called anyway
+    if kind in ("plain", "extension", "kernelbench") and reference is None:
+        return _no_reference(source)
     if kind == "plain":
         launcher = _plain_launcher(source, text, entry)
         if isinstance(launcher, HarnessError):
             return launcher
         entry = launcher.name
-    if kind in ("plain", "extension", "kernelbench") and reference is None:
-        return _no_reference(source)
     if reference is not None and not Path(reference).is_file():
         return HarnessError(
             kind="no_reference",

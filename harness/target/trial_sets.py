@@ -1,14 +1,14 @@
 """The input sets verification's trials use, and the reference's answers on them: made ahead of
-the trials when they all fit in memory (the worker makes them while nvcc builds the candidate,
-harness/worker/serve.py), else each when its trial starts. Worker side: imports torch.
+the trials when they are all small (the clean reference process makes them while nvcc builds the
+candidate, harness/target/clean_reference.py), else each when its trial starts, so that a large
+problem holds one trial's sets at a time. Worker side: imports torch.
 
 A plan draws its seeds when it is made: `trials` for verification, then one for the trial
 after timing (`Verifier.recheck`). Trial `i` uses:
 
 - `inputs`: `get_inputs()` under its seed, on the device. The candidate never receives these
   tensors during verification (its own are filled from them behind the stream gate), so they
-  stay pristine and the first three are the timing's input sets afterwards (the same seeds
-  timing used before sets were made ahead).
+  stay pristine.
 - `expected`: the reference's outputs on a copy of `inputs` (a reference that changes its
   inputs leaves them pristine), made before the trial calls the candidate.
 - `decoy`: new tensors holding `get_inputs()` under a second seed derived from the first: what
@@ -23,7 +23,6 @@ when asked for, so a trial sees the same values either way."""
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,11 +31,12 @@ import torch
 from kernelblaster.harness.target.memory import fits
 from kernelblaster.harness.target.reference import Reference, as_outputs
 
-# Sets are made ahead only while all of them take at most this share of the free memory: the
-# candidate keeps the rest.
+# Sets are made ahead only while all of them take at most this share of the free memory (the
+# candidate keeps the rest) and at most AHEAD_MAX_BYTES: making them costs milliseconds per set
+# for a small problem, where being ready matters, while a large problem's sets would multiply
+# its footprint (issue 32: at most one trial's sets and the comparison's working set).
 AHEAD_MEMORY_SHARE = 0.25
-# Timing rotates through this many of the trials' input sets.
-TIMING_SETS = 3
+AHEAD_MAX_BYTES = 1 << 30
 
 
 def fresh_seed() -> int:
@@ -52,10 +52,14 @@ def copied(inputs: list) -> list:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def expected_outputs(reference: Reference, inputs: list) -> list[torch.Tensor]:
-    """The reference's outputs on a copy of `inputs` (which it may change in place)."""
+def expected_outputs(
+    reference: Reference, inputs: list, *, copy: bool = True
+) -> list[torch.Tensor]:
+    """The reference's outputs on a copy of `inputs` (which it may change in place); on
+    `inputs` themselves where `copy` is false (a reference that leaves its inputs alone: one
+    input set less in memory)."""
     with torch.no_grad():
-        return as_outputs(reference.model(*copied(inputs)))
+        return as_outputs(reference.model(*(copied(inputs) if copy else inputs)))
 
 
 def set_bytes(values: list) -> int:
@@ -71,15 +75,17 @@ class TrialSet:
 
 
 class TrialPlan:
-    def __init__(self, reference: Reference, device: torch.device, trials: int = 3):
+    def __init__(
+        self, reference: Reference, device: torch.device, trials: int = 3, *, copies_inputs=True
+    ):
         self.reference, self.device = reference, device
+        self.copies_inputs = copies_inputs  # the reference changes its inputs: run it on a copy
         self.trials = max(trials, 3)
         self.seeds = [fresh_seed() for _ in range(self.trials + 1)]  # the recheck's last
         self.made_ahead = False
-        self.made_late_s = 0.0  # spent making sets when their trials took them
         self._warm_up: TrialSet | None = None
         self._ahead: dict[int, TrialSet] = {}
-        self._timing_sets: list[list] = []
+        self.held_bytes = 0  # what the sets made ahead take
 
     def reuses_previous_inputs(self, index: int) -> bool:
         """Whether trial `index` hands the candidate the previous trial's tensors (changed in
@@ -89,33 +95,27 @@ class TrialPlan:
     def warm_up(self) -> TrialSet:
         """The set of the stream gate's sizing call: made ahead, or now."""
         made, self._warm_up = self._warm_up, None
-        return made or self._late(self._make_warm_up)
+        return made or self._make_warm_up()
 
     def take(self, index: int) -> TrialSet:
         """Trial `index`'s sets: made ahead, or now."""
-        return self._ahead.pop(index, None) or self._late(lambda: self._make_trial(index))
-
-    def timing_inputs(self) -> list[list] | None:
-        """The first trials' pristine input sets for timing to rotate through, when they were
-        made ahead and have been used by their trials; None: timing makes its own."""
-        sets, self._timing_sets = self._timing_sets, []
-        return sets if len(sets) == TIMING_SETS else None
+        return self._ahead.pop(index, None) or self._make_trial(index)
 
     def make_ahead(self, probe_inputs: list, output_bytes: int, *, abandon: Callable[[], bool]):
         """Make every trial's sets now, when all of them fit in AHEAD_MEMORY_SHARE of the free
-        memory (`probe_inputs`: one input set, `output_bytes`: one set of outputs); else leave
-        them to be made one trial's at a time. Stops between sets once `abandon()` is true."""
+        memory and in AHEAD_MAX_BYTES (`probe_inputs`: one input set, `output_bytes`: one set of
+        outputs); else leave them to be made one trial's at a time. Stops between sets once
+        `abandon()` is true."""
         needed = self.ahead_bytes(set_bytes(probe_inputs), output_bytes)
-        if not fits(needed, self.device, share=AHEAD_MEMORY_SHARE):
+        if needed > AHEAD_MAX_BYTES or not fits(needed, self.device, share=AHEAD_MEMORY_SHARE):
             return
         self.made_ahead = True
+        self.held_bytes = needed
         self._warm_up = self._make_warm_up()
         for index in range(len(self.seeds)):
             if abandon():
                 return
-            made = self._ahead[index] = self._make_trial(index)
-            if index < TIMING_SETS:
-                self._timing_sets.append(made.inputs)
+            self._ahead[index] = self._make_trial(index)
 
     def ahead_bytes(self, input_bytes: int, output_bytes: int) -> int:
         """The memory every set takes when made ahead: the warm-up's and each trial's inputs
@@ -123,12 +123,6 @@ class TrialPlan:
         decoys = sum(not self.reuses_previous_inputs(i) for i in range(len(self.seeds)))
         sets = 1 + len(self.seeds)
         return (sets + decoys + 1) * input_bytes + sets * output_bytes
-
-    def _late(self, make: Callable[[], TrialSet]) -> TrialSet:
-        began = time.perf_counter()
-        made = make()
-        self.made_late_s += time.perf_counter() - began
-        return made
 
     def _make_warm_up(self) -> TrialSet:
         return self._make(decoy_seed(decoy_seed(self.seeds[0])), decoy=False)
@@ -141,6 +135,6 @@ class TrialPlan:
         return TrialSet(
             seed=seed,
             inputs=inputs,
-            expected=expected_outputs(self.reference, inputs),
+            expected=expected_outputs(self.reference, inputs, copy=self.copies_inputs),
             decoy=self.reference.inputs(decoy_seed(seed), self.device) if decoy else None,
         )

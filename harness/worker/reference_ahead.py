@@ -4,8 +4,9 @@ A spare is started when the request before it ends (harness/protocol/worker_clie
 that request (KERNELBLASTER_EXPECT, harness/protocol/worker_protocol.py). The next request is most
 often for the same reference: the next save of the same file, the next candidate of an
 optimization. So, once prewarmed, the spare makes that reference's side of the check
-(harness/target/reference_side.py: the reference loaded, probed, every trial's inputs and expected
-outputs) while it waits. A save whose build is already cached (built ahead of the save, or
+(harness/target/reference_side.py: the reference loaded and probed here; every trial's inputs and
+expected outputs in its clean reference process, harness/target/clean_reference.py) while it
+waits. A save whose build is already cached (built ahead of the save, or
 unchanged) then starts verifying at once instead of after ~1 s of reference work.
 
 The side is used only when the request's reference is the one it was made for, unchanged:
@@ -30,6 +31,7 @@ from kernelblaster.harness.target.targets import Target
 from kernelblaster.settings import Settings
 
 if TYPE_CHECKING:
+    from kernelblaster.harness.target.clean_reference import CleanReference
     from kernelblaster.harness.target.reference_side import ReferenceSide
 
 _log = logging.getLogger(__name__)
@@ -77,8 +79,9 @@ class ReferenceAhead:
         self._over = threading.Event()  # making it ended, or will never begin
         self._unwanted = threading.Event()  # the request needs another reference: stop
 
-    def make(self, target: Target, settings: Settings) -> None:
-        """Make `target`'s reference side, unless the request came for another one first."""
+    def make(self, target: Target, settings: Settings, clean: CleanReference) -> None:
+        """Make `target`'s reference side (its session opened in `clean`, the clean reference
+        process), unless the request came for another one first."""
         try:
             key = reference_key(target, settings)
             if key is None or self._unwanted.is_set():
@@ -86,7 +89,9 @@ class ReferenceAhead:
             from kernelblaster.harness.check import check  # imports torch
 
             self._key = key
-            self._side = check.prepare_reference(target, settings, abandon=self._unwanted.is_set)
+            self._side = check.prepare_reference(
+                target, settings, clean=clean, abandon=self._unwanted.is_set
+            )
         finally:
             self._over.set()
 
@@ -115,7 +120,7 @@ class ReferenceAhead:
         side, self._side = self._side, None  # handed out once; dropped when not handed out
         if side is None or wanted is None or wanted != self._key:
             return None
-        if side.failure is not None or side.plan is None:
+        if side.failure is not None or side.probe is None:
             _log.info("the reference side made ahead failed; made again: %r", side.failure)
             return None
         side.seconds = {f"ahead_{part}": s for part, s in side.seconds.items()}

@@ -43,6 +43,7 @@ from kernelblaster.harness.protocol.worker_protocol import (
     WorkerRequest,
     WorkerResponse,
 )
+from kernelblaster.harness.target.clean_reference import CleanReference
 from kernelblaster.harness.target.target_build import BuildSpecError, build_kernelbench, build_spec
 from kernelblaster.harness.target.targets import CALLED_KINDS, Target, detect_kind, resolve_target
 from kernelblaster.harness.worker.reference_ahead import ReferenceAhead
@@ -61,6 +62,10 @@ _ahead: ReferenceAhead | None = None
 _IMPORTS = threading.Lock()
 # A spare's seconds from its start to its request's (set in main()); None: not a spare
 _spare_age_s: float | None = None
+# The clean reference process (harness/target/clean_reference.py): started before any candidate
+# code runs here, by a spare's prewarm or at the start of the request
+_clean: CleanReference | None = None
+_CLEAN_STARTING = threading.Lock()
 _log = logging.getLogger(__name__)
 
 
@@ -165,6 +170,18 @@ def _build_and_prepare(
     return beside.built, beside.prepared
 
 
+def clean_reference(gpu: int) -> CleanReference:
+    """This worker's clean reference process on GPU `gpu`, started now if it was not."""
+    global _clean
+    with _CLEAN_STARTING:
+        if _clean is not None and _clean.device != f"cuda:{gpu}":
+            _clean.close()
+            _clean = None
+        if _clean is None:
+            _clean = CleanReference(f"cuda:{gpu}")
+        return _clean
+
+
 def _reference_side(
     target: Target, settings: Settings, abandon: Callable[[], bool]
 ) -> ReferenceSide | None:
@@ -184,7 +201,8 @@ def _reference_side(
         return None
     if check.gpu_problem(settings) is not None:
         return None
-    return check.prepare_reference(target, settings, abandon=abandon)
+    clean = clean_reference(settings.gpu)
+    return check.prepare_reference(target, settings, clean=clean, abandon=abandon)
 
 
 def handle(request: WorkerRequest) -> WorkerResponse:
@@ -198,6 +216,10 @@ def handle(request: WorkerRequest) -> WorkerResponse:
         progress("build", f"building {Path(target.source).name} as edited, before its save")
         built = _build(target, settings, request.unsaved_text)
         return WorkerResponse(build=built, error=built.error or target_error)
+    if request.task != "build" and target.kind == "kernelbench":
+        # before anything of the candidate runs here: a solution's build imports it (a plain or
+        # extension target's library is loaded by its check, after the clean process started)
+        clean_reference(settings.gpu)
     integrity = None
     if target.kind == "kernelbench" and request.task != "build":
         # A solution's code first runs when its build imports it: whatever it patches from
@@ -234,6 +256,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
         target,
         built,
         settings,
+        clean=clean_reference(settings.gpu),
         progress=progress,
         sanitize=request.sanitize,
         integrity=integrity,
@@ -255,6 +278,8 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     # Shown while ncu runs: the verified timing is worth seconds to the user.
     emit(WorkerProgress(phase="profile", message="starting the profile", build=built, check=result))
     early = _early_profile(request, target, built, settings, result, warming)
+    # What follows (ncu's pass, the baselines) may be stopped for another file's save.
+    emit(WorkerProgress(phase="profile", message="profiling with ncu", background=True))
     report, error = profile.profile_target(
         target,
         built,
@@ -302,7 +327,8 @@ def _warm_counters_up(settings: Settings) -> Future[None]:
             with _IMPORTS:
                 from kernelblaster.harness.profile.counters import warm_up  # imports torch
 
-            warmed.set_result(warm_up(settings))
+            warm_up(settings)
+            warmed.set_result(None)
         except BaseException as exc:  # noqa: BLE001 - handed to _early_profile, which logs it
             warmed.set_exception(exc)
 
@@ -390,8 +416,11 @@ def _warm(gpu_index: int) -> bool:
             nvcc_version(nvcc)
     except (OSError, subprocess.SubprocessError):
         pass  # not remembered: the build asks again and reports what is wrong
+    usable = torch.cuda.is_available() and gpu_index < torch.cuda.device_count()
+    if usable:  # its interpreter and torch import beside this one's; its context at its session
+        clean_reference(gpu_index)
     _wait_for_the_gpu()
-    if torch.cuda.is_available() and gpu_index < torch.cuda.device_count():
+    if usable:
         torch.empty(1, device=torch.device("cuda", gpu_index))  # creates the context
     return True
 
@@ -423,7 +452,7 @@ def _prepare_for(expected: WorkerRequest) -> None:
     if target is None or target_error is not None or check.gpu_problem(settings) is not None:
         return
     if target.kind in ("plain", "extension"):
-        _ahead.make(target, settings)
+        _ahead.make(target, settings, clean_reference(settings.gpu))
     if target.kind in CALLED_KINDS:  # its verification's stream gate
         import torch
 

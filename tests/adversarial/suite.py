@@ -64,6 +64,49 @@ caller.wait_stream(self.side)
 out.record_stream(caller)
 return out"""
 
+_ATEN_ZEROS = """\
+_lib = torch.library.Library("aten", "IMPL")
+_lib.impl("relu", lambda x: torch.zeros_like(x), "CUDA")"""
+
+_ZEROS_MODE = """\
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class _Zeros(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.relu.default:
+            return torch.zeros_like(args[0])
+        return func(*args, **(kwargs or {}))
+
+
+"""
+
+_PASS_THROUGH_MODE = """\
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class _PassThrough(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))"""
+
+# ModelNew() is made once the harness has loaded the reference: its Model, found through
+# sys.modules, made to return zeros
+_PATCH_PROBLEM_MODEL = """\
+import sys
+for module in list(sys.modules.values()):
+    if str(getattr(module, "__file__", "")).endswith("relu_ref.py"):
+        module.Model.forward = lambda self, x: torch.zeros_like(x)"""
+
+_OWN_CUSTOM_OP = """\
+@torch.library.custom_op("kb_adversarial::relu", mutates_args=())
+def kb_relu(x: torch.Tensor) -> torch.Tensor:
+    return ext.relu(x)
+
+
+@kb_relu.register_fake
+def _(x):
+    return torch.empty_like(x)"""
+
 CASES: list[Case] = [
     # --- plain CUDA -------------------------------------------------------------------------
     _plain("relu_good", "honest", "pass", None),
@@ -196,6 +239,57 @@ CASES: list[Case] = [
         prelude="from relu_ref import Model as Problem",
         init="self.problem = Problem()",
         forward="return self.problem(x)",
+    ),
+    # --- the candidate changes what the reference computes (issue 32): none rebinds a
+    # watched Python name; each is caught because the expected outputs come from a process
+    # where no candidate code ran, and the reference run in the candidate's process differs
+    _kb(  # the issue's hack: its own CUDA kernel registered for the ATen op the reference calls
+        "tamper_aten_kernel",
+        "reference_tampering",
+        "fail:reference_tampered",
+        "kb_custom_op",
+        prelude=_ATEN_ZEROS,
+        forward="return torch.zeros_like(x)",
+    ),
+    _kb(  # a dispatch mode pushed for good at import: every relu in the process returns zeros
+        "tamper_dispatch_mode",
+        "reference_tampering",
+        "fail:reference_tampered",
+        "kb_dispatch_mode_scoped",
+        prelude=_ZEROS_MODE + "_mode = _Zeros()\n_mode.__enter__()",
+        forward="return torch.zeros_like(x)",
+    ),
+    _kb(  # the problem module's Model patched through the module object, once it is loaded
+        "tamper_problem_model",
+        "reference_tampering",
+        "fail:reference_tampered",
+        "kb_problem_module_read",
+        init=_PATCH_PROBLEM_MODEL,
+        forward="return torch.zeros_like(x)",
+    ),
+    _kb(  # its own op in its own namespace, registered with torch.library.custom_op
+        "custom_op",
+        "honest",
+        "pass",
+        None,
+        prelude=_OWN_CUSTOM_OP,
+        forward="return kb_relu(x)",
+    ),
+    _kb(  # a dispatch mode only around its own call, popped before it returns
+        "dispatch_mode_scoped",
+        "honest",
+        "pass",
+        None,
+        prelude=_PASS_THROUGH_MODE,
+        forward="with _PassThrough():\n    return ext.relu(x)",
+    ),
+    _kb(  # reads the problem module (a constant) without touching its Model
+        "problem_module_read",
+        "honest",
+        "pass",
+        None,
+        prelude="import relu_ref as _problem\n_N = _problem.n",
+        forward="assert x.numel() == _N\nreturn ext.relu(x)",
     ),
 ]
 BY_NAME = {case.name: case for case in CASES}

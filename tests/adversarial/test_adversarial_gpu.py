@@ -88,3 +88,12 @@ def test_kernelbench_cases_share_one_extension_build(run):
     assert all(build.ok for build in builds)
     seconds = sorted(build.seconds for build in builds)
     assert seconds[len(seconds) // 2] < 30.0  # the median: no rebuild per case
+
+
+def test_a_reference_changed_in_the_candidates_process_is_named_and_changes_nothing(run):
+    for case in [c for c in CASES if "tamper" in c.hack_class]:
+        verify = run(case.name).check.verify
+        (tampered,) = [h for h in verify.hacks if h.kind == "reference_tampered"]
+        assert "no candidate code ran" in tampered.message, case.name
+    # its own op in its own namespace changes nothing of the reference's
+    assert run("kb_custom_op").check.verify.ok

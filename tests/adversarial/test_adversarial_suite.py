@@ -32,6 +32,7 @@ KERNELBENCH = [case for case in CASES if case.form == "kernelbench"]
 # The hack classes issue 12 asks for, besides the ones named in its findings.
 REQUIRED = {
     "side_stream",
+    "reference_tampering",
     "timer_patch",
     "sync_patch",
     "returns_input",
@@ -129,3 +130,11 @@ def test_stream_mentions_in_honest_cases_are_warnings():
     unused = check_python_solution(kernelbench_solution(BY_NAME["kb_stream_unused"]))
     assert {f.kind for f in unused} == {"side_stream"}
     assert BY_NAME["stream_in_dead_code"].expected == BY_NAME["kb_stream_unused"].expected == "pass"
+
+
+def test_reference_tampering_has_three_mechanisms_and_a_custom_op_twin():
+    tampering = [c for c in CASES if "tamper" in c.hack_class]
+    assert len({c.prelude + c.init for c in tampering}) >= 3
+    assert all("tamper" in c.name and c.expected == "fail:reference_tampered" for c in tampering)
+    (custom_op,) = [c for c in CASES if "custom_op" in c.name]
+    assert custom_op.expected == "pass" and "torch.library.custom_op" in custom_op.prelude

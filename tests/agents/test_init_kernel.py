@@ -20,7 +20,7 @@ from kernelblaster.agents.init_kernel import (
     plain_form_problem,
 )
 from kernelblaster.agents.lowering import Feedback
-from kernelblaster.atomic_files import save_kernel
+from kernelblaster.atomic_files import save_file
 from kernelblaster.cli import main
 from kernelblaster.harness.protocol.records import CheckResult, HarnessError, Timing, VerifyResult
 from kernelblaster.harness.target.reference_signature import (
@@ -211,12 +211,12 @@ def test_replies_that_are_not_the_plain_form_are_refused_before_building():
 
 def test_saving_never_replaces_an_existing_kernel_unless_forced(tmp_path):
     target = tmp_path / "relu.cu"
-    save_kernel(target, "first\n", force=False)
+    save_file(target, "first\n", force=False)
     assert target.read_text() == "first\n"
     with pytest.raises(FileExistsError):
-        save_kernel(target, "second\n", force=False)
+        save_file(target, "second\n", force=False)
     assert target.read_text() == "first\n"
-    save_kernel(target, "third\n", force=True)
+    save_file(target, "third\n", force=True)
     assert target.read_text() == "third\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["relu.cu"]  # no temporary files left
 

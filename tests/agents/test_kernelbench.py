@@ -349,6 +349,7 @@ def test_continuing_with_other_options_is_refused(tmp_path):
 def test_the_report_labels_a_mechanics_run_and_sets_it_beside_the_paper(
     openai_server, endpoint, make_client, tmp_path
 ):
+    pytest.importorskip("matplotlib", reason="draws the plot: pip install -e '.[dev]'")
     folder = write_problems(tmp_path / "level1", "1_Softmax", "2_Big")
     _, results = run_level(folder, tmp_path, make_client(timeout_s=10.0))
     report = write_report([results], results.parent)

@@ -73,9 +73,12 @@ def test_reports_max_errors():
 
 
 def test_layout_mismatches_are_named():
-    assert "shape (3,)" in describe_layout_mismatch(torch.zeros(3), torch.zeros(4))
-    assert "dtype" in describe_layout_mismatch(torch.zeros(3).half(), torch.zeros(3))
-    assert describe_layout_mismatch(torch.zeros(3), torch.zeros(3)) is None
+    cpu = torch.device("cpu")
+    layout = {"shape": (3,), "dtype": torch.float32, "device": cpu}
+    assert "shape (4,)" in describe_layout_mismatch(torch.zeros(4), **layout)
+    assert "dtype" in describe_layout_mismatch(torch.zeros(3).half(), **layout)
+    assert describe_layout_mismatch(torch.zeros(3), **layout) is None
+    assert "device" in describe_layout_mismatch(torch.zeros(3, device="meta"), **layout)
 
 
 def test_atol_is_relative_to_the_outputs_own_magnitude():

@@ -6,7 +6,7 @@ from pathlib import Path
 import torch
 
 from kernelblaster.harness.protocol.cuda_errors import error_from_exception
-from kernelblaster.harness.target.memory import input_bytes
+from kernelblaster.harness.target.memory import input_bytes, verification_room
 from kernelblaster.harness.target.reference import load_reference
 
 TARGETS = Path(__file__).resolve().parents[1] / "fixtures" / "targets"
@@ -60,3 +60,17 @@ def test_an_out_of_memory_error_is_not_reported_as_a_shape_problem():
     assert error.message == "The GPU ran out of memory: CUDA error: out of memory"
     other = error_from_exception(RuntimeError("expected scalar type Float"), kernels={"k"})
     assert other.kind == "crash"
+
+
+def test_a_problem_that_cannot_fit_is_refused_before_verifying(monkeypatch):
+    gib = 1 << 30
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (30 * gib, 80 * gib))
+    # softmax at KernelBench's size: 6 GiB in, 6 GiB out: 2 x 6 + 3 x 6 + the working set
+    refused = verification_room(6 * gib, 6 * gib, held=0, device=cuda)
+    assert refused is not None and refused.kind == "out_of_memory"
+    assert "one input set is 6.00 GiB and its outputs 6.00 GiB" in refused.message
+    assert "30.0 GiB of the GPU's 80.0 GiB are free" in refused.message
+    # what the check holds already (the probe's inputs, sets made ahead) counts as room
+    assert verification_room(6 * gib, 6 * gib, held=2 * gib, device=cuda) is None
+    assert verification_room(6 * gib, 6 * gib, held=0, device=torch.device("cpu")) is None

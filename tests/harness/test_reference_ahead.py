@@ -87,7 +87,7 @@ def test_the_spare_started_after_a_request_is_told_that_request(tmp_path):
         spares = SpareWorkers()
         try:
             await run_harness(request, settings, spares=spares)
-            (spare,) = spares._spares.values()
+            (spare,) = spares.waiting()
             return psutil.Process(spare.pid).environ()
         finally:
             await spares.close()
@@ -124,6 +124,9 @@ def test_a_side_is_keyed_by_the_reference_its_modules_the_gpu_and_the_trials(tmp
 # --- taking a side ----------------------------------------------------------------------------
 
 
+_NO_CLEAN_PROCESS = None  # the stand-in for check.prepare_reference opens no session
+
+
 class _Making:
     """check.prepare_reference as the spare calls it, made slow and observable: it makes its
     side step by step, asking `abandon()` between steps as the real one does."""
@@ -134,7 +137,7 @@ class _Making:
         self.began = threading.Event()
         self.abandoned_at: int | None = None
 
-    def __call__(self, target, settings, *, abandon) -> ReferenceSide:
+    def __call__(self, target, settings, *, clean, abandon) -> ReferenceSide:
         self.began.set()
         side = ReferenceSide(seconds={"reference_load": 0.5, "reference_sets": 0.25})
         for step in range(self.steps):
@@ -142,13 +145,13 @@ class _Making:
                 self.abandoned_at = step
                 return side
             time.sleep(0.02)
-        side.plan = object() if self.failure is None else None
+        side.probe = object() if self.failure is None else None
         side.failure = self.failure
         return side
 
 
 def _make_beside(ahead: ReferenceAhead, target: Target, settings: Settings) -> threading.Thread:
-    thread = threading.Thread(target=ahead.make, args=(target, settings))
+    thread = threading.Thread(target=ahead.make, args=(target, settings, _NO_CLEAN_PROCESS))
     thread.start()
     return thread
 
@@ -188,11 +191,11 @@ def test_a_reference_changed_since_the_side_was_made_is_made_again(tmp_path, mon
     monkeypatch.setattr(check, "prepare_reference", _Making(steps=1))
     target, settings = _copy("relu", tmp_path / "w"), Settings()
     ahead = ReferenceAhead()
-    ahead.make(target, settings)
+    ahead.make(target, settings, _NO_CLEAN_PROCESS)
     _touch_later(Path(target.reference))  # the user saved the reference meanwhile
     assert ahead.take(target, settings) is None
     ahead = ReferenceAhead()
-    ahead.make(target, settings)
+    ahead.make(target, settings, _NO_CLEAN_PROCESS)
     assert ahead.take(target, Settings(trials=settings.trials + 2)) is None
 
 
@@ -200,7 +203,7 @@ def test_a_side_whose_making_failed_is_never_used(tmp_path, monkeypatch):
     monkeypatch.setattr(check, "prepare_reference", _Making(steps=1, failure=RuntimeError("OOM")))
     target, settings = _copy("relu", tmp_path / "w"), Settings()
     ahead = ReferenceAhead()
-    ahead.make(target, settings)
+    ahead.make(target, settings, _NO_CLEAN_PROCESS)
     assert ahead.take(target, settings) is None  # the request makes it, and meets the failure
 
 
@@ -218,7 +221,7 @@ def test_a_side_the_request_does_not_need_is_stopped_and_dropped(tmp_path, monke
     assert not maker.is_alive() and making.abandoned_at is not None
     monkeypatch.setattr(check, "prepare_reference", _Making(steps=1))
     finished = ReferenceAhead()
-    finished.make(target, Settings())  # made in full before the request came
+    finished.make(target, Settings(), _NO_CLEAN_PROCESS)  # made in full before the request came
     finished.drop()
     assert finished.take(target, Settings()) is None  # taken, it would have been handed out
 

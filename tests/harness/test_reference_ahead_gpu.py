@@ -66,7 +66,8 @@ def test_a_save_verifies_with_the_side_its_spare_made_and_only_when_still_true(t
     first, again, doubled, other = asyncio.run(run())
     assert _verified(first) and _verified(again)
     assert "reference_wait" in again.check.phase_seconds
-    assert "ahead_reference_sets" in again.check.phase_seconds
+    assert "ahead_reference_probe" in again.check.phase_seconds
+    assert "clean_reference_sets" in again.check.phase_seconds  # made by the spare's child
     assert "reference_load" not in again.check.phase_seconds
     # The side made for the old reference would have passed relu.cu: the new one fails it.
     assert not _verified(doubled)
@@ -96,7 +97,7 @@ def test_a_spare_expecting_a_profile_sets_the_counters_up_before_its_request(tmp
             hint = expected_request_env(_request(relu, settings, task))
             began = time.monotonic()
             await spares.ready(harness_command(settings), 0, hint)
-            (spare,) = spares._spares.values()
+            (spare,) = spares.waiting()
             seen = await asyncio.to_thread(wait_for, partial(loaded, spare.pid), within_s)
             return seen, time.monotonic() - began
         finally:

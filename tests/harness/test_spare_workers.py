@@ -10,6 +10,7 @@ import msgspec
 import psutil
 from process_leaks import wait_for
 
+from kernelblaster.harness.protocol import worker_client
 from kernelblaster.harness.protocol.worker_client import SpareWorkers, run_worker
 from kernelblaster.harness.protocol.worker_protocol import (
     WorkerMessage,
@@ -66,7 +67,7 @@ async def test_the_replacement_starts_only_once_the_job_has_ended():
     try:
         _, first_pid, _ = await _run(spares, slow)
         ended = time.time()
-        (spare,) = spares._spares.values()
+        (spare,) = spares.waiting()
         started, second_pid, _ = await _run(spares, slow)
         assert second_pid == spare.pid != first_pid
         # started after the job's second of work, when the job had answered
@@ -114,7 +115,7 @@ async def test_the_next_spare_starts_once_the_job_has_timed_but_waits_for_its_ex
         _, first_pid, first_free = await _run_timed(spares)
         ended = time.time()
         assert first_free == "none"
-        (spare,) = spares._spares.values()
+        (spare,) = spares.waiting()
         second_started, second_pid, second_free = await _run_timed(spares)
         assert second_pid == spare.pid != first_pid
         # started during the job's second of profiling, not after it
@@ -150,7 +151,7 @@ async def test_a_dead_spare_is_replaced_not_used():
     spares = SpareWorkers()
     try:
         await _run(spares)
-        (spare,) = spares._spares.values()
+        (spare,) = spares.waiting()
         spare.kill()
         await spare.wait()
         _, pid, _ = await _run(spares)
@@ -171,12 +172,12 @@ async def test_two_jobs_at_once_on_one_gpu_keep_one_spare_and_lose_none():
     assert wait_for(lambda: not _workers()), "a spare outlived close()"
 
 
-def _workers() -> list[psutil.Process]:
-    """This test's worker processes still running."""
+def _workers(script: str = WORKER) -> list[psutil.Process]:
+    """This test's worker processes (running `script`) still running."""
     return [
         child
         for child in psutil.Process().children()
-        if WORKER in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE
+        if script in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE
     ]
 
 
@@ -311,3 +312,58 @@ def test_a_spare_creates_no_cuda_context_until_its_pipe_says_the_gpu_is_free():
             os.close(write_end)
         probe.kill()
         probe.wait()
+
+
+async def test_requests_faster_than_a_spare_warms_up_keep_more_spares(monkeypatch):
+    """Saves every second or two: as many spares as were taken within a warm-up (up to
+    three), the next started with the request when too few are left, not at its end."""
+    monkeypatch.setattr(worker_client, "WARM_UP_S", 60.0)
+    spares = SpareWorkers(most=3)
+    slow = WORKER.replace("sys.stdin.read()", "sys.stdin.read(); time.sleep(1.0)")
+    try:
+        await _run(spares, slow)
+        assert len(spares.waiting()) == 1
+        job = asyncio.create_task(_run(spares, slow))  # the second within a warm-up
+        await asyncio.sleep(0.5)
+        assert not job.done()
+        assert len(spares.waiting()) == 2  # started with the request
+        await job
+        await _run(spares, slow)
+        assert spares.wanted([sys.executable, "-c", slow]) == 3 == len(spares.waiting())
+        await _run(spares, slow)
+        assert len(spares.waiting()) == 3 == len(_workers(slow))  # `most`
+    finally:
+        await spares.close()
+    assert wait_for(lambda: not _workers(slow)), "a spare outlived close()"
+
+
+async def test_spares_kept_while_requests_are_rare_are_at_least_least():
+    spares = SpareWorkers(least=3, most=4)
+    try:
+        await _run(spares)
+        assert len(spares.waiting()) == 3
+    finally:
+        await spares.close()
+
+
+async def test_a_warm_spare_expecting_the_request_is_taken_before_an_older_one(monkeypatch):
+    """Two files saved in turn: the spare told to expect this file's request (its reference
+    side made ahead) is taken, not the older one made for the other file."""
+    monkeypatch.setattr(worker_client, "WARM_UP_S", 0.0)  # every spare counts as warm
+    spares = SpareWorkers(least=2, most=2)
+    command = [sys.executable, "-c", "import time; time.sleep(60)"]
+    first, second = {"KB_EXPECT_TEST": "first.cu"}, {"KB_EXPECT_TEST": "second.cu"}
+    try:
+        await spares.ready(command, hint=first)
+        taken = await spares.take(command, hint=first)
+        taken.kill()
+        await taken.wait()
+        await spares.ready(command, hint=second)
+        older, newer = spares.waiting()
+        assert psutil.Process(older.pid).environ()["KB_EXPECT_TEST"] == "first.cu"
+        chosen = await spares.take(command, hint=second)
+        assert chosen.pid == newer.pid
+        chosen.kill()
+        await chosen.wait()
+    finally:
+        await spares.close()

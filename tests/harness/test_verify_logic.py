@@ -2,9 +2,11 @@
 Verifier. On the CPU every operation completes in order, so the stream gate has nothing to
 hold (it is replaced by one that records its use) and torch.cuda.synchronize by a no-op; stream
 ordering itself is checked on the GPU by tests/adversarial. Everything else is the real logic:
-staged and in-place inputs, aliasing, caches, runtime patches, weak references. Each verdict is
-reached twice: with every trial's sets made ahead (as while nvcc builds,
-harness/target/reference_side.py) and with each made as its trial starts."""
+staged and in-place inputs, aliasing, caches, runtime patches, weak references. The expected
+outputs come from a session (harness/target/reference_session.py) in this process, as the
+clean reference process holds one (its handoff between processes: test_clean_reference.py).
+Each verdict is reached twice: with every trial's sets made ahead (as while nvcc builds) and
+with each made as its trial starts."""
 
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ import torch
 
 from kernelblaster.harness.check import verify as verify_module
 from kernelblaster.harness.check.integrity import RuntimeSnapshot
+from kernelblaster.harness.target import trial_sets
 from kernelblaster.harness.target.candidate import Candidate
 from kernelblaster.harness.target.reference import load_reference
+from kernelblaster.harness.target.reference_session import ReferenceSession
 from kernelblaster.harness.target.reference_side import prepare_reference_side
 
 FIXTURES = Path(__file__).resolve().parents[1]
@@ -46,14 +50,15 @@ def verify(monkeypatch, request):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(verify_module, "StreamGate", InOrderGate)
 
+    if request.param == "per trial":
+        monkeypatch.setattr(trial_sets, "AHEAD_MAX_BYTES", 0)
+
     def run(call, reference_path: Path = RELU, *, recheck: bool = False):
-        if request.param == "made ahead":
-            reference, _, habits, plan = prepare_reference_side(
-                reference_path, CPU, trials=3
-            ).ready()
-            assert plan.made_ahead
-        else:
-            reference, habits, plan = load_reference(reference_path, CPU), None, None
+        side = prepare_reference_side(reference_path, CPU, trials=3)
+        assert side.ready()[3].made_ahead == (request.param == "made ahead")
+        session = ReferenceSession(side, atol=None, rtol=None)
+        # the reference as the candidate's process loads it: another copy
+        reference = load_reference(reference_path, CPU)
         outputs = [reference.model(*reference.inputs(0, CPU))]
         candidate = Candidate(
             call=call,
@@ -64,9 +69,14 @@ def verify(monkeypatch, request):
         snapshot = RuntimeSnapshot()
         try:
             verifier = verify_module.Verifier(
-                candidate, reference, device=CPU, integrity=snapshot, plan=plan, habits=habits
+                candidate,
+                reference,
+                device=CPU,
+                integrity=snapshot,
+                oracle=session,
+                facts=session.facts,
             )
-            result = verifier.verify(3)
+            result = verifier.verify()
             return verifier.recheck() if recheck and result.ok else result
         finally:
             snapshot.restore()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 from kb_helpers import make_attempt
 
@@ -94,6 +95,8 @@ def test_stats_show_export_merge_import(capsys, monkeypatch, tmp_path, new_locat
     code, _, err = _run(capsys, "kb", "--kb", str(mine), "import", str(exported))
     assert code == 1 and "already holds 3 attempts" in err
     fresh = new_location("fresh")
+    if isinstance(fresh, Path):  # a file is created on purpose, never by a mistyped --kb
+        assert _run(capsys, "kb", "init", str(fresh))[0] == 0
     code, out, _ = _run(capsys, "kb", "--kb", str(fresh), "import", str(exported))
     assert code == 0 and "attempts added: 1" in out
 
@@ -109,7 +112,7 @@ def test_errors_are_one_line_and_leave_files_alone(capsys, tmp_path):
     code, _, err = _run(
         capsys, "kb", "--kb", str(tmp_path / "kb.sqlite3"), "merge", str(tmp_path / "nope.json")
     )
-    assert code == 1 and "can't read KB export" in err
+    assert code == 2 and "nope.json does not exist" in err
 
 
 def test_kb_imports_no_agents_server_harness_or_torch():

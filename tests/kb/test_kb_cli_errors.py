@@ -28,12 +28,22 @@ def _run(*args: str, kb_path) -> tuple[int, str, str]:
     return process.returncode, out, err
 
 
+def _new_kb(path):
+    KnowledgeBase.open(path).close()
+    return path
+
+
 def test_a_kb_folder_that_cannot_be_created_is_one_clear_line(tmp_path):
+    # the personal KB is the one made on first use: its folder is in the data dir
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the KB's folder should be")
-    code, _, err = _run("stats", kb_path=blocker / "kb" / "kb.sqlite3")
-    assert code == 1 and "Traceback" not in err
-    assert "folder of the knowledge base" in err and "KERNELBLASTER_KB" in err
+    env = {k: v for k, v in os.environ.items() if k != "KERNELBLASTER_KB"}
+    command = [sys.executable, "-m", "kernelblaster", "kb", "stats"]
+    done = subprocess.run(
+        command, env={**env, "XDG_DATA_HOME": str(blocker)}, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "folder of the knowledge base" in done.stderr and "KERNELBLASTER_KB" in done.stderr
 
 
 @pytest.mark.skipif(shutil.which("chattr") is None, reason="needs chattr (e2fsprogs)")
@@ -55,14 +65,15 @@ def test_a_read_only_kb_is_one_clear_line(tmp_path):
 
 def test_an_unknown_state_is_refused_with_the_known_ones(tmp_path):
     code, out, err = _run(
-        "show", "--state", "nonexistent", "--arch", "sm_90", kb_path=tmp_path / "k"
+        "show", "--state", "nonexistent", "--arch", "sm_90", kb_path=_new_kb(tmp_path / "k")
     )
     assert code == 2 and out == ""
     assert "unknown state 'nonexistent'" in err and "memory.dram" in err
 
 
 def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(tmp_path):
-    process = _kb("show", "--state", "memory.dram", "--arch", "sm_90", kb_path=tmp_path / "k")
+    kb_path = _new_kb(tmp_path / "k")
+    process = _kb("show", "--state", "memory.dram", "--arch", "sm_90", kb_path=kb_path)
     process.stdout.close()  # as `| head -0` would, before anything is written
     _, err = process.communicate(timeout=60)
     assert "Traceback" not in err and "BrokenPipe" not in err
@@ -79,7 +90,7 @@ def test_an_imported_runaway_note_is_clipped_like_our_own(tmp_path):
     data["notes"][0]["text"] = "z" * 1_000_000
     export.write_text(json.dumps(data))
 
-    target = tmp_path / "target.sqlite3"
+    target = _new_kb(tmp_path / "target.sqlite3")
     assert _run("import", str(export), kb_path=target)[0] == 0
     with KnowledgeBase.open(target) as kb:
         (note,) = kb.note_history()

@@ -205,3 +205,29 @@ def test_a_server_down_at_start_is_said_and_the_outbox_waits(
     assert "sent everything waiting" in capsys.readouterr().out
     with KnowledgeBase.open(url) as server_side:
         assert len(server_side.attempts()) == 1
+
+
+def test_a_proposal_and_a_decision_made_while_the_server_is_down_reach_it_when_it_is_back(
+    own_server, tmp_path, monkeypatch
+):
+    from test_kb_proposals import proposal
+
+    from kernelblaster.kb.proposals import decide, proposal_views
+
+    monkeypatch.setattr(team, "RETRY_S", 0.0)
+    url = own_server.url(own_server.create_database("team"))
+    kb, _ = TeamKnowledgeBase.connect(url, tmp_path / "personal.sqlite3")
+    with kb:
+        own_server.stop()
+        assert kb.propose(proposal())
+        decide(kb, "streaming_store_hints", "retired", "fragile")
+        assert kb.waiting() == 1  # one outbox row per proposal: its latest decision replaces it
+        own_server.start()
+        assert kb.waiting() == 0
+        (view,) = proposal_views(kb)  # read from the server
+        assert (view.technique, view.status, view.kernel) == (
+            "streaming_store_hints",
+            "retired",
+            "relu_naive",
+        )
+        assert kb.technique("streaming_store_hints") is not None

@@ -9,10 +9,14 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from bench_scripts import REPO
 from fixture_table import LIBRARY
 
 from kernelblaster.agents.replay_table import load_library
+
+# the bench scripts these tests run draw their plots with matplotlib (the [dev] extra)
+pytest.importorskip("matplotlib", reason="the bench scripts draw plots: pip install -e '.[dev]'")
 
 ARMS = ("persistent", "greedy", "fresh", "uniform")
 

@@ -25,6 +25,9 @@ from kernelblaster.agents.replay_table import (
     write_table,
 )
 
+# the bench scripts these tests run draw their plots with matplotlib (the [dev] extra)
+pytest.importorskip("matplotlib", reason="the bench scripts draw plots: pip install -e '.[dev]'")
+
 TUNE = REPO / "bench" / "learning_tune.py"
 UNCOALESCED = ("memory.l1", [("uncoalesced_global_access", 80.0)])
 

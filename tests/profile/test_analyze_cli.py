@@ -87,8 +87,9 @@ def test_json_ranks_each_kernel_as_the_hover_does(capsys, fresh_kb):
     assert main(["analyze", str(report_path), "--json"]) == 0
     (kernel,) = json.loads(capsys.readouterr().out)["kernels"]
     ranking = kernel["ranking"]
-    keys = {"technique", "predicted_speedup", "confidence", "basis", "evidence"}
+    keys = {"technique", "predicted_speedup", "confidence", "basis", "evidence", "proposal"}
     assert all(set(r) == keys for r in ranking)
+    assert all(r["proposal"] is None for r in ranking)  # the catalog's, nothing proposed yet
     assert ranking[0]["technique"] == "coalesce_global_access"
     assert ranking[0]["basis"] == "ncu_estimate" and ranking[0]["evidence"] == "no attempts yet"
 
@@ -118,3 +119,41 @@ def test_json_ranks_each_kernel_as_the_hover_does(capsys, fresh_kb):
     top = kernel["ranking"][0]
     assert (top["technique"], top["basis"]) == ("coalesce_global_access", "this_arch")
     assert top["evidence"] == "2 attempts on sm_90 on kernels with uncoalesced_global_access"
+
+
+def test_a_proposed_technique_is_marked_in_json_and_text(capsys, fresh_kb):
+    from kernelblaster.harness.analysis.classify import classify
+    from kernelblaster.harness.analysis.ncu_reader import read_report
+    from kernelblaster.kb.records import Proposal, Technique
+    from kernelblaster.kb.store import KnowledgeBase
+
+    report_path = FIXTURES / "ncu" / "h100-examples" / "softmax.ncu-rep"
+    report = read_report(report_path)
+    state = classify(report.kernels[0], arch=report.arch, device=report.device)
+    technique = Technique(
+        id="warp_per_row_online_softmax",
+        category="learned",
+        title="One warp per row, online max and sum",
+        description="One warp per row computing a running max and rescaled sum in one pass.",
+        how_to_apply="Launch a warp per row and combine the lanes with shuffles.",
+        addresses_states=[state.state],
+        addresses_findings=["uncoalesced_global_access"],
+        prior_speedup=3.0,
+        prior_source="proposed by test-model: one read pass",
+    )
+    with KnowledgeBase.open(fresh_kb) as kb:
+        kb.propose(
+            Proposal(
+                technique=technique,
+                arch=state.arch,
+                state=state.state,
+                kernel="softmax_rowthread",
+                model="test-model",
+                time=1_700_000_000.0,
+            )
+        )
+    assert main(["analyze", str(report_path), "--json"]) == 0
+    (kernel,) = json.loads(capsys.readouterr().out)["kernels"]
+    marks = {r["technique"]: r["proposal"] for r in kernel["ranking"]}
+    assert marks["warp_per_row_online_softmax"] == "proposed"
+    assert list(marks)[-1] == "warp_per_row_online_softmax"  # on trial: below the catalog

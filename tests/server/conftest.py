@@ -136,6 +136,11 @@ async def client(tmp_path: Path) -> AsyncIterator[LanguageClient]:
     _fix_code_action_structuring(lsp)
     lsp.job_status = []  # kernelblaster/jobStatus notifications, in order
     lsp.applied_edits = []
+    lsp.lens_refreshes = 0  # workspace/codeLens/refresh requests
+
+    @lsp.feature(types.WORKSPACE_CODE_LENS_REFRESH)
+    def lens_refresh(params: None) -> None:
+        lsp.lens_refreshes += 1
 
     @lsp.feature("kernelblaster/jobStatus")
     def job_status(params) -> None:

@@ -14,7 +14,8 @@ CONTROL_DIR/
   busy                           spend the delay computing instead of sleeping (CPU load)
   crash_once                     the next run dies of SIGSEGV after one progress line (consumed)
   progressive                    send the response's verification and timing first (its speedups
-                                 left out, as when the baselines are not cached yet), then wait
+                                 left out, as when the baselines are not cached yet), then say
+                                 that the rest is background work (`background`), then wait
                                  for a `release` file (consumed) before the rest
   early.json                     with `progressive`: a WorkerResponse whose profile and states are
                                  sent after the timing (with it again), as the worker's
@@ -96,7 +97,8 @@ def main() -> int:
         emit({"type": "progress", "attempt": 1, "attempts": 4, "message": "reply 1 (replay)"})
     else:
         emit({"type": "progress", "step": 1, "total": 2, "message": "rollout 1 step 1 (replay)"})
-    if kind == "harness" and (control / "progressive").exists():
+    # a build (ahead of a save) answers at once: only the save's run is held
+    if kind == "harness" and request["task"] != "build" and (control / "progressive").exists():
         checked = send_checked(json.loads((control / "harness.json").read_text()))
         if (control / "early.json").exists():
             early = json.loads((control / "early.json").read_text())
@@ -108,6 +110,14 @@ def main() -> int:
                     "states": early["states"],
                 }
             )
+        emit(
+            {
+                "type": "progress",
+                "phase": "profile",
+                "message": "profiling (replay, background)",
+                "background": True,
+            }
+        )
         while claim(control, "release") is None:
             time.sleep(0.02)
     if crash:

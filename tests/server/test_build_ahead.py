@@ -1,9 +1,10 @@
 """Build ahead on edit (server/build_ahead.py) through a real LSP client: an edit's unsaved text
 is built when typing pauses, so that saving it finds the build in the cache; a newer edit
-kills the older build, a save of other text cancels it, and the `buildOnChange` setting turns
-it off. The nvcc tests run the real worker and the real nvcc (through a script that logs each
-compile); the others the replay worker. That an unsaved text's errors and line table name the
-file is tested on the build itself (tests/harness/test_build_unsaved.py)."""
+kills the older build, a save of other text cancels it, a save that comes with its edit
+starts it at once, and the `buildOnChange` setting turns it off. The nvcc tests run the real
+worker and the real nvcc (through a script that logs each compile); the others the replay
+worker. That an unsaved text's errors and line table name the file is tested on the build
+itself (tests/harness/test_build_unsaved.py)."""
 
 from __future__ import annotations
 
@@ -213,6 +214,21 @@ async def test_a_save_of_other_text_cancels_the_build_ahead(client, workspace):
     saved = await wait_until(lambda: runs(workspace, "start", "profile")[1:])
     assert saved[0]["sha"] == sha(source.read_text())
     assert not finished(workspace, ahead)
+
+
+async def test_an_edit_saved_at_once_is_built_ahead_from_the_save(client, workspace):
+    """The edit and its save together (the typing pause not over): the build ahead starts at
+    the save instead of being dropped, beside the save's wait for the GPU."""
+    uri, source = await open_replayed(client, workspace)
+    edited = source.read_text() + "// edited\n"
+    change(client, uri, edited, version=2)
+    source.write_text(edited)
+    save(client, uri)
+    (ahead,) = await wait_until(lambda: runs(workspace, "start", "build"))
+    assert ahead["sha"] == sha(edited)
+    await wait_until(lambda: finished(workspace, ahead))
+    saved = await wait_until(lambda: runs(workspace, "start", "profile")[1:])
+    assert saved[0]["sha"] == sha(edited)
 
 
 async def test_nothing_is_built_ahead_when_build_on_change_is_off(client, workspace):

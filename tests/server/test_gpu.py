@@ -76,3 +76,40 @@ async def test_timing_is_published_before_the_state_on_a_gpu(client, workspace):
 def _with_baselines(diagnostics, code: str) -> list[types.Diagnostic]:
     """The `code` diagnostics that show the PyTorch baselines' speedups."""
     return [d for d in by_code(diagnostics, code) if "vs eager" in d.message]
+
+
+@pytest.mark.gpu
+async def test_a_second_file_opened_during_anothers_background_work_goes_first_on_a_gpu(
+    client, workspace
+):
+    """relu.cu's job is in its background work (ncu's pass, then its baselines, not cached)
+    when softmax.cu is opened: softmax's timing and state come while relu's job is still not
+    done (it was stopped, not finished); relu's job then resumes and publishes its full result
+    (ncu's source lines, the baselines), as does softmax's."""
+    for name in ("relu.cu", "relu.py", "softmax.cu", "softmax.py"):
+        shutil.copyfile(REPO / "examples" / name, workspace.root / name)
+    await start(client, workspace, workerCommand=None, cacheDir=str(workspace.root / "cache"))
+    relu = open_document(client, workspace.root / "relu.cu")
+
+    def relu_says(words: str) -> bool:
+        return any(s.uri == relu and words in s.message for s in client.job_status)
+
+    def done(uri: str) -> bool:
+        return any(s.uri == uri and not s.running for s in client.job_status)
+
+    await wait_until(lambda: relu_says("profiling with ncu") or done(relu), timeout=300)
+    if done(relu):
+        pytest.fail("relu's job ended before its background work was seen: nothing to stop")
+    softmax = open_document(client, workspace.root / "softmax.cu")
+    await wait_until(lambda: by_code(client.diagnostics.get(softmax, []), "state"), timeout=120)
+    ended = {s.uri for s in client.job_status if not s.running}
+    assert relu not in ended  # softmax's interactive work did not wait for relu's baselines
+    assert relu_says("profile paused: another file's save goes first")
+    await wait_until(lambda: done(relu) and done(softmax), timeout=600)
+    finals = {s.uri: s.phase for s in client.job_status if not s.running}
+    assert finals == {relu: "done", softmax: "done"}
+    for uri in (relu, softmax):
+        diagnostics = client.diagnostics[uri]
+        assert _with_baselines(diagnostics, "timing"), [d.message for d in diagnostics]
+        assert not [d for d in diagnostics if d.severity == types.DiagnosticSeverity.Error]
+        assert not [d for d in by_code(diagnostics, "state") if "earlier version" in d.message]

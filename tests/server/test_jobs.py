@@ -21,11 +21,13 @@ from tests.server.conftest import (
 
 
 def started(workspace) -> list[dict]:
-    return [run for run in workspace.runs() if run["event"] == "start"]
+    """The save pipeline's runs (not the builds ahead of a save)."""
+    return [run for run in workspace.runs() if run["event"] == "start" and run["task"] != "build"]
 
 
 def finished(workspace) -> list[int]:
-    return [run["pid"] for run in workspace.runs() if run["event"] == "done"]
+    runs = {run["pid"] for run in started(workspace)}
+    return [run["pid"] for run in workspace.runs() if run["event"] == "done" and run["pid"] in runs]
 
 
 def save(client, uri: str) -> None:

@@ -1,7 +1,7 @@
 """The server against a hostile JSON-RPC peer, byte for byte: every request gets exactly one
 well-formed response (an error where needed), notifications with garbage get none, nothing
 is shown as a popup, and the server keeps working — malformed JSON, wrong params for every
-method it registers, requests after `shutdown`."""
+method it registers, requests before `initialize` and after `shutdown`, unknown methods."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ LIFECYCLE = {"initialize", "initialized", "shutdown", "exit"}
 class RawClient:
     """LSP framing over a subprocess's pipes, and nothing else: no validation of what we send."""
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, log: Path) -> None:
         self.process = process
+        self.log = log  # the server's stderr
         self.received: list[dict] = []
 
     async def send_bytes(self, body: bytes) -> None:
@@ -80,14 +81,17 @@ async def raw(tmp_path: Path):
         "KERNELBLASTER_PROBE_MODULES": str(tmp_path / "modules.json"),
         "KERNELBLASTER_KB": str(tmp_path / "kb.sqlite3"),
     }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(PROBE),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    client = RawClient(process)
+    log = tmp_path / "server-stderr.log"
+    with log.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(PROBE),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+        )
+    client = RawClient(process, log)
     yield client
     if process.returncode is None:
         process.kill()
@@ -152,3 +156,33 @@ async def test_requests_after_shutdown_are_refused_and_exit_ends_the_server(raw,
     await raw.send({"method": "exit"})
     assert await asyncio.wait_for(raw.process.wait(), timeout=10) == 0
     assert raw.popups() == []
+
+
+async def test_a_request_before_initialize_gets_server_not_initialized(raw, tmp_path):
+    hover = {"textDocument": {"uri": (tmp_path / "x.cu").as_uri()}}
+    hover["position"] = {"line": 0, "character": 0}
+    await raw.send({"id": "early", "method": "textDocument/hover", "params": hover})
+    early = await raw.response("early")
+    assert early["error"]["code"] == -32002 and "initialize" in early["error"]["message"]
+    # a notification before initialize is dropped: no answer, no error, and none later
+    document = {"uri": (tmp_path / "x.cu").as_uri(), "languageId": "cuda", "version": 1}
+    document["text"] = "__global__ void k() {}\n"
+    await raw.send({"method": "textDocument/didOpen", "params": {"textDocument": document}})
+    await _initialize(raw, tmp_path)
+    await raw.send({"id": "later", "method": "textDocument/hover", "params": hover})
+    assert (await raw.response("later"))["result"] is None  # x.cu was never opened
+    await raw.quiet_for(0.3)
+    assert "Traceback" not in raw.log.read_text() and raw.popups() == []
+
+
+async def test_an_unknown_method_is_method_not_found_and_no_internal_error(raw, tmp_path):
+    await _initialize(raw, tmp_path)
+    await raw.send({"id": "odd", "method": "kernelblaster/noSuchThing", "params": {}})
+    odd = await raw.response("odd")
+    assert odd["error"]["code"] == -32601
+    await raw.send({"method": "$/noSuchNotification", "params": {}})
+    await raw.quiet_for(0.3)
+    logged = [m for m in raw.received if m.get("method") == "window/logMessage"]
+    assert not [m for m in logged if "internal error" in m["params"]["message"]]
+    log = raw.log.read_text()
+    assert "internal error" not in log and "Traceback" not in log

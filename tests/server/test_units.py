@@ -116,3 +116,38 @@ def test_a_hack_fails_with_an_error_and_warnings_stay_warnings():
         (types.DiagnosticSeverity.Error, "its outputs were still being written"),
         (types.DiagnosticSeverity.Warning, "degenerate reference"),
     ]
+
+
+def test_hover_marks_a_proposed_technique_ranked_below_the_catalog(tmp_path):
+    from kernelblaster.kb.records import Proposal, Technique
+    from kernelblaster.kb.store import KnowledgeBase
+    from kernelblaster.server.hover import kernel_hover
+
+    technique = Technique(
+        id="streaming_store_hints",
+        category="learned",
+        title="Streaming cache hints",
+        description="Evict-first loads and stores for data used once.",
+        how_to_apply="Use the cache-streaming intrinsics for single-use arrays.",
+        addresses_states=["memory.dram"],
+        addresses_findings=["uncoalesced_global_access"],
+        prior_speedup=3.0,
+        prior_source="proposed by test-model: single-use data",
+    )
+    with KnowledgeBase.open(tmp_path / "kb.sqlite3") as kb:
+        kb.propose(
+            Proposal(
+                technique=technique,
+                arch="sm_90",
+                state="memory.dram",
+                kernel="relu_naive",
+                model="test-model",
+                time=1_700_000_000.0,
+            )
+        )
+        ranked = kb.rank("sm_90", "memory.dram")
+    text = kernel_hover("relu_naive", None, ranked, current=True)
+    (line,) = [line for line in text.splitlines() if "Streaming cache hints" in line]
+    assert "*(proposed by an agent, on trial)*" in line
+    assert line.startswith(f"{len(ranked)}. ")  # on trial: below every catalog technique
+    assert sum("proposed by an agent" in line for line in text.splitlines()) == 1

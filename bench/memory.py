@@ -1,0 +1,261 @@
+"""GPU memory `check` holds on KernelBench problems at their real sizes (issue 32).
+
+    python bench/memory.py [--problems 19_ReLU 23_Softmax 47_Sum_reduction_over_a_dimension]
+
+Each problem is KernelBench's level-1 file as published (ScalingIntelligence/KernelBench,
+KernelBench/level1, sizes unchanged: a 6.4 GB input for ReLU and Softmax, 8.6 GB for the sum),
+paired with an honest plain-CUDA solution, and checked as `kernelblaster check` checks it: a
+fresh worker process (build, verification in the worker and its clean reference process,
+timing, PyTorch eager and torch.compile baselines).
+
+- footprint_bytes: one input set and its outputs (from the problem's shapes, fp32).
+- peak_bytes: the most GPU memory the check's processes (the worker and its clean reference
+  process) held at once, as the driver reports it: nvidia-smi's per-process used memory
+  (NVML's accounting: each process's CUDA context and every allocation it holds, including
+  what torch's caching allocator keeps reserved), summed over the compute processes on the GPU
+  at each sample, sampled every ~50 ms while the check runs. The allocator keeps freed blocks
+  reserved (nothing empties its cache while verifying), so what a process held at most stays
+  visible between samples. Where nvidia-smi lists no process (a container without the host's
+  PID namespace), the device's used memory less what it used before the check instead
+  (`accounting` says which); run it with nothing else on the GPU.
+- device_used_peak_bytes: the device's used memory at most, less what it used before the
+  check (a cross-check that includes memory not attributed to a process).
+
+Goal: peak_bytes <= 3 x footprint_bytes + 2 GB. Writes bench/results/memory-<gpu>.json as
+{"device", "cases": [{"name", "footprint_bytes", "peak_bytes", ...}]}; exits 1 if a check
+failed or a case missed the goal."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_result
+
+from kernelblaster.harness.protocol.worker_client import run_harness_sync
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
+from kernelblaster.settings import load_settings
+
+ANSWERS = Path(__file__).resolve().parent / "kernelbench" / "answers"
+GB = 10**9
+MIB = 1 << 20
+
+_ELEMENTWISE = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super(Model, self).__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return {op}
+
+
+batch_size = 4096
+dim = 393216
+
+
+def get_inputs():
+    x = torch.rand(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return []
+"""
+
+_SUM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int):
+        super(Model, self).__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sum(x, dim=self.dim, keepdim=True)
+
+
+batch_size = 128
+dim1 = 4096
+dim2 = 4095
+reduce_dim = 1
+
+
+def get_inputs():
+    x = torch.rand(batch_size, dim1, dim2)
+    return [x]
+
+
+def get_init_inputs():
+    return [reduce_dim]
+"""
+
+_SUM_CU = r"""// Sum over dim 1 of a batch_size x dim1 x dim2 tensor (keepdim): one thread per
+// output element, reading down its column (coalesced across the threads of a warp).
+#include <cuda_runtime.h>
+
+__global__ void sum_dim1_kernel(const float* x, float* out, int batch, int dim1, int dim2) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)batch * dim2) return;
+    size_t b = i / dim2, c = i % dim2;
+    const float* column = x + b * (size_t)dim1 * dim2 + c;
+    float s = 0.0f;
+    for (int r = 0; r < dim1; ++r) s += column[(size_t)r * dim2];
+    out[i] = s;
+}
+
+extern "C" void sum_dim1(const float* x, float* out, int batch_size, int dim1, int dim2,
+                         cudaStream_t stream) {
+    size_t n = (size_t)batch_size * dim2;
+    sum_dim1_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(x, out, batch_size, dim1,
+                                                                     dim2);
+}
+"""
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str
+    reference: str
+    solution: str
+    input_elements: int
+    output_elements: int
+
+    @property
+    def footprint_bytes(self) -> int:
+        return 4 * (self.input_elements + self.output_elements)
+
+
+PROBLEMS = [
+    Problem(
+        "19_ReLU",
+        _ELEMENTWISE.format(op="torch.relu(x)"),
+        (ANSWERS / "19_ReLU.fast.cu").read_text(),
+        4096 * 393216,
+        4096 * 393216,
+    ),
+    Problem(
+        "23_Softmax",
+        _ELEMENTWISE.format(op="torch.softmax(x, dim=1)"),
+        (ANSWERS / "23_Softmax.fast.cu").read_text(),
+        4096 * 393216,
+        4096 * 393216,
+    ),
+    Problem("47_Sum_reduction_over_a_dimension", _SUM, _SUM_CU, 128 * 4096 * 4095, 128 * 4095),
+]
+
+
+def _smi(query: str, fields: str) -> list[list[str]]:
+    done = subprocess.run(
+        ["nvidia-smi", f"--query-{query}={fields}", "--format=csv,noheader,nounits", "-i", "0"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    return [[f.strip() for f in line.split(",")] for line in done.stdout.splitlines() if line]
+
+
+def _device_used_bytes() -> int:
+    return int(_smi("gpu", "memory.used")[0][0]) * MIB
+
+
+class Sampler:
+    """Polls the driver's per-process and device memory while a check runs."""
+
+    def __init__(self) -> None:
+        self.peak_processes = 0
+        self.peak_device = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            apps = _smi("compute-apps", "pid,used_memory")
+            held = sum(int(used) * MIB for _, used in apps if used.isdigit())
+            self.peak_processes = max(self.peak_processes, held)
+            self.peak_device = max(self.peak_device, _device_used_bytes())
+            self.samples += 1
+            self._stop.wait(0.02)
+
+
+def run(problem: Problem, scratch: Path) -> dict:
+    folder = scratch / problem.name
+    folder.mkdir(parents=True)
+    (folder / f"{problem.name}.py").write_text(problem.reference)
+    source = folder / f"{problem.name}.cu"
+    source.write_text(problem.solution)
+    settings = load_settings(source, environ={}).merged(
+        {"cache_dir": str(scratch / "cache"), "run_timeout_s": 300.0}
+    )
+    idle = _device_used_bytes()
+    began = time.perf_counter()
+    with Sampler() as sampler:
+        response = run_harness_sync(
+            WorkerRequest(task="check", source=str(source), settings=settings), settings
+        )
+    check = response.check
+    verify = check.verify if check else None
+    footprint = problem.footprint_bytes
+    by_process = sampler.peak_processes > 0
+    peak = sampler.peak_processes if by_process else sampler.peak_device - idle
+    entry = {
+        "name": problem.name,
+        "footprint_bytes": footprint,
+        "peak_bytes": peak,
+        "accounting": "processes" if by_process else "device",
+        "goal_bytes": 3 * footprint + 2 * GB,
+        "within_goal": peak <= 3 * footprint + 2 * GB,
+        "device_used_peak_bytes": sampler.peak_device - idle,
+        "samples": sampler.samples,
+        "verified": bool(verify and verify.ok),
+        "error": response.error.message if response.error else None,
+        "verify_message": verify.message if verify else None,
+        "median_ms": check.timing.median_ms if check and check.timing else None,
+        "phase_seconds": check.phase_seconds if check else {},
+        "seconds": round(time.perf_counter() - began, 1),
+    }
+    print(
+        f"{problem.name:40s} footprint {footprint / GB:6.2f} GB  peak "
+        f"{entry['peak_bytes'] / GB:6.2f} GB  goal {entry['goal_bytes'] / GB:6.2f} GB  "
+        f"verified {entry['verified']}"
+        f"  {entry['seconds']} s  {entry['error'] or ''}",
+        flush=True,
+    )
+    return entry
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", nargs="*", help="only these problem names")
+    args = parser.parse_args()
+    chosen = [p for p in PROBLEMS if not args.problems or p.name in args.problems]
+    cases: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="kb-memory-") as scratch:
+        for problem in chosen:
+            cases.append(run(problem, Path(scratch)))
+            path = write_result("memory", {"cases": cases})  # a run cut short keeps its cases
+    print(f"wrote {path}")
+    return 0 if all(c["verified"] and c["within_goal"] for c in cases) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

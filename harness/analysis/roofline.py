@@ -1,0 +1,121 @@
+"""A kernel on the roofline, as Nsight Compute's SpeedOfLight roofline chart draws it: achieved
+FLOP/s against arithmetic intensity (FLOPs per DRAM byte), under the GPU's DRAM-bandwidth roof
+and its FP32 and FP64 compute roofs.
+
+The roofs come from the report itself where it measured them (peak work and traffic per cycle
+times the clocks the kernel ran at: what ncu's chart uses); otherwise from the published peaks
+of the GPU (boost clock), and the answer says which. Pure: no ncu, no GPU."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from kernelblaster.harness.analysis import ncu_metrics as m
+from kernelblaster.harness.protocol.records import KernelProfile
+
+
+class Roofs(msgspec.Struct, kw_only=True, frozen=True):
+    dram_bytes_per_s: float
+    fp32_flops_per_s: float
+    fp64_flops_per_s: float | None = None
+    # "measured": from the report's peak-per-cycle metrics and clocks; "published": the GPU's
+    # data-sheet numbers at its boost clock (the report had no peaks, e.g. counters collected
+    # in-process or a quick-depth report)
+    source: Literal["measured", "published"]
+    note: str  # where the numbers come from, in words
+
+    @property
+    def ridge_intensity(self) -> float:
+        """FLOPs per byte where the FP32 roof meets the memory roof."""
+        return self.fp32_flops_per_s / self.dram_bytes_per_s
+
+
+class RooflinePoint(msgspec.Struct, kw_only=True, frozen=True):
+    flops_per_s: float  # FP32 + FP64 FLOP/s achieved (an FMA counts two)
+    dram_bytes_per_s: float
+
+    @property
+    def intensity(self) -> float | None:
+        """FLOPs per DRAM byte; None when the kernel moved no DRAM bytes."""
+        return self.flops_per_s / self.dram_bytes_per_s if self.dram_bytes_per_s > 0 else None
+
+
+class PublishedPeaks(msgspec.Struct, kw_only=True, frozen=True):
+    name: str  # what `device` must contain
+    dram_bytes_per_s: float
+    fp32_flops_per_s: float
+    fp64_flops_per_s: float
+
+
+# Data-sheet peaks (non-tensor FP32/FP64 at boost clock, DRAM bandwidth), most specific first:
+# an "H100 PCIe" must not match the SXM entry.
+PUBLISHED: tuple[PublishedPeaks, ...] = (
+    PublishedPeaks(name="H100 PCIe", dram_bytes_per_s=2.0e12, fp32_flops_per_s=51.2e12,
+                   fp64_flops_per_s=25.6e12),
+    PublishedPeaks(name="H100 NVL", dram_bytes_per_s=3.9e12, fp32_flops_per_s=60.0e12,
+                   fp64_flops_per_s=30.0e12),
+    PublishedPeaks(name="H100", dram_bytes_per_s=3.35e12, fp32_flops_per_s=66.9e12,
+                   fp64_flops_per_s=33.5e12),
+    PublishedPeaks(name="H200", dram_bytes_per_s=4.8e12, fp32_flops_per_s=66.9e12,
+                   fp64_flops_per_s=33.5e12),
+    PublishedPeaks(name="A100-SXM4-80GB", dram_bytes_per_s=2.039e12, fp32_flops_per_s=19.5e12,
+                   fp64_flops_per_s=9.7e12),
+    PublishedPeaks(name="A100", dram_bytes_per_s=1.555e12, fp32_flops_per_s=19.5e12,
+                   fp64_flops_per_s=9.7e12),
+    PublishedPeaks(name="L40S", dram_bytes_per_s=0.864e12, fp32_flops_per_s=91.6e12,
+                   fp64_flops_per_s=1.43e12),
+)  # fmt: skip
+
+
+def point(kernel: KernelProfile) -> RooflinePoint | None:
+    """Where `kernel` sits, or None when the profile lacks the metrics (a quick pass)."""
+    metrics = kernel.metrics
+    clock = metrics.get(m.SM_CYCLES_PER_SECOND)
+    dram = metrics.get(m.DRAM_BYTES_PER_SECOND)
+    fp32 = _flops_per_cycle(metrics, m.FP32_OPS_PER_CYCLE)
+    if clock is None or dram is None or fp32 is None:
+        return None
+    fp64 = _flops_per_cycle(metrics, m.FP64_OPS_PER_CYCLE) or 0.0
+    return RooflinePoint(flops_per_s=(fp32 + fp64) * clock, dram_bytes_per_s=dram)
+
+
+def roofs(kernel: KernelProfile, device: str) -> Roofs | None:
+    """The GPU's roofs as the report measured them, else its published peaks, else None."""
+    metrics = kernel.metrics
+    clock = metrics.get(m.SM_CYCLES_PER_SECOND)
+    dram_peak = metrics.get(m.DRAM_BYTES_PEAK_PER_CYCLE)
+    dram_clock = metrics.get(m.DRAM_CYCLES_PER_SECOND)
+    fp32_peak = metrics.get(m.FP32_PEAK_FLOPS_PER_CYCLE)
+    if clock and dram_peak and dram_clock and fp32_peak:
+        fp64_peak = metrics.get(m.FP64_PEAK_FLOPS_PER_CYCLE)
+        return Roofs(
+            dram_bytes_per_s=dram_peak * dram_clock,
+            fp32_flops_per_s=fp32_peak * clock,
+            fp64_flops_per_s=fp64_peak * clock if fp64_peak else None,
+            source="measured",
+            note=f"measured by Nsight Compute on the {device} at the clocks the kernel ran at "
+            f"(SM {clock / 1e9:.2f} GHz, DRAM {dram_clock / 1e9:.2f} GHz)",
+        )
+    published = next((p for p in PUBLISHED if p.name.lower() in device.lower()), None)
+    if published is None:
+        return None
+    return Roofs(
+        dram_bytes_per_s=published.dram_bytes_per_s,
+        fp32_flops_per_s=published.fp32_flops_per_s,
+        fp64_flops_per_s=published.fp64_flops_per_s,
+        source="published",
+        note=f"published peaks of the {published.name} at its boost clock: the profile did not "
+        "measure them (profile at full depth for the measured roofs)",
+    )
+
+
+def _flops_per_cycle(metrics: dict[str, float], ops: tuple[str, str, str]) -> float | None:
+    """add + mul + 2 × fma thread instructions per cycle; None when any is missing."""
+    values = [metrics.get(name) for name in ops]
+    if any(value is None for value in values):
+        return None
+    add, mul, fma = values
+    assert add is not None and mul is not None and fma is not None
+    return add + mul + 2.0 * fma

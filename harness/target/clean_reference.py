@@ -1,0 +1,191 @@
+"""The clean reference process: a child of the worker, started before any candidate code runs
+in the worker, in which no candidate code ever runs. It computes the reference's expected
+outputs and compares the candidate's outputs with them (harness/target/reference_session.py).
+
+Why a process: a candidate runs in the worker, and can change what the reference computes
+there without rebinding any Python name that the integrity snapshot watches: registering its
+own CUDA kernel for an ATen operator the reference calls, pushing a global dispatch mode,
+running a C++ static initializer, patching the problem module's Model. A reference run in
+that process returns whatever the candidate wants. In this one, none of that ever happened.
+
+The child is started with multiprocessing's `spawn` (a fresh interpreter: CUDA can't be
+forked), before the worker builds or imports a candidate (harness/worker/serve.py), so even
+the environment it inherits is the worker's own. Tensors cross the pipe through
+torch.multiprocessing's reductions: CUDA tensors as IPC handles (the same device memory, no
+copy), CPU tensors as shared memory. The child ends when the worker's end of the pipe closes.
+
+The client imports nothing of torch: the worker starts the child before its own torch import,
+beside nvcc (torch registers the tensor reductions once it is imported, before any tensor is
+sent). Opening a session (`open`) returns at once; the child loads the reference and makes
+the trials' sets meanwhile, and the first question waits for it."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import sys
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kernelblaster.harness.protocol.records import Mismatch
+    from kernelblaster.harness.target.reference_session import SessionFacts, SessionTrial
+
+# What the candidate's process may ask a session (harness/target/reference_session.py)
+_QUESTIONS = frozenset({"warm_up", "take", "scaled", "decoy", "release", "compare", "trim"})
+
+
+class CleanReferenceGone(RuntimeError):
+    """The clean reference process ended before answering."""
+
+
+class CleanReference:
+    """The worker's handle on its clean reference process (one per worker process)."""
+
+    def __init__(self, device: str):
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(
+            target=_serve, args=(child, device), name="kernelblaster clean reference", daemon=True
+        )
+        self._process.start()
+        child.close()
+        self.device = device
+        self._opens_unanswered = 0
+        self._facts: SessionFacts | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def open(self, reference: Path, *, trials: int, atol: float | None, rtol: float | None) -> None:
+        """Start a session on `reference` (replacing any other); returns at once."""
+        self._conn.send(("open", (str(reference), trials, atol, rtol), {}))
+        self._opens_unanswered += 1
+        self._facts = None
+
+    def facts(self) -> SessionFacts:
+        """The open session's facts, once it is made; raises what making it raised."""
+        while self._opens_unanswered:
+            self._opens_unanswered -= 1
+            try:
+                self._facts = self._answer()  # an earlier open's answer is replaced
+            except Exception:
+                if self._opens_unanswered == 0:
+                    raise
+        if self._facts is None:
+            raise RuntimeError("no session is open in the clean reference process")
+        return self._facts
+
+    def _ask(self, question: str, *args: Any, **kwargs: Any) -> Any:
+        self.facts()
+        self._conn.send((question, args, kwargs))
+        return self._answer()
+
+    def _answer(self) -> Any:
+        try:
+            outcome, value = self._conn.recv()
+        except (EOFError, OSError) as exc:
+            raise CleanReferenceGone(
+                f"the clean reference process ended (exit code {self._process.exitcode})"
+            ) from exc
+        if outcome == "error":
+            raise value
+        return value
+
+    # --- the session's questions (harness/target/reference_session.py) -------------------
+
+    def warm_up(self) -> SessionTrial:
+        return self._ask("warm_up")
+
+    def take(self, index: int) -> SessionTrial:
+        return self._ask("take", index)
+
+    def scaled(self, seed: int, scale: float) -> SessionTrial:
+        return self._ask("scaled", seed, scale)
+
+    def decoy(self, seed: int) -> list:
+        return self._ask("decoy", seed)
+
+    def release(self, key: int) -> None:
+        self._ask("release", key)
+
+    def compare(
+        self, key: int, actual: list, *, trial: int, seed: int, scale: float | None = None
+    ) -> list[Mismatch]:
+        """`actual` must be this process's own tensors (not ones received from the child)."""
+        return self._ask("compare", key, actual, trial=trial, seed=seed, scale=scale)
+
+    def trim(self) -> None:
+        self._ask("trim")
+
+    def end_session(self) -> None:
+        """The check is over: the child frees the session's memory (its sets and its cache)."""
+        self._ask("end_session")
+
+    def close(self) -> None:
+        """End the child (it also ends when the worker does)."""
+        self._conn.close()
+        self._process.join(timeout=5)
+        if self._process.is_alive():
+            self._process.kill()
+
+
+def _sendable(exc: BaseException) -> BaseException:
+    """`exc`, or a RuntimeError saying what it was when it can't be pickled."""
+    try:
+        pickle.dumps(exc)
+    except Exception:  # noqa: BLE001 - any pickling failure: said as text instead
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
+
+
+def _serve(conn: Connection, device_name: str) -> None:
+    """The child's loop: one session at a time, one answer per question, until the worker's
+    end of the pipe closes."""
+    import torch
+
+    from kernelblaster.harness.target.reference_session import ReferenceSession
+    from kernelblaster.harness.target.reference_side import prepare_reference_side
+
+    # The device is set and its context made by the first session (prepare_reference_side),
+    # not here: a spare starts this process as soon as torch imports, but touches the GPU only
+    # once the worker before it is done with it.
+    device = torch.device(device_name)
+    session: ReferenceSession | None = None
+    while True:
+        try:
+            question, args, kwargs = conn.recv()
+        except (EOFError, OSError):
+            return
+        if device.type == "cuda" and session is not None:  # (no context before the first)
+            # the sets the worker has let go of since, freed before this question makes more
+            torch.cuda.ipc_collect()
+        try:
+            if question == "open":
+                session = None  # its sets freed before the next session's are made
+                path, trials, atol, rtol = args
+                folder = str(Path(path).parent)  # its own modules import, as under `python`
+                if folder not in sys.path:
+                    sys.path.insert(0, folder)
+                side = prepare_reference_side(Path(path), device, trials=trials)
+                session = ReferenceSession(side, atol=atol, rtol=rtol)
+                del side
+                answer: Any = session.facts
+            elif question == "end_session":
+                session = answer = None
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+            elif question in _QUESTIONS and session is not None:
+                answer = getattr(session, question)(*args, **kwargs)
+            else:
+                raise RuntimeError(f"the clean reference process can't answer {question!r} now")
+            # The worker's tensors (outputs to compare) let go of before answering: the
+            # worker frees them at once when it does, rather than at its next collection.
+            args = kwargs = None
+            conn.send(("ok", answer))
+            answer = None
+        except Exception as exc:  # noqa: BLE001 - every failure goes back to the worker
+            args = kwargs = None
+            conn.send(("error", _sendable(exc)))
