@@ -27,9 +27,16 @@ outcome, which the KB's statistics ignore: it says nothing about the technique.
 Step acceptance: a step is kept (the rollout continues from its candidate) when it verified and
 beat where it started by MIN_SPEEDUP, or when it verified and its technique is a catalog
 enabler (kb/catalog/catalog.toml `[[enabler]]`, e.g. tiling before tensor cores) with depth
-left to build on it. Such a step's KB row is written when its rollout ends, judged by the best
-candidate reached from it: measured speedup = the step's starting time over the best time
-verified later in the rollout (its own included), success when that beats MIN_SPEEDUP.
+left to build on it. Every kept step with depth left is credited for what it enables: its KB row
+is written when its rollout ends, with the measured speedup `credited_speedup(own, chained)`,
+the larger of its own speedup and the speedup from where it started to the best candidate
+verified later in the rollout, discounted (CHAIN_DISCOUNT): so an enabler (tiling, then
+register tiles on it) outranks a one-step dead end that is faster on its own. Success when
+that beats MIN_SPEEDUP.
+
+`offered` (an injection point like `evaluate` and `lower`) names the techniques the lowering
+can apply to a kernel; the replay mode offers only its library's rewrites, so a gap in the
+library is neither a step spent nor a failure recorded against the technique.
 
 An open action space: when the KB has no technique left for a step's state (none addresses its
 findings, or all were tried on this source), the LLM proposes new ones first
@@ -86,9 +93,14 @@ from kernelblaster.settings import Settings
 # A verified candidate must beat the kernel it started from by this factor to count as a
 # success: smaller differences are within the timing spread of a median over trials.
 MIN_SPEEDUP = 1.02
+# Credit per step of what a kept step enables: the chained speedup counts as chained**discount
+# (1: as much as the step's own; 0: not at all).
+CHAIN_DISCOUNT = 0.9
 
 Evaluate = Callable[..., Evaluation]
 Lower = Callable[..., LoweringResult]  # lower()'s signature; the replay mode scripts it
+# The techniques the lowering agent can apply to a kernel (its source); None: every one.
+Offered = Callable[[str], Collection[str] | None]
 
 
 class VerifiedKernel(msgspec.Struct, kw_only=True):
@@ -141,6 +153,10 @@ def _never() -> bool:
     return False
 
 
+def every_technique(source: str) -> None:
+    return None
+
+
 def _no_progress(step: int, total: int, message: str, best_speedup: float | None) -> None:
     pass
 
@@ -161,6 +177,7 @@ class RolloutServices:
     # on the same source then see the first one's proposals in the KB instead of asking again
     # (and validating against a KB that does not have them yet).
     proposing: threading.Lock = field(default_factory=threading.Lock)
+    offered: Offered = every_technique  # the replay's; live rollouts (any process) offer all
 
 
 RunRollouts = Callable[[RolloutPlan, int, RolloutServices], list[RolloutResult]]
@@ -180,6 +197,7 @@ class OptimizeRun:
     kb: KnowledgeBase
     evaluate: Evaluate = evaluate
     lower: Lower = lower
+    offered: Offered = every_technique
     on_progress: OnProgress = _no_progress
     cancelled: Callable[[], bool] = _never
     run_rollouts: RunRollouts | None = None
@@ -279,6 +297,7 @@ def run_optimization(run: OptimizeRun) -> OptimizeResult:
         evaluate=evaluate_on_gpu,
         lower=run.lower,
         cancelled=run.cancelled,
+        offered=run.offered,
         report=_Progress(total, origin.time_ms, run.on_progress),
     )
     rollouts_began = time.time()
@@ -336,7 +355,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
     kb, client, request = services.kb, services.client, plan.request
     result = RolloutResult(rollout=rollout)
     current = plan.origin
-    pending: list[_EnablerStep] = []  # kept enabler steps, judged when the rollout ends
+    pending: list[_KeptStep] = []  # kept steps with depth left, credited when the rollout ends
     asked: set[tuple[str, str]] = set()  # (state, source hash) proposals were asked for
     for step_index in range(request.depth):
         if services.cancelled():
@@ -362,6 +381,8 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
                 seed=step_seed,
                 temperature=request.temperature,
                 exploration=request.exploration,
+                offered=services.offered(current.source),
+                kernel_hash=starting_hash,
                 among=proposed,
             ),
             lambda ranked: ranked.technique,
@@ -391,10 +412,12 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
         # the candidate, when it is faster (verified and a success)
         improved = candidate if candidate is not None and step.outcome == "success" else None
         depth_left = step_index + 1 < request.depth
-        if candidate is not None and improved is None and depth_left and _enables(step.technique):
-            step.enabler = True
-            pending.append(_EnablerStep(step, current.time_ms, candidate.time_ms))
-            current = candidate
+        enabler = candidate is not None and improved is None and _enables(step.technique)
+        if candidate is not None and depth_left and (improved is not None or enabler):
+            step.enabler = enabler
+            pending.append(_KeptStep(step, current.time_ms, candidate.time_ms))
+            if enabler:
+                current = candidate
         else:
             _record(plan, services, result, step)
         services.in_flight.done(starting_hash, choice.technique)
@@ -428,9 +451,16 @@ def _record(
     result.attempts.append(attempt)
 
 
-class _EnablerStep:
-    """A verified step kept although not faster because its technique is an enabler; judged,
-    when its rollout ends, by the best candidate reached from it."""
+def credited_speedup(own: float, chained: float, discount: float = CHAIN_DISCOUNT) -> float:
+    """What a kept step is credited with: its own speedup, or the speedup from where it started
+    to the best candidate reached from it (`chained`), whichever is larger; a chained gain
+    counts as chained**discount (a chained loss is not softened)."""
+    return max(own, chained**discount if chained > 1.0 else chained)
+
+
+class _KeptStep:
+    """A verified step the rollout continued from (faster, or an enabler); credited, when its
+    rollout ends, with what it enabled (`credited_speedup`)."""
 
     def __init__(self, step: OptimizeStep, started_ms: float, own_ms: float):
         self.step, self.started_ms, self.best_ms = step, started_ms, own_ms
@@ -441,12 +471,15 @@ class _EnablerStep:
 
     def judge(self) -> None:
         step = self.step
-        step.measured_speedup = self.started_ms / self.best_ms
+        chained = self.started_ms / self.best_ms
+        step.measured_speedup = credited_speedup(self.own_speedup, chained)
         step.outcome = "success" if step.measured_speedup >= MIN_SPEEDUP else "regression"
-        step.detail = (
-            f"enabler: {self.own_speedup:.2f}x on its own, {step.measured_speedup:.2f}x with "
-            f"the best step built on it; {step.detail}"
-        )[:500]
+        if chained > self.own_speedup:
+            kind = "enabler" if step.enabler else "kept"
+            step.detail = (
+                f"{kind}: {self.own_speedup:.2f}x on its own, {chained:.2f}x with the best step "
+                f"built on it, credited {step.measured_speedup:.2f}x; {step.detail}"
+            )[:500]
 
 
 class _Progress:
@@ -571,12 +604,17 @@ def _choose(
     seed: int | None,
     temperature: float,
     exploration: float,
+    offered: Collection[str] | None = None,
+    kernel_hash: str | None = None,
     among: Sequence[str] = (),
     busy: Collection[str] = (),
 ) -> RankedTechnique | None:
     """What the step tries: `forced`, else a weighted random top-k pick among `among` (just
-    proposed) when any of them is ranked, else among the ranking."""
-    ranked = kb.rank(state.arch, state.state, state.findings)
+    proposed) when any of them is ranked, else among the ranking; only techniques in `offered`
+    (None: every one), ranked with this kernel's (`kernel_hash`) own attempts first."""
+    ranked = kb.rank(state.arch, state.state, state.findings, source_hash=kernel_hash)
+    if offered is not None:
+        ranked = [r for r in ranked if r.technique in offered]
     if forced is not None:
         match = next((r for r in ranked if r.technique == forced), None)
         if match is not None:

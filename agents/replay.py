@@ -3,10 +3,11 @@ on a measured table instead of a GPU and an LLM.
 
 `ReplayTask` plugs into `run_optimization()` through its two injection points (OptimizeRun's
 `lower` and `evaluate`):
+- `offered` names the techniques the library has a rewrite of the current kernel for: the
+  loop chooses among those only, so a gap in the library costs no step and is not recorded
+  as the technique's failure;
 - `lower` is a scripted lowering agent: asked to apply a technique to the current kernel, it
-  returns the library's variant for that edge (task, current variant, technique), or no
-  candidate when the library has none (the step is spent, as when a model can't produce a
-  usable rewrite);
+  returns the library's variant for that edge (task, current variant, technique);
 - `evaluate` answers the harness's part from the table: the variant's build or verification
   failure, or its state and a time drawn around its measured median with its measured spread.
 The few remaining model calls (soft verification, the policy update's gap analysis) go to
@@ -123,6 +124,13 @@ class ReplayTask:
         return found
 
     # --- the loop's injection points ---------------------------------------------------------
+
+    def offered(self, text: str) -> set[str]:
+        """The techniques the library has a rewrite of `text` for: the loop chooses among
+        these only, so a gap in the library is not a failure of the technique (a model asked
+        for another rewrite would have produced something; the library can't say what)."""
+        source = self.variant_of(text)
+        return {technique for (start, technique) in self._edges if start == source}
 
     def lower(
         self,

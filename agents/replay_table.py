@@ -47,8 +47,12 @@ class Variant(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     reached_by: list[Edge]
 
 
+FAMILIES = ("reduction", "elementwise", "gemm", "layout", "stencil")
+
+
 class Task(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     task: str
+    family: str  # one of FAMILIES: kernels of a family share states, findings and fixes
     category: str
     naive: str  # the naive kernel, `<task>.cu`, with `<task>.py` beside it
     description: str
@@ -92,6 +96,8 @@ def load_library(root: Path) -> list[Task]:
 
 def _validate(task: Task, manifest: Path) -> None:
     techniques = {t.id for t in load_catalog().technique}
+    if task.family not in FAMILIES:
+        raise LibraryError(f"{manifest}: family {task.family!r} is not one of {FAMILIES}")
     names = [v.name for v in task.variant]
     if len(set(names)) != len(names) or NAIVE in names:
         raise LibraryError(f"{manifest}: variant names must be unique and not {NAIVE!r}")

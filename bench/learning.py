@@ -1,30 +1,40 @@
 """Does the knowledge base learn? Learning curves of the real optimization loop replayed on a
 measured table (agents/replay.py): the loop, KB, ranking, selection and write-back are the
-real ones; the lowering agent returns the library's variant for the chosen technique, and the
-harness's verdicts and times come from the table, with noise at the measured spread.
+real ones; the lowering agent returns the library's variant for the chosen technique (the loop
+is offered only the library's rewrites), and the harness's verdicts and times come from the
+table, with noise at the measured spread.
 
-Protocol: for each of N orderings (seeded permutations of the tasks), the first part of the
-tasks is for training and the rest is held out. Arms:
-- persistent: one KB across the ordering's tasks (train, then held-out), with the selection
-  given (the loop's defaults unless told: --temperature, --exploration, --avoid-failed);
-- greedy: the same with temperature 0 (always the best-ranked technique; the default);
-- fresh: a new, empty KB for every task (no memory);
+First the two ceilings (learning_eval.py): how much better a KB seeded with table edges does
+than an empty one, when the edges are the held-out kernel's own (same kernel: the machinery
+works when keys recur) and every other kernel's (leave-one-out: the best cross-task memory
+this suite allows). Unless the leave-one-out ceiling at budget 2 reaches CEILING_GATE, no
+learning rule can show a benefit on this suite, and the summary says so (`gate`).
+
+Protocol: for each of N orderings, the kernels of each family are dealt into training and
+held-out (kernels are held out, not families: a held-out kernel's states and findings recur in
+training). Arms:
+- persistent: one KB across the ordering's tasks; the selection explores on training tasks
+  (--temperature, --exploration: UCB bonus) and is greedy on held-out ones;
+- greedy: the same, greedy on training tasks too;
+- fresh: a new, empty KB for every task, greedy (no memory);
 - uniform: uniform random among every technique the ranking offers for the state;
-- oracle: the best kernel any policy can reach within the budget (the table's best chain of
-  verified rewrites, no longer than a rollout): an upper bound;
+- oracle: the best kernel the loop can reach within the budget (learning_eval.reachable: the
+  ranking's candidates only, no step past the roof, continuing only from kept candidates);
 - transfer: a KB trained on another GPU's table, then tested on this one (with two tables).
 Each task gets `rollouts x depth` steps; the curve at budget b is the best verified kernel after
-the first b steps. Reported, with bootstrap confidence intervals over orderings: the held-out
-geomean of the best speedup vs budget, the regret vs the oracle, wasted steps (steps that did
-not give a faster verified kernel) and the prediction error |log(predicted / realized)| of
-rank() by the task's position in the ordering; and comparisons paired by ordering (e.g.
-persistent / fresh: both arms replay the same tasks with the same seeds). bench/learning_tune.py
-tunes the selection with this experiment's arms, on training tasks only.
+the first b steps. Reported: the held-out geomean best speedup vs budget, regret vs the oracle,
+wasted steps, per arm with bootstrap intervals over orderings; persistent / fresh with a
+task-level bootstrap (resampling kernels) and per-task contributions; the same ratio with each
+family dropped from the suite in turn; the median prediction error |log(predicted /
+measured)| of the chosen technique on held-out kernels, persistent vs fresh.
+bench/learning_tune.py tunes the selection with this experiment's arms, on training tasks only.
 
     python bench/learning.py                       # every bench/results/learning-table-*.json
-    python bench/learning.py --table T.json --orderings 40 --temperature 0.5 --top-k 4
+    python bench/learning.py --table T.json --orderings 40 --temperature 0.5 --exploration 0.5
 
-Writes bench/results/learning-<gpu>.json and a plot beside it (learning-<gpu>.png).
+Writes bench/results/learning-<gpu>.json (top-level summary: tasks, families,
+held_out_kernels, ratio_persistent_fresh, ceiling_leave_one_out, ceiling_same_kernel,
+prediction_error, gate; the per-arm detail beside them) and a plot (learning-<gpu>.png).
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ import msgspec
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common
+import learning_eval as evaluation
 from common import REPO, RESULTS, repo_relative, slug
 
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
@@ -62,22 +73,27 @@ from kernelblaster.settings import Settings
 BENCH = Path(__file__).resolve().parent
 LIBRARY = BENCH / "learning" / "tasks"
 LEARNING_ARMS = ("persistent", "greedy", "fresh")  # arms whose predictions come from a KB
+SUMMARY_BUDGETS = (1, 2, 4)
+CEILING_GATE = 1.3  # leave-one-out ceiling at budget 2 below which the suite can't show memory
 SETTINGS = Settings()
 LOOP = OptimizeRequest(source="", source_text="", kernel="")  # the loop's defaults
 
 
 class Config(msgspec.Struct, kw_only=True):
     tables: list[str]
-    orderings: int = 20
-    train_fraction: float = 0.6
+    orderings: int = 40
+    train_fraction: float = 0.6  # of each family's kernels
     rollouts: int = 3
     depth: int = 4
     top_k: int = LOOP.top_k
-    temperature: float = LOOP.temperature
-    exploration: float = LOOP.exploration  # the selection's UCB bonus (kb.ranking.select)
+    temperature: float = 1.0  # the persistent arm's selection on training tasks
+    exploration: float = 0.5  # its UCB bonus there (kb.ranking.select)
+    held_out_greedy: bool = True  # held-out tasks (every arm but uniform): temperature 0
     avoid_failed: bool = LOOP.avoid_failed  # skip what already failed on a step's kernel
     prior_strength: float = ranking.PRIOR_STRENGTH
     bootstrap: int = 2000
+    ceiling_seeds: int = 3  # replays per task and ceiling (the noise is the table's spread)
+    drop_families: bool = True  # rerun persistent and fresh without each family in turn
     seed: int = 0
 
     @property
@@ -89,6 +105,7 @@ class TaskRun(msgspec.Struct, kw_only=True):
     """One task optimized by one arm: per step, the best speedup so far and wasted steps."""
 
     task: str
+    family: str
     held_out: bool
     best: list[float]  # true (median) speedup of the best verified kernel after step 1..budget
     wasted: list[int]  # steps so far that gave no faster verified kernel
@@ -106,6 +123,7 @@ def run_task(
     *,
     seed: int,
     temperature: float,
+    exploration: float,
     k: int,
     held_out: bool,
 ) -> TaskRun:
@@ -119,8 +137,9 @@ def run_task(
         top_k=k,
         seed=seed,
         temperature=temperature,
-        exploration=config.exploration,
+        exploration=exploration,
         avoid_failed=config.avoid_failed,
+        proposals=0,  # the replay has no model to propose and no rewrite of a proposal
         settings=SETTINGS,
     )
     outcome = run_optimization(
@@ -130,6 +149,7 @@ def run_task(
             kb=kb,
             evaluate=replay.evaluate,
             lower=replay.lower,
+            offered=replay.offered,
         )
     )
     if outcome.error is not None:
@@ -137,7 +157,9 @@ def run_task(
     assert len(outcome.steps) == len(replay.steps), "one lowering call per loop step"
     naive_ms = replay.measured(NAIVE).time_ms
     best, best_measured = 1.0, math.inf  # the loop keeps the fastest *measured* candidate
-    run = TaskRun(task=task.task, held_out=held_out, best=[], wasted=[], errors=[])
+    run = TaskRun(
+        task=task.task, family=task.family, held_out=held_out, best=[], wasted=[], errors=[]
+    )
     wasted = 0
     for step, scripted in zip(outcome.steps, replay.steps, strict=True):
         if step.outcome == "success" and scripted.target is not None:
@@ -163,10 +185,23 @@ def fully_measured(task: Task, table: LearningTable) -> bool:
 
 
 def ordering_of(tasks: list[Task], config: Config, index: int) -> tuple[list[Task], list[Task]]:
-    shuffled = list(tasks)
-    random.Random(config.seed * 100_003 + index).shuffle(shuffled)
-    n_train = max(1, min(len(tasks) - 1, round(config.train_fraction * len(tasks))))
-    return shuffled[:n_train], shuffled[n_train:]
+    """Ordering `index`: each family's kernels shuffled and dealt, train_fraction of them (at
+    least one, and one held out where the family has two or more) to training; the training
+    tasks in a shuffled order, then the held-out ones."""
+    rng = random.Random(config.seed * 100_003 + index)
+    train: list[Task] = []
+    test: list[Task] = []
+    for family in sorted({t.family for t in tasks}):
+        members = [t for t in tasks if t.family == family]
+        rng.shuffle(members)
+        n_train = max(1, min(len(members) - 1, round(config.train_fraction * len(members))))
+        train += members[:n_train]
+        test += members[n_train:]
+    if not test:  # one kernel per family: hold out one of the training tasks
+        test.append(train.pop(rng.randrange(len(train))))
+    rng.shuffle(train)
+    rng.shuffle(test)
+    return train, test
 
 
 def run_arm(
@@ -185,11 +220,11 @@ def run_arm(
     with the training tasks replayed from `train_table` when given. Its KBs are files
     `<label>-<ordering>-<position>` in `scratch`."""
     ranking.PRIOR_STRENGTH = config.prior_strength  # the arm's, whatever the shipped value
-    k, temperature = config.top_k, config.temperature
-    if arm == "greedy":
-        temperature = 0.0
+    k, temperature, exploration = config.top_k, config.temperature, config.exploration
+    if arm in ("greedy", "fresh"):
+        temperature, exploration = 0.0, 0.0
     elif arm == "uniform":
-        k, temperature = 1000, math.inf  # every ranked technique, equally likely
+        k, temperature, exploration = 1000, math.inf, 0.0  # every ranked technique alike
     sequence = [(t, False) for t in train if arm != "uniform"] + [(t, True) for t in test]
     memoryless = arm in ("fresh", "uniform")
     runs = []
@@ -202,10 +237,12 @@ def run_arm(
                 kb = KnowledgeBase.open(scratch / f"{label or arm}-{index}-{position}.sqlite3")
             source = train_table if (train_table is not None and not held_out) else table
             seed = config.seed * 1_000_003 + index * 1000 + position
+            greedy = held_out and config.held_out_greedy and arm != "uniform"
             runs.append(
                 run_task(
-                    task, source, kb, config, seed=seed, temperature=temperature, k=k,
-                    held_out=held_out,
+                    task, source, kb, config, seed=seed, k=k, held_out=held_out,
+                    temperature=0.0 if greedy else temperature,
+                    exploration=0.0 if greedy else exploration,
                 )
             )  # fmt: skip
     finally:
@@ -215,24 +252,54 @@ def run_arm(
 
 
 def oracle_best(task: Task, table: LearningTable, config: Config) -> list[float]:
-    """The best true speedup reachable within each budget: chains of verified rewrites no
-    longer than a rollout (and than the budget), whatever their speedups along the way."""
-    naive_ms = table.measurement(task.task, NAIVE).time_ms
-    edges = [t for t in table.transitions if t.task == task.task and t.speedup is not None]
-    reached = {NAIVE: 0}  # variant -> fewest steps to reach it
-    frontier = {NAIVE}
-    for steps in range(1, config.depth + 1):
-        frontier = {e.target for e in edges if e.source in frontier} - set(reached)
-        reached.update(dict.fromkeys(frontier, steps))
-    curve = []
-    for budget in range(1, config.budget + 1):
-        times = [
-            table.measurement(task.task, variant).time_ms
-            for variant, steps in reached.items()
-            if steps <= min(budget, config.depth)
-        ]
-        curve.append(max(1.0, naive_ms / min(times)))
-    return curve
+    """The best true speedup the loop can reach within each budget: loop-feasible chains
+    (learning_eval.reachable) no longer than a rollout (and than the budget)."""
+    naive = table.measurement(task.task, NAIVE)
+    assert naive is not None and naive.time_ms is not None
+    return [
+        max(1.0, naive.time_ms / evaluation.best_ms(task.task, table, NAIVE, min(b, config.depth)))
+        for b in range(1, config.budget + 1)
+    ]
+
+
+def ceilings(tasks: list[Task], table: LearningTable, config: Config, scratch: Path) -> dict:
+    """Greedy replays of every task with a KB seeded from the table, over an empty KB's: seeded
+    with the task's own edges (same kernel) and with every other task's (leave-one-out). Per
+    budget, the geomean over tasks of the ratio (each task's mean over ceiling_seeds replays)."""
+    ranking.PRIOR_STRENGTH = config.prior_strength
+    logs: dict[str, dict[str, list[float]]] = {"same_kernel": {}, "leave_one_out": {}, "none": {}}
+    for number, task in enumerate(tasks):
+        seeds = {
+            "same_kernel": [task],
+            "leave_one_out": [t for t in tasks if t is not task],
+            "none": [],
+        }
+        for name, seeded in seeds.items():
+            curves = []
+            for replay in range(config.ceiling_seeds):
+                path = scratch / f"ceiling-{name}-{number}-{replay}.sqlite3"
+                with KnowledgeBase.open(path) as kb:
+                    evaluation.seed_kb(kb, seeded, table, config.depth)
+                    seed = config.seed * 7_000_003 + number * 100 + replay
+                    run = run_task(
+                        task, table, kb, config, seed=seed, temperature=0.0, exploration=0.0,
+                        k=config.top_k, held_out=True,
+                    )  # fmt: skip
+                curves.append(np.log(run.best))
+            logs[name][task.task] = np.mean(curves, axis=0).tolist()
+    result: dict = {}
+    budgets = [b for b in SUMMARY_BUDGETS if b <= config.budget]
+    for name in ("same_kernel", "leave_one_out"):
+        per_task = {
+            t: np.array(logs[name][t]) - np.array(logs["none"][t]) for t in logs[name]
+        }  # fmt: skip
+        mean = np.exp(np.mean(list(per_task.values()), axis=0))
+        result[name] = {str(b): round(float(mean[b - 1]), 4) for b in budgets}
+        result[f"{name}_per_task"] = {
+            t: {str(b): round(float(np.exp(v[b - 1])), 4) for b in budgets}
+            for t, v in per_task.items()
+        }
+    return result
 
 
 # --- statistics ---------------------------------------------------------------------------------
@@ -319,44 +386,119 @@ def _geomean(curves: list[list[float]]) -> list[float]:
 # --- the experiment -----------------------------------------------------------------------------
 
 
+def run_orderings(
+    tasks: list[Task],
+    table: LearningTable,
+    others: list[LearningTable],
+    config: Config,
+    arms: list[str],
+    scratch: Path,
+    label: str = "",
+) -> tuple[dict[str, list[list[TaskRun]]], list[dict[str, list[float]]]]:
+    """Every arm (and a transfer arm per other table) over config.orderings orderings of
+    `tasks`, and per ordering the oracle's curve of each held-out task."""
+    runs: dict[str, list[list[TaskRun]]] = {arm: [] for arm in arms}
+    oracle = []
+    for index in range(config.orderings):
+        train, test = ordering_of(tasks, config, index)
+        for arm in arms:
+            runs[arm].append(
+                run_arm(arm, train, test, table, config, scratch, index, label=f"{label}{arm}")
+            )
+        for number, other in enumerate(others):
+            usable = [t for t in train if other.measurement(t.task, NAIVE) is not None]
+            runs.setdefault(f"transfer from {other.device}", []).append(
+                run_arm(
+                    "persistent", usable, test, table, config, scratch, index,
+                    train_table=other, label=f"{label}transfer{number}",
+                )
+            )  # fmt: skip
+        oracle.append({t.task: oracle_best(t, table, config) for t in test})
+        print(f"{label}ordering {index + 1}/{config.orderings} done", file=sys.stderr, flush=True)
+    return runs, oracle
+
+
+def held_out_curves(per_ordering: list[list[TaskRun]]) -> dict[str, list[list[float]]]:
+    """Per task: its best-speedup curve in every ordering that held it out, in ordering order."""
+    curves: dict[str, list[list[float]]] = {}
+    for runs in per_ordering:
+        for r in runs:
+            if r.held_out:
+                curves.setdefault(r.task, []).append(r.best)
+    return curves
+
+
+def ratio_over_tasks(runs: dict[str, list[list[TaskRun]]], config: Config) -> dict:
+    """persistent / fresh: per budget the geomean over held-out kernels with a task-level 95%
+    bootstrap interval, and each kernel's contribution."""
+    per_task = evaluation.per_task_log_ratio(
+        held_out_curves(runs["persistent"]), held_out_curves(runs["fresh"])
+    )
+    curve = evaluation.task_bootstrap(per_task, config.bootstrap, config.seed)
+    return {
+        "by_budget": evaluation.at_budgets(curve, SUMMARY_BUDGETS),
+        "curve": curve,
+        "per_task": evaluation.contributions(per_task, SUMMARY_BUDGETS),
+    }
+
+
+def prediction_errors(per_ordering: list[list[TaskRun]]) -> float | None:
+    return evaluation.median_error(
+        [e for runs in per_ordering for r in runs if r.held_out for e in r.errors]
+    )
+
+
 def run(config: Config) -> dict:
     tables = [read_table(REPO / p) for p in config.tables]  # REPO / an absolute path: the path
     table, others = tables[0], tables[1:]
     library = load_library(LIBRARY)
     tasks = measured_tasks(library, table, config.tables[0])
     arms = ["persistent", "greedy", "fresh", "uniform"]
-    runs: dict[str, list[list[TaskRun]]] = {arm: [] for arm in arms}
-    transfer: dict[str, list[list[TaskRun]]] = {}
-    oracle = []
     began = time.perf_counter()
-    with tempfile.TemporaryDirectory(dir=fast_scratch()) as scratch:
-        for index in range(config.orderings):
-            train, test = ordering_of(tasks, config, index)
-            for arm in arms:
-                runs[arm].append(run_arm(arm, train, test, table, config, Path(scratch), index))
-            for number, other in enumerate(others):
-                usable = [t for t in train if other.measurement(t.task, NAIVE) is not None]
-                name = f"transfer from {other.device}"
-                transfer.setdefault(name, []).append(
-                    run_arm(
-                        "persistent", usable, test, table, config, Path(scratch), index,
-                        train_table=other, label=f"transfer{number}",
-                    )
-                )  # fmt: skip
-            oracle.append({t.task: oracle_best(t, table, config) for t in test})
-            print(f"ordering {index + 1}/{config.orderings} done", file=sys.stderr, flush=True)
-    summary = summarize({**runs, **transfer}, oracle, config)
+    with tempfile.TemporaryDirectory(dir=fast_scratch()) as name:
+        scratch = Path(name)
+        ceiling = ceilings(tasks, table, config, scratch)
+        runs, oracle = run_orderings(tasks, table, others, config, arms, scratch)
+        dropped = {}
+        families = sorted({t.family for t in tasks})
+        for family in families if config.drop_families and len(families) > 1 else []:
+            kept = [t for t in tasks if t.family != family]
+            if len(kept) < 2:
+                continue
+            without, _ = run_orderings(
+                kept, table, [], config, ["persistent", "fresh"], scratch, label=f"no-{family}-"
+            )
+            dropped[family] = ratio_over_tasks(without, config)["by_budget"]
+    summary = summarize(runs, oracle, config)
     comparisons = {
         f"{a} / {b}": paired_ratio(runs, a, b, config)
         for a, b in (("persistent", "fresh"), ("greedy", "fresh"))
     }
     if not others:
         summary["transfer"] = {"skipped": "only one GPU's table: measure another GPU to compare"}
+    over_tasks = ratio_over_tasks(runs, config)
+    loo_at_2 = ceiling["leave_one_out"].get("2", 0.0)
     return {
+        "tasks": [t.task for t in tasks],
+        "families": {f: [t.task for t in tasks if t.family == f] for f in families},
+        "held_out_kernels": [
+            sorted(r.task for r in per if r.held_out) for per in runs["persistent"]
+        ],
+        "ratio_persistent_fresh": over_tasks["by_budget"],
+        "ceiling_leave_one_out": ceiling["leave_one_out"],
+        "ceiling_same_kernel": ceiling["same_kernel"],
+        "prediction_error": {arm: prediction_errors(runs[arm]) for arm in ("persistent", "fresh")},
+        "gate": {
+            "leave_one_out_at_2": loo_at_2,
+            "threshold": CEILING_GATE,
+            "suite_can_show_memory": loo_at_2 >= CEILING_GATE,
+        },
+        "per_task_persistent_fresh": over_tasks["per_task"],
+        "drop_family_persistent_fresh": dropped,
+        "ceilings_per_task": {k: v for k, v in ceiling.items() if k.endswith("_per_task")},
         "table": {"device": table.device, "arch": table.arch, "note": table.note},
         "config": msgspec.to_builtins(config),
         "budgets": list(range(1, config.budget + 1)),
-        "tasks": [t.task for t in tasks],
         "not_fully_measured": [t.task for t in library if t not in tasks],
         "seconds": round(time.perf_counter() - began, 1),
         "arms": summary,
@@ -443,8 +585,21 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULTS.avoid_failed,
         help="skip techniques already tried without success on the kernel a step starts from",
     )
+    parser.add_argument(
+        "--held-out-greedy",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULTS.held_out_greedy,
+        help="held-out tasks with temperature 0 and no exploration (every arm but uniform)",
+    )
     parser.add_argument("--prior-strength", type=float, default=DEFAULTS.prior_strength)
     parser.add_argument("--bootstrap", type=int, default=DEFAULTS.bootstrap)
+    parser.add_argument("--ceiling-seeds", type=int, default=DEFAULTS.ceiling_seeds)
+    parser.add_argument(
+        "--drop-families",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULTS.drop_families,
+        help="rerun persistent and fresh with each family left out of the suite in turn",
+    )
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
 
 
@@ -459,8 +614,11 @@ def config_of(args: argparse.Namespace, tables: list[Path]) -> Config:
         temperature=args.temperature,
         exploration=args.exploration,
         avoid_failed=args.avoid_failed,
+        held_out_greedy=args.held_out_greedy,
         prior_strength=args.prior_strength,
         bootstrap=args.bootstrap,
+        ceiling_seeds=args.ceiling_seeds,
+        drop_families=args.drop_families,
         seed=args.seed,
     )
 

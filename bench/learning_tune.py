@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import re
 import sys
 import tempfile
 import time
@@ -110,6 +111,7 @@ def configured(config: experiment.Config, setting: Setting) -> experiment.Config
         temperature=setting.temperature,
         exploration=setting.exploration,
         avoid_failed=setting.avoid_failed,
+        held_out_greedy=False,  # the setting is tuned for what it does on held-out tasks too
     )
 
 
@@ -140,10 +142,13 @@ def cv_scores(
     order). With a single fold there is nothing to train on: the KB starts fresh."""
     config = configured(config, setting)
     scores: list[float] = []
+    # each setting's KBs in files of their own: a KB left by another setting's run would lend
+    # this one its attempts (on these very kernels, too)
+    name = re.sub(r"[^A-Za-z0-9.]+", "_", setting.label)
     for number, fold in enumerate(folds):
         others = [t for t in train if t not in fold]
         runs = experiment.run_arm(
-            "persistent", others, fold, table, config, scratch, index, label=f"cv{number}"
+            "persistent", others, fold, table, config, scratch, index, label=f"cv{number}-{name}"
         )
         scores += small_budget_score(runs, small_budget)
     return scores

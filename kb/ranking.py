@@ -56,6 +56,9 @@ PRIOR_STRENGTH = 3.0
 # and verification retries; the KB's own counts take over quickly.
 VERIFY_PRIOR = (1.5, 0.5)
 OTHER_ARCH_WEIGHT = 0.5
+# Attempts of the same technique aimed at the same finding on kernels of other states: the
+# finding names the defect the fix addresses, so they speak for this kernel too, less surely.
+OTHER_STATE_WEIGHT = 0.5
 NCU_GAIN_CAP = 4.0  # ncu estimates above 75% of runtime saved are capped at 4x
 CONFIDENCE_SCALE = 5.0  # attempts at which half the prior's doubt is gone
 PRIOR_CONFIDENCE = {"prior": 0.1, "ncu_estimate": 0.25}
@@ -212,10 +215,24 @@ def target_finding(technique: Technique, gains: dict[str, float | None]) -> str:
 
 class Learned:
     """What a state's techniques realized, per (technique, target finding): on the ranking's
-    arch (`here`) and summed over every other architecture (`elsewhere`)."""
+    arch (`here`), summed over every other architecture (`elsewhere`), and on this arch summed
+    over every other state (`other_states`: what transfers between kernels whose states
+    differ but whose finding, and so fix, is the same)."""
 
-    def __init__(self, here: CountsByTarget, elsewhere: CountsByTarget):
+    def __init__(
+        self,
+        here: CountsByTarget,
+        elsewhere: CountsByTarget,
+        *,
+        other_states: CountsByTarget | None = None,
+        this_kernel: CountsByTarget | None = None,
+    ):
         self.here, self.elsewhere = here, elsewhere
+        self.other_states = other_states or {}
+        # the attempts on the very kernel being ranked: two rewrites by one technique from
+        # different kernels of one state (tiling a naive GEMM, tiling a fused one) can end
+        # differently, and what happened on this one says most about it
+        self.this_kernel = this_kernel or {}
         self._attempts: dict[str, dict[str, int]] = {}  # technique -> target -> attempts
         for by_target in (here, elsewhere):
             for (technique, target), counts in by_target.items():
@@ -238,20 +255,33 @@ class Evidence(NamedTuple):
     text: str
 
 
-def learned_evidence(technique: str, target: str, arch: str, learned: Learned) -> Evidence:
-    """The attempts a prediction for `technique` aimed at `target` learns from: those aimed at
-    the same finding on this arch; else on other archs, down-weighted; else, on a KB from
-    before schema 4, those that did not record their target (this arch, then others).
-    Attempts aimed at other findings never count, and the text says how many were left out."""
-    left_out = learned.aimed_elsewhere(technique, target)
-    not_counted = f"; {left_out} on kernels with other findings not counted" if left_out else ""
+def evidence_tiers(
+    target: str, arch: str, learned: Learned
+) -> list[tuple[CountsByTarget, str, float, Basis, str]]:
+    """Where a prediction looks for evidence, most specific first (the first with attempts
+    wins): this very kernel (when the ranking is for one); the exact key (this state, this
+    finding) on this arch, then on other archs; then this finding on other states of this
+    arch, pooled (OTHER_STATE_WEIGHT); then, on a KB from before schema 4, attempts that did
+    not record their target."""
     elsewhere = f"on other architectures (weighted {OTHER_ARCH_WEIGHT})"
-    tiers: list[tuple[CountsByTarget, str, float, Basis, str]] = [
+    pooled = f"on {arch}, kernels of other states (weighted {OTHER_STATE_WEIGHT})"
+    return [
+        (learned.this_kernel, target, 1.0, "this_kernel", "on this very kernel"),
         (learned.here, target, 1.0, "this_arch", f"on {arch}"),
         (learned.elsewhere, target, OTHER_ARCH_WEIGHT, "other_archs", elsewhere),
+        (learned.other_states, target, OTHER_STATE_WEIGHT, "other_states", pooled),
         (learned.here, UNRECORDED_TARGET, 1.0, "this_arch", f"on {arch}"),
         (learned.elsewhere, UNRECORDED_TARGET, OTHER_ARCH_WEIGHT, "other_archs", elsewhere),
     ]
+
+
+def learned_evidence(technique: str, target: str, arch: str, learned: Learned) -> Evidence:
+    """The attempts a prediction for `technique` aimed at `target` learns from: the first tier
+    of `evidence_tiers` with any. Attempts aimed at other findings never count, and the text
+    says how many were left out."""
+    left_out = learned.aimed_elsewhere(technique, target)
+    not_counted = f"; {left_out} on kernels with other findings not counted" if left_out else ""
+    tiers = evidence_tiers(target, arch, learned)
     for by_target, key, weight, basis, where in tiers:
         counts = by_target.get((technique, key))
         if counts is not None and counts.attempts:

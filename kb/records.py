@@ -48,7 +48,10 @@ Category = Literal[
     "memory", "compute", "parallelism", "reduction", "structure", "launch", "learned"
 ]
 Bottleneck = Literal["memory", "compute", "latency", "occupancy", "launch", "unknown"]
-Basis = Literal["prior", "ncu_estimate", "this_arch", "other_archs"]
+# where a prediction's evidence comes from (kb.ranking.evidence_tiers): "this_kernel": its own
+# attempts on this very kernel; "other_states": this technique aimed at the same finding on
+# kernels of other states
+Basis = Literal["prior", "ncu_estimate", "this_kernel", "this_arch", "other_archs", "other_states"]
 
 
 class FindingLike(Protocol):

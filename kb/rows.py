@@ -251,6 +251,33 @@ def _entry_row(row: Sequence[Any]) -> EntryRow:
     )
 
 
+def kernel_counts(conn: Connection, state: str, arch: str, source_hash: str) -> CountsByTarget:
+    """Per (technique, target finding): the attempts that started from this very kernel
+    (`source_hash`), folded as the entries are."""
+    counts: CountsByTarget = {}
+    for row in conn.execute(
+        f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE arch = ? AND before_state = ? "
+        "AND source_hash = ?",
+        (arch, state, source_hash),
+    ):
+        attempt = attempt_from_row(row)
+        fold(counts.setdefault((attempt.technique, target_of(attempt)), EntryCounts()), attempt)
+    return counts
+
+
+def other_state_counts(conn: Connection, state: str, arch: str) -> CountsByTarget:
+    """Per (technique, target finding): the counts on `arch` summed over every state but
+    `state` (measurement-weighted log mean; variance left 0), for ranking's pooled tier."""
+    rows = conn.execute(
+        "SELECT technique, target_finding, sum(attempts), sum(successes), sum(regressions), "
+        "sum(failures), sum(n_measured), coalesce(sum(n_measured * mean_log_speedup) / "
+        "nullif(sum(n_measured), 0), 0.0) FROM finding_counts "
+        "WHERE arch = ? AND state != ? AND attempts > 0 GROUP BY technique, target_finding",
+        (arch, state),
+    )
+    return {(r[0], r[1]): EntryCounts(*r[2:]) for r in rows}
+
+
 def finding_counts(
     conn: Connection, state: str, arch: str
 ) -> tuple[CountsByTarget, CountsByTarget]:

@@ -224,15 +224,26 @@ class KnowledgeBase:
     # --- ranking -----------------------------------------------------------------------------
 
     def rank(
-        self, arch: str, state: str, findings: Sequence[FindingLike] = ()
+        self,
+        arch: str,
+        state: str,
+        findings: Sequence[FindingLike] = (),
+        *,
+        source_hash: str | None = None,
     ) -> list[RankedTechnique]:
-        """Techniques for `state` on `arch` (and the findings), best predicted speedup first."""
+        """Techniques for `state` on `arch` (and the findings), best predicted speedup first;
+        given the kernel's `source_hash`, its own attempts count first."""
 
         def query(conn: Connection):
+            own = rows.kernel_counts(conn, state, arch, source_hash) if source_hash else None
             return (
                 self._techniques(conn),
                 {row.technique: row for row in rows.entry_rows(conn, arch=arch, state=state)},
-                ranking.Learned(*rows.finding_counts(conn, state, arch)),
+                ranking.Learned(
+                    *rows.finding_counts(conn, state, arch),
+                    other_states=rows.other_state_counts(conn, state, arch),
+                    this_kernel=own,
+                ),
                 rows.recent_notes(conn, arch, state),
                 _statuses(rows.proposal_track(conn)),
             )

@@ -183,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         builds = list(pool.map(build, todo))
     per_kernel: list[float] = []
+    surprises: list[str] = []  # outcomes its author did not expect: review before using them
     measured = 0
     for (task, variant), built in zip(todo, builds, strict=True):
         expected = max(per_kernel[-5:], default=15.0)
@@ -203,7 +204,10 @@ def main(argv: list[str] | None = None) -> int:
         record(table, tasks, entry, out)
         per_kernel.append(entry.seconds)
         measured += 1
-        surprise = "" if entry.outcome == _expected(task, variant) else "  (NOT as expected)"
+        meant = _expected(task, variant)
+        surprise = "" if entry.outcome == meant else "  (NOT as expected)"
+        if surprise:
+            surprises.append(f"{task.task}/{variant}: {entry.outcome}, expected {meant}")
         timing = f" {entry.time_ms:.4f} ms ±{entry.spread:.1%}" if entry.time_ms else ""
         state = f" [{entry.state.state}]" if entry.state else ""
         print(
@@ -212,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     left = len(todo) - measured
+    for line in surprises:
+        print(f"NOT as expected: {line}")
     print(
         f"measured {measured}, {left} left"
         + (": run again to continue" if left else "; table complete")

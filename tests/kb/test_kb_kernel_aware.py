@@ -179,3 +179,74 @@ def test_a_merge_refolds_the_counts_per_target_finding(kb, new_location):
             assert theirs.evidence == ours.evidence
         (attempt,) = [a for a in merged.attempts() if a.outcome == "wrong_result"]
         assert attempt.target_finding == "small_grid"
+
+
+# --- pooling across states: the same fix of the same finding on kernels of other states -----
+
+
+def test_a_technique_aimed_at_a_finding_learns_from_other_states_until_its_own_has_evidence(kb):
+    """Transfer between kernels whose states differ: coalescing that paid on uncoalesced
+    small-grid kernels is expected, pooled and down-weighted, on an uncoalesced kernel of
+    another state; as soon as that state has its own attempts, they alone count."""
+    transpose_state = "memory.l2"
+    untried = _ranked(kb, SOFTMAX, state=transpose_state)
+    _coalescing_paid_on_uncoalesced_kernels(kb)
+    pooled = _ranked(kb, SOFTMAX, state=transpose_state)
+    assert pooled.basis == "other_states" and pooled.attempts == 3
+    assert "kernels of other states (weighted 0.5)" in pooled.evidence
+    assert pooled.gain_if_verified > untried.gain_if_verified
+    exact = _ranked(kb, SOFTMAX)  # the state the attempts were made in: full weight
+    assert exact.basis == "this_arch" and exact.gain_if_verified > pooled.gain_if_verified
+    # the other state's own evidence (a dead end) takes over from the pooled one
+    kb.record(
+        make_attempt(
+            kernel="transpose",
+            before_state=transpose_state,
+            technique=COALESCE,
+            measured_speedup=1.0,
+            target_finding="uncoalesced_global_access",
+        )
+    )
+    own = _ranked(kb, SOFTMAX, state=transpose_state)
+    assert own.basis == "this_arch" and own.attempts == 1
+    assert own.gain_if_verified < pooled.gain_if_verified
+
+
+def test_pooling_across_states_keeps_findings_apart(kb):
+    """What coalescing realized aimed at uncoalesced accesses is not expected, in another
+    state, of a kernel without them (col_sum's findings)."""
+    _coalescing_paid_on_uncoalesced_kernels(kb)
+    other = _ranked(kb, COL_SUM, state="memory.dram")
+    assert other.basis != "other_states" and other.attempts == 0
+
+
+def test_a_kernels_own_attempts_count_first_so_sibling_rewrites_are_not_conflated(kb):
+    """linear_relu's tiling: from the naive GEMM it verified (7.7x, 3 times), from the fused
+    one it computed the wrong thing (3 times). One key pools them (P(verified) ~0.6 for both);
+    ranked for one of the two kernels, that kernel's own attempts count."""
+    for source, outcome, speedup in (("naive", "success", 7.7), ("fused", "wrong_result", None)):
+        for _ in range(3):
+            kb.record(
+                make_attempt(
+                    kernel="linear_relu",
+                    source_hash=source,
+                    before_state="memory.l1",
+                    technique="shared_memory_tiling",
+                    outcome=outcome,
+                    measured_speedup=speedup,
+                    target_finding="uncoalesced_global_access",
+                )
+            )
+    findings = [FakeFinding("uncoalesced_global_access", 57.6)]
+
+    def tiling(**kwargs):
+        ranked = kb.rank("sm_90", "memory.l1", findings, **kwargs)
+        return next(r for r in ranked if r.technique == "shared_memory_tiling")
+
+    pooled = tiling()
+    assert pooled.basis == "this_arch" and 0.4 < pooled.success_probability < 0.7
+    naive, fused = tiling(source_hash="naive"), tiling(source_hash="fused")
+    assert naive.basis == fused.basis == "this_kernel"
+    assert naive.success_probability > 0.8 > pooled.success_probability
+    assert fused.success_probability <= 0.3 and fused.predicted_speedup < naive.predicted_speedup
+    assert tiling(source_hash="never seen").basis == "this_arch"

@@ -136,6 +136,39 @@ def test_a_failing_proposal_drops_below_the_catalog_and_is_retired(kb):
     assert "streaming_store_hints" not in ranked(kb)
 
 
+def test_a_proposal_on_trial_learns_from_the_evidence_tiers_under_its_capped_prior(kb):
+    """Proposals are ranked like catalog techniques (kb.ranking.evidence_tiers): what they did
+    aimed at the same finding on kernels of other states counts, pooled, and their attempts on
+    the very kernel ranked count first; while on trial their prior stays capped."""
+
+    def mine(**kwargs):
+        ranking = kb.rank("sm_90", STATE, FINDINGS, **kwargs)
+        return next(r for r in ranking if r.technique == "streaming_store_hints")
+
+    kb.propose(proposal(prior=3.0))
+    untried = mine()
+    kb.record(
+        make_attempt(
+            technique="streaming_store_hints",
+            before_state="memory.l2",
+            measured_speedup=1.6,
+            target_finding=FINDING,
+        )
+    )
+    pooled = mine()
+    assert pooled.proposal == "proposed"  # one success: still on trial
+    assert pooled.basis == "other_states" and pooled.attempts == 1
+    assert "proposed, on trial" in pooled.explanation and "capped at" in pooled.explanation
+    assert pooled.gain_if_verified > untried.gain_if_verified
+    for _ in range(2):
+        record(kb, "compile_error", source_hash="k1")
+    own = mine(source_hash="k1")
+    assert own.proposal == "proposed" and "proposed, on trial" in own.explanation
+    assert own.basis == "this_kernel" and (own.attempts, own.failures) == (2, 2)
+    assert own.predicted_speedup < pooled.predicted_speedup
+    assert mine(source_hash="another kernel").basis == "this_arch"
+
+
 def test_a_users_decision_overrides_the_outcomes_and_the_newer_one_wins(kb):
     kb.propose(proposal())
     record(kb, "success")

@@ -10,9 +10,17 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from fixture_table import LIBRARY
 
-from kernelblaster.agents.replay_table import NAIVE, LibraryError, load_library, load_task
+from kernelblaster.agents.replay_table import (
+    FAMILIES,
+    NAIVE,
+    LibraryError,
+    load_library,
+    load_task,
+)
+from kernelblaster.harness.analysis.cuda_source import extern_c_functions
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
+from kernelblaster.harness.target.reference_signature import describe
 from kernelblaster.settings import Settings
 
 
@@ -31,6 +39,40 @@ def test_the_library_covers_the_kinds_of_kernels_with_paths_and_failures(library
         expectations.update(v.expect for v in task.variant)
     assert min(expectations[k] for k in ("success", "regression", "build_error", "wrong")) >= 5
     assert sum(len(t.variant) for t in library) >= 60
+
+
+def test_every_family_has_five_kernels_whose_fixes_recur(library):
+    """Held-out kernels must meet their fixes in training: every family has at least 5 kernels,
+    and every technique set that reaches an intended success of a kernel shares a technique
+    with another kernel's (in its family for all but at most one kernel of a family: the odd
+    one out, e.g. a head-split permute among transposes, learns from other families)."""
+    families = Counter(t.family for t in library)
+    assert set(families) == set(FAMILIES)
+    assert min(families.values()) >= 5, families
+    assert len(library) >= 25
+    useful = {
+        t.task: {e.technique for v in t.variant if v.expect == "success" for e in v.reached_by}
+        for t in library
+    }
+    for family in FAMILIES:
+        members = [t.task for t in library if t.family == family]
+        loners = []
+        for task in members:
+            kin = set().union(*(useful[name] for name in members if name != task))
+            anywhere = set().union(*(s for name, s in useful.items() if name != task))
+            assert useful[task] & anywhere, f"{task}: no useful technique recurs anywhere"
+            if not useful[task] & kin:
+                loners.append(task)
+        assert len(loners) <= 1, f"{family}: {loners} share no useful technique in the family"
+
+
+def test_a_manifest_with_an_unknown_family_is_refused(tmp_path):
+    task = tmp_path / "gelu"
+    shutil.copytree(LIBRARY / "gelu", task)
+    manifest = task / "manifest.toml"
+    manifest.write_text(manifest.read_text().replace('family = "elementwise"', 'family = "misc"'))
+    with pytest.raises(LibraryError, match="family 'misc' is not one of"):
+        load_task(manifest)
 
 
 def test_a_manifest_naming_an_unknown_technique_or_variant_is_refused(tmp_path):
@@ -80,4 +122,33 @@ def test_every_variant_builds_unless_it_is_meant_to_fail(library):
         errors = [d.message for d in built.diagnostics if d.severity == "error"]
         if built.ok == meant_to_fail or (meant_to_fail and not errors):
             wrong.append(f"{task.task}/{variant}: ok={built.ok}, expected {expect}, {errors[:1]}")
+    assert wrong == []
+
+
+C_DTYPES = {"float": "float32", "__half": "float16", "__nv_bfloat16": "bfloat16", "int": "int32"}
+
+
+def test_every_launcher_matches_its_references_calling_convention(library):
+    """What the harness passes a plain launcher (harness/target/plain_launch.py), checked on the
+    CPU so a GPU session is not spent on a signature mistake: one pointer per input,
+    parameter/buffer and output, in that order and of its dtype, and every scalar a name the
+    reference defines (or n / numel / size)."""
+    wrong = []
+    for task in library:
+        signature = describe(task.reference)
+        assert not signature.unknown, (task.task, signature.unknown)
+        dtypes = [s.dtype for s in signature.pointers]
+        names = {s.name for s in signature.scalars} | {"n", "numel", "size"}
+        for variant in [NAIVE, *(v.name for v in task.variant)]:
+            launchers = extern_c_functions(task.source_text(variant))
+            if len(launchers) != 1 or launchers[0].name != task.task:
+                wrong.append(f"{task.task}/{variant}: launchers {[f.name for f in launchers]}")
+                continue
+            params = launchers[0].params
+            pointers = [C_DTYPES.get(p.base_type, p.base_type) for p in params if p.pointer]
+            if pointers != dtypes:
+                wrong.append(f"{task.task}/{variant}: pointers {pointers}, reference {dtypes}")
+            for p in params:
+                if not p.pointer and p.base_type != "cudaStream_t" and p.name not in names:
+                    wrong.append(f"{task.task}/{variant}: scalar {p.name} not in the reference")
     assert wrong == []

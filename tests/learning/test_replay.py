@@ -8,14 +8,32 @@ import math
 import pytest
 
 from kernelblaster.agents.llm import LlmError
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
+from kernelblaster.agents.loop import (
+    CHAIN_DISCOUNT,
+    MIN_SPEEDUP,
+    OptimizeRun,
+    credited_speedup,
+    every_technique,
+    run_optimization,
+)
 from kernelblaster.agents.replay import ReplayModel
 from kernelblaster.agents.replay_table import LibraryError, transitions
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
 from kernelblaster.settings import Settings
 
 
-def run(replay, kb, *, rollouts=1, depth=1, k=3, seed=1, technique=None, temperature=1.0):
+def run(
+    replay,
+    kb,
+    *,
+    rollouts=1,
+    depth=1,
+    k=3,
+    seed=1,
+    technique=None,
+    temperature=1.0,
+    offered=False,
+):
     request = OptimizeRequest(
         source=str(replay.source),
         source_text=replay.naive_text,
@@ -35,6 +53,7 @@ def run(replay, kb, *, rollouts=1, depth=1, k=3, seed=1, technique=None, tempera
             kb=kb,
             evaluate=replay.evaluate,
             lower=replay.lower,
+            offered=replay.offered if offered else every_technique,
         )
     )
 
@@ -161,3 +180,41 @@ def test_the_replayed_state_carries_the_chain_the_variant_launches(library, tabl
     single = ReplayTask(task, table, rng=random.Random(0))
     alone = single.evaluate(single.source, single.naive_text, None, Settings()).state
     assert "kernel_chain" not in {f.id for f in alone.findings}
+
+
+def test_the_loop_chooses_among_the_librarys_rewrites_only_when_offered(replay_of, kb):
+    """A gap in the library is not a technique failure: with `offered`, every step the loop
+    takes has a rewrite, and nothing is recorded as an error."""
+    replay = replay_of("matmul")
+    assert replay.offered(replay.naive_text) == {
+        "tune_block_size",
+        "shared_memory_tiling",
+        "tensor_cores_wmma",
+    }
+    outcome = run(replay, kb, rollouts=3, depth=3, temperature=1.0, offered=True)
+    assert outcome.steps and all(s.target is not None for s in replay.steps)
+    assert all(a.outcome != "error" for a in kb.attempts())
+
+
+def test_a_kept_step_is_credited_with_the_discounted_best_it_enabled(replay_of, kb):
+    """matmul: tiling (3.5 -> 2.1 ms) kept, then register tiles on it (-> 0.9 ms): tiling's
+    KB row carries the chained 3.9x, discounted, not only its own 1.67x."""
+    replay = replay_of("matmul")
+    outcome = run(
+        replay, kb, technique="shared_memory_tiling", depth=2, temperature=0.0, offered=True
+    )
+    tiling = outcome.steps[0]
+    assert [s.target for s in replay.steps] == ["smem_tiled", "reg_tiled"]
+    own = 3.5 / replay.steps[0].time_ms
+    chained = 3.5 / replay.steps[1].time_ms
+    assert tiling.measured_speedup == pytest.approx(credited_speedup(own, chained), rel=0.08)
+    assert tiling.measured_speedup > own * 1.5 and "credited" in tiling.detail
+    (row,) = [a for a in kb.attempts() if a.technique == "shared_memory_tiling"]
+    assert row.measured_speedup == pytest.approx(tiling.measured_speedup)
+
+
+def test_credit_discounts_a_chained_gain_and_never_softens_a_loss():
+    assert credited_speedup(1.5, 4.0) == pytest.approx(4.0**CHAIN_DISCOUNT)
+    assert credited_speedup(3.0, 3.1) == 3.0  # its own gain is larger than the discounted chain
+    assert credited_speedup(0.8, 0.8) == 0.8  # led nowhere: its own (slower) speedup
+    assert credited_speedup(0.8, 0.9) == 0.9 < MIN_SPEEDUP
