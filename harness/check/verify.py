@@ -55,6 +55,7 @@ from kernelblaster.harness.protocol.records import (
 from kernelblaster.harness.target.candidate import Candidate, ReferenceCalled, guard_reference
 from kernelblaster.harness.target.clean_reference import CleanReference
 from kernelblaster.harness.target.compare import describe, describe_layout_mismatch, tolerances
+from kernelblaster.harness.target.memory import return_cached
 from kernelblaster.harness.target.reference import Reference
 from kernelblaster.harness.target.reference_session import (
     ExpectedFacts,
@@ -317,6 +318,7 @@ class Verifier:
             return
         if not self.reuses_previous_inputs(index):
             self._staged = None  # the last trial's tensors, freed before this one's are made
+        return_cached(self.device, sets_per_trial=self.facts.ahead_bytes == 0)
         after = " (after timing)" if index >= self.facts.trials else ""
         self.on_step(f"trial {index + 1} of {self.facts.trials}{after}")
         sets = self.oracle.take(index)

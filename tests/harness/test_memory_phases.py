@@ -11,6 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelblaster.harness.target import compare, tensor_checks
 from kernelblaster.harness.target.compare import all_finite
+from kernelblaster.harness.target.memory import return_cached
 from kernelblaster.harness.target.tensor_checks import same_bits
 
 
@@ -103,3 +104,14 @@ def test_memory_samples_fall_in_the_phase_the_worker_was_in():
             "clean_reference": 700,
         },
     }
+
+
+def test_cached_blocks_go_back_between_trials_only_for_sets_made_per_trial(monkeypatch):
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    gpu = torch.device("cuda", 0)
+    return_cached(gpu, sets_per_trial=False)  # small: its sets made ahead, blocks reused
+    return_cached(torch.device("cpu"), sets_per_trial=True)
+    assert emptied == []
+    return_cached(gpu, sets_per_trial=True)
+    assert emptied == [True]
