@@ -20,6 +20,13 @@ timing, PyTorch eager and torch.compile baselines).
   (`accounting` says which); run it with nothing else on the GPU.
 - device_used_peak_bytes: the device's used memory at most, less what it used before the
   check (a cross-check that includes memory not attributed to a process).
+- peak_bytes_by_phase: when the memory is held. Each sample is put in the phase the worker
+  was in: its last progress message before the sample (the check's phases, and within
+  verification the stream gate's sizing call, each trial, the reference's run here on trial
+  1's inputs and the trial after timing), "starting" before the first. Per phase: the most
+  the processes held at once ("processes"), the device ("device", less its use before the
+  check) and each process ("worker", "clean_reference": the worker's child). Memory one
+  process hands the other (CUDA IPC) is counted where it was allocated.
 
 Goal: peak_bytes <= 3 x footprint_bytes + 2 GB. Writes bench/results/memory-<gpu>.json as
 {"device", "cases": [{"name", "footprint_bytes", "peak_bytes", ...}]}; exits 1 if a check
@@ -40,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result
 
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
-from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
+from kernelblaster.harness.protocol.worker_protocol import WorkerProgress, WorkerRequest
 from kernelblaster.settings import load_settings
 
 ANSWERS = Path(__file__).resolve().parent / "kernelbench" / "answers"
@@ -169,13 +176,63 @@ def _device_used_bytes() -> int:
     return int(_smi("gpu", "memory.used")[0][0]) * MIB
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One poll: when (perf_counter seconds), each compute process's used memory, the device's."""
+
+    at: float
+    by_pid: dict[int, int]
+    device: int
+
+
+def _parent_pid(pid: int) -> int | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:  # ended, or in another PID namespace
+        return None
+    return next(
+        (int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), None
+    )
+
+
+def _role(pid: int, listed: set[int]) -> str:
+    """The check's processes: its worker, and the worker's child (the clean reference process)."""
+    return "clean_reference" if _parent_pid(pid) in listed else "worker"
+
+
+def peaks_by_phase(
+    samples: list[Sample], marks: list[tuple[float, str]], idle: int, roles: dict[int, str]
+) -> dict[str, dict[str, int]]:
+    """Per phase (the worker's last progress message before a sample; "starting" before the
+    first), the most each measure held: the processes' sum, the device's used memory less
+    `idle`, and each process by its role. Progress arrives through the worker's pipe a few
+    milliseconds after the phase it names began, so a sample that close to a boundary may be
+    counted in the phase before."""
+    ordered = sorted(marks)
+    peaks: dict[str, dict[str, int]] = {}
+    for sample in samples:
+        label = "starting"
+        for at, name in ordered:
+            if at > sample.at:
+                break
+            label = name
+        phase = peaks.setdefault(label, {"processes": 0, "device": 0})
+        phase["processes"] = max(phase["processes"], sum(sample.by_pid.values()))
+        phase["device"] = max(phase["device"], sample.device - idle)
+        for pid, used in sample.by_pid.items():
+            role = roles.get(pid, f"pid {pid}")
+            phase[role] = max(phase.get(role, 0), used)
+    return peaks
+
+
 class Sampler:
-    """Polls the driver's per-process and device memory while a check runs."""
+    """Polls the driver's per-process and device memory while a check runs, time-stamped so
+    that each sample can be put in the phase the worker was in."""
 
     def __init__(self) -> None:
-        self.peak_processes = 0
-        self.peak_device = 0
-        self.samples = 0
+        self.samples: list[Sample] = []
+        self.marks: list[tuple[float, str]] = []
+        self.roles: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -187,13 +244,26 @@ class Sampler:
         self._stop.set()
         self._thread.join()
 
+    @property
+    def peak_processes(self) -> int:
+        return max((sum(s.by_pid.values()) for s in self.samples), default=0)
+
+    @property
+    def peak_device(self) -> int:
+        return max((s.device for s in self.samples), default=0)
+
+    def mark(self, progress: WorkerProgress) -> None:
+        """The worker's progress message: a phase begins (called from the client's thread)."""
+        self.marks.append((time.perf_counter(), f"{progress.phase}: {progress.message}"))
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            at = time.perf_counter()
             apps = _smi("compute-apps", "pid,used_memory")
-            held = sum(int(used) * MIB for _, used in apps if used.isdigit())
-            self.peak_processes = max(self.peak_processes, held)
-            self.peak_device = max(self.peak_device, _device_used_bytes())
-            self.samples += 1
+            by_pid = {int(pid): int(used) * MIB for pid, used in apps if used.isdigit()}
+            for pid in by_pid.keys() - self.roles.keys():
+                self.roles[pid] = _role(pid, set(by_pid))
+            self.samples.append(Sample(at, by_pid, _device_used_bytes()))
             self._stop.wait(0.02)
 
 
@@ -210,7 +280,9 @@ def run(problem: Problem, scratch: Path) -> dict:
     began = time.perf_counter()
     with Sampler() as sampler:
         response = run_harness_sync(
-            WorkerRequest(task="check", source=str(source), settings=settings), settings
+            WorkerRequest(task="check", source=str(source), settings=settings),
+            settings,
+            on_progress=sampler.mark,
         )
     check = response.check
     verify = check.verify if check else None
@@ -225,7 +297,9 @@ def run(problem: Problem, scratch: Path) -> dict:
         "goal_bytes": 3 * footprint + 2 * GB,
         "within_goal": peak <= 3 * footprint + 2 * GB,
         "device_used_peak_bytes": sampler.peak_device - idle,
-        "samples": sampler.samples,
+        "samples": len(sampler.samples),
+        # where the peak happens: per phase (the worker's progress messages), GB-exact bytes
+        "peak_bytes_by_phase": peaks_by_phase(sampler.samples, sampler.marks, idle, sampler.roles),
         "verified": bool(verify and verify.ok),
         "error": response.error.message if response.error else None,
         "verify_message": verify.message if verify else None,
@@ -254,6 +328,11 @@ def main() -> int:
             cases.append(run(problem, Path(scratch)))
             path = write_result("memory", {"cases": cases})  # a run cut short keeps its cases
     print(f"wrote {path}")
+    for case in cases:
+        print(case["name"])
+        for phase, peaks in case["peak_bytes_by_phase"].items():
+            held = "  ".join(f"{k} {v / GB:6.2f}" for k, v in peaks.items())
+            print(f"  {phase[:60]:60s} {held}")
     return 0 if all(c["verified"] and c["within_goal"] for c in cases) else 1
 
 

@@ -262,6 +262,12 @@ def _check_callable(
         integrity = integrity or RuntimeSnapshot()  # before the candidate's code first runs
         candidate = load_candidate(target, artifact, reference, device, probe)
         probe.inputs = []  # one input set less held while verifying
+        if input_bytes + output_bytes > AHEAD_MAX_BYTES:
+            # The probe's input set and the reference's outputs on it, cached by the allocator,
+            # go back to the device: blocks of their sizes, not of what verification allocates
+            # here (a reduction's input-sized block would sit unused through it: 8.6 GB for
+            # KernelBench's 47_Sum_reduction, issue 32).
+            torch.cuda.empty_cache()
         phase_done("load")
         warnings = _static_findings(target, settings)
         verifier = Verifier(
@@ -277,6 +283,7 @@ def _check_callable(
             allow_library_calls=target.allow_library_calls or settings.allow_library_calls,
             kernel_watch=KernelWatch(settings),
         )
+        verifier.on_step = lambda step: progress("verify", step)
         _verify_and_time(settings, result, progress, phase_done, verifier, warnings)
         side.clean.end_session()  # its memory back before the baselines and the profile
         return None

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
@@ -55,6 +55,7 @@ from kernelblaster.harness.protocol.records import (
 from kernelblaster.harness.target.candidate import Candidate, ReferenceCalled, guard_reference
 from kernelblaster.harness.target.clean_reference import CleanReference
 from kernelblaster.harness.target.compare import describe, describe_layout_mismatch, tolerances
+from kernelblaster.harness.target.memory import return_cached
 from kernelblaster.harness.target.reference import Reference
 from kernelblaster.harness.target.reference_session import (
     ExpectedFacts,
@@ -161,6 +162,9 @@ class Verifier:
         self._weak: dict[int, tuple[float, float]] = {}
         self.unverifiable: str | None = None  # why no verdict can be reached
         self.seconds: dict[str, float] = {}
+        # Told each step as it begins (the sizing call, each trial, the reference's run here):
+        # the check passes them on as progress, which bench/memory.py dates its samples by.
+        self.on_step: Callable[[str], None] = lambda _: None
         self._check_integrity()  # a candidate may patch at import time
         habits = facts.habits  # the clean process's: what the reference itself does
         self._aliases_inputs, self._modifies_inputs = habits.aliases_inputs, habits.modifies_inputs
@@ -231,6 +235,7 @@ class Verifier:
         if self._gate is None:
             with self._timed("gate_calibration"):
                 gate = StreamGate(self.device)
+            self.on_step("the stream gate's sizing call")
             with self._timed("gate_wait"):
                 warm_up = self.oracle.warm_up()
                 torch.cuda.synchronize(self.device)
@@ -313,6 +318,9 @@ class Verifier:
             return
         if not self.reuses_previous_inputs(index):
             self._staged = None  # the last trial's tensors, freed before this one's are made
+        return_cached(self.device, sets_per_trial=self.facts.ahead_bytes == 0)
+        after = " (after timing)" if index >= self.facts.trials else ""
+        self.on_step(f"trial {index + 1} of {self.facts.trials}{after}")
         sets = self.oracle.take(index)
         expected = sets.expected
         try:
@@ -323,6 +331,7 @@ class Verifier:
     def _trial(self, index: int, gate: StreamGate, sets) -> None:
         seed, expected = sets.seed, sets.expected
         if index == 0:
+            self.on_step("the reference run here on trial 1's inputs")
             with self._timed("reference_here"):
                 self._check_reference_here(sets.inputs, expected, seed)
             if self.stopped:

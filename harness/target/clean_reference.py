@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 # What the candidate's process may ask a session (harness/target/reference_session.py)
 _QUESTIONS = frozenset({"warm_up", "take", "scaled", "decoy", "release", "compare", "trim"})
+# Those that make a trial's sets (or a decoy): asked at the start of a trial
+_MAKES_SETS = frozenset({"warm_up", "take", "scaled", "decoy"})
 
 
 class CleanReferenceGone(RuntimeError):
@@ -146,6 +148,7 @@ def _serve(conn: Connection, device_name: str) -> None:
     end of the pipe closes."""
     import torch
 
+    from kernelblaster.harness.target.memory import return_cached
     from kernelblaster.harness.target.reference_session import ReferenceSession
     from kernelblaster.harness.target.reference_side import prepare_reference_side
 
@@ -162,6 +165,8 @@ def _serve(conn: Connection, device_name: str) -> None:
         if device.type == "cuda" and session is not None:  # (no context before the first)
             # the sets the worker has let go of since, freed before this question makes more
             torch.cuda.ipc_collect()
+            if question in _MAKES_SETS:
+                return_cached(device, sets_per_trial=not session.plan.made_ahead)
         try:
             if question == "open":
                 session = None  # its sets freed before the next session's are made

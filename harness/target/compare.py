@@ -50,6 +50,16 @@ def _chunks(tensor: torch.Tensor):
         yield start, flat[start : start + CHUNK_ELEMENTS].to(torch.float64)
 
 
+def all_finite(tensor: torch.Tensor) -> bool:
+    """Whether every element is finite, a chunk at a time: an isfinite mask of a whole
+    multi-gigabyte output would be a quarter of its size again."""
+    flat = tensor.detach().reshape(-1)
+    nonfinite = torch.zeros((), dtype=torch.int64, device=flat.device)
+    for start in range(0, flat.numel(), CHUNK_ELEMENTS):
+        nonfinite += (~torch.isfinite(flat[start : start + CHUNK_ELEMENTS])).sum()
+    return int(nonfinite) == 0
+
+
 def output_scale(expected: torch.Tensor) -> float:
     """What atol is multiplied by: the RMS of the expected output's finite values, or 1 for an
     output with no finite non-zero value."""

@@ -59,6 +59,17 @@ def fits(nbytes: int, device: torch.device, *, share: float) -> bool:
     return nbytes <= share * free
 
 
+def return_cached(device: torch.device, *, sets_per_trial: bool) -> None:
+    """Between the trials of a problem whose sets are made one trial's at a time (a large one),
+    the blocks torch's caching allocator keeps for tensors already freed go back to the device:
+    a process then holds what its trial uses, not also the blocks of every size its earlier
+    steps needed (a block cached for one size that a smaller tensor splits can't take the next
+    multi-gigabyte set: a new one is allocated beside it, issue 32). Never between the NaN
+    blocks verification poisons and the candidate's call that should get them."""
+    if sets_per_trial and device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def verification_bytes(inputs: int, outputs: int) -> int:
     """What verifying holds at most beyond the parameters: one trial's sets (`inputs`: one
     input set, `outputs`: one set of outputs) and the working set."""

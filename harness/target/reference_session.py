@@ -19,7 +19,12 @@ from dataclasses import dataclass
 import torch
 
 from kernelblaster.harness.protocol.records import Mismatch
-from kernelblaster.harness.target.compare import compare, degenerate_fractions, tolerances
+from kernelblaster.harness.target.compare import (
+    all_finite,
+    compare,
+    degenerate_fractions,
+    tolerances,
+)
 from kernelblaster.harness.target.reference_side import ReferenceHabits, ReferenceSide
 from kernelblaster.harness.target.tensor_checks import Signature
 from kernelblaster.harness.target.trial_sets import TrialSet, decoy_seed, expected_outputs
@@ -117,7 +122,7 @@ class ReferenceSession:
                 degenerate_fractions(e, atol=atol, rtol=rtol) if degeneracy else (0.0, 0.0)
                 for e, (atol, rtol) in zip(expected, tolerance, strict=True)
             ],
-            finite=[bool(torch.isfinite(e).all()) for e in expected],
+            finite=[all_finite(e) for e in expected],
         )
         return SessionTrial(seed=made.seed, inputs=made.inputs, decoy=made.decoy, expected=facts)
 

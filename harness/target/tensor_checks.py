@@ -39,10 +39,21 @@ def _bits(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Exact equality that also holds for NaN (the harness's poison) in the same places."""
+    """Exact equality that also holds for NaN (the harness's poison) in the same places.
+    Contiguous tensors are compared CHUNK_BYTES at a time, counted on the device and read
+    once: torch.equal on a GPU first makes an element-wise mask as large as the tensor (a
+    quarter of an fp32 output: 1.6 GB beside a 6.4 GB one, issue 32)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    return torch.equal(_bits(a), _bits(b))
+    x, y = _bits(a), _bits(b)
+    if not (x.is_contiguous() and y.is_contiguous()):
+        return torch.equal(x, y)
+    x, y = x.reshape(-1), y.reshape(-1)
+    step = max(1, CHUNK_BYTES // x.element_size())
+    differing = torch.zeros((), dtype=torch.int64, device=x.device)
+    for start in range(0, x.numel(), step):
+        differing += (x[start : start + step] != y[start : start + step]).sum()
+    return int(differing) == 0
 
 
 @dataclass(frozen=True)
