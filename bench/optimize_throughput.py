@@ -4,6 +4,7 @@ that say how long KernelBench takes at the paper's budget (bench/project_kernelb
 them into the README's projection).
 
     python3 bench/optimize_throughput.py --part single    # one GPU: candidates, fixed, overlap
+    python3 bench/optimize_throughput.py --part candidates --problems level1/19_ReLU  # a part
     python3 bench/optimize_throughput.py --part scaling   # 4 GPUs: the same rollouts on 1, 2, 4
 
 Both write bench/results/optimize-throughput-<gpu>.json, each adding its keys to what the file
@@ -93,7 +94,16 @@ SOFTMAX_REWRITE = REPO / "bench" / "scripted" / "softmax_block_per_row.cu"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=["single", "scaling"], required=True)
+    parser.add_argument(
+        "--part",
+        choices=["single", "candidates", "overlap", "scaling"],
+        required=True,
+        help="single = candidates + overlap (each fits a device call on its own)",
+    )
+    parser.add_argument(
+        "--problems",
+        help="candidates: level/name,... of CANDIDATE_PROBLEMS (default: all of them)",
+    )
     parser.add_argument("--rollouts", type=int, help="candidates: 2; scaling: 4")
     parser.add_argument("--depth", type=int, help="candidates: 3; scaling: 4")
     parser.add_argument("--llm-delay", type=float, default=10.0, help="the overlap run's, s")
@@ -103,11 +113,14 @@ def main() -> int:
     path = RESULTS / f"optimize-throughput-{slug(device_name())}.json"
     with tempfile.TemporaryDirectory(prefix="throughput-") as scratch_dir:
         scratch = Path(scratch_dir)
-        if args.part == "single":
-            parts = {
-                **_candidates(scratch / "kb", args.rollouts or 2, args.depth or 3),
-                **_overlap(scratch / "overlap", args.llm_delay),
-            }
+        if args.part in ("single", "candidates", "overlap"):
+            parts = {}
+            if args.part != "overlap":
+                problems = _chosen_problems(args.problems)
+                rollouts, depth = args.rollouts or 2, args.depth or 3
+                parts |= _candidates(scratch / "kb", problems, rollouts, depth, args.copy_to)
+            if args.part != "candidates":
+                parts |= _overlap(scratch / "overlap", args.llm_delay)
         else:
             gpus = [int(g) for g in args.gpus.split(",")]
             parts = _scaling(scratch / "scaling", gpus, args.rollouts or 4, args.depth or 4)
@@ -162,7 +175,22 @@ def _quiet_agents(server, delay_s: float) -> dict:
     }
 
 
-def _candidates(work: Path, rollouts: int, depth: int) -> dict:
+def _chosen_problems(spec: str | None) -> dict[str, list[str]]:
+    """CANDIDATE_PROBLEMS, or the `level/name` ones of them that `spec` names."""
+    if not spec:
+        return CANDIDATE_PROBLEMS
+    chosen: dict[str, list[str]] = {}
+    for item in spec.split(","):
+        level, _, name = item.partition("/")
+        if name not in CANDIDATE_PROBLEMS.get(level, []):
+            raise SystemExit(f"--problems: {item!r} is not one of {CANDIDATE_PROBLEMS}")
+        chosen.setdefault(level, []).append(name)
+    return chosen
+
+
+def _candidates(
+    work: Path, chosen: dict[str, list[str]], rollouts: int, depth: int, copy_to: Path | None
+) -> dict:
     server_module = openai_server_module()
     start = work / "start"
     start.mkdir(parents=True)
@@ -177,8 +205,12 @@ def _candidates(work: Path, rollouts: int, depth: int) -> dict:
             "KERNELBLASTER_LLM_MODEL": "test-model",
             "KERNELBLASTER_CACHE_DIR": str(work / "cache"),  # cold: every baseline measured
         }
-        for level, names in CANDIDATE_PROBLEMS.items():
+        for level, names in chosen.items():
             problems += _bench_kernelbench(env, work, level, names, rollouts, depth, results, start)
+            if copy_to:  # the runner's own record, kept even if a later level runs out of time
+                copy_to.mkdir(parents=True, exist_ok=True)
+                for path in results.glob(f"kernelbench-*-{level}.json"):
+                    shutil.copy(path, copy_to / path.name)
     candidates, fixed = [], []
     for problem in problems:
         for phases in problem["step_phases"]:
@@ -206,14 +238,14 @@ def _candidates(work: Path, rollouts: int, depth: int) -> dict:
             ),
             "per_problem_fixed_s": _p50([f["fixed_s"] for f in fixed if f["level"] == level]),
         }
-        for level in CANDIDATE_PROBLEMS
+        for level in chosen
     }
     return {
         "per_candidate_overhead_p50_s": _p50([c["overhead_s"] for c in candidates]),
         "per_problem_fixed_s": _p50([f["fixed_s"] for f in fixed]),
         "by_level": by_level,
         "candidates": {
-            "problems": CANDIDATE_PROBLEMS,
+            "problems": chosen,
             "rollouts": rollouts,
             "depth": depth,
             "count": len(candidates),
