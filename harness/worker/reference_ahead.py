@@ -92,6 +92,8 @@ class ReferenceAhead:
             self._side = check.prepare_reference(
                 target, settings, clean=clean, abandon=self._unwanted.is_set
             )
+            if self._side.clean is not None:  # its sets handed over here too, while it waits
+                self._side.clean.hand_over_ahead(abandon=self._unwanted.is_set)
         finally:
             self._over.set()
 
@@ -125,4 +127,5 @@ class ReferenceAhead:
             return None
         side.seconds = {f"ahead_{part}": s for part, s in side.seconds.items()}
         side.seconds["reference_wait"] = round(time.perf_counter() - began, 4)
+        side.ahead = True
         return side
