@@ -114,11 +114,11 @@ class Verifier:
     first calls is caught too. `oracle`: the session holding the expected outputs, `facts`:
     what it said when it opened (its seeds, the reference's habits); `reference`: the
     reference as loaded in this process (the one the candidate could reach). `seconds`: where
-    the time went (gate: the
-    stream gate's calibration and sizing call; calls: the candidate's guarded calls, until the
-    device is idle; checks: comparisons and the checks on inputs and outputs; watch: the call
-    whose launched kernels were watched; sets: each trial's sets taken from the oracle and
-    released, a round trip to the clean process unless they were handed over ahead). Of the gate's time: gate_calibration (the spin kernel's speed, once
+    the time went (gate: the stream gate's calibration and sizing call; calls: the candidate's
+    guarded calls, until the device is idle; checks: comparisons and the checks on inputs and
+    outputs; watch: the call whose launched kernels were watched; sets: each trial's sets
+    taken from the oracle and released, a round trip to the clean process unless they were
+    handed over ahead). Of the gate's time: gate_calibration (the spin kernel's speed, once
     per process), gate_wait (the sizing call's set, and the device idle before the call: the
     sets made ahead may still be on it) and gate_call (the sizing call, until the device is
     idle); the rest checks its outputs. `kernel_watch`: how the watched call is watched

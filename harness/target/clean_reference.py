@@ -94,7 +94,7 @@ class CleanReference:
             self._opens_unanswered -= 1
             try:
                 self._facts, self._failure = self._answer(), None  # an earlier one's replaced
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - kept, raised to every asker below
                 self._facts, self._failure = None, exc
         if self._failure is not None:
             raise self._failure

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -81,9 +82,8 @@ def test_a_fresh_workers_session_is_opened_before_its_torch_import_and_not_again
     second session (which would make the child's work twice)."""
     for suffix in (".cu", ".py"):
         (tmp_path / f"relu{suffix}").write_bytes((EXAMPLES / f"relu{suffix}").read_bytes())
-    target = Target(
-        kind="plain", source=str(tmp_path / "relu.cu"), entry="", reference=str(tmp_path / "relu.py")
-    )
+    source, reference = tmp_path / "relu.cu", tmp_path / "relu.py"
+    target = Target(kind="plain", source=str(source), entry="", reference=str(reference))
     clean = CleanReference("cpu")
     seen: list[tuple[str, object]] = []
 
@@ -114,8 +114,6 @@ def test_a_fresh_workers_session_is_opened_before_its_torch_import_and_not_again
             time.sleep(0.3)
             opened_while_importing.append(list(seen))
             serve._IMPORTS.release()
-
-        import threading
 
         releaser = threading.Thread(target=release_later)
         releaser.start()
