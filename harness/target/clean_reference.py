@@ -122,7 +122,12 @@ class CleanReference:
 
     def _ask(self, question: str, *args: Any, **kwargs: Any) -> Any:
         self.facts()
-        self._conn.send((question, args, kwargs))
+        try:
+            self._conn.send((question, args, kwargs))
+        except OSError as exc:  # BrokenPipeError: the child's end is closed
+            raise CleanReferenceGone(
+                f"the clean reference process ended (exit code {self._process.exitcode})"
+            ) from exc
         return self._answer()
 
     def _answer(self) -> Any:
