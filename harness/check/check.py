@@ -27,12 +27,17 @@ from kernelblaster.harness.protocol.records import (
 from kernelblaster.harness.protocol.setup_errors import torch_cpu_only
 from kernelblaster.harness.target.candidate import Candidate, load_candidate
 from kernelblaster.harness.target.clean_reference import CleanReference
-from kernelblaster.harness.target.memory import fits, out_of_memory, verification_room
+from kernelblaster.harness.target.memory import (
+    AHEAD_MAX_BYTES,
+    fits,
+    out_of_memory,
+    verification_room,
+)
 from kernelblaster.harness.target.reference import Reference, ReferenceError_, load_reference
 from kernelblaster.harness.target.reference_side import ReferenceSide, prepare_reference_side
 from kernelblaster.harness.target.run_once import RunOnceSpec, program, write_spec
 from kernelblaster.harness.target.targets import Target
-from kernelblaster.harness.target.trial_sets import AHEAD_MAX_BYTES, set_bytes
+from kernelblaster.harness.target.trial_sets import set_bytes
 from kernelblaster.settings import Settings
 
 Progress = Callable[..., None]
