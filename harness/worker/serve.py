@@ -62,6 +62,9 @@ _ahead: ReferenceAhead | None = None
 _IMPORTS = threading.Lock()
 # A spare's seconds from its start to its request's (set in main()); None: not a spare
 _spare_age_s: float | None = None
+# Set once the request is read: a spare still preparing stops doing what the request would
+# otherwise wait for and can do beside its check itself (the counters' set-up)
+_request_came = threading.Event()
 # The clean reference process (harness/target/clean_reference.py): started before any candidate
 # code runs here, at the worker's start (a spare's, beside its own torch import) or at the start
 # of the request
@@ -508,7 +511,10 @@ def _prepare_for(expected: WorkerRequest) -> None:
         from kernelblaster.harness.check.stream_gate import calibrate
 
         calibrate(torch.device("cuda", settings.gpu))
-    if _counters_apply(expected, target, settings):
+    # The request already here (a spare taken young): its check joins this thread before
+    # verifying, and its own warm-up thread sets the counters up beside the check, as in a
+    # worker started for it; doing it here would hold up its timing.
+    if _counters_apply(expected, target, settings) and not _request_came.is_set():
         from kernelblaster.harness.profile.counters import warm_up
 
         try:
@@ -559,6 +565,7 @@ def main() -> int:
             )
         )
         return 2
+    _request_came.set()
     if _prewarming is not None:
         _spare_age_s = time.perf_counter() - started
     emit(handle(request))
