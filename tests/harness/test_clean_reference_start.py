@@ -43,9 +43,17 @@ def _cmdline(process: psutil.Process) -> list[str]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps")
-def test_a_spare_starts_its_clean_process_before_its_own_torch_import(tmp_path):
+@pytest.mark.parametrize(
+    "worker_command",
+    [
+        pytest.param([str(HOST_WORKER)], id="gpu_present_said"),
+        # on a GPU host, the real worker as the server starts it: its own gpu_present()
+        pytest.param(["-m", "kernelblaster.harness.worker"], id="real", marks=pytest.mark.gpu),
+    ],
+)
+def test_a_spare_starts_its_clean_process_before_its_own_torch_import(tmp_path, worker_command):
     worker = subprocess.Popen(
-        [sys.executable, str(HOST_WORKER), str(tmp_path)],
+        [sys.executable, *worker_command, str(tmp_path)],
         stdin=subprocess.PIPE,  # no request yet: a spare waiting for one
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
