@@ -2,6 +2,8 @@
 measured through the real worker process, as the language server runs it on save.
 
     python bench/latency.py [--examples relu softmax ...]
+    python bench/latency.py --server-only --examples relu softmax --part rhythms
+    python bench/latency.py --server-only --examples relu --part per-file
 
 Writes bench/results/latency-<gpu>.json. Cold: an empty cache (nvcc build, and the eager /
 torch.compile baselines measured); warm: the same inputs again (build cached, baselines
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import shutil
 import statistics
 import sys
@@ -39,7 +42,7 @@ from pathlib import Path
 import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import start_language_server, write_result
+from common import RESULTS, device_name, slug, start_language_server, write_result
 from lsprotocol import types
 
 from kernelblaster.harness.protocol.worker_client import SpareWorkers, run_harness, run_harness_sync
@@ -89,6 +92,20 @@ PHASES = {
     "time_repetitions": "cold call, calibration, warm-up and the L2-flushed repetitions",
     "time_recheck": "one more verified trial after timing",
     "baselines": "PyTorch eager and torch.compile timed (cached per reference and GPU)",
+    "ahead_clean_reference_load, ahead_clean_reference_probe, ahead_clean_reference_sets, "
+    "ahead_clean_reference_checks_loaded": "the clean process's parts of a session its spare "
+    "made before the request came: not waited for",
+    "clean_reference_handed_over": "the session's sets made ahead handed over to the worker in "
+    "one exchange (0 where its spare did it before the request)",
+    "verify_setup": "of verify: the source's static checks and the verifier's set-up",
+    "verify_sets": "of verify: each trial's sets taken from the clean process and released (a "
+    "round trip unless handed over ahead)",
+    "time_trim": "of time_repetitions: the clean process told to give its cached blocks back",
+    "worker_before_check": "the worker from reading the request to starting the check: the "
+    "build (a cache hit waits for the build ahead), the reference side, prewarm_wait",
+    "worker_to_timing": "the worker from reading the request to sending the verified timing",
+    "server_and_pipes_s": "(per save, not a phase) save -> timing minus worker_to_timing: the "
+    "server's own time (the didSave, the GPU slot, taking a spare) and the pipes'",
     "spare_age": "how long the request's spare worker had been running when the request came",
     "prewarm_wait": "how long the request waited, once built, for its spare's prewarm (CUDA "
     "context, stream gate calibration, counters' set-up) to end",
@@ -230,6 +247,11 @@ async def through_server(
     finally:
         await client.shutdown_session()
         await client.stop()
+    for run in made:  # what the worker's phases leave of save -> timing
+        worker = run.pop("worker_to_timing_s", None)
+        if worker is not None:
+            run["server_and_pipes_s"] = round(run["save_to_timing_s"] - worker, 3)
+    opened.pop("worker_to_timing_s", None)
 
     runs = {
         pause: [run for run in made if run["pause_s"] == pause]
@@ -289,6 +311,7 @@ def _saved_run(cache_dir: Path, source: Path) -> dict:
     check = result.response.check
     timing = check.timing if check is not None else None
     return {
+        "worker_to_timing_s": check.phase_seconds.get("worker_to_timing") if check else None,
         "build_cached": result.response.build.cached,
         "build_s": round(result.response.build.seconds, 3),
         "nvcc_stages_ms": result.response.build.nvcc_stages_ms,
@@ -315,26 +338,47 @@ def _measure_server(scratch: Path, name: str, saves: int, log_dir: Path | None) 
     return measured
 
 
-def _server_only(names: list[str], saves: int, rapid_saves: int, log_dir: Path | None) -> int:
-    """The rapid rhythm, the busy open, then the idle rhythm, each in a server of its own; the
-    result written after each (a run cut short keeps what it measured)."""
-    payload: dict = {"rhythms": {}}
+PARTS = ("rhythms", "per-file")
+
+
+def _earlier_result() -> dict:
+    """The latency-server result of this GPU already written (a part run before this one), or
+    an empty one: a part replaces its own rows and keeps the others."""
+    path = RESULTS / f"latency-server-{slug(device_name())}.json"
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    earlier.pop("device", None)  # written again by write_result
+    return earlier
+
+
+def _server_only(
+    names: list[str], saves: int, rapid_saves: int, log_dir: Path | None, parts: list[str]
+) -> int:
+    """The rapid rhythm and the busy open (`rhythms`), then each file's open and saves, which
+    make the idle rhythm (`per-file`), each in a server of its own, merged into this GPU's
+    result written before (so that the parts can run apart, each within a time limit); the
+    result written after each measurement (a run cut short keeps what it measured)."""
+    payload = _earlier_result()
+    rhythms = payload.setdefault("rhythms", {})
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        if len(names) >= 2:
-            payload["rhythms"]["rapid"] = _measure_together(
+        if "rhythms" in parts and len(names) >= 2:
+            rhythms["rapid"] = _measure_together(
                 root, "rapid", names, rapid_rhythm, rapid_saves, log_dir=log_dir
             )
-            write_result("latency-server", payload)
+            path = write_result("latency-server", payload)
             payload["open_while_busy"] = _measure_together(
                 root, "busy", names, open_while_busy, log_dir=log_dir
             )
-            write_result("latency-server", payload)
-        server = payload["through_language_server"] = {}
-        for name in names:
-            server[name] = _measure_server(root, name, saves, log_dir)
-            payload["rhythms"]["idle"] = idle_rhythm(server)
             path = write_result("latency-server", payload)
+        if "per-file" in parts:
+            server = payload.setdefault("through_language_server", {})
+            for name in names:
+                server[name] = _measure_server(root, name, saves, log_dir)
+                rhythms["idle"] = idle_rhythm(server)
+                path = write_result("latency-server", payload)
     print(f"wrote {path}")
     return 0
 
@@ -583,6 +627,15 @@ def main() -> int:
         help="with --server-only: saves of the rapid rhythm, over the examples in turn",
     )
     parser.add_argument(
+        "--part",
+        choices=PARTS,
+        action="append",
+        help="with --server-only: only this part (repeatable; default: all), merged into the "
+        "result already written for this GPU: rhythms (the rapid rhythm and the busy open, "
+        "over the first two of --examples), per-file (each example's open and saves, and the "
+        "idle rhythm over every file measured so far)",
+    )
+    parser.add_argument(
         "--server-logs",
         type=Path,
         help="a directory for the language server's INFO log of each example (<name>-server.log)",
@@ -592,7 +645,10 @@ def main() -> int:
         args.server_logs.mkdir(parents=True, exist_ok=True)
     if args.server_only:
         names = [name for name in args.examples if name in SERVER_EXAMPLES]
-        return _server_only(names, args.saves, args.rapid_saves, args.server_logs)
+        if "rhythms" in (args.part or PARTS) and len(names) < 2:
+            parser.error("the rhythms part edits two files: give two of " + str(SERVER_EXAMPLES))
+        parts = args.part or list(PARTS)
+        return _server_only(names, args.saves, args.rapid_saves, args.server_logs, parts)
     results = {}
     server = {}
     with tempfile.TemporaryDirectory() as scratch:

@@ -27,12 +27,17 @@ from kernelblaster.harness.protocol.records import (
 from kernelblaster.harness.protocol.setup_errors import torch_cpu_only
 from kernelblaster.harness.target.candidate import Candidate, load_candidate
 from kernelblaster.harness.target.clean_reference import CleanReference
-from kernelblaster.harness.target.memory import fits, out_of_memory, verification_room
+from kernelblaster.harness.target.memory import (
+    AHEAD_MAX_BYTES,
+    fits,
+    out_of_memory,
+    verification_room,
+)
 from kernelblaster.harness.target.reference import Reference, ReferenceError_, load_reference
 from kernelblaster.harness.target.reference_side import ReferenceSide, prepare_reference_side
 from kernelblaster.harness.target.run_once import RunOnceSpec, program, write_spec
 from kernelblaster.harness.target.targets import Target
-from kernelblaster.harness.target.trial_sets import AHEAD_MAX_BYTES, set_bytes
+from kernelblaster.harness.target.trial_sets import set_bytes
 from kernelblaster.settings import Settings
 
 Progress = Callable[..., None]
@@ -214,14 +219,17 @@ def prepare_reference(
     *,
     clean: CleanReference,
     abandon: Callable[[], bool] = lambda: False,
+    session_open: bool = False,
 ) -> ReferenceSide:
     """The reference side of `target`'s check, on the GPU the check will run on: the session
     opened in the clean reference process (the trials' sets and expected outputs, made there
-    meanwhile) and, in this process, the reference the candidate is loaded against and its
-    probe (harness/target/reference_side.py)."""
+    meanwhile; `session_open`: the caller opened it already, `CleanReference.open_for`) and,
+    in this process, the reference the candidate is loaded against and its probe
+    (harness/target/reference_side.py)."""
     device = torch.device("cuda", settings.gpu)
     path = Path(target.reference or "")
-    clean.open(path, trials=settings.trials, atol=target.atol, rtol=target.rtol)
+    if not session_open:
+        clean.open_for(target, settings)
     side = prepare_reference_side(path, device, trials=settings.trials, abandon=abandon, sets=False)
     side.clean = clean
     return side
@@ -248,7 +256,12 @@ def _check_callable(
         began = time.perf_counter()
         facts = side.clean.facts()  # the clean process's session: its sets, its habits
         result.phase_seconds["clean_reference_wait"] = round(time.perf_counter() - began, 4)
-        result.phase_seconds.update({f"clean_{k}": v for k, v in facts.seconds.items()})
+        # the session's parts, made before the request came where the side was (a spare's)
+        made = "ahead_clean" if side.ahead else "clean"
+        result.phase_seconds.update({f"{made}_{k}": v for k, v in facts.seconds.items()})
+        began = time.perf_counter()
+        side.clean.hand_over_ahead()  # a spare's already were: nothing to do then
+        result.phase_seconds["clean_reference_handed_over"] = round(time.perf_counter() - began, 4)
         input_bytes, output_bytes = set_bytes(probe.inputs), set_bytes(probe.output_templates)
         refused = verification_room(
             input_bytes, output_bytes, held=input_bytes + facts.ahead_bytes, device=device
@@ -269,6 +282,7 @@ def _check_callable(
             # KernelBench's 47_Sum_reduction, issue 32).
             torch.cuda.empty_cache()
         phase_done("load")
+        began = time.perf_counter()
         warnings = _static_findings(target, settings)
         verifier = Verifier(
             candidate,
@@ -284,6 +298,8 @@ def _check_callable(
             kernel_watch=KernelWatch(settings),
         )
         verifier.on_step = lambda step: progress("verify", step)
+        # of "verify": the source's static checks and the verifier's set-up (the kernel watch)
+        result.phase_seconds["verify_setup"] = round(time.perf_counter() - began, 4)
         _verify_and_time(settings, result, progress, phase_done, verifier, warnings)
         side.clean.end_session()  # its memory back before the baselines and the profile
         return None
@@ -325,6 +341,7 @@ def _verify_and_time(settings, result, progress, phase_done, verifier, warnings)
     progress("time", "timing the kernel")
     began = time.perf_counter()
     verifier.oracle.trim()  # the clean process holds nothing while the kernel is timed
+    result.phase_seconds["time_trim"] = round(time.perf_counter() - began, 4)
     candidate.poison = False
     input_sets = _timing_inputs(reference, outcome.seeds, device)
     large = set_bytes(input_sets[0]) > AHEAD_MAX_BYTES

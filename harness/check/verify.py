@@ -114,11 +114,11 @@ class Verifier:
     first calls is caught too. `oracle`: the session holding the expected outputs, `facts`:
     what it said when it opened (its seeds, the reference's habits); `reference`: the
     reference as loaded in this process (the one the candidate could reach). `seconds`: where
-    the time went (gate: the
-    stream gate's calibration and sizing call; calls: the candidate's guarded calls, until the
-    device is idle; checks: comparisons and the checks on inputs and outputs; watch: the call
-    whose launched kernels were watched; the sets made as their trials took them are the
-    plan's `made_late_s`). Of the gate's time: gate_calibration (the spin kernel's speed, once
+    the time went (gate: the stream gate's calibration and sizing call; calls: the candidate's
+    guarded calls, until the device is idle; checks: comparisons and the checks on inputs and
+    outputs; watch: the call whose launched kernels were watched; sets: each trial's sets
+    taken from the oracle and released, a round trip to the clean process unless they were
+    handed over ahead). Of the gate's time: gate_calibration (the spin kernel's speed, once
     per process), gate_wait (the sizing call's set, and the device idle before the call: the
     sets made ahead may still be on it) and gate_call (the sizing call, until the device is
     idle); the rest checks its outputs. `kernel_watch`: how the watched call is watched
@@ -321,12 +321,14 @@ class Verifier:
         return_cached(self.device, sets_per_trial=self.facts.ahead_bytes == 0)
         after = " (after timing)" if index >= self.facts.trials else ""
         self.on_step(f"trial {index + 1} of {self.facts.trials}{after}")
-        sets = self.oracle.take(index)
+        with self._timed("sets"):
+            sets = self.oracle.take(index)
         expected = sets.expected
         try:
             self._trial(index, gate, sets)
         finally:
-            self.oracle.release(expected.key)
+            with self._timed("sets"):
+                self.oracle.release(expected.key)
 
     def _trial(self, index: int, gate: StreamGate, sets) -> None:
         seed, expected = sets.seed, sets.expected

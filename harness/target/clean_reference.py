@@ -24,16 +24,25 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 import sys
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kernelblaster.harness.protocol.records import Mismatch
-    from kernelblaster.harness.target.reference_session import SessionFacts, SessionTrial
+    from kernelblaster.harness.target.reference_session import (
+        SessionFacts,
+        SessionTrial,
+        SetsAhead,
+    )
+    from kernelblaster.harness.target.targets import Target
+    from kernelblaster.settings import Settings
 
 # What the candidate's process may ask a session (harness/target/reference_session.py)
-_QUESTIONS = frozenset({"warm_up", "take", "scaled", "decoy", "release", "compare", "trim"})
+_QUESTIONS = frozenset(
+    {"warm_up", "take", "hand_over_ahead", "scaled", "decoy", "release", "compare", "trim"}
+)
 # Those that make a trial's sets (or a decoy): asked at the start of a trial
 _MAKES_SETS = frozenset({"warm_up", "take", "scaled", "decoy"})
 
@@ -56,6 +65,9 @@ class CleanReference:
         self.device = device
         self._opens_unanswered = 0
         self._facts: SessionFacts | None = None
+        self._failure: Exception | None = None  # what making the open session raised
+        # The session's sets handed over ahead of their trials (`hand_over_ahead`)
+        self._handed: SetsAhead | None = None
 
     @property
     def pid(self) -> int | None:
@@ -65,24 +77,57 @@ class CleanReference:
         """Start a session on `reference` (replacing any other); returns at once."""
         self._conn.send(("open", (str(reference), trials, atol, rtol), {}))
         self._opens_unanswered += 1
-        self._facts = None
+        self._facts = self._failure = None
+        self._handed = None
+
+    def open_for(self, target: Target, settings: Settings) -> None:
+        """`open` on `target`'s reference, with its trials and tolerances: the one place that
+        says which session a check of `target` needs."""
+        self.open(
+            Path(target.reference or ""), trials=settings.trials, atol=target.atol, rtol=target.rtol
+        )
 
     def facts(self) -> SessionFacts:
-        """The open session's facts, once it is made; raises what making it raised."""
+        """The open session's facts, once it is made; raises what making it raised (every
+        time it is asked)."""
         while self._opens_unanswered:
             self._opens_unanswered -= 1
             try:
-                self._facts = self._answer()  # an earlier open's answer is replaced
-            except Exception:
-                if self._opens_unanswered == 0:
-                    raise
+                self._facts, self._failure = self._answer(), None  # an earlier one's replaced
+            except Exception as exc:  # noqa: BLE001 - kept, raised to every asker below
+                self._facts, self._failure = None, exc
+        if self._failure is not None:
+            raise self._failure
         if self._facts is None:
             raise RuntimeError("no session is open in the clean reference process")
         return self._facts
 
+    def hand_over_ahead(self, abandon: Callable[[], bool] = lambda: False) -> None:
+        """Once the session is made: where its sets were made ahead (a small problem), have
+        them all handed over now, in one exchange, instead of one trial's at a time while
+        the check runs (each a round trip, and CUDA IPC handles opened: milliseconds). A
+        spare does it before its request comes. Nothing where the session failed (the check
+        meets the failure, `facts`) or makes its sets trial by trial (a large problem: one
+        trial's at a time in memory), nor once `abandon()` is true while the session is
+        still being made (a spare's request needs another one)."""
+        while self._opens_unanswered and not self._conn.poll(0.02):
+            if abandon():
+                return
+        try:
+            facts = self.facts()
+        except Exception:  # noqa: BLE001 - kept by facts(), raised again to the check
+            return
+        if facts.ahead_bytes and self._handed is None:
+            self._handed = self._ask("hand_over_ahead")
+
     def _ask(self, question: str, *args: Any, **kwargs: Any) -> Any:
         self.facts()
-        self._conn.send((question, args, kwargs))
+        try:
+            self._conn.send((question, args, kwargs))
+        except OSError as exc:  # BrokenPipeError: the child's end is closed
+            raise CleanReferenceGone(
+                f"the clean reference process ended (exit code {self._process.exitcode})"
+            ) from exc
         return self._answer()
 
     def _answer(self) -> Any:
@@ -99,10 +144,16 @@ class CleanReference:
     # --- the session's questions (harness/target/reference_session.py) -------------------
 
     def warm_up(self) -> SessionTrial:
-        return self._ask("warm_up")
+        handed = self._handed.warm_up if self._handed is not None else None
+        if handed is None:
+            return self._ask("warm_up")
+        assert self._handed is not None
+        self._handed.warm_up = None  # given out once
+        return handed
 
     def take(self, index: int) -> SessionTrial:
-        return self._ask("take", index)
+        handed = self._handed.trials.pop(index, None) if self._handed is not None else None
+        return handed or self._ask("take", index)
 
     def scaled(self, seed: int, scale: float) -> SessionTrial:
         return self._ask("scaled", seed, scale)
@@ -124,6 +175,7 @@ class CleanReference:
 
     def end_session(self) -> None:
         """The check is over: the child frees the session's memory (its sets and its cache)."""
+        self._handed = None
         self._ask("end_session")
 
     def close(self) -> None:
@@ -174,9 +226,17 @@ def _serve(conn: Connection, device_name: str) -> None:
                 folder = str(Path(path).parent)  # its own modules import, as under `python`
                 if folder not in sys.path:
                     sys.path.insert(0, folder)
-                side = prepare_reference_side(Path(path), device, trials=trials)
+                # A newer question can only be a newer session (or the worker's end): this
+                # one then stops at its next step, and its answer is an error nobody reads.
+                side = prepare_reference_side(Path(path), device, trials=trials, abandon=conn.poll)
+                if conn.poll():
+                    raise RuntimeError("replaced by a newer session before it was made")
                 session = ReferenceSession(side, atol=atol, rtol=rtol)
                 del side
+                if device.type == "cuda" and not session.plan.made_ahead:
+                    # A large problem: the probe's blocks back to the device, not kept cached
+                    # through a spare's wait for its request.
+                    torch.cuda.empty_cache()
                 answer: Any = session.facts
             elif question == "end_session":
                 session = answer = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import traceback
+from pathlib import Path
 
 import psutil
 import torch
@@ -22,7 +23,7 @@ import torch
 from kernelblaster.harness.protocol.cuda_errors import OUT_OF_MEMORY_FIX
 from kernelblaster.harness.protocol.records import HarnessError
 from kernelblaster.harness.target.compare import CHUNK_ELEMENTS
-from kernelblaster.harness.target.reference import Reference
+from kernelblaster.harness.target.reference import Reference, as_outputs, load_module
 
 GIB = float(1 << 30)
 INPUT_COPIES = 2
@@ -31,6 +32,9 @@ PARAMETER_COPIES = 2
 # The comparison's float64 chunks and their temporaries (harness/target/compare.py), and the
 # stream gate's and the checks' small tensors
 WORKING_BYTES = 6 * CHUNK_ELEMENTS * 8
+# The most a clean reference process holds of sets made ahead (trial_sets.AHEAD_MAX_BYTES,
+# which imports this module)
+AHEAD_MAX_BYTES = 1 << 30
 
 
 def _bytes(tensors) -> int:
@@ -57,6 +61,47 @@ def fits(nbytes: int, device: torch.device, *, share: float) -> bool:
     else:
         free, _ = torch.cuda.mem_get_info(device)
     return nbytes <= share * free
+
+
+def problem_bytes(path: Path) -> tuple[int, int, int] | None:
+    """(one input set, the outputs on it, the model's parameters and buffers) of the
+    reference at `path`, in bytes, measured on the meta device: nothing is allocated (but what
+    the reference puts on a device explicitly). None where the reference can't run there (it
+    reads values, or fails: the check reports that)."""
+    try:
+        module = load_module(path, f"kernelblaster_sizing_{abs(hash(str(path)))}")
+        with torch.device("meta"), torch.no_grad():
+            model = module.Model(*module.get_init_inputs())
+            inputs = module.get_inputs()
+            outputs = as_outputs(model(*inputs))
+    except Exception:  # noqa: BLE001 - any failure: no size, the caller decides without one
+        return None
+    parameters = _bytes([*model.parameters(), *model.buffers()])
+    return _bytes(inputs), _bytes(outputs), parameters
+
+
+def spare_side_fits(path: Path, device: torch.device) -> bool:
+    """Whether a spare worker may hold the reference side of `path` (made before its request
+    comes, harness/worker/reference_ahead.py): what that side holds (the reference's parameters
+    in the worker and in its clean reference process, the probe's input set in the worker, the
+    sets made ahead in the clean process, at most AHEAD_MAX_BYTES) and, beside it, one whole
+    verification of the problem (the request's, or the worker's running now) fit in what is
+    free on `device` now. Each spare holding a side leaves less free for the next one, so the
+    number of spares holding sides is bounded by the GPU's memory: several spares of a small
+    problem, none of a problem of several gigabytes per input set on a card that a check of
+    it fills. A problem whose size can't be measured is held as before (its check refuses
+    it where it can't fit)."""
+    sized = problem_bytes(path)
+    if sized is None:
+        return True
+    inputs, outputs, parameters = sized
+    # the sets made ahead for 3 trials (trial_sets.TrialPlan.ahead_bytes): none past the limit
+    ahead = 9 * inputs + 5 * outputs
+    if ahead > AHEAD_MAX_BYTES:
+        ahead = 0
+    side = PARAMETER_COPIES * parameters + inputs + ahead
+    check = verification_bytes(inputs, outputs) + PARAMETER_COPIES * parameters
+    return fits(side + check, device, share=1.0)
 
 
 def return_cached(device: torch.device, *, sets_per_trial: bool) -> None:

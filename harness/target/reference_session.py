@@ -54,6 +54,15 @@ class SessionTrial:
     expected: ExpectedFacts
 
 
+@dataclass
+class SetsAhead:
+    """A session's sets handed over before their trials (`ReferenceSession.hand_over_ahead`),
+    each given out once: the stream gate's sizing set, and each trial's by index."""
+
+    warm_up: SessionTrial | None
+    trials: dict[int, SessionTrial]
+
+
 @dataclass(frozen=True)
 class SessionFacts:
     """What a session tells the candidate's process when it opens."""
@@ -91,6 +100,14 @@ class ReferenceSession:
     def take(self, index: int) -> SessionTrial:
         """Trial `index`'s sets; the first trial's facts say how degenerate its outputs are."""
         return self._hand_over(self.plan.take(index), degeneracy=index == 0)
+
+    def hand_over_ahead(self) -> SetsAhead:
+        """Every set made ahead, for the candidate's process to hold before its trials:
+        nothing where they are made one trial's at a time."""
+        if not self.plan.made_ahead:
+            return SetsAhead(warm_up=None, trials={})
+        trials = {index: self.take(index) for index in range(len(self.plan.seeds))}
+        return SetsAhead(warm_up=self.warm_up(), trials=trials)
 
     def scaled(self, seed: int, scale: float) -> SessionTrial:
         """`seed`'s inputs with every floating-point tensor multiplied by `scale` (a weak

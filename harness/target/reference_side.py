@@ -79,6 +79,7 @@ class ReferenceSide:
     plan: TrialPlan | None = None  # None in the worker (`sets=False`)
     clean: CleanReference | None = None  # in the worker: the clean process, its session open
     failure: Exception | None = None  # what making it raised
+    ahead: bool = False  # made by a spare before its request came (worker/reference_ahead.py)
     # Wall seconds of its parts: reference_load, reference_probe, reference_sets (every trial's
     # sets made ahead; absent when they were left to their trials).
     seconds: dict[str, float] = field(default_factory=dict)

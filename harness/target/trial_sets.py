@@ -28,15 +28,15 @@ from dataclasses import dataclass
 
 import torch
 
-from kernelblaster.harness.target.memory import fits
+from kernelblaster.harness.target.memory import AHEAD_MAX_BYTES, fits
 from kernelblaster.harness.target.reference import Reference, as_outputs
 
 # Sets are made ahead only while all of them take at most this share of the free memory (the
-# candidate keeps the rest) and at most AHEAD_MAX_BYTES: making them costs milliseconds per set
-# for a small problem, where being ready matters, while a large problem's sets would multiply
-# its footprint (issue 32: at most one trial's sets and the comparison's working set).
+# candidate keeps the rest) and at most AHEAD_MAX_BYTES (memory.py): making them costs
+# milliseconds per set for a small problem, where being ready matters, while a large
+# problem's sets would multiply its footprint (issue 32: at most one trial's sets and the
+# comparison's working set).
 AHEAD_MEMORY_SHARE = 0.25
-AHEAD_MAX_BYTES = 1 << 30
 
 
 def fresh_seed() -> int:

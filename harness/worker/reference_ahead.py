@@ -79,19 +79,39 @@ class ReferenceAhead:
         self._over = threading.Event()  # making it ended, or will never begin
         self._unwanted = threading.Event()  # the request needs another reference: stop
 
-    def make(self, target: Target, settings: Settings, clean: CleanReference) -> None:
+    def make(
+        self,
+        target: Target,
+        settings: Settings,
+        clean: CleanReference,
+        *,
+        device_name: str | None = None,
+    ) -> None:
         """Make `target`'s reference side (its session opened in `clean`, the clean reference
-        process), unless the request came for another one first."""
+        process), unless the request came for another one first, or the side and a check of
+        the problem besides would not fit in the memory free on the GPU
+        (harness/target/memory.py: spare_side_fits; the request then makes its own).
+        `device_name`: where memory is measured, the settings' GPU unless given."""
         try:
             key = reference_key(target, settings)
             if key is None or self._unwanted.is_set():
                 return
+            import torch
+
             from kernelblaster.harness.check import check  # imports torch
+            from kernelblaster.harness.target.memory import spare_side_fits
+
+            device = torch.device(device_name or f"cuda:{settings.gpu}")
+            if not spare_side_fits(Path(key.reference), device):
+                _log.info("no reference side made ahead: it would not fit beside a check")
+                return
 
             self._key = key
             self._side = check.prepare_reference(
                 target, settings, clean=clean, abandon=self._unwanted.is_set
             )
+            if self._side.clean is not None:  # its sets handed over here too, while it waits
+                self._side.clean.hand_over_ahead(abandon=self._unwanted.is_set)
         finally:
             self._over.set()
 
@@ -125,4 +145,5 @@ class ReferenceAhead:
             return None
         side.seconds = {f"ahead_{part}": s for part, s in side.seconds.items()}
         side.seconds["reference_wait"] = round(time.perf_counter() - began, 4)
+        side.ahead = True
         return side

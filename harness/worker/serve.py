@@ -62,8 +62,12 @@ _ahead: ReferenceAhead | None = None
 _IMPORTS = threading.Lock()
 # A spare's seconds from its start to its request's (set in main()); None: not a spare
 _spare_age_s: float | None = None
+# Set once the request is read: a spare still preparing stops doing what the request would
+# otherwise wait for and can do beside its check itself (the counters' set-up)
+_request_came = threading.Event()
 # The clean reference process (harness/target/clean_reference.py): started before any candidate
-# code runs here, by a spare's prewarm or at the start of the request
+# code runs here, at the worker's start (a spare's, beside its own torch import) or at the start
+# of the request
 _clean: CleanReference | None = None
 _CLEAN_STARTING = threading.Lock()
 _log = logging.getLogger(__name__)
@@ -170,6 +174,18 @@ def _build_and_prepare(
     return beside.built, beside.prepared
 
 
+def gpu_present() -> bool:
+    """Whether an NVIDIA GPU is likely usable here, asked without torch: the clean reference
+    process is started before this process imports torch (its own torch import then runs
+    beside this one's instead of after it) only where it will be used. The driver's device
+    node exists and CUDA_VISIBLE_DEVICES does not hide every device; a wrong guess costs a
+    process started in vain (there is no GPU) or later (the request then starts it)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    return Path("/dev/nvidiactl").exists()
+
+
 def clean_reference(gpu: int) -> CleanReference:
     """This worker's clean reference process on GPU `gpu`, started now if it was not."""
     global _clean
@@ -192,6 +208,12 @@ def _reference_side(
     it is this target's (harness/worker/reference_ahead.py)."""
     if _ahead is not None and (made := _ahead.take(target, settings)) is not None:
         return made
+    # The clean process's session opened now, before this process's torch import (a fresh
+    # worker's takes seconds): the child loads the reference and makes the trials' sets
+    # meanwhile, instead of after it.
+    opened = gpu_present()
+    if opened:
+        clean_reference(settings.gpu).open_for(target, settings)
     try:
         with _IMPORTS:
             from kernelblaster.harness.check import check
@@ -202,10 +224,13 @@ def _reference_side(
     if check.gpu_problem(settings) is not None:
         return None
     clean = clean_reference(settings.gpu)
-    return check.prepare_reference(target, settings, clean=clean, abandon=abandon)
+    return check.prepare_reference(
+        target, settings, clean=clean, abandon=abandon, session_open=opened
+    )
 
 
 def handle(request: WorkerRequest) -> WorkerResponse:
+    began = time.perf_counter()  # the request read: its phases below are timed from here
     settings = request.settings
     target, target_error = _target_for(request, settings)
     if target is None:
@@ -252,6 +277,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     gpu_error = check.gpu_problem(settings)
     if gpu_error is not None:
         return WorkerResponse(build=built, error=gpu_error)
+    before_check_s = time.perf_counter() - began
     result, error = check.run_check(
         target,
         built,
@@ -266,6 +292,13 @@ def handle(request: WorkerRequest) -> WorkerResponse:
         result.phase_seconds.update(
             spare_age=round(_spare_age_s, 4), prewarm_wait=round(prewarm_wait_s, 4)
         )
+    # The request read → the check begun (the build, or waiting for the build ahead, and the
+    # reference side; prewarm_wait), and → the check's result sent: the rest of a save's
+    # seconds to its timing are the server's and the pipes'.
+    result.phase_seconds.update(
+        worker_before_check=round(before_check_s, 4),
+        worker_to_timing=round(time.perf_counter() - began, 4),
+    )
     failed_verification = result.verify is not None and not result.verify.ok
     if request.task == "check" or error is not None or failed_verification:
         # A kernel that computes the wrong thing is neither timed nor profiled.
@@ -436,7 +469,7 @@ def _warm(gpu_index: int) -> bool:
     except (OSError, subprocess.SubprocessError):
         pass  # not remembered: the build asks again and reports what is wrong
     usable = torch.cuda.is_available() and gpu_index < torch.cuda.device_count()
-    if usable:  # its interpreter and torch import beside this one's; its context at its session
+    if usable:  # where main() did not start it already; its context at its session
         clean_reference(gpu_index)
     _wait_for_the_gpu()
     if usable:
@@ -478,7 +511,10 @@ def _prepare_for(expected: WorkerRequest) -> None:
         from kernelblaster.harness.check.stream_gate import calibrate
 
         calibrate(torch.device("cuda", settings.gpu))
-    if _counters_apply(expected, target, settings):
+    # The request already here (a spare taken young): its check joins this thread before
+    # verifying, and its own warm-up thread sets the counters up beside the check, as in a
+    # worker started for it; doing it here would hold up its timing.
+    if _counters_apply(expected, target, settings) and not _request_came.is_set():
         from kernelblaster.harness.profile.counters import warm_up
 
         try:
@@ -505,6 +541,10 @@ def main() -> int:
     exit_with_parent()
     _stream = ProtocolStream()
     prewarm = os.environ.get("KERNELBLASTER_PREWARM", "")
+    if prewarm.isdigit() and gpu_present():
+        # First of all: its interpreter and torch import run beside this process's, and it is
+        # ready for a session (a spare's made ahead, or the request's) when this one is.
+        clean_reference(int(prewarm))
     if prewarm.isdigit():
         # Beside reading the request, not before it: a request that comes while the spare is
         # still starting (the first save or open after the server started) has its nvcc build
@@ -525,6 +565,7 @@ def main() -> int:
             )
         )
         return 2
+    _request_came.set()
     if _prewarming is not None:
         _spare_age_s = time.perf_counter() - started
     emit(handle(request))

@@ -23,9 +23,10 @@ from kernelblaster.harness.target.reference_side import prepare_reference_side
 from kernelblaster.harness.worker import serve as worker
 
 
-def _on_the_cpu(target, settings, *, clean, abandon):
+def _on_the_cpu(target, settings, *, clean, abandon, session_open=False):
     path = Path(target.reference or "")
-    clean.open(path, trials=settings.trials, atol=target.atol, rtol=target.rtol)
+    if not session_open:
+        clean.open_for(target, settings)
     cpu = torch.device("cpu")
     side = prepare_reference_side(path, cpu, trials=settings.trials, abandon=abandon, sets=False)
     side.clean = clean

@@ -74,3 +74,71 @@ def test_a_problem_that_cannot_fit_is_refused_before_verifying(monkeypatch):
     # what the check holds already (the probe's inputs, sets made ahead) counts as room
     assert verification_room(6 * gib, 6 * gib, held=2 * gib, device=cuda) is None
     assert verification_room(6 * gib, 6 * gib, held=0, device=torch.device("cpu")) is None
+
+
+# --- spares bounded by memory (issue 34) --------------------------------------------------------
+
+LARGE = """
+import torch
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(1_000, 1_000))
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+def get_inputs():
+    # {gigabytes} GB a set if it were allocated
+    return [torch.randn({rows}, 1_000_000)]
+def get_init_inputs():
+    return []
+"""
+
+
+def _reference(folder: Path, rows: int) -> Path:
+    path = folder / f"large_{rows}_ref.py"
+    path.write_text(LARGE.format(rows=rows, gigabytes=rows * 4 / 1000))
+    return path
+
+
+def test_a_problems_sizes_come_from_the_meta_device(tmp_path):
+    from kernelblaster.harness.target.memory import problem_bytes
+
+    assert problem_bytes(_reference(tmp_path, 1_600)) == (6_400_000_000, 6_400_000_000, 4_000_000)
+    reads = tmp_path / "reads_ref.py"
+    reads.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return x\ndef get_inputs():\n    return [torch.ones(int(torch.ones(1).item()))]\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    assert problem_bytes(reads) is None  # .item() on the meta device: no size
+
+
+def test_a_spare_holds_a_side_only_where_it_and_a_check_fit_in_the_free_memory(tmp_path):
+    """On the CPU the free memory is the host's available memory: a small problem's side is
+    held; one of 40 GB a set (a KernelBench-sized problem many times over, 200 GB a check) is
+    not, on any machine this runs on."""
+    import psutil
+
+    from kernelblaster.harness.target.memory import spare_side_fits
+
+    cpu = torch.device("cpu")
+    assert spare_side_fits(TARGETS / "relu_ref.py", cpu)
+    huge = _reference(tmp_path, 10_000)  # 40 GB an input set
+    assert psutil.virtual_memory().available < 200e9
+    assert not spare_side_fits(huge, cpu)
+
+
+def test_a_spare_makes_no_side_of_a_problem_that_would_not_fit(tmp_path):
+    """harness/worker/reference_ahead.py: the side is not made (the request makes its own,
+    after the worker before it has let go of its memory), and nothing was loaded for it: no
+    clean process session was asked for (`clean` is none here: asking would fail)."""
+    from kernelblaster.harness.target.targets import Target
+    from kernelblaster.harness.worker.reference_ahead import ReferenceAhead
+    from kernelblaster.settings import Settings
+
+    huge = _reference(tmp_path, 10_000)
+    (tmp_path / "large.cu").write_text("// the candidate\n")
+    target = Target(kind="plain", source=str(tmp_path / "large.cu"), entry="", reference=str(huge))
+    ahead = ReferenceAhead()
+    ahead.make(target, Settings(), clean=None, device_name="cpu")  # type: ignore[arg-type]
+    assert ahead.take(target, Settings()) is None

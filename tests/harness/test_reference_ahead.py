@@ -125,6 +125,7 @@ def test_a_side_is_keyed_by_the_reference_its_modules_the_gpu_and_the_trials(tmp
 
 
 _NO_CLEAN_PROCESS = None  # the stand-in for check.prepare_reference opens no session
+CPU = "cpu"  # where a spare measures the memory free for its side (the host's, here)
 
 
 class _Making:
@@ -151,7 +152,9 @@ class _Making:
 
 
 def _make_beside(ahead: ReferenceAhead, target: Target, settings: Settings) -> threading.Thread:
-    thread = threading.Thread(target=ahead.make, args=(target, settings, _NO_CLEAN_PROCESS))
+    thread = threading.Thread(
+        target=ahead.make, args=(target, settings, _NO_CLEAN_PROCESS), kwargs={"device_name": CPU}
+    )
     thread.start()
     return thread
 
@@ -191,11 +194,11 @@ def test_a_reference_changed_since_the_side_was_made_is_made_again(tmp_path, mon
     monkeypatch.setattr(check, "prepare_reference", _Making(steps=1))
     target, settings = _copy("relu", tmp_path / "w"), Settings()
     ahead = ReferenceAhead()
-    ahead.make(target, settings, _NO_CLEAN_PROCESS)
+    ahead.make(target, settings, _NO_CLEAN_PROCESS, device_name=CPU)
     _touch_later(Path(target.reference))  # the user saved the reference meanwhile
     assert ahead.take(target, settings) is None
     ahead = ReferenceAhead()
-    ahead.make(target, settings, _NO_CLEAN_PROCESS)
+    ahead.make(target, settings, _NO_CLEAN_PROCESS, device_name=CPU)
     assert ahead.take(target, Settings(trials=settings.trials + 2)) is None
 
 
@@ -203,7 +206,7 @@ def test_a_side_whose_making_failed_is_never_used(tmp_path, monkeypatch):
     monkeypatch.setattr(check, "prepare_reference", _Making(steps=1, failure=RuntimeError("OOM")))
     target, settings = _copy("relu", tmp_path / "w"), Settings()
     ahead = ReferenceAhead()
-    ahead.make(target, settings, _NO_CLEAN_PROCESS)
+    ahead.make(target, settings, _NO_CLEAN_PROCESS, device_name=CPU)
     assert ahead.take(target, settings) is None  # the request makes it, and meets the failure
 
 
@@ -221,7 +224,9 @@ def test_a_side_the_request_does_not_need_is_stopped_and_dropped(tmp_path, monke
     assert not maker.is_alive() and making.abandoned_at is not None
     monkeypatch.setattr(check, "prepare_reference", _Making(steps=1))
     finished = ReferenceAhead()
-    finished.make(target, Settings(), _NO_CLEAN_PROCESS)  # made in full before the request came
+    finished.make(
+        target, Settings(), _NO_CLEAN_PROCESS, device_name=CPU
+    )  # made in full before the request came
     finished.drop()
     assert finished.take(target, Settings()) is None  # taken, it would have been handed out
 

@@ -67,7 +67,10 @@ def test_a_save_verifies_with_the_side_its_spare_made_and_only_when_still_true(t
     assert _verified(first) and _verified(again)
     assert "reference_wait" in again.check.phase_seconds
     assert "ahead_reference_probe" in again.check.phase_seconds
-    assert "clean_reference_sets" in again.check.phase_seconds  # made by the spare's child
+    # made by the spare's child before the request came, and handed over then
+    assert "ahead_clean_reference_sets" in again.check.phase_seconds
+    assert "clean_reference_sets" not in again.check.phase_seconds
+    assert "clean_reference_handed_over" in again.check.phase_seconds
     assert "reference_load" not in again.check.phase_seconds
     # The side made for the old reference would have passed relu.cu: the new one fails it.
     assert not _verified(doubled)
@@ -75,6 +78,11 @@ def test_a_save_verifies_with_the_side_its_spare_made_and_only_when_still_true(t
     assert _verified(other)
     assert "reference_wait" not in other.check.phase_seconds
     assert "reference_load" in other.check.phase_seconds
+    assert "clean_reference_load" in other.check.phase_seconds  # made for the request
+    for response in (first, again, doubled, other):  # where a save's seconds went
+        phases = response.check.phase_seconds
+        assert phases["worker_before_check"] <= phases["worker_to_timing"]
+        assert "verify_sets" in phases and "verify_setup" in phases
 
 
 def test_a_spare_expecting_a_profile_sets_the_counters_up_before_its_request(tmp_path):
