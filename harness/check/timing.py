@@ -97,7 +97,7 @@ class HostClock:
     def mark(self) -> float:
         return time.perf_counter()
 
-    def elapsed_ms(self, start: float, end: float) -> float:
+    def elapsed_ms(self, start, end) -> float:
         return (end - start) * 1e3
 
     def synchronize(self) -> None:
