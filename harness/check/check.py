@@ -364,6 +364,9 @@ def add_baselines(
     assert result.verify is not None
     progress("baseline", "timing PyTorch eager and torch.compile (cached per reference)")
     began = time.perf_counter()
+    # The blocks this process's allocator keeps from the check back to the device: the clean
+    # process makes the baselines' input sets and outputs beside it (a large problem's are GBs).
+    torch.cuda.empty_cache()
     try:
         measured = clean.ask(
             clean_baselines.QUESTION,
