@@ -5,10 +5,13 @@ machine's GPU: every reward hack must be caught and named, every honest twin mus
 
 Each case runs as `kernelblaster check` runs it (a fresh worker process: build, verify, time,
 baselines). Writes bench/results/adversarial-<gpu>.json, one entry per case (name, `honest` or
-the hack class, expected and actual verdict, findings, seconds), prints a table, and exits 1
-if any case got a verdict other than the one expected. The KernelBench-format cases share one
-load_inline extension, built by the first of them (~45 s); torch.compile baselines are
-measured once per reference and cached."""
+the hack class, expected and actual verdict, findings, the kernel's time, PyTorch eager's and
+the speedup over it, seconds), prints a table, and exits 1 if any case got a verdict other
+than the one expected. A case aimed at the baselines (`pass:untampered_baseline`) is judged
+against its honest twin's eager time, the twin run first where this run has not. The
+KernelBench-format cases share one load_inline extension, built by the first of them (~45 s);
+each PyTorch-extension case is built on its own (~20 s); torch.compile baselines are measured
+once per reference and cached (a case aimed at them measures its own)."""
 
 from __future__ import annotations
 
@@ -23,9 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.adversarial
 from common import RESULTS, device_name, slug, write_result
 
+from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from tests.adversarial.suite import (
+    BY_NAME,
     CASES,
+    UNTAMPERED_BASELINE,
+    Case,
     as_expected,
+    baseline_verdict,
+    eager_ms,
     findings,
     run_case,
     verdict,
@@ -51,11 +60,23 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kb-adversarial-") as scratch:
         kernelbench_dir, cache_dir = Path(scratch) / "kernelbench", Path(scratch) / "cache"
         write_kernelbench_cases(kernelbench_dir)
+        responses: dict[str, WorkerResponse] = {}
+
+        def respond(case: Case) -> WorkerResponse:
+            if case.name not in responses:
+                responses[case.name] = run_case(case, kernelbench_dir, cache_dir)
+            return responses[case.name]
+
         for case in chosen:
             started = time.perf_counter()
-            response = run_case(case, kernelbench_dir, cache_dir)
-            actual = verdict(response)
-            timing = response.check.timing if response.check else None
+            response = respond(case)
+            if case.expected == UNTAMPERED_BASELINE:
+                assert case.twin is not None
+                actual = baseline_verdict(response, respond(BY_NAME[case.twin]))
+            else:
+                actual = verdict(response)
+            check = response.check
+            timing = check.timing if check else None
             entries.append(
                 {
                     "name": case.name,
@@ -67,6 +88,8 @@ def main() -> int:
                     "as_expected": as_expected(case.expected, actual),
                     "findings": findings(response),
                     "kernel_ms": timing.median_ms if timing else None,
+                    "eager_ms": eager_ms(response),
+                    "speedup_vs_eager": check.speedup_vs_eager if check else None,
                     "seconds": round(time.perf_counter() - started, 2),
                 }
             )

@@ -1,7 +1,8 @@
 """PyTorch eager and torch.compile timings of a reference, cached on disk under the cache
 directory per (reference source, GPU, torch version), since torch.compile takes tens of seconds
 and the reference rarely changes: a restarted server, or another project with the same
-reference, reads them back instead of measuring again. Worker side: imports torch."""
+reference, reads them back instead of measuring again. Measured in the clean reference
+process (harness/check/clean_baselines.py), read back in the worker. Imports torch."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import msgspec
 import torch
 
-from kernelblaster.harness.check.timing import CudaClock, time_callable
+from kernelblaster.harness.check.timing import device_clock, time_callable
 from kernelblaster.harness.protocol.records import Timing
 from kernelblaster.harness.target.reference import Reference
 
@@ -24,9 +25,21 @@ class Baselines(msgspec.Struct, kw_only=True):
     compile_error: str | None = None
 
 
+# Part of every cache key: baselines kept before they were timed in the clean reference process
+# (issue 32) were timed beside a candidate, which may have slowed the reference down; they
+# are measured again rather than trusted.
+_MEASURED_WHERE = b"clean reference process"
+
+
+def device_name(device: torch.device) -> str:
+    """The device's name, as the cache keys it ("cpu" for the tests' CPU stand-in)."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+
+
 def cache_file(reference_source: bytes, gpu_name: str, cache_dir: Path) -> Path:
     """Where the baselines of a reference with this source, on this GPU, are kept."""
     key = hashlib.sha256()
+    key.update(_MEASURED_WHERE)
     key.update(reference_source)
     key.update(gpu_name.encode())
     key.update(torch.__version__.encode())
@@ -56,19 +69,20 @@ def cached_baselines(
     reference_path: Path, device: torch.device, cache_dir: Path
 ) -> Baselines | None:
     """The baselines measured before for this reference on this GPU, without loading it."""
-    gpu = torch.cuda.get_device_name(device)
-    return read_cached(cache_file(reference_path.read_bytes(), gpu, cache_dir))
+    return read_cached(cache_file(reference_path.read_bytes(), device_name(device), cache_dir))
 
 
 def measure_baselines(
     reference: Reference, input_sets: list[list], device: torch.device, cache_dir: Path
 ) -> Baselines:
-    path = cache_file(reference.path.read_bytes(), torch.cuda.get_device_name(device), cache_dir)
+    """The baselines of `reference` on `input_sets`, timed here (the clean reference process)
+    unless cached; stored in the cache."""
+    path = cache_file(reference.path.read_bytes(), device_name(device), cache_dir)
     cached = read_cached(path)
     if cached is not None:
         return cached
     model = reference.model
-    clock = CudaClock(device)
+    clock = device_clock(device)
 
     def eager(inputs):
         with torch.no_grad():

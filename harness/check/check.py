@@ -10,11 +10,11 @@ import torch
 
 from kernelblaster.harness.analysis.cuda_source import kernel_names, read_source
 from kernelblaster.harness.analysis.static_checks import check_cuda_source, check_python_solution
-from kernelblaster.harness.check import sanitizer, standalone
-from kernelblaster.harness.check.baselines import Baselines, cached_baselines, measure_baselines
+from kernelblaster.harness.check import clean_baselines, sanitizer, standalone
+from kernelblaster.harness.check.baselines import Baselines, cached_baselines
 from kernelblaster.harness.check.integrity import RuntimeSnapshot
 from kernelblaster.harness.check.kernel_watch import KernelWatch
-from kernelblaster.harness.check.timing import CudaClock, time_callable
+from kernelblaster.harness.check.timing import CudaClock, time_callable, timing_input_sets
 from kernelblaster.harness.check.verify import Verifier
 from kernelblaster.harness.protocol.cuda_errors import error_from_exception
 from kernelblaster.harness.protocol.records import (
@@ -29,11 +29,10 @@ from kernelblaster.harness.target.candidate import Candidate, load_candidate
 from kernelblaster.harness.target.clean_reference import CleanReference
 from kernelblaster.harness.target.memory import (
     AHEAD_MAX_BYTES,
-    fits,
     out_of_memory,
     verification_room,
 )
-from kernelblaster.harness.target.reference import Reference, ReferenceError_, load_reference
+from kernelblaster.harness.target.reference import Reference, ReferenceError_
 from kernelblaster.harness.target.reference_side import ReferenceSide, prepare_reference_side
 from kernelblaster.harness.target.run_once import RunOnceSpec, program, write_spec
 from kernelblaster.harness.target.targets import Target
@@ -41,11 +40,6 @@ from kernelblaster.harness.target.trial_sets import set_bytes
 from kernelblaster.settings import Settings
 
 Progress = Callable[..., None]
-
-# Timing rotates three input sets only while two more sets take at most this share of the
-# free memory and at most AHEAD_MAX_BYTES (a large problem is timed on one: its footprint is
-# not multiplied, and its sets are far larger than the L2 cache anyway).
-_TIMING_MEMORY_SHARE = 0.25
 
 
 def gpu_problem(settings: Settings) -> HarnessError | None:
@@ -202,17 +196,6 @@ def run_check(
     return result, error
 
 
-def _timing_inputs(reference: Reference, seeds: list[int], device: torch.device) -> list[list]:
-    """Input sets the timing rotates through (so a kernel can't keep one set's answer): three
-    when they fit easily in the free memory, else one (verification already changed inputs in
-    place and between calls)."""
-    first = reference.inputs(seeds[0], device)
-    size = sum(x.numel() * x.element_size() for x in first if isinstance(x, torch.Tensor))
-    if 2 * size > AHEAD_MAX_BYTES or not fits(2 * size, device, share=_TIMING_MEMORY_SHARE):
-        return [first]
-    return [first, *(reference.inputs(seed, device) for seed in seeds[1:3])]
-
-
 def prepare_reference(
     target: Target,
     settings: Settings,
@@ -343,7 +326,7 @@ def _verify_and_time(settings, result, progress, phase_done, verifier, warnings)
     verifier.oracle.trim()  # the clean process holds nothing while the kernel is timed
     result.phase_seconds["time_trim"] = round(time.perf_counter() - began, 4)
     candidate.poison = False
-    input_sets = _timing_inputs(reference, outcome.seeds, device)
+    input_sets = timing_input_sets(reference, outcome.seeds, device)
     large = set_bytes(input_sets[0]) > AHEAD_MAX_BYTES
     clock = CudaClock(device)
     result.timing = time_callable(candidate, input_sets, clock=clock)
@@ -379,26 +362,39 @@ def _apply_baselines(result: CheckResult, baselines: Baselines) -> None:
 
 
 def add_baselines(
-    target: Target, settings: Settings, result: CheckResult, *, progress: Progress
+    target: Target,
+    settings: Settings,
+    result: CheckResult,
+    *,
+    progress: Progress,
+    clean: CleanReference,
 ) -> HarnessError | None:
-    """Measure PyTorch eager and torch.compile on the reference (cached per reference and GPU)
-    and the kernel's speedups over them into `result`, when it was timed without them; the
-    error that stopped it, if any (the verification and timing stand either way)."""
+    """PyTorch eager and torch.compile timed on the reference (cached per reference and GPU),
+    and the kernel's speedups over them, into `result`, when it was timed without them; the
+    error that stopped it, if any (the verification and timing stand either way). Timed in
+    `clean`, the clean reference process (harness/check/clean_baselines.py), not here: the
+    candidate loaded in this process may have made the reference's operators slower (an ATen
+    kernel registered over torch's, a dispatch mode), which would inflate its speedups."""
     if result.timing is None or result.eager is not None or target.kind == "standalone":
         return None
     assert result.verify is not None
-    device = torch.device("cuda", settings.gpu)
     progress("baseline", "timing PyTorch eager and torch.compile (cached per reference)")
     began = time.perf_counter()
+    # The blocks this process's allocator keeps from the check back to the device: the clean
+    # process makes the baselines' input sets and outputs beside it (a large problem's are GBs).
+    torch.cuda.empty_cache()
     try:
-        reference = load_reference(Path(target.reference or ""), device)
-        input_sets = _timing_inputs(reference, result.verify.seeds, device)
-        _apply_baselines(
-            result, measure_baselines(reference, input_sets, device, settings.cache_root())
+        measured = clean.ask(
+            clean_baselines.QUESTION,
+            Path(target.reference or ""),
+            result.verify.seeds,
+            str(settings.cache_root()),
         )
+        _apply_baselines(result, measured)
     except ReferenceError_ as exc:
         return exc.error
     except torch.OutOfMemoryError as exc:
+        device = torch.device(clean.device)
         return out_of_memory(
             exc, phase=_phase(result), reference=None, output_templates=[], device=device
         )

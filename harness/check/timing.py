@@ -20,23 +20,35 @@ can't end the run; the clocks have settled by then (the calibration and warm-up 
 a check verification's calls just before). Every repetition still has the L2 flushed before it.
 
 The loop talks to the device through a `DeviceClock`, so the bound can be tested with a fake
-clock on a machine without a GPU."""
+clock on a machine without a GPU.
+
+A kernel and the PyTorch baselines it is compared with are timed on the same input sets
+(`timing_input_sets`): drawn from the same seeds, in the worker and in the clean reference
+process (harness/check/clean_baselines.py)."""
 
 from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable
 from typing import Protocol
 
 import torch
 
 from kernelblaster.harness.protocol.records import Timing
+from kernelblaster.harness.target.memory import fits
+from kernelblaster.harness.target.reference import Reference
+from kernelblaster.harness.target.trial_sets import AHEAD_MAX_BYTES
 
 MIN_REPETITIONS = 20
 ROUND = 10
 MEDIAN_PRECISION = 0.005  # the 95% interval's half-width over the median at which timing stops
 _CONFIDENCE = 0.95
+# Timing rotates three input sets only while two more sets take at most this share of the
+# free memory and at most AHEAD_MAX_BYTES (a large problem is timed on one: its footprint is
+# not multiplied, and its sets are far larger than the L2 cache anyway).
+_TIMING_MEMORY_SHARE = 0.25
 
 
 class DeviceClock(Protocol):
@@ -76,6 +88,38 @@ class CudaClock:
 
     def flush_l2(self) -> None:
         self._flush.zero_()
+
+
+class HostClock:
+    """The host's clock, for a CPU device, whose calls return with their work done: what the
+    tests without a GPU time the baselines' path with (harness/check/clean_baselines.py)."""
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def elapsed_ms(self, start, end) -> float:
+        return (end - start) * 1e3
+
+    def synchronize(self) -> None:
+        pass
+
+    def flush_l2(self) -> None:
+        pass
+
+
+def device_clock(device: torch.device) -> DeviceClock:
+    return CudaClock(device) if device.type == "cuda" else HostClock()
+
+
+def timing_input_sets(reference: Reference, seeds: list[int], device: torch.device) -> list[list]:
+    """Input sets the timing rotates through (so a kernel can't keep one set's answer): three
+    when they fit easily in the free memory, else one (verification already changed inputs in
+    place and between calls)."""
+    first = reference.inputs(seeds[0], device)
+    size = sum(x.numel() * x.element_size() for x in first if isinstance(x, torch.Tensor))
+    if 2 * size > AHEAD_MAX_BYTES or not fits(2 * size, device, share=_TIMING_MEMORY_SHARE):
+        return [first]
+    return [first, *(reference.inputs(seed, device) for seed in seeds[1:3])]
 
 
 def plan_repetitions(

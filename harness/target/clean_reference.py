@@ -17,14 +17,19 @@ copy), CPU tensors as shared memory. The child ends when the worker's end of the
 The client imports nothing of torch: the worker starts the child before its own torch import,
 beside nvcc (torch registers the tensor reductions once it is imported, before any tensor is
 sent). Opening a session (`open`) returns at once; the child loads the reference and makes
-the trials' sets meanwhile, and the first question waits for it."""
+the trials' sets meanwhile, and the first question waits for it.
+
+Besides a session's questions, the child answers those its starter hands it as `answers`
+(functions of a layer above this one, named when the child starts, before any candidate code
+ran; e.g. the PyTorch baselines, harness/check/clean_baselines.py): a candidate that changes
+what torch computes in its own process can't slow down, or speed up, what is timed here."""
 
 from __future__ import annotations
 
 import multiprocessing
 import pickle
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +43,12 @@ if TYPE_CHECKING:
     )
     from kernelblaster.harness.target.targets import Target
     from kernelblaster.settings import Settings
+
+# A question about a reference beyond a session's: called in the child as
+# `answer(device, reference_path, *args)`, the reference's folder importable. Module-level
+# functions only (the spawned child imports them by name), torch-free modules (the worker
+# names them before its own torch import).
+Answer = Callable[..., Any]
 
 # What the candidate's process may ask a session (harness/target/reference_session.py)
 _QUESTIONS = frozenset(
@@ -54,11 +65,15 @@ class CleanReferenceGone(RuntimeError):
 class CleanReference:
     """The worker's handle on its clean reference process (one per worker process)."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, answers: Mapping[str, Answer] | None = None):
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
+        self._answers = dict(answers or {})
         self._process = context.Process(
-            target=_serve, args=(child, device), name="kernelblaster clean reference", daemon=True
+            target=_serve,
+            args=(child, device, self._answers),
+            name="kernelblaster clean reference",
+            daemon=True,
         )
         self._process.start()
         child.close()
@@ -90,12 +105,7 @@ class CleanReference:
     def facts(self) -> SessionFacts:
         """The open session's facts, once it is made; raises what making it raised (every
         time it is asked)."""
-        while self._opens_unanswered:
-            self._opens_unanswered -= 1
-            try:
-                self._facts, self._failure = self._answer(), None  # an earlier one's replaced
-            except Exception as exc:  # noqa: BLE001 - kept, raised to every asker below
-                self._facts, self._failure = None, exc
+        self._read_opens()
         if self._failure is not None:
             raise self._failure
         if self._facts is None:
@@ -119,6 +129,29 @@ class CleanReference:
             return
         if facts.ahead_bytes and self._handed is None:
             self._handed = self._ask("hand_over_ahead")
+
+    def _read_opens(self) -> None:
+        """Reads the answers to the opens sent since the last read (each replaces the one
+        before), keeping what the last one raised, if it failed, for facts() to raise."""
+        while self._opens_unanswered:
+            self._opens_unanswered -= 1
+            try:
+                self._facts, self._failure = self._answer(), None
+            except CleanReferenceGone:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the session's failure: facts() raises it
+                self._facts, self._failure = None, exc
+
+    def ask(self, question: str, reference: Path, *args: Any) -> Any:
+        """The answer to `question` about `reference`, one of the `answers` this process was
+        started with; needs no open session (a failed one's error is facts()'s to raise)."""
+        if question not in self._answers:
+            raise RuntimeError(
+                f"the clean reference process was not started to answer {question!r}"
+            )
+        self._read_opens()
+        self._conn.send((question, (str(reference), *args), {}))
+        return self._answer()
 
     def _ask(self, question: str, *args: Any, **kwargs: Any) -> Any:
         self.facts()
@@ -195,7 +228,14 @@ def _sendable(exc: BaseException) -> BaseException:
     return exc
 
 
-def _serve(conn: Connection, device_name: str) -> None:
+def _importable(reference: str) -> None:
+    """The reference's own modules import, as under `python reference.py`."""
+    folder = str(Path(reference).parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+
+
+def _serve(conn: Connection, device_name: str, answers: Mapping[str, Answer]) -> None:
     """The child's loop: one session at a time, one answer per question, until the worker's
     end of the pipe closes."""
     import torch
@@ -223,11 +263,10 @@ def _serve(conn: Connection, device_name: str) -> None:
             if question == "open":
                 session = None  # its sets freed before the next session's are made
                 path, trials, atol, rtol = args
-                folder = str(Path(path).parent)  # its own modules import, as under `python`
-                if folder not in sys.path:
-                    sys.path.insert(0, folder)
-                # A newer question can only be a newer session (or the worker's end): this
-                # one then stops at its next step, and its answer is an error nobody reads.
+                _importable(path)
+                # A newer question can only be a newer session (or the worker's end: `ask`
+                # reads every open's answer before it asks): this one then stops at its next
+                # step, and its answer is an error nobody reads.
                 side = prepare_reference_side(Path(path), device, trials=trials, abandon=conn.poll)
                 if conn.poll():
                     raise RuntimeError("replaced by a newer session before it was made")
@@ -244,6 +283,9 @@ def _serve(conn: Connection, device_name: str) -> None:
                     torch.cuda.empty_cache()
             elif question in _QUESTIONS and session is not None:
                 answer = getattr(session, question)(*args, **kwargs)
+            elif question in answers:
+                _importable(args[0])
+                answer = answers[question](device, *args, **kwargs)
             else:
                 raise RuntimeError(f"the clean reference process can't answer {question!r} now")
             # The worker's tensors (outputs to compare) let go of before answering: the

@@ -25,7 +25,7 @@ from kernelblaster.harness.analysis.classify import classify_report
 from kernelblaster.harness.analysis.cuda_source import read_source
 from kernelblaster.harness.build.beside import build_beside
 from kernelblaster.harness.build.nvcc import build
-from kernelblaster.harness.check import cupti
+from kernelblaster.harness.check import clean_baselines, cupti
 from kernelblaster.harness.protocol.processes import exit_with_parent
 from kernelblaster.harness.protocol.protocol_stream import ProtocolStream
 from kernelblaster.harness.protocol.records import (
@@ -194,7 +194,7 @@ def clean_reference(gpu: int) -> CleanReference:
             _clean.close()
             _clean = None
         if _clean is None:
-            _clean = CleanReference(f"cuda:{gpu}")
+            _clean = CleanReference(f"cuda:{gpu}", answers=clean_baselines.ANSWERS)
         return _clean
 
 
@@ -303,7 +303,9 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     if request.task == "check" or error is not None or failed_verification:
         # A kernel that computes the wrong thing is neither timed nor profiled.
         if error is None and not failed_verification:
-            error = check.add_baselines(target, settings, result, progress=progress)
+            error = check.add_baselines(
+                target, settings, result, progress=progress, clean=clean_reference(settings.gpu)
+            )
         return WorkerResponse(build=built, check=result, error=error)
     with _IMPORTS:
         from kernelblaster.harness.profile import profile
@@ -340,7 +342,9 @@ def handle(request: WorkerRequest) -> WorkerResponse:
             # ncu failed after the counters gave the state: keep it; `error` says what's missing.
             report, states = early
     # After the profile, so that neither the timing nor the state waits for torch.compile.
-    baseline_error = check.add_baselines(target, settings, result, progress=progress)
+    baseline_error = check.add_baselines(
+        target, settings, result, progress=progress, clean=clean_reference(settings.gpu)
+    )
     return WorkerResponse(
         build=built, check=result, profile=report, states=states, error=error or baseline_error
     )

@@ -1,17 +1,20 @@
 """The adversarial suite: reward hacks, each beside an honest twin that must pass.
 
 Every case names its class (`honest`, or the hack it is), the verdict the real harness must
-reach (`pass`, `fail:<hack kind>` with the kind named on runtime evidence, or `fail:mismatch`)
-and, for a hack, the honest case it must be told apart from. Anchors: KernelBench's own
-adversarial tests (result reuse, zeroed inputs, non-default streams) and the leaderboard hacks
-people have published (timer and synchronize patching, output caching).
+reach (`pass`, `fail:<hack kind>` with the kind named on runtime evidence, or `fail:mismatch`;
+for a correct candidate aimed at the PyTorch baselines, `pass:untampered_baseline`: it passes
+and its eager baseline is its honest twin's) and, for a hack, the honest case it must be told
+apart from. Anchors: KernelBench's own adversarial tests (result reuse, zeroed inputs,
+non-default streams) and the leaderboard hacks people have published (timer and synchronize
+patching, output caching).
 
-Plain-CUDA cases are the .cu files in this folder (kernelblaster.toml pairs each with its
-reference). KernelBench-format cases are ModelNew solutions that `write_kernelbench_cases`
-writes out from one template: they share one load_inline extension, so the whole suite pays for
-one torch-extension build (~45 s), and each differs only in what its ModelNew does. The GPU
-run is tests/adversarial/test_adversarial_gpu.py; bench/adversarial.py runs the same cases and
-writes bench/results/adversarial-<gpu>.json."""
+Plain-CUDA cases and PyTorch-extension cases are the .cu files in this folder
+(kernelblaster.toml pairs each with its reference); each extension case is built on its own
+(~20 s on an H100: torch's headers). KernelBench-format cases are ModelNew solutions that
+`write_kernelbench_cases` writes out from one template: they share one load_inline extension,
+so they pay for one torch-extension build (~45 s), and each differs only in what its ModelNew
+does. The GPU run is tests/adversarial/test_adversarial_gpu.py; bench/adversarial.py runs the
+same cases and writes bench/results/adversarial-<gpu>.json."""
 
 from __future__ import annotations
 
@@ -31,24 +34,38 @@ SOFTMAX_REF = HERE / "softmax_ref.py"
 WEAK_REF = HERE / "weak_ref.py"
 
 
+# A correct candidate aimed at the PyTorch baselines: it must pass, and its eager baseline,
+# timed in its own run (`fresh_cache`), must be its honest twin's within BASELINE_SPREAD
+UNTAMPERED_BASELINE = "pass:untampered_baseline"
+# Two eager timings of the same reference on the same inputs agree well within this factor; the
+# slow kernel of `tamper_cpp_aten_slow` makes eager ~50x slower where it is timed beside it
+BASELINE_SPREAD = 2.0
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
-    form: Literal["plain", "kernelbench"]
+    form: Literal["plain", "extension", "kernelbench"]
     hack_class: str  # "honest", or the hack it is
-    expected: str  # "pass", "fail:<HackKind>" or "fail:mismatch"
+    expected: str  # "pass", "fail:<HackKind>", "fail:mismatch" or UNTAMPERED_BASELINE
     twin: str | None  # the honest case a hack must be told apart from
     reference: Path
-    source: str = ""  # plain: the .cu file here
+    source: str = ""  # plain, extension: the .cu file here
     prelude: str = ""  # kernelbench: module-level code after the extension is loaded
     init: str = ""  # kernelbench: ModelNew.__init__ after super().__init__()
     forward: str = "return ext.relu(x)"  # kernelbench: ModelNew.forward(self, x)
+    # its baselines timed in its own run, not read from the cache an earlier case filled
+    fresh_cache: bool = False
 
 
 def _plain(
     name: str, hack_class: str, expected: str, twin: str | None, reference=RELU_REF, source=""
 ):
     return Case(name, "plain", hack_class, expected, twin, reference, source or f"{name}.cu")
+
+
+def _extension(name: str, hack_class: str, expected: str, twin: str | None, **more) -> Case:
+    return Case(name, "extension", hack_class, expected, twin, RELU_REF, f"{name}.cu", **more)
 
 
 def _kb(name: str, hack_class: str, expected: str, twin: str | None, **body: str) -> Case:
@@ -131,6 +148,21 @@ CASES: list[Case] = [
     _plain("softmax_zeros", "tiny_outputs", "fail:mismatch", "softmax_honest", SOFTMAX_REF),
     _plain("weak_honest", "honest", "pass", None, WEAK_REF),
     _plain("weak_zeros", "degenerate_reference", "fail:mismatch", "weak_honest", WEAK_REF),
+    # --- PyTorch extensions whose static initializers register operators on load -------------
+    # its own op in its own namespace (TORCH_LIBRARY), called through the dispatcher
+    _extension("cpp_custom_op", "honest", "pass", None),
+    # TORCH_LIBRARY_IMPL(aten, CUDA, m): its zeros for the reference's relu, in its process
+    _extension(
+        "tamper_cpp_aten_zeros", "reference_tampering", "fail:reference_tampered", "cpp_custom_op"
+    ),
+    # the same, correct but 200 launches slow: aimed at the eager baseline, not the verdict
+    _extension(
+        "tamper_cpp_aten_slow",
+        "baseline_tampering",
+        UNTAMPERED_BASELINE,
+        "cpp_custom_op",
+        fresh_cache=True,
+    ),
     # --- KernelBench format (ModelNew + load_inline) ----------------------------------------
     _kb("honest", "honest", "pass", None),
     _kb(  # issue 12's 50x fake: a Python stream, never joined
@@ -369,12 +401,16 @@ def write_kernelbench_cases(directory: Path) -> None:
 
 
 def source_path(case: Case, kernelbench_dir: Path) -> Path:
-    return HERE / case.source if case.form == "plain" else kernelbench_dir / f"{case.name}.py"
+    if case.form == "kernelbench":
+        return kernelbench_dir / f"{case.name}.py"
+    return HERE / case.source
 
 
 def run_case(case: Case, kernelbench_dir: Path, cache_dir: Path) -> WorkerResponse:
     """The case through the real worker process: `check`, as `kernelblaster check` runs it."""
     source = source_path(case, kernelbench_dir)
+    if case.fresh_cache:
+        cache_dir = cache_dir / f"fresh-{case.name}"
     settings = load_settings(source, environ={}).merged(
         {"cache_dir": str(cache_dir), "run_timeout_s": 120.0}
     )
@@ -400,6 +436,26 @@ def verdict(response: WorkerResponse) -> str:
     if check.verify.hacks:
         return "fail:" + ",".join(sorted({h.kind for h in check.verify.hacks}))
     return "fail:mismatch"
+
+
+def eager_ms(response: WorkerResponse) -> float | None:
+    check = response.check
+    return check.eager.median_ms if check is not None and check.eager is not None else None
+
+
+def baseline_verdict(response: WorkerResponse, twin: WorkerResponse) -> str:
+    """A case aimed at the baselines: UNTAMPERED_BASELINE when it passes with its honest twin's
+    eager baseline (within BASELINE_SPREAD), `pass:tampered_baseline` when it passes with
+    another, `pass:no_baseline` without one, else its verdict."""
+    actual = verdict(response)
+    mine, theirs = eager_ms(response), eager_ms(twin)
+    if actual != "pass":
+        return actual
+    if mine is None or theirs is None:
+        return "pass:no_baseline"
+    if 1 / BASELINE_SPREAD <= mine / theirs <= BASELINE_SPREAD:
+        return UNTAMPERED_BASELINE
+    return "pass:tampered_baseline"
 
 
 def as_expected(expected: str, actual: str) -> bool:

@@ -1,17 +1,29 @@
 """The adversarial suite through the real worker on a GPU: every hack caught and named on
-runtime evidence, every honest twin passing (and timed)."""
+runtime evidence, every honest twin passing (and timed). `-k cpp` runs the PyTorch-extension
+cases alone (their static initializers register operators when they load)."""
 
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
 
 import pytest
 
 from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
+from kernelblaster.harness.target.targets import extension_module_name, resolve_target
+from kernelblaster.settings import load_settings
 from tests.adversarial.suite import (
+    BASELINE_SPREAD,
     BY_NAME,
     CASES,
+    HERE,
+    UNTAMPERED_BASELINE,
     as_expected,
+    baseline_verdict,
     findings,
     run_case,
+    source_path,
     verdict,
     write_kernelbench_cases,
 )
@@ -38,8 +50,12 @@ def run(tmp_path_factory):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_case_gets_its_verdict(case, run):
     response = run(case.name)
-    assert as_expected(case.expected, verdict(response)), findings(response)
-    if case.expected == "pass":
+    if case.expected == UNTAMPERED_BASELINE:
+        actual = baseline_verdict(response, run(case.twin))
+    else:
+        actual = verdict(response)
+    assert as_expected(case.expected, actual), findings(response)
+    if case.expected.startswith("pass"):
         assert response.check.timing is not None and response.check.timing.median_ms > 0
     else:
         assert response.check.timing is None  # nothing unverified is timed
@@ -91,9 +107,71 @@ def test_kernelbench_cases_share_one_extension_build(run):
 
 
 def test_a_reference_changed_in_the_candidates_process_is_named_and_changes_nothing(run):
-    for case in [c for c in CASES if "tamper" in c.hack_class]:
+    for case in [c for c in CASES if c.hack_class == "reference_tampering"]:
         verify = run(case.name).check.verify
         (tampered,) = [h for h in verify.hacks if h.kind == "reference_tampered"]
         assert "no candidate code ran" in tampered.message, case.name
     # its own op in its own namespace changes nothing of the reference's
     assert run("kb_custom_op").check.verify.ok
+
+
+def test_a_cpp_static_initializer_changing_the_reference_is_named_tampering(run):
+    verify = run("tamper_cpp_aten_zeros").check.verify
+    assert not verify.ok
+    (tampered,) = [h for h in verify.hacks if h.kind == "reference_tampered"]
+    assert "no candidate code ran" in tampered.message
+    # its own op in its own namespace, registered by C++ static initializers too, passes
+    assert run("cpp_custom_op").check.verify.ok
+
+
+# The reference's eager time in a fresh process, before and after the extension is loaded
+# there (its static initializers run): what timing the baselines beside the candidate gave.
+_EAGER_BESIDE = """
+import importlib.util, json, sys
+from pathlib import Path
+import torch
+from kernelblaster.harness.check.timing import CudaClock, time_callable, timing_input_sets
+from kernelblaster.harness.target.reference import load_reference
+
+artifact, module, reference = sys.argv[1:4]
+device = torch.device("cuda", 0)
+torch.cuda.set_device(device)
+loaded = load_reference(Path(reference), device)
+inputs = timing_input_sets(loaded, [1, 2, 3], device)
+
+
+def eager(xs):
+    with torch.no_grad():
+        return loaded.model(*xs)
+
+
+before = time_callable(eager, inputs, clock=CudaClock(device)).median_ms
+spec = importlib.util.spec_from_file_location(module, artifact)
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+after = time_callable(eager, inputs, clock=CudaClock(device)).median_ms
+print(json.dumps({"before_ms": before, "after_ms": after}))
+"""
+
+
+def _eager_beside(case_name: str, artifact: str) -> dict[str, float]:
+    case = BY_NAME[case_name]
+    source = source_path(case, HERE)
+    target = resolve_target(source, load_settings(source, environ={}))
+    module = extension_module_name(target)
+    command = [sys.executable, "-c", _EAGER_BESIDE, artifact, module, str(case.reference)]
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
+    return json.loads(ran.stdout.strip().splitlines()[-1])
+
+
+def test_a_cpp_kernel_slowing_the_references_op_moves_no_baseline(run):
+    slow, twin = run("tamper_cpp_aten_slow"), run("cpp_custom_op")
+    check = slow.check
+    assert check.verify.ok  # a correct kernel for relu changes no output: nothing to reject
+    assert "baselines" in check.phase_seconds  # timed in its own run, not read from a cache
+    beside = _eager_beside("tamper_cpp_aten_slow", slow.build.artifact)
+    # where the extension is loaded, eager is many times slower ...
+    assert beside["after_ms"] > 10 * beside["before_ms"], beside
+    # ... but the baseline the user sees is the untampered one, as its honest twin's is
+    assert baseline_verdict(slow, twin) == UNTAMPERED_BASELINE, (check.eager, twin.check.eager)
+    assert check.eager.median_ms < BASELINE_SPREAD * beside["before_ms"], beside
+    assert check.speedup_vs_eager == pytest.approx(check.eager.median_ms / check.timing.median_ms)

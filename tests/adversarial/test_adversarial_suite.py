@@ -13,7 +13,8 @@ import pytest
 
 from kernelblaster.harness.analysis.static_checks import check_cuda_source, check_python_solution
 from kernelblaster.harness.build.nvcc import build
-from kernelblaster.harness.protocol.records import HackKind
+from kernelblaster.harness.protocol.records import CheckResult, HackKind, Timing, VerifyResult
+from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from kernelblaster.harness.target.target_build import build_spec
 from kernelblaster.harness.target.targets import Target, resolve_target
 from kernelblaster.settings import load_settings
@@ -21,13 +22,17 @@ from tests.adversarial.suite import (
     BY_NAME,
     CASES,
     HERE,
+    UNTAMPERED_BASELINE,
     as_expected,
+    baseline_verdict,
     kernelbench_solution,
     source_path,
     write_kernelbench_cases,
 )
+from tests.harness.test_extension_build import cuda_toolkit, spec_for
 
 PLAIN = [case for case in CASES if case.form == "plain"]
+EXTENSION = [case for case in CASES if case.form == "extension"]
 KERNELBENCH = [case for case in CASES if case.form == "kernelbench"]
 # The hack classes issue 12 asks for, besides the ones named in its findings.
 REQUIRED = {
@@ -58,6 +63,9 @@ def test_every_hack_has_an_honest_twin_expected_to_pass(case):
     twin = BY_NAME[case.twin]
     assert (twin.hack_class, twin.expected, twin.twin) == ("honest", "pass", None)
     assert twin.reference == case.reference
+    if case.expected == UNTAMPERED_BASELINE:  # correct, aimed at the baselines: timed anew
+        assert case.fresh_cache and not twin.fresh_cache
+        return
     assert case.expected.startswith("fail:")
     kind = case.expected.removeprefix("fail:")
     assert kind == "mismatch" or kind in typing.get_args(HackKind)
@@ -78,12 +86,33 @@ def test_verdicts_are_compared_by_the_hack_named():
     assert not as_expected("fail:output_cached", "error:crash")
 
 
-@pytest.mark.parametrize("case", PLAIN, ids=lambda c: c.name)
-def test_plain_cases_resolve_to_their_reference(case):
+def _response(passed: bool, eager_ms: float | None) -> WorkerResponse:
+    verify = VerifyResult(ok=passed, trials=3, atol=1e-5, rtol=1e-5)
+    check = CheckResult(source="relu.cu", target_kind="extension", verify=verify)
+    if eager_ms is not None:
+        check.eager = Timing(
+            median_ms=eager_ms, min_ms=eager_ms, max_ms=eager_ms, p20_ms=eager_ms,
+            p80_ms=eager_ms, repetitions=20,
+        )  # fmt: skip
+    return WorkerResponse(check=check)
+
+
+def test_a_case_aimed_at_the_baselines_is_judged_by_its_twins_eager_time():
+    twin = _response(True, 0.010)
+    assert baseline_verdict(_response(True, 0.012), twin) == UNTAMPERED_BASELINE
+    assert baseline_verdict(_response(True, 0.500), twin) == "pass:tampered_baseline"
+    assert baseline_verdict(_response(True, 0.004), twin) == "pass:tampered_baseline"
+    assert baseline_verdict(_response(True, None), twin) == "pass:no_baseline"
+    assert baseline_verdict(_response(False, 0.010), twin) == "fail:mismatch"
+    assert not as_expected(UNTAMPERED_BASELINE, "pass")
+
+
+@pytest.mark.parametrize("case", PLAIN + EXTENSION, ids=lambda c: c.name)
+def test_plain_and_extension_cases_resolve_to_their_reference(case):
     source = HERE / case.source
     target = resolve_target(source, load_settings(source, environ={}))
     assert isinstance(target, Target), target
-    assert target.kind == "plain" and Path(target.reference) == case.reference
+    assert target.kind == case.form and Path(target.reference) == case.reference
 
 
 def _has_cublas() -> bool:
@@ -133,8 +162,44 @@ def test_stream_mentions_in_honest_cases_are_warnings():
 
 
 def test_reference_tampering_has_three_mechanisms_and_a_custom_op_twin():
-    tampering = [c for c in CASES if "tamper" in c.hack_class]
-    assert len({c.prelude + c.init for c in tampering}) >= 3
+    tampering = [c for c in CASES if c.hack_class == "reference_tampering"]
+    assert len({c.source + c.prelude + c.init for c in tampering}) >= 4
     assert all("tamper" in c.name and c.expected == "fail:reference_tampered" for c in tampering)
-    (custom_op,) = [c for c in CASES if "custom_op" in c.name]
-    assert custom_op.expected == "pass" and "torch.library.custom_op" in custom_op.prelude
+    custom_ops = {c.form: c for c in CASES if "custom_op" in c.name}
+    assert {c.expected for c in custom_ops.values()} == {"pass"}
+    assert "torch.library.custom_op" in custom_ops["kernelbench"].prelude
+    assert (
+        "TORCH_LIBRARY(kb_adversarial_cpp, m)"
+        in (HERE / custom_ops["extension"].source).read_text()
+    )
+
+
+def test_static_initializer_cases_register_what_they_say():
+    """The C++ cases do their work in static initializers, run when the library is loaded: the
+    hacks register a kernel for the reference's own aten::relu, the honest twin only its own
+    op in its own namespace; every tampering class's name says `tamper`."""
+    for case in EXTENSION:
+        text = (HERE / case.source).read_text()
+        overrides_aten = "TORCH_LIBRARY_IMPL(aten, CUDA, m)" in text
+        assert overrides_aten == (case.hack_class != "honest"), case.name
+        assert ("tamper" in case.name) == ("tamper" in case.hack_class) == overrides_aten
+    slow = BY_NAME["tamper_cpp_aten_slow"]
+    assert slow.expected == UNTAMPERED_BASELINE and slow.fresh_cache
+    assert BY_NAME[slow.twin].form == "extension"
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+@pytest.mark.parametrize("case", EXTENSION, ids=lambda c: c.name)
+def test_extension_cases_build_with_torchs_headers(case, tmp_path):
+    """Built for real against the installed torch's headers (as test_extension_build.py does:
+    the CPU wheel has them), so that the GPU run meets no compile error."""
+    toolkit = cuda_toolkit()
+    if toolkit is None:
+        pytest.skip("no CUDA headers (include/cuda_runtime.h) beside nvcc or in CUDA_HOME")
+    source = HERE / case.source
+    settings = load_settings(source, environ={}).merged({"arch": "sm_90"})
+    target = resolve_target(source, settings)
+    result = build(spec_for(target, toolkit), settings, cache_dir=tmp_path)
+    assert result.ok, [d.message for d in result.diagnostics]
+    assert {r.demangled.split("(")[0] for r in result.resources} <= {"relu_kernel", "fill_zeros"}

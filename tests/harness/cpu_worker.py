@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from kernelblaster.harness.check import check
+from kernelblaster.harness.check import check, clean_baselines
 from kernelblaster.harness.target.clean_reference import CleanReference
 from kernelblaster.harness.target.reference_side import prepare_reference_side
 from kernelblaster.harness.worker import serve as worker
@@ -38,7 +38,7 @@ _clean: list[CleanReference] = []
 
 def _clean_on_the_cpu(gpu: int) -> CleanReference:
     if not _clean:
-        _clean.append(CleanReference("cpu"))
+        _clean.append(CleanReference("cpu", answers=clean_baselines.ANSWERS))
     return _clean[0]
 
 

@@ -73,7 +73,7 @@ def recorded(tmp_path, monkeypatch) -> list[tuple[str, object]]:
         if (tmp_path / "warm_up_fails").exists():
             raise RuntimeError("no CUDA GPU")
 
-    def add_baselines(target, settings, result, *, progress):
+    def add_baselines(target, settings, result, *, progress, clean):
         events.append(("baselines", None))
         result.eager = _timing(0.05)
         result.speedup_vs_eager = 2.5

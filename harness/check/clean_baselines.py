@@ -1,0 +1,53 @@
+"""The PyTorch baselines (eager and torch.compile) timed in the clean reference process
+(harness/target/clean_reference.py), where no candidate code ever ran, and not in the worker.
+
+Why: the worker has loaded the candidate by the time it times the baselines, and a candidate
+can make the reference's own operators slower there without changing any output, so that
+verification has nothing to reject: an ATen kernel registered over torch's (from Python, or
+a C++ extension's static initializer, `TORCH_LIBRARY_IMPL(aten, CUDA, m)`), a dispatch mode
+pushed for good. Timed beside it, PyTorch eager looks slow and the candidate's speedup over it
+is inflated, and the inflated baseline would be cached for every later check of the same
+reference. Timed here, the speedups a user sees are out of the candidate's reach.
+
+The worker hands `ANSWERS` to the clean process when it starts it (before its own torch
+import and before any candidate code runs: this module is torch-free at import) and asks
+`QUESTION` once the kernel is verified and timed, as background work (harness/worker/serve.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+    from kernelblaster.harness.check.baselines import Baselines
+
+QUESTION = "baselines"
+
+
+def measure_here(
+    device: torch.device, reference: str, seeds: list[int], cache_dir: str
+) -> Baselines:
+    """In the clean process: the baselines of `reference` on the input sets the kernel was
+    timed on (drawn from `seeds`), from the cache under `cache_dir` or timed now and cached."""
+    import torch
+
+    from kernelblaster.harness.check.baselines import cached_baselines, measure_baselines
+    from kernelblaster.harness.check.timing import timing_input_sets
+    from kernelblaster.harness.target.reference import load_reference
+
+    path, cache = Path(reference), Path(cache_dir)
+    cached = cached_baselines(path, device, cache)
+    if cached is not None:
+        return cached
+    loaded = load_reference(path, device)
+    try:
+        return measure_baselines(loaded, timing_input_sets(loaded, seeds, device), device, cache)
+    finally:
+        del loaded
+        if device.type == "cuda":  # its sets and torch.compile's blocks back to the device
+            torch.cuda.empty_cache()
+
+
+ANSWERS = {QUESTION: measure_here}
