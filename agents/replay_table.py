@@ -132,6 +132,9 @@ class Measurement(msgspec.Struct, kw_only=True):
     task: str
     variant: str
     source_sha256: str  # of the file measured: a changed file is measured again
+    # of the task's reference: a changed reference measures its task's kernels again (None:
+    # not recorded)
+    reference_sha256: str | None = None
     outcome: VariantOutcome
     detail: str = ""  # compiler errors or the verification message, truncated
     time_ms: float | None = None  # median over the harness's timed repetitions

@@ -67,6 +67,34 @@ def test_pending_skips_what_the_table_has_from_the_same_source(library, table):
     }
 
 
+def test_a_changed_reference_measures_its_tasks_kernels_again(library, table):
+    """A variant's outcome depends on the reference it is checked against (conv1x1's first
+    reference ran in cuDNN's TF32 and made every exact fp32 kernel "wrong"): an entry measured
+    against another reference text is measured again; one that recorded none is kept."""
+    by_task = {task.task: task for task in library}
+    entries = [
+        msgspec.structs.replace(
+            m, reference_sha256=measure.source_digest(by_task[m.task].reference.read_text())
+        )
+        for m in table.measurements
+    ]
+    current = msgspec.structs.replace(table, measurements=entries)
+    assert not {(m.task, m.variant) for m in entries} & {
+        (t.task, v) for t, v in measure.pending(library, current)
+    }
+    first = entries[0]
+    stale = msgspec.structs.replace(
+        current, measurements=[msgspec.structs.replace(first, reference_sha256="old"), *entries[1:]]
+    )
+    assert (first.task, first.variant) in {(t.task, v) for t, v in measure.pending(library, stale)}
+    unrecorded = msgspec.structs.replace(
+        current, measurements=[msgspec.structs.replace(first, reference_sha256=None), *entries[1:]]
+    )
+    assert (first.task, first.variant) not in {
+        (t.task, v) for t, v in measure.pending(library, unrecorded)
+    }
+
+
 @pytest.mark.gpu
 def test_measuring_a_task_on_the_gpu_gives_the_expected_outcomes(library, tmp_path):
     out = tmp_path / "table.json"

@@ -17,7 +17,13 @@ class Model(nn.Module):
         self.conv = nn.Conv2d(in_channels, out_channels, kernel_size=1, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(x)
+        # As the GEMM it is, in full fp32: cuDNN's convolutions may use TF32 by default
+        # (torch.backends.cudnn.allow_tf32), about 1e-3 off over 256 channels, which would
+        # make every exact fp32 kernel "wrong" and a TF32 one "right". cuBLAS's matmul keeps
+        # fp32 unless asked (torch.backends.cuda.matmul.allow_tf32 is False by default).
+        n, c, h, w = x.shape
+        weight = self.conv.weight.view(out_channels, in_channels)
+        return torch.matmul(weight, x.reshape(n, c, h * w)).view(n, out_channels, h, w)
 
 
 def get_inputs():
