@@ -17,6 +17,7 @@ from typing import Literal
 
 import msgspec
 
+from kernelblaster.harness.protocol.records import CheckResult
 from kernelblaster.settings import Settings
 
 
@@ -157,6 +158,9 @@ class OptimizeResult(msgspec.Struct, kw_only=True, tag="result"):
     improved: bool = False  # a verified, memory-safe candidate faster than the original exists
     best_source: str | None = None  # full text of the best verified candidate
     best_time_ms: float | None = None
+    # The best candidate's check in its compute-sanitizer run: verified again on fresh inputs,
+    # timed, with the baselines: its final timing (the KernelBench runner's), made once.
+    best_check: CheckResult | None = None
     original_time_ms: float | None = None
     speedup: float | None = None  # vs the original kernel
     speedup_vs_eager: float | None = None

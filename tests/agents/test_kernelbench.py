@@ -360,6 +360,31 @@ def test_a_problem_the_loop_did_not_improve_keeps_its_first_check_as_final_timin
     assert [verdict for verdict, _ in harness.calls].count("original") == 1
 
 
+def test_an_improved_problem_is_timed_finally_in_its_sanitizer_run_not_checked_again(
+    openai_server, endpoint, make_client, tmp_path
+):
+    folder = write_problems(tmp_path / "level1", "1_Softmax")
+    (folder / "1_Softmax.cu").write_text(SOFTMAX_KERNEL)
+
+    class SanitizerTimes(ProblemHarness):  # the sanitizer run's check says 0.3 ms
+        def __call__(self, source, text, kernel, settings, **options):
+            if options.get("sanitize"):
+                text = text.replace("KB_RESULT_verified_0.25", "KB_RESULT_verified_0.3")
+            return super().__call__(source, text, kernel, settings, **options)
+
+    harness = SanitizerTimes()
+    run, _ = run_level(folder, tmp_path, make_client(timeout_s=10.0), harness=harness)
+    solved = run.problems[0]
+    assert solved.status == "verified" and solved.techniques
+    # the best's final timing is its sanitizer run's (with that run's baselines), and the
+    # best was evaluated once after the rollouts: that run
+    assert solved.final_ms == 0.3 and solved.optimize_speedup == pytest.approx(1 / 0.3)
+    assert (solved.eager_ms, solved.compile_ms) == (0.8, 0.6)
+    after_rollouts = [options for _, options in harness.calls if not options.get("ncu_below_ms")]
+    assert after_rollouts[-1] == {"sanitize": True, "profile": False}
+    assert {"profile": False} not in [options for _, options in harness.calls]
+
+
 def test_continuing_with_other_options_is_refused(tmp_path):
     path = tmp_path / "kernelbench-gpu-level1.json"
     run = open_run(path, device=DEVICE, level="level1", config=CONFIG, note="", restart=False)
