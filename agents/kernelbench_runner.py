@@ -156,7 +156,7 @@ def solve_problem(
         for purpose, u in calls:
             by_purpose[purpose] = by_purpose.get(purpose, 0) + u.total_tokens
         result.tokens_by_purpose = by_purpose
-        result.wall_s = round(time.monotonic() - started, 1)
+        result.wall_s = round(time.monotonic() - started, 3)
     return result, usage
 
 
@@ -178,7 +178,11 @@ def _solve(
         save_file(source, text, force=True)
         # Profiled in full, as the loop's first step needs it: the loop starts from this
         # evaluation instead of making its own (a profiler that fails leaves that to the loop).
+        began = time.monotonic()
         first = evaluate_fn(source, text, _first_kernel(text), settings, depth="full")
+        result.first_phases = msgspec.structs.replace(
+            first.phases, evaluation=round(time.monotonic() - began, 4)
+        )
         if not (first.verified or _checked(first)):
             _fail(result, first)
             return
@@ -242,6 +246,9 @@ def _solve(
     result.rollouts_wall_s = outcome.rollouts_wall_s
     result.optimize_phases = outcome.phases
     result.step_phases = [step.phases for step in outcome.steps]
+    result.step_outcomes = [step.outcome for step in outcome.steps]
+    result.step_speedups = [step.measured_speedup for step in outcome.steps]
+    result.optimize_wall_s = outcome.wall_s
     result.detail = f"optimize: {outcome.error}" if outcome.error else ""
     best = text
     if outcome.improved and outcome.best_source is not None:

@@ -339,6 +339,12 @@ def test_a_given_kernel_replaces_init(openai_server, endpoint, make_client, tmp_
     # Where the problem's time went: its rollouts and each step's phases
     assert solved.steps == len(solved.step_phases) > 0
     assert solved.rollouts_wall_s > 0 and solved.optimize_phases is not None
+    # ... and the rest of it: the given kernel's check (the call's wall seconds), the loop's
+    # wall time, each step's verdict
+    assert solved.first_phases is not None and solved.first_phases.evaluation > 0
+    assert solved.rollouts_wall_s <= solved.optimize_wall_s <= solved.wall_s
+    assert solved.step_outcomes[0] == "success" and len(solved.step_outcomes) == solved.steps
+    assert solved.step_speedups[0] == pytest.approx(4.0)  # 1 ms to 0.25 ms
 
 
 def test_a_problem_the_loop_did_not_improve_keeps_its_first_check_as_final_timing(
