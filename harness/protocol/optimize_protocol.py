@@ -94,6 +94,11 @@ class PhaseTimes(msgspec.Struct, kw_only=True):
     soft_verify: float = 0.0  # the soft verifier's LLM call
     policy_update: float = 0.0  # the policy update's LLM calls (a run's, not a step's)
     kb_write: float = 0.0
+    # The worker's finer seconds inside the phases above, by name, summed like them: the
+    # check's own (CheckResult.phase_seconds: e.g. verify_setup, clean_reference_wait, the
+    # baselines' baselines_eager and baselines_compile) and ncu's (ncu_prepare,
+    # ncu_to_connected, ncu_to_first_kernel, ncu_kernels, ncu_exit, ncu_read: harness/profile/)
+    parts: dict[str, float] = {}
     spans: list[Span] = []
 
     @property
@@ -104,8 +109,12 @@ class PhaseTimes(msgspec.Struct, kw_only=True):
     def add(self, other: PhaseTimes) -> None:
         """Add `other`'s seconds and spans to these."""
         for name in self.__struct_fields__:
-            if name != "spans":
+            if name not in ("spans", "parts"):
                 setattr(self, name, round(getattr(self, name) + getattr(other, name), 4))
+        parts = dict(self.parts)
+        for name, seconds in other.parts.items():
+            parts[name] = round(parts.get(name, 0.0) + seconds, 4)
+        self.parts = parts
         self.spans = [*self.spans, *other.spans]
 
 
