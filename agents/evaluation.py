@@ -136,12 +136,19 @@ _REFERENCE_PARTS = (
 )
 
 
+# CheckResult.phase_seconds entries that are not seconds spent in the run: a spare's age when
+# its request came
+_NOT_PARTS = frozenset({"spare_age"})
+
+
 def harness_phases(response: WorkerResponse) -> PhaseTimes:
     """The worker's own measurements of a run, by phase. The reference side is made beside the
     build (its time after the build's end counts, `reference_after_build`), or ahead by a spare
     worker (the wait for it counts, `reference_wait`), or in the check ("load" holds it, with
     the candidate's load, which counts as verification)."""
     seconds = response.check.phase_seconds if response.check is not None else {}
+    profile = response.profile
+    ncu_parts = profile.phase_seconds if profile and profile.program != "in_process" else {}
     in_load = 0.0  # the reference side's share of "load"
     if "reference_after_build" in seconds:
         reference = seconds["reference_after_build"]
@@ -158,6 +165,7 @@ def harness_phases(response: WorkerResponse) -> PhaseTimes:
         full_profile=seconds.get("profile_ncu", 0.0),
         baselines=seconds.get("baselines", 0.0),
         sanitize=seconds.get("sanitize", 0.0),
+        parts={name: s for name, s in seconds.items() if name not in _NOT_PARTS} | ncu_parts,
     )
 
 

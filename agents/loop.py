@@ -74,7 +74,7 @@ from kernelblaster.harness.protocol.optimize_protocol import (
     PhaseTimes,
     ProposalVerdict,
 )
-from kernelblaster.harness.protocol.records import PerfState
+from kernelblaster.harness.protocol.records import CheckResult, PerfState
 from kernelblaster.harness.protocol.worker_client import prewarm_harness_workers
 from kernelblaster.harness.target.targets import Target, kept_functions, resolve_target
 from kernelblaster.kb.catalog import enablers
@@ -321,7 +321,7 @@ def run_optimization(run: OptimizeRun) -> OptimizeResult:
         updating = None
         if run_attempts and not result.cancelled and result.error is None:
             updating = pool.submit(_timed_policy_update, client, kb, arch, run_attempts, result)
-        best = _memory_safe_best(plan, verified, services, result.phases)
+        best, result.best_check = _memory_safe_best(plan, verified, services, result.phases)
         if updating is not None:
             result.policy_notes, waited = updating.result()
             result.phases.add(waited)  # here: the sanitizer run's phases were added meanwhile
@@ -501,10 +501,12 @@ class _Progress:
 
 def _memory_safe_best(
     plan: RolloutPlan, verified: list[VerifiedKernel], services: RolloutServices, phases: PhaseTimes
-) -> VerifiedKernel:
+) -> tuple[VerifiedKernel, CheckResult | None]:
     """The fastest verified candidate that also passes compute-sanitizer (memcheck, and
     racecheck with shared memory): numbers that happen to match don't prove memory safety.
-    Candidates that fail are recorded as rejected attempts from the original kernel."""
+    Candidates that fail are recorded as rejected attempts from the original kernel. With it,
+    the check of its sanitizer run (verified on fresh inputs and timed before the sanitizer
+    ran, with the baselines): the best's final timing; None for the original."""
     origin, request = plan.origin, plan.request
     for candidate in sorted(verified, key=lambda p: p.time_ms):
         if candidate.time_ms >= origin.time_ms:
@@ -519,7 +521,7 @@ def _memory_safe_best(
         )
         phases.add(evaluation.phases)
         if evaluation.verified:
-            return candidate
+            return candidate, evaluation.check
         assert candidate.made_by is not None  # every candidate but the original has its step
         rejected = OptimizeStep(
             rollout=candidate.made_by.rollout,
@@ -535,7 +537,7 @@ def _memory_safe_best(
             target_finding=_target_on(services.kb, candidate.made_by.technique, origin.state),
         )
         services.kb.record(kb_attempt(rejected, arch=origin.state.arch, kernel=request.kernel))
-    return origin
+    return origin, None
 
 
 def _measured(step: OptimizeStep) -> str:

@@ -21,12 +21,14 @@ already holds for that GPU model (the parts can run on different machines of one
   `per_candidate_overhead_p50_s`: the median over candidates of everything a candidate costs but
   the LLM's reply: the wall time its evaluation held the GPU (worker hand-off, build, reference
   side, verification, timing, profile, the pipe) plus its KB write, read from each step's
-  PhaseTimes (a step that checked several replies counts each). `per_problem_fixed_s`: the
-  median over problems of the problem's wall time less its rollouts (the given kernel's check
-  and full profile, the baselines (measured once per reference: cold here), the sanitizer run of
-  the best, the final timing, the policy update's LLM calls, answered at once; the first problem
-  also pays what happens once per machine, the CUPTI counter library's build: the median leaves
-  it out).
+  PhaseTimes (a step that checked several replies counts each); ncu's own split
+  (`ncu_phase_p50_s`: its start, the target's start, the kernels' replay, the report) from the
+  steps' PhaseTimes.parts. `per_problem_fixed_s`: the median over problems of the problem's
+  wall time less its rollouts (the given kernel's check and full profile, the baselines
+  (measured once per reference: cold here), the sanitizer run of the best, whose check is also
+  its final timing, the policy update's LLM calls, answered at once), each problem's split in
+  `fixed_parts`. What happens once per machine, the CUPTI counter library's build, is done
+  before the first problem and stated apart (`one_time_s`), not in any problem's time.
 - overlap: `optimize` on examples/softmax.cu, 4 rollouts x depth 3 on one GPU, the endpoint
   answering every call after --llm-delay seconds (10). `llm_overlap_ratio`: the run's wall
   time over max(the seconds any evaluation held the GPU, summed; the longest rollout's seconds
@@ -69,6 +71,7 @@ from kernelblaster.agents.evaluation import evaluate
 from kernelblaster.agents.llm import LlmClient, LlmConfig
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.rollout_runners import runner_for
+from kernelblaster.harness.check import cupti
 from kernelblaster.harness.protocol.optimize_protocol import (
     OptimizeRequest,
     OptimizeResult,
@@ -198,6 +201,7 @@ def _candidates(
         shutil.copy(answer, start / answer.name.replace(".init.cu", ".cu"))
     results = work / "results"
     problems: list[dict] = []
+    one_time = _one_time_setup(work / "cache")
     with server_module.OpenAITestServer(responder=_kernelbench_responder(server_module)) as server:
         env = {
             **os.environ,
@@ -213,22 +217,26 @@ def _candidates(
                     shutil.copy(path, copy_to / path.name)
     candidates, fixed = [], []
     for problem in problems:
-        for phases in problem["step_phases"]:
+        steps = []
+        for phases, outcome, speedup in zip(
+            problem["step_phases"], problem["step_outcomes"], problem["step_speedups"], strict=True
+        ):
             step = _phases_of(phases)
             count = sum(span.kind == "gpu" for span in step.spans)
             candidates += [_candidate(problem["level"], step, count)] * count
+            steps.append({"outcome": outcome, "speedup": speedup, "ncu": step.full_profile > 0})
         run = _phases_of(problem["optimize_phases"] or {})
         fixed.append(
             {
                 "problem": problem["problem"],
                 "level": problem["level"],
                 "status": problem["status"],
-                "steps": problem["steps"],
+                "steps": steps,
                 "wall_s": problem["wall_s"],
                 "rollouts_wall_s": problem["rollouts_wall_s"],
                 # the endpoint answers at once: the policy update's LLM time is ~0
                 "fixed_s": round(problem["wall_s"] - problem["rollouts_wall_s"], 3),
-                "run_phases": {k: v for k, v in _phase_seconds(run).items() if v},
+                "fixed_parts": _fixed_parts(problem, run),
             }
         )
     by_level = {
@@ -240,9 +248,11 @@ def _candidates(
         }
         for level in chosen
     }
+    ncu_parts = sorted({name for c in candidates for name in c["parts"] if name[:4] == "ncu_"})
     return {
         "per_candidate_overhead_p50_s": _p50([c["overhead_s"] for c in candidates]),
         "per_problem_fixed_s": _p50([f["fixed_s"] for f in fixed]),
+        "one_time_s": one_time,
         "by_level": by_level,
         "candidates": {
             "problems": chosen,
@@ -259,6 +269,11 @@ def _candidates(
             ),
             "phase_p50_s": {
                 name: _p50([c["phases"][name] for c in candidates]) for name in _PHASES
+            },
+            # over the candidates that got ncu's pass
+            "ncu_phase_p50_s": {
+                name: _p50([c["parts"].get(name, 0.0) for c in candidates if c["full_profile_s"]])
+                for name in ncu_parts
             },
         },
         "problems": fixed,
@@ -286,7 +301,37 @@ def _candidate(level: str, step: PhaseTimes, count: int) -> dict:
         "overhead_s": round(share["evaluation"] + share["kb_write"], 4),
         "full_profile_s": share["full_profile"],
         "phases": share,
+        "parts": {name: round(seconds / count, 4) for name, seconds in step.parts.items()},
     }
+
+
+def _fixed_parts(problem: dict, run: PhaseTimes) -> dict:
+    """Where a problem's time besides its rollouts went: the given kernel's check (the call's
+    wall seconds, and its phases: the full profile, the baselines), the loop's own time besides
+    its rollouts (its start; the sanitizer run of the best and the policy update, `run_phases`),
+    and what is left: the runner's own."""
+    first = _phases_of(problem["first_phases"] or {})
+    first_s = first.evaluation
+    optimize_own_s = problem["optimize_wall_s"] - problem["rollouts_wall_s"]
+    return {
+        "first_check_s": first_s,
+        "first_check_phases": {k: v for k, v in _phase_seconds(first).items() if v},
+        "first_check_parts": first.parts,
+        "optimize_besides_rollouts_s": round(optimize_own_s, 3),
+        "run_phases": {k: v for k, v in _phase_seconds(run).items() if v},
+        "run_parts": run.parts,
+        "runner_other_s": round(problem["wall_s"] - first_s - problem["optimize_wall_s"], 3),
+    }
+
+
+def _one_time_setup(cache: Path) -> dict[str, float]:
+    """What a machine does once for every later run, done here before the first problem (in the
+    cache the runs use) so that no problem's time holds it: the CUPTI counter library's build."""
+    began = time.monotonic()
+    built, _ = cupti.build_library(Settings(cache_dir=str(cache)))
+    if not built.ok:
+        print(f"the counter library did not build: {built.error}", flush=True)
+    return {"counter_library_build": round(time.monotonic() - began, 3)}
 
 
 def _bench_kernelbench(env, work, level, names, rollouts, depth, results, start) -> list[dict]:
@@ -308,7 +353,11 @@ def _phases_of(data: dict) -> PhaseTimes:
 
 
 def _phase_seconds(phases: PhaseTimes) -> dict[str, float]:
-    return {name: getattr(phases, name) for name in phases.__struct_fields__ if name != "spans"}
+    return {
+        name: getattr(phases, name)
+        for name in phases.__struct_fields__
+        if name not in ("spans", "parts")
+    }
 
 
 def _p50(values: list[float]) -> float | None:

@@ -356,6 +356,7 @@ def _apply_baselines(result: CheckResult, baselines: Baselines) -> None:
     assert result.timing is not None
     result.eager = baselines.eager
     result.compiled = baselines.compiled
+    result.phase_seconds.update(baselines.seconds)  # none when read from the cache
     result.speedup_vs_eager = baselines.eager.median_ms / result.timing.median_ms
     if baselines.compiled is not None:
         result.speedup_vs_compile = baselines.compiled.median_ms / result.timing.median_ms

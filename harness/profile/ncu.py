@@ -39,6 +39,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -252,6 +253,47 @@ def classify_ncu_failure(output: str, returncode: int, kernels: list[str]) -> Ha
     return None
 
 
+# ncu's own lines, in the order a run prints them, and the phase each one ends (NcuClock)
+_MILESTONES: list[tuple[str, str]] = [
+    ("==PROF== Connected to process", "ncu_to_connected"),
+    ("==PROF== Profiling ", "ncu_to_first_kernel"),
+    ("==PROF== Disconnected from process", "ncu_kernels"),
+]
+
+
+class NcuClock:
+    """Where an ncu run's wall time goes, from when its own lines arrive (it writes them as it
+    goes: its progress dots are meant for a terminal): `ncu_to_connected`, ncu's start and the
+    target's until ncu's injection connects to it; `ncu_to_first_kernel`, the target's own work
+    before ncu starts profiling its first kernel (a Python target's imports, its inputs, the
+    module's load); `ncu_kernels`, from there until the target is done (the kernels' replay
+    passes, the target's exit); `ncu_exit`, ncu's last work after that (the report written).
+    A line that never came (ncu failed early) leaves its phase and the ones before it out of
+    the split; what they took is then in the next phase that has its line."""
+
+    def __init__(self) -> None:
+        self._began = time.perf_counter()
+        self._heard = ""
+        self._at: dict[str, float] = {}
+
+    def heard(self, text: str) -> None:
+        self._heard = (self._heard + text)[-4096:]  # a line split across two pieces is seen
+        for marker, phase in _MILESTONES:
+            if phase not in self._at and marker in self._heard:
+                self._at[phase] = time.perf_counter()
+
+    def seconds(self) -> dict[str, float]:
+        """The phases seen, each its own seconds; `ncu_exit` up to now."""
+        split: dict[str, float] = {}
+        last = self._began
+        for _, phase in _MILESTONES:
+            if phase in self._at:
+                split[phase] = round(self._at[phase] - last, 4)
+                last = self._at[phase]
+        split["ncu_exit"] = round(time.perf_counter() - last, 4)
+        return split
+
+
 def run_ncu(
     program: list[str],
     *,
@@ -263,9 +305,11 @@ def run_ncu(
     env: dict | None = None,
     arch: str | None = None,
     progress: Callable[..., None] | None = None,
+    seconds: dict[str, float] | None = None,
 ) -> tuple[Path | None, HarnessError | None]:
     """Profile `program` with ncu, once no other profile of ours runs (`progress` hears of a
-    wait). Returns the written report, or the reason there is none."""
+    wait). Returns the written report, or the reason there is none. `seconds`, when given,
+    gets the wait for the profiling lock (`ncu_lock_wait`) and ncu's run split by NcuClock."""
     command = ncu_command(
         program, kernels=kernels, depth=depth, report_path=report_path, settings=settings, arch=arch
     )
@@ -276,12 +320,24 @@ def run_ncu(
     # ncu serializes the profiles on the machine through $TMPDIR/nsight-compute-lock: ours is
     # never a lock file another user left in /tmp.
     env = {**(env or {}), "TMPDIR": str(lock_dir())}
+    waited = time.perf_counter()
     try:
         # The profiled program is ncu's child: a timeout ends it too.
         with one_profile_at_a_time(progress):
-            done = run_tool(
-                command, cwd=cwd, env={**os.environ, **env}, timeout=settings.profile_timeout_s
-            )
+            clock = NcuClock()
+            if seconds is not None:
+                seconds["ncu_lock_wait"] = round(time.perf_counter() - waited, 4)
+            try:
+                done = run_tool(
+                    command,
+                    cwd=cwd,
+                    env={**os.environ, **env},
+                    timeout=settings.profile_timeout_s,
+                    on_output=clock.heard,
+                )
+            finally:
+                if seconds is not None:
+                    seconds.update(clock.seconds())
     except FileNotFoundError:
         return None, _ncu_missing(settings.ncu_path)
     except subprocess.TimeoutExpired as exc:

@@ -1,8 +1,8 @@
 """Profiling a checked target with Nsight Compute, in the worker, filtered to the target's own
 kernels. The process ncu runs depends on the target's form:
 
-- plain CUDA, with the `native_profile_driver` setting (off by default until its GPU comparison
-  has passed; otherwise run_once): the native driver (harness/profile/native_driver.py), a small C++
+- plain CUDA, with the `native_profile_driver` setting (on by default; off: run_once): the
+  native driver (harness/profile/native_driver.py), a small C++
   program that calls the launcher once on run_once's seeded inputs, which the worker writes to
   a file. ncu then starts
   no Python, torch or second CUDA context (about 3 s under ncu on an H100, where run_once takes
@@ -78,18 +78,29 @@ def profile_target(
         work_dir = settings.cache_root() / "profile" / folder
     work_dir.mkdir(parents=True, exist_ok=True)
     names = kernels or kernel_names(source)
+    # Where the profile's seconds go (ProfileReport.phase_seconds): ncu's runs (run_ncu's
+    # split, summed when the driver's run is followed by run_once's), the program's set-up
+    # before them (`ncu_prepare`: the driver's build and its inputs, or run_once's spec), and
+    # reading the report (`ncu_read`).
+    seconds: dict[str, float] = {}
 
     def profile(command: list[str]) -> tuple[Path | None, HarnessError | None]:
-        return run_ncu(
-            command,
-            kernels=names,
-            depth=depth,
-            report_path=work_dir / f"{source.stem}.ncu-rep",
-            settings=settings,
-            cwd=source.parent,
-            arch=arch,
-            progress=progress,
-        )
+        ran: dict[str, float] = {}
+        try:
+            return run_ncu(
+                command,
+                kernels=names,
+                depth=depth,
+                report_path=work_dir / f"{source.stem}.ncu-rep",
+                settings=settings,
+                cwd=source.parent,
+                arch=arch,
+                progress=progress,
+                seconds=ran,
+            )
+        finally:
+            for phase, spent in ran.items():
+                seconds[phase] = round(seconds.get(phase, 0.0) + spent, 4)
 
     def run_once() -> list[str]:
         spec = RunOnceSpec(target=target, artifact=built.artifact, gpu_index=settings.gpu)
@@ -107,6 +118,7 @@ def profile_target(
         # The driver's input data is as large as the inputs: written for this run only.
         with tempfile.TemporaryDirectory(prefix="driver-", dir=work_dir) as scratch:
             command, fallback_reason = driver_command(target, built, settings, Path(scratch))
+            seconds["ncu_prepare"] = round(time.perf_counter() - began, 4)
             if command is not None:
                 report_path, error = profile(command)
                 why = setup_failed(error.log) if error is not None else None
@@ -117,13 +129,21 @@ def profile_target(
             _log.warning("profiling %s through run_once: %s", source.name, fallback_reason)
             progress("profile", f"profiling through run_once: {fallback_reason}")
     if used == "run_once":
-        report_path, error = profile(run_once())
+        prepared = time.perf_counter()
+        once = run_once()
+        seconds["ncu_prepare"] = round(
+            seconds.get("ncu_prepare", 0.0) + time.perf_counter() - prepared, 4
+        )
+        report_path, error = profile(once)
     if error is not None or report_path is None:
         return None, error
+    read = time.perf_counter()
     report = read_report(report_path, depth=depth)
+    seconds["ncu_read"] = round(time.perf_counter() - read, 4)
     report.seconds = time.perf_counter() - began
     report.program = used
     report.fallback_reason = fallback_reason
+    report.phase_seconds = {**report.phase_seconds, **seconds}
     return report, None
 
 

@@ -17,6 +17,7 @@ from typing import Literal
 
 import msgspec
 
+from kernelblaster.harness.protocol.records import CheckResult
 from kernelblaster.settings import Settings
 
 
@@ -93,6 +94,11 @@ class PhaseTimes(msgspec.Struct, kw_only=True):
     soft_verify: float = 0.0  # the soft verifier's LLM call
     policy_update: float = 0.0  # the policy update's LLM calls (a run's, not a step's)
     kb_write: float = 0.0
+    # The worker's finer seconds inside the phases above, by name, summed like them: the
+    # check's own (CheckResult.phase_seconds: e.g. verify_setup, clean_reference_wait, the
+    # baselines' baselines_eager and baselines_compile) and ncu's (ncu_prepare,
+    # ncu_to_connected, ncu_to_first_kernel, ncu_kernels, ncu_exit, ncu_read: harness/profile/)
+    parts: dict[str, float] = {}
     spans: list[Span] = []
 
     @property
@@ -103,8 +109,12 @@ class PhaseTimes(msgspec.Struct, kw_only=True):
     def add(self, other: PhaseTimes) -> None:
         """Add `other`'s seconds and spans to these."""
         for name in self.__struct_fields__:
-            if name != "spans":
+            if name not in ("spans", "parts"):
                 setattr(self, name, round(getattr(self, name) + getattr(other, name), 4))
+        parts = dict(self.parts)
+        for name, seconds in other.parts.items():
+            parts[name] = round(parts.get(name, 0.0) + seconds, 4)
+        self.parts = parts
         self.spans = [*self.spans, *other.spans]
 
 
@@ -157,6 +167,9 @@ class OptimizeResult(msgspec.Struct, kw_only=True, tag="result"):
     improved: bool = False  # a verified, memory-safe candidate faster than the original exists
     best_source: str | None = None  # full text of the best verified candidate
     best_time_ms: float | None = None
+    # The best candidate's check in its compute-sanitizer run: verified again on fresh inputs,
+    # timed, with the baselines: its final timing (the KernelBench runner's), made once.
+    best_check: CheckResult | None = None
     original_time_ms: float | None = None
     speedup: float | None = None  # vs the original kernel
     speedup_vs_eager: float | None = None

@@ -13,11 +13,13 @@ Torch-free: the CLI, the server and the workers all import this.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import signal
 import subprocess
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import psutil
@@ -62,11 +64,15 @@ def run_tool(
     cwd: str | os.PathLike | None = None,
     env: dict[str, str] | None = None,
     merge_stderr: bool = True,
+    on_output: Callable[[str], None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a tool to completion. With `merge_stderr`, its stdout holds stdout and stderr in the
-    order the tool wrote them. On timeout (subprocess.TimeoutExpired, with the output so far)
-    or any interruption, the tool and everything it started are killed before the exception
-    leaves."""
+    order the tool wrote them; `on_output` (only with it) hears that output as it comes, in
+    the pieces the pipe delivers (e.g. to time the tool's own progress lines). On timeout
+    (subprocess.TimeoutExpired, with the output so far) or any interruption, the tool and
+    everything it started are killed before the exception leaves."""
+    if on_output is not None and not merge_stderr:
+        raise ValueError("run_tool: on_output hears the merged output only")
     process = subprocess.Popen(
         command,
         cwd=cwd,
@@ -74,9 +80,11 @@ def run_tool(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-        text=True,
-        errors="replace",
+        text=on_output is None,
+        errors="replace" if on_output is None else None,
     )
+    if on_output is not None:
+        return _run_streaming(process, command, timeout, on_output)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired as exc:
@@ -88,6 +96,47 @@ def run_tool(
         process.communicate()
         raise
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _run_streaming(
+    process: subprocess.Popen[bytes],
+    command: list[str],
+    timeout: float,
+    on_output: Callable[[str], None],
+) -> subprocess.CompletedProcess[str]:
+    """run_tool's wait for a tool whose output is heard as it comes (`on_output`)."""
+    assert process.stdout is not None
+    pipe = process.stdout
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pieces: list[str] = []
+
+    def pump() -> None:
+        # os.read returns what the pipe holds now: a progress line is heard before its end
+        while chunk := os.read(pipe.fileno(), 65536):
+            if text := decoder.decode(chunk):
+                pieces.append(text)
+                on_output(text)
+        if tail := decoder.decode(b"", final=True):
+            pieces.append(tail)
+            on_output(tail)
+
+    reader = threading.Thread(target=pump, name="tool output", daemon=True)
+    reader.start()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        kill_tree(process.pid)
+        process.wait()
+        reader.join()
+        raise subprocess.TimeoutExpired(command, timeout, output="".join(pieces)) from exc
+    except BaseException:
+        kill_tree(process.pid)
+        raise
+    finally:
+        process.wait()
+        reader.join()  # the pipe's last bytes read: the output is whole
+        pipe.close()
+    return subprocess.CompletedProcess(command, process.returncode, "".join(pieces), None)
 
 
 def exit_with_parent() -> None:

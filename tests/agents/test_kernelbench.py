@@ -339,6 +339,12 @@ def test_a_given_kernel_replaces_init(openai_server, endpoint, make_client, tmp_
     # Where the problem's time went: its rollouts and each step's phases
     assert solved.steps == len(solved.step_phases) > 0
     assert solved.rollouts_wall_s > 0 and solved.optimize_phases is not None
+    # ... and the rest of it: the given kernel's check (the call's wall seconds), the loop's
+    # wall time, each step's verdict
+    assert solved.first_phases is not None and solved.first_phases.evaluation > 0
+    assert solved.rollouts_wall_s <= solved.optimize_wall_s <= solved.wall_s
+    assert solved.step_outcomes[0] == "success" and len(solved.step_outcomes) == solved.steps
+    assert solved.step_speedups[0] == pytest.approx(4.0)  # 1 ms to 0.25 ms
 
 
 def test_a_problem_the_loop_did_not_improve_keeps_its_first_check_as_final_timing(
@@ -358,6 +364,31 @@ def test_a_problem_the_loop_did_not_improve_keeps_its_first_check_as_final_timin
     assert solved.status == "verified" and not solved.techniques
     assert solved.final_ms == solved.initial_ms == 1.0
     assert [verdict for verdict, _ in harness.calls].count("original") == 1
+
+
+def test_an_improved_problem_is_timed_finally_in_its_sanitizer_run_not_checked_again(
+    openai_server, endpoint, make_client, tmp_path
+):
+    folder = write_problems(tmp_path / "level1", "1_Softmax")
+    (folder / "1_Softmax.cu").write_text(SOFTMAX_KERNEL)
+
+    class SanitizerTimes(ProblemHarness):  # the sanitizer run's check says 0.3 ms
+        def __call__(self, source, text, kernel, settings, **options):
+            if options.get("sanitize"):
+                text = text.replace("KB_RESULT_verified_0.25", "KB_RESULT_verified_0.3")
+            return super().__call__(source, text, kernel, settings, **options)
+
+    harness = SanitizerTimes()
+    run, _ = run_level(folder, tmp_path, make_client(timeout_s=10.0), harness=harness)
+    solved = run.problems[0]
+    assert solved.status == "verified" and solved.techniques
+    # the best's final timing is its sanitizer run's (with that run's baselines), and the
+    # best was evaluated once after the rollouts: that run
+    assert solved.final_ms == 0.3 and solved.optimize_speedup == pytest.approx(1 / 0.3)
+    assert (solved.eager_ms, solved.compile_ms) == (0.8, 0.6)
+    after_rollouts = [options for _, options in harness.calls if not options.get("ncu_below_ms")]
+    assert after_rollouts[-1] == {"sanitize": True, "profile": False}
+    assert {"profile": False} not in [options for _, options in harness.calls]
 
 
 def test_continuing_with_other_options_is_refused(tmp_path):

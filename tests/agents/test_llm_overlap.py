@@ -12,14 +12,15 @@ import itertools
 import json
 import time
 
+import msgspec
 import pytest
 from openai_server import reply, reply_by_agent
 from test_loop import RecordedHarness, cuda, run_loop, soft
 
 from kernelblaster.agents.evaluation import harness_phases
 from kernelblaster.agents.rollout_runners import on_gpus, runner_for
-from kernelblaster.harness.protocol.optimize_protocol import OptimizeResult, Span
-from kernelblaster.harness.protocol.records import BuildResult, CheckResult
+from kernelblaster.harness.protocol.optimize_protocol import OptimizeResult, PhaseTimes, Span
+from kernelblaster.harness.protocol.records import BuildResult, CheckResult, ProfileReport
 from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from kernelblaster.settings import Settings
 
@@ -167,6 +168,41 @@ def test_the_workers_phase_seconds_are_read_by_phase():
     )
     assert (in_check.reference, in_check.full_profile) == (0.5, 9.0)
     assert in_check.verify == pytest.approx(0.4)
+
+
+def test_the_finer_seconds_of_the_check_and_of_ncu_are_kept_and_summed_as_parts():
+    check = CheckResult(
+        source="k.cu",
+        target_kind="plain",
+        phase_seconds={"spare_age": 30.0, "verify_setup": 0.2, "profile_ncu": 5.0},
+    )
+    built = BuildResult(ok=True, source="k.cu", arch="sm_90", seconds=0.7)
+    ncu = ProfileReport(
+        device="H100",
+        arch="sm_90",
+        depth="quick",
+        program="native_driver",
+        phase_seconds={"ncu_prepare": 0.5, "ncu_to_first_kernel": 1.5, "ncu_kernels": 2.0},
+    )
+    counters = msgspec.structs.replace(ncu, program="in_process", phase_seconds={"replay": 0.3})
+    with_ncu = harness_phases(WorkerResponse(build=built, check=check, profile=ncu))
+    # a spare's age is no time spent in the run; the in-process profile's replay is inside
+    # quick_profile already, and not ncu's
+    assert with_ncu.parts == {
+        "verify_setup": 0.2,
+        "profile_ncu": 5.0,
+        "ncu_prepare": 0.5,
+        "ncu_to_first_kernel": 1.5,
+        "ncu_kernels": 2.0,
+    }
+    assert harness_phases(WorkerResponse(build=built, check=check, profile=counters)).parts == {
+        "verify_setup": 0.2,
+        "profile_ncu": 5.0,
+    }
+    step = PhaseTimes()
+    step.add(with_ncu)
+    step.add(with_ncu)
+    assert step.parts["ncu_kernels"] == 4.0 and step.full_profile == 10.0
 
 
 def _held_spans(slots: int) -> list[Span]:

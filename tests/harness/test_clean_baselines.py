@@ -106,6 +106,12 @@ def test_a_reference_slowed_in_the_candidates_process_moves_no_baseline(clean, t
     # kept once per reference text, as the worker reads it back before timing the next kernel
     cached = cached_baselines(RELU, CPU, settings.cache_root())
     assert cached is not None and (cached.eager, cached.compiled) == (result.eager, result.compiled)
+    # where the measurement's seconds went: torch.compile's compilation apart from its timing
+    measured = {"baselines_eager", "baselines_compile", "baselines_compiled_timing"}
+    assert measured <= set(result.phase_seconds) and cached.seconds == {}
+    again = _timed_result()
+    assert check.add_baselines(_target(), settings, again, progress=print, clean=clean) is None
+    assert again.eager == result.eager and not measured & set(again.phase_seconds)
 
 
 def test_a_broken_reference_is_said_and_the_clean_process_answers_on(clean, tmp_path):

@@ -58,6 +58,12 @@ def test_the_worker_profiles_a_plain_target_through_the_driver(tmp_path):
     assert response.check.verify.ok
     assert response.profile.program == "native_driver", response.profile.fallback_reason
     assert [state.kernel for state in response.states] == ["softmax_rowthread"]
+    # ncu's run split by when its lines arrive: they arrive as it goes (a split where all came
+    # at its exit would put everything in ncu_exit), the kernel's replay taking real time
+    split = response.profile.phase_seconds
+    print(f"\nncu through the driver, {response.profile.seconds:.2f} s: {split}")
+    assert {"ncu_prepare", "ncu_to_connected", "ncu_to_first_kernel", "ncu_read"} <= set(split)
+    assert split["ncu_kernels"] > 0.05
     # the driver's data file lived for the profile only
     profile_dir = Path(response.build.artifact).parent / "profile"
     assert not list(profile_dir.glob("driver-*"))
