@@ -111,6 +111,13 @@ async def _profile(
     def on_progress(message: WorkerProgress) -> None:
         nonlocal timed
         if message.check is not None and message.check.timing is not None:
+            if not timed:  # where this run's seconds to its timing went, once per run
+                log.info(
+                    "%s: timed; build %s; worker phases %s",
+                    path.name,
+                    "cached" if message.build and message.build.cached else "built",
+                    message.check.phase_seconds,
+                )
             show_checked(ls, path, hashed, message)
             timed = f"{formatting.timing_line(message.check)}; "
             delta = ls.history.delta(path, message.check, hashed)

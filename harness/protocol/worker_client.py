@@ -25,6 +25,7 @@ import collections
 import contextlib
 import contextvars
 import dataclasses
+import logging
 import os
 import signal
 import sys
@@ -51,6 +52,8 @@ from kernelblaster.harness.protocol.worker_protocol import (
     expected_request_env,
 )
 from kernelblaster.settings import Settings
+
+_log = logging.getLogger(__name__)
 
 Result = TypeVar("Result")
 
@@ -160,8 +163,25 @@ class SpareWorkers:
             )
             alive.remove(chosen)
             process = chosen.process
+            # Why a save was slow is often which spare it got: one still warming up, or one
+            # whose reference side was made for another file (the editing-rhythm bench reads
+            # these lines from the server's log)
+            _log.info(
+                "spare worker %d taken on GPU %d: %.1f s old, %s; %d left; load average %.1f",
+                process.pid,
+                gpu_index,
+                now - chosen.started,
+                "expects this request" if chosen.hint == (hint or {}) else "expects another",
+                len(alive),
+                os.getloadavg()[0],
+            )
         else:
             process = await self._start(command, gpu_index)
+            _log.info(
+                "no spare worker alive on GPU %d: one started for the request; load average %.1f",
+                gpu_index,
+                os.getloadavg()[0],
+            )
         self._let_go(process.pid)
         return process
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import time
 
@@ -367,3 +368,28 @@ async def test_a_warm_spare_expecting_the_request_is_taken_before_an_older_one(m
         await chosen.wait()
     finally:
         await spares.close()
+
+
+async def test_the_server_log_says_which_spare_a_request_took(monkeypatch, caplog):
+    """The log line the editing-rhythm bench reads to attribute a slow save: the spare's age,
+    whether it expected this request, and none alive at all."""
+    monkeypatch.setattr(worker_client, "WARM_UP_S", 0.0)
+    spares = SpareWorkers(least=1, most=1)
+    command = [sys.executable, "-c", "import time; time.sleep(60)"]
+    first, second = {"KB_EXPECT_TEST": "first.cu"}, {"KB_EXPECT_TEST": "second.cu"}
+    caplog.set_level("INFO", logger=worker_client.__name__)
+    taken = []
+    try:
+        await spares.ready(command, hint=first)
+        taken.append(await spares.take(command, hint=second))
+        taken.append(await spares.take(command, hint=second))
+    finally:
+        for process in taken:
+            process.kill()
+            await process.wait()
+        await spares.close()
+    said = [r.getMessage() for r in caplog.records if r.name == worker_client.__name__]
+    assert re.search(
+        rf"spare worker {taken[0].pid} taken on GPU 0: [\d.]+ s old, expects another", said[0]
+    )
+    assert said[1].startswith("no spare worker alive on GPU 0: one started for the request")
