@@ -78,6 +78,10 @@ class ReferenceAhead:
         self._side: ReferenceSide | None = None
         self._over = threading.Event()  # making it ended, or will never begin
         self._unwanted = threading.Event()  # the request needs another reference: stop
+        # The request's key once it came; with _key, read and set under _keys, so that a
+        # request for another reference stops the making whichever of the two comes first
+        self._requested: ReferenceKey | None = None
+        self._keys = threading.Lock()
 
     def make(
         self,
@@ -94,8 +98,12 @@ class ReferenceAhead:
         `device_name`: where memory is measured, the settings' GPU unless given."""
         try:
             key = reference_key(target, settings)
-            if key is None or self._unwanted.is_set():
-                return
+            with self._keys:
+                if key is not None and self._requested not in (None, key):
+                    self._unwanted.set()  # the request came first, for another reference
+                if key is None or self._unwanted.is_set():
+                    return
+                self._key = key
             import torch
 
             from kernelblaster.harness.check import check  # imports torch
@@ -106,7 +114,6 @@ class ReferenceAhead:
                 _log.info("no reference side made ahead: it would not fit beside a check")
                 return
 
-            self._key = key
             self._side = check.prepare_reference(
                 target, settings, clean=clean, abandon=self._unwanted.is_set
             )
@@ -133,8 +140,10 @@ class ReferenceAhead:
         A side handed out has its parts' seconds renamed `ahead_<part>` (made before the
         request), and `reference_wait`: how long the request waited for it."""
         wanted = reference_key(target, settings)
-        if self._key is not None and wanted != self._key:
-            self._unwanted.set()  # before waiting: a side being made stops at its next step
+        with self._keys:
+            self._requested = wanted
+            if self._key is not None and wanted != self._key:
+                self._unwanted.set()  # before waiting: a side being made stops at its next step
         began = time.perf_counter()
         self._over.wait()
         side, self._side = self._side, None  # handed out once; dropped when not handed out

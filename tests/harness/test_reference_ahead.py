@@ -190,6 +190,27 @@ def test_a_request_for_another_reference_stops_the_making_and_gets_none(tmp_path
     assert making.abandoned_at is not None and making.abandoned_at < 500
 
 
+def test_a_request_for_another_reference_before_the_making_began_stops_it_unbegun(
+    tmp_path, monkeypatch
+):
+    """The request comes while the spare is still warming up (its prewarm thread not yet at
+    `make`, e.g. waiting for the GPU): it must not wait for a whole side made for the other
+    file before making its own (the H100 busy open: ~2.5 s lost)."""
+    making = _Making(steps=500)
+    monkeypatch.setattr(check, "prepare_reference", making)
+    relu, softmax = _copy("relu", tmp_path / "a"), _copy("softmax", tmp_path / "b")
+    ahead = ReferenceAhead()
+    taken: list[object] = []
+    taker = threading.Thread(target=lambda: taken.append(ahead.take(softmax, Settings())))
+    taker.start()
+    time.sleep(0.1)  # the request waits for the prewarm thread, which reaches `make` now
+    began = time.perf_counter()
+    ahead.make(relu, Settings(), _NO_CLEAN_PROCESS, device_name=CPU)
+    taker.join(timeout=5)
+    assert taken == [None] and time.perf_counter() - began < 1.0
+    assert not making.began.is_set()  # nothing of relu's side was made
+
+
 def test_a_reference_changed_since_the_side_was_made_is_made_again(tmp_path, monkeypatch):
     monkeypatch.setattr(check, "prepare_reference", _Making(steps=1))
     target, settings = _copy("relu", tmp_path / "w"), Settings()
