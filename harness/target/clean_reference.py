@@ -26,6 +26,7 @@ what torch computes in its own process can't slow down, or speed up, what is tim
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import pickle
 import sys
@@ -56,6 +57,22 @@ _QUESTIONS = frozenset(
 )
 # Those that make a trial's sets (or a decoy): asked at the start of a trial
 _MAKES_SETS = frozenset({"warm_up", "take", "scaled", "decoy"})
+# What a question from the worker may name besides plain values (and torch's dtypes): the
+# globals torch.multiprocessing's reductions pickle a shared CPU or CUDA tensor as
+_SHARED_TENSOR_GLOBALS = frozenset(
+    {
+        ("torch.multiprocessing.reductions", "rebuild_tensor"),
+        ("torch.multiprocessing.reductions", "rebuild_cuda_tensor"),
+        ("torch.multiprocessing.reductions", "rebuild_typed_storage"),
+        ("torch.multiprocessing.reductions", "rebuild_storage_fd"),
+        ("torch.multiprocessing.reductions", "rebuild_storage_filename"),
+        ("torch.multiprocessing.reductions", "rebuild_storage_empty"),
+        ("torch.storage", "UntypedStorage"),
+        ("torch", "Tensor"),
+        ("torch", "Size"),
+        ("multiprocessing.resource_sharer", "DupFd"),  # a shared CPU tensor's file descriptor
+    }
+)
 
 
 class CleanReferenceGone(RuntimeError):
@@ -228,6 +245,29 @@ def _sendable(exc: BaseException) -> BaseException:
     return exc
 
 
+class _QuestionReader(pickle.Unpickler):
+    """Reads a question from the worker, where candidate code runs: plain values, torch's
+    dtypes and sizes, and tensors shared through torch.multiprocessing's reductions; any other
+    global is refused. A plain pickle.loads would call whatever the candidate's process named
+    (an object whose __reduce__ is os.system, or one that patches torch here): candidate code
+    run in the one process where none may run."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _SHARED_TENSOR_GLOBALS or (module == "torch" and _is_dtype(name)):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(
+            f"the clean reference process refuses {module}.{name} from the candidate's "
+            "process: a question may hold only plain values and tensors (candidate code tried "
+            "to run code in the process where the expected outputs are made)"
+        )
+
+
+def _is_dtype(name: str) -> bool:
+    import torch
+
+    return isinstance(getattr(torch, name, None), torch.dtype)
+
+
 def _importable(reference: str) -> None:
     """The reference's own modules import, as under `python reference.py`."""
     folder = str(Path(reference).parent)
@@ -251,9 +291,14 @@ def _serve(conn: Connection, device_name: str, answers: Mapping[str, Answer]) ->
     session: ReferenceSession | None = None
     while True:
         try:
-            question, args, kwargs = conn.recv()
+            sent = conn.recv_bytes()
         except (EOFError, OSError):
             return
+        try:
+            question, args, kwargs = _QuestionReader(io.BytesIO(sent)).load()
+        except Exception as exc:  # noqa: BLE001 - whatever it was, it gets its one answer
+            conn.send(("error", _sendable(exc)))
+            continue
         if device.type == "cuda" and session is not None:  # (no context before the first)
             # the sets the worker has let go of since, freed before this question makes more
             torch.cuda.ipc_collect()

@@ -6,6 +6,7 @@ error raised in the worker as it was raised in the child."""
 
 from __future__ import annotations
 
+import pickle
 import sys
 from pathlib import Path
 
@@ -179,3 +180,30 @@ def test_a_broken_reference_is_raised_in_the_worker_as_in_the_child(clean, tmp_p
     assert "no reference today" in raised.value.error.message
     clean.open(RELU, trials=3, atol=None, rtol=None)  # the process serves the next session
     assert clean.facts().trials == 3
+
+
+class _RunsCodeWhenUnpickled:
+    """What candidate code in the worker could send down the clean process's pipe: an object
+    whose unpickling runs a command of its choosing."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_question_that_would_run_code_in_the_clean_process_is_refused(clean, tmp_path):
+    marker = tmp_path / "ran-in-the-clean-process"
+    clean.open(RELU, trials=3, atol=None, rtol=None)
+    clean.facts()
+    clean._conn.send(("compare", (1, [_RunsCodeWhenUnpickled(marker)]), {}))
+    with pytest.raises(pickle.UnpicklingError, match=r"refuses posix\.system"):
+        clean._answer()
+    assert not marker.exists()
+    trial = clean.take(0)  # the same session still answers the worker's own questions
+    (x,) = trial.inputs
+    assert clean.compare(trial.expected.key, [torch.relu(x)], trial=0, seed=trial.seed) == []
+    clean.release(trial.expected.key)
