@@ -12,6 +12,7 @@ its gates (a Ray task, agents/ray_rollouts.py, gets gates of its own: one task, 
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,20 +24,49 @@ from kernelblaster.harness.protocol.optimize_protocol import Span
 Evaluate = Callable[..., Evaluation]
 
 
+class _Gate:
+    """`slots` holders at a time, granted in the order they asked: a rollout that asks again as
+    soon as its evaluation ends does not pass one that has waited (the baselines' turn)."""
+
+    def __init__(self, slots: int):
+        self._free = slots
+        self._queue: collections.deque[object] = collections.deque()
+        self._changed = threading.Condition()
+
+    def acquire(self) -> None:
+        ticket = object()
+        with self._changed:
+            self._queue.append(ticket)
+            while self._queue[0] is not ticket or self._free == 0:
+                self._changed.wait()
+            self._queue.popleft()
+            self._free -= 1
+            self._changed.notify_all()  # the next in line, where a slot is still free
+
+    def release(self) -> None:
+        with self._changed:
+            self._free += 1
+            self._changed.notify_all()
+
+
 class GpuGates:
     def __init__(self, *, slots: int = 1):
         # at least one, as the server's job slots (server/jobs.py) take parallel_gpu_jobs
         self.slots = max(1, slots)
-        self._gates: dict[int, threading.Semaphore] = {}
+        self._gates: dict[int, _Gate] = {}
         self._lock = threading.Lock()
 
     @contextmanager
     def turn(self, gpu: int) -> Iterator[float]:
-        """Hold one of `gpu`'s slots for the body; yields when (time.time()) it was granted."""
+        """Hold one of `gpu`'s slots for the body, granted first come, first served; yields
+        when (time.time()) it was granted."""
         with self._lock:
-            gate = self._gates.setdefault(gpu, threading.Semaphore(self.slots))
-        with gate:
+            gate = self._gates.setdefault(gpu, _Gate(self.slots))
+        gate.acquire()
+        try:
             yield time.time()
+        finally:
+            gate.release()
 
 
 class GatedEvaluate:
