@@ -15,8 +15,9 @@ import and before any candidate code runs: this module is torch-free at import) 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -72,4 +73,7 @@ def compile_ahead_here(device: torch.device, reference: str, seed: int, cache_di
     return "compiled"
 
 
-ANSWERS = {QUESTION: measure_here, COMPILE_AHEAD: compile_ahead_here}
+ANSWERS: dict[str, Callable[..., Any]] = {
+    QUESTION: measure_here,
+    COMPILE_AHEAD: compile_ahead_here,
+}
