@@ -109,10 +109,12 @@ def evaluate(
     sanitize: bool = False,
     profile: bool = True,
     ncu_below_ms: float | None = None,
+    baselines: bool = True,
 ) -> Evaluation:
     """`kernel`: whose state to take when the text launches it (the original kernel the user
     chose); None, or a kernel it no longer launches, takes the dominant one. `ncu_below_ms`:
-    WorkerRequest's (ncu's pass after the in-process state only for a kernel faster than it)."""
+    WorkerRequest's (ncu's pass after the in-process state only for a kernel faster than it);
+    `baselines`: WorkerRequest's (False where they are measured apart, agents/baselines_job.py)."""
     request = WorkerRequest(
         task="profile" if profile else "check",
         source=str(source),
@@ -122,6 +124,7 @@ def evaluate(
         kernels=[],  # all the kernels the text defines, whatever their names
         sanitize=sanitize,
         ncu_below_ms=ncu_below_ms,
+        baselines=baselines,
     )
     return evaluation_of(run_harness_sync(request, settings), kernel)
 

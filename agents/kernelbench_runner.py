@@ -14,6 +14,7 @@ refusing the key) stops the run without recording the problem at hand, so the re
 
 from __future__ import annotations
 
+import functools
 import shutil
 import time
 from collections.abc import Callable
@@ -22,7 +23,9 @@ from pathlib import Path
 
 import msgspec
 
+from kernelblaster.agents.baselines_job import BaselinesJob
 from kernelblaster.agents.evaluation import Evaluation, evaluate
+from kernelblaster.agents.gpu_gates import GatedEvaluate, GpuGates
 from kernelblaster.agents.init_kernel import initial_kernel
 from kernelblaster.agents.kernelbench_metrics import summarize
 from kernelblaster.agents.kernelbench_problems import Problem
@@ -51,6 +54,8 @@ from kernelblaster.settings import Settings
 ENDPOINT_ERRORS = frozenset({"unreachable", "auth", "model_not_found", "not_configured"})
 
 Evaluate = Callable[..., Evaluation]
+# (reference, kernel source, settings, the problem's GPU gates) → a job measuring the baselines
+StartBaselines = Callable[[Path, Path, Settings, GpuGates], BaselinesJob]
 
 
 class RunAborted(Exception):
@@ -66,6 +71,10 @@ class RunServices:
     evaluate_fn: Evaluate = evaluate
     signature_fn: Callable[..., SignatureResponse] = measure_signature
     seed: int | None = None
+    # The baselines measured apart from the checks, from each problem's start, timed on their
+    # GPU turn (agents/baselines_job.py); None: each check measures them where none are cached
+    # (a scripted evaluate_fn's checks carry its own)
+    baselines_fn: StartBaselines | None = BaselinesJob
 
 
 class ResultsMismatch(ValueError):
@@ -163,7 +172,7 @@ def solve_problem(
 def _solve(
     problem: Problem, run: KernelBenchRun, services: RunServices, result: ProblemResult
 ) -> None:
-    settings, evaluate_fn = services.settings, services.evaluate_fn
+    settings = services.settings
     folder = services.work_dir / problem.name
     if folder.exists():  # a problem cut short in an earlier run starts over
         shutil.rmtree(folder)
@@ -171,6 +180,34 @@ def _solve(
     reference = folder / problem.path.name
     shutil.copyfile(problem.path, reference)
     source = kernel_beside(reference)
+    # Every use of the GPU for this problem takes its turn at these gates: the checks, the
+    # loop's evaluations and the baselines' timing, which is measured apart from the start.
+    gates = GpuGates(slots=settings.parallel_gpu_jobs)
+    job = None
+    if services.baselines_fn is not None:
+        job = services.baselines_fn(reference, source, settings, gates)
+    checks = services.evaluate_fn
+    if job is not None:  # none of the checks measures them meanwhile
+        checks = functools.partial(checks, baselines=False)
+    try:
+        _optimize(problem, run, services, result, source, reference, checks, gates)
+    finally:
+        if job is not None:
+            _join_baselines(result, job)
+
+
+def _optimize(
+    problem: Problem,
+    run: KernelBenchRun,
+    services: RunServices,
+    result: ProblemResult,
+    source: Path,
+    reference: Path,
+    checks: Evaluate,
+    gates: GpuGates,
+) -> None:
+    settings = services.settings
+    evaluate_fn = GatedEvaluate(checks, gates=gates)  # the runner's own checks
 
     if problem.start is not None:
         result.started_from = "given"
@@ -237,9 +274,10 @@ def _solve(
             request=request,
             client=services.client,
             kb=services.kb,
-            evaluate=evaluate_fn,
+            evaluate=checks,  # gated by the loop, at the problem's gates
             run_rollouts=runner_for(settings),  # at once, over the GPUs of gpu_index
             origin=origin,
+            gates=gates,
         )
     )
     result.steps = len(outcome.steps)
@@ -280,11 +318,34 @@ def _checked(evaluation: Evaluation) -> bool:
     return bool(check and check.verify and check.verify.ok and check.timing)
 
 
+def _join_baselines(result: ProblemResult, job: BaselinesJob) -> None:
+    """The baselines measured apart join the record: they replace whatever a check read from
+    the cache (the same measurement, or none yet), and the speedups are taken over them."""
+    measured, error = job.join()
+    result.baselines_phases = job.phases
+    if error is not None:
+        note = f"baselines: {error.message} {error.fix}".strip()
+        result.detail = f"{result.detail}; {note}" if result.detail else note
+    if measured is None or measured.eager is None:
+        return
+    result.eager_ms = measured.eager.median_ms
+    result.compile_ms = measured.compiled.median_ms if measured.compiled else None
+    if result.final_ms is not None:
+        _speedups(result)
+
+
 def _record_times(result: ProblemResult, check: CheckResult) -> None:
     assert check.timing is not None
     result.final_ms = check.timing.median_ms
     result.eager_ms = check.eager.median_ms if check.eager else None
     result.compile_ms = check.compiled.median_ms if check.compiled else None
+    _speedups(result)
+
+
+def _speedups(result: ProblemResult) -> None:
+    """The speedups of final_ms (and initial_ms) over the faster measured baseline."""
+    assert result.final_ms is not None
+    result.speedup = result.speedup_vs_eager = result.speedup_vs_compile = None
     measured: list[tuple[float | None, Baseline]] = [
         (result.eager_ms, "eager"),
         (result.compile_ms, "torch.compile"),

@@ -57,7 +57,7 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.agents.evaluation import Evaluation, evaluate
-from kernelblaster.agents.gpu_gates import GatedEvaluate
+from kernelblaster.agents.gpu_gates import GatedEvaluate, GpuGates
 from kernelblaster.agents.in_flight import InFlight
 from kernelblaster.agents.llm import LlmClient, LlmError, Usage
 from kernelblaster.agents.lowering import Feedback, LoweringInput, LoweringResult, lower
@@ -204,6 +204,9 @@ class OptimizeRun:
     # The original's evaluation at depth "full", when the caller has made it (the KernelBench
     # runner's check of a given kernel): the run starts from it instead of evaluating again.
     origin: Evaluation | None = None
+    # The GPUs' gates, when the caller shares them with work of its own that must not run
+    # beside an evaluation (the KernelBench runner's baselines, agents/baselines_job.py)
+    gates: GpuGates | None = None
 
 
 def constraints_for(target: Target, settings: Settings) -> list[str]:
@@ -275,7 +278,8 @@ def run_optimization(run: OptimizeRun) -> OptimizeResult:
     prewarm_harness_workers(settings, settings.gpus())
     # Every evaluation of the run takes its GPU's gate: rollouts running at once queue only
     # their candidates' evaluations, one GPU evaluating one candidate at a time.
-    evaluate_on_gpu = GatedEvaluate(run.evaluate, slots=settings.parallel_gpu_jobs)
+    gates = run.gates or GpuGates(slots=settings.parallel_gpu_jobs)
+    evaluate_on_gpu = GatedEvaluate(run.evaluate, gates=gates)
     origin = _start(run, evaluate_on_gpu, result.phases)
     if isinstance(origin, str):
         result.error = origin

@@ -24,10 +24,13 @@ already holds for that GPU model (the parts can run on different machines of one
   PhaseTimes (a step that checked several replies counts each); ncu's own split
   (`ncu_phase_p50_s`: its start, the target's start, the kernels' replay, the report) from the
   steps' PhaseTimes.parts. `per_problem_fixed_s`: the median over problems of the problem's
-  wall time less its rollouts (the given kernel's check and full profile, the baselines
-  (measured once per reference: cold here), the sanitizer run of the best, whose check is also
-  its final timing, the policy update's LLM calls, answered at once), each problem's split in
-  `fixed_parts`. What happens once per machine, the CUPTI counter library's build, is done
+  wall time less its rollouts (the given kernel's check and full profile, what the end
+  waits for the baselines (measured once per reference: cold here), the sanitizer run of the
+  best, whose check is also its final timing, the policy update's LLM calls, answered at
+  once), each problem's split in `fixed_parts`; the baselines are measured apart from the
+  checks from the problem's start, their compilation beside the checks and their timing on a
+  GPU turn of their own (agents/baselines_job.py: `fixed_parts.baselines_apart`). What happens
+  once per machine, the CUPTI counter library's build, is done
   before the first problem and stated apart (`one_time_s`), not in any problem's time.
 - overlap: `optimize` on examples/softmax.cu, 4 rollouts x depth 3 on one GPU, the endpoint
   answering every call after --llm-delay seconds (10). `llm_overlap_ratio`: the run's wall
@@ -321,6 +324,30 @@ def _fixed_parts(problem: dict, run: PhaseTimes) -> dict:
         "run_phases": {k: v for k, v in _phase_seconds(run).items() if v},
         "run_parts": run.parts,
         "runner_other_s": round(problem["wall_s"] - first_s - problem["optimize_wall_s"], 3),
+        "baselines_apart": _baselines_apart(problem),
+    }
+
+
+def _baselines_apart(problem: dict) -> dict | None:
+    """The baselines measured apart (agents/baselines_job.py): their compilation, which ran
+    beside the checks (concurrent: part of no other figure's cost), their wait for the GPU,
+    their turn on it (inside the rollouts' wall when it came between two of their steps: then
+    it is in rollouts_wall_s, not in fixed_s) and what the problem's end waited for them (in
+    runner_other_s)."""
+    if not problem.get("baselines_phases"):
+        return None
+    phases = _phases_of(problem["baselines_phases"])
+    cpu = [s for s in phases.spans if s.kind == "cpu"]
+    gpu = [s for s in phases.spans if s.kind == "gpu"]
+    steps = [s for p in problem["step_phases"] for s in _phases_of(p).spans if s.kind == "gpu"]
+    began, ended = (min(s.start for s in steps), max(s.end for s in steps)) if steps else (0, 0)
+    return {
+        "compile_s": round(sum(s.end - s.start for s in cpu), 3),
+        "gpu_queue_s": phases.gpu_queue,
+        "gpu_turn_s": phases.evaluation,
+        "turn_between_steps": bool(gpu) and began <= gpu[0].start and gpu[0].end <= ended,
+        "joined_wait_s": phases.parts.get("baselines_joined_wait"),
+        "parts": phases.parts,
     }
 
 

@@ -77,6 +77,47 @@ def cached_baselines(
     return read_cached(cache_file(reference_path.read_bytes(), device_name(device), cache_dir))
 
 
+class _CompiledAhead(Exception):
+    """Raised in place of running what `compile_ahead` compiled."""
+
+
+def _compile_only(graph, example_inputs):
+    """A torch.compile backend that compiles as the default one does (Inductor's compile_fx,
+    which fills Inductor's FX graph cache) and runs nothing: its compiled function raises."""
+    from torch._inductor.compile_fx import compile_fx
+
+    compile_fx(graph, example_inputs)
+
+    def not_run(*_args):
+        raise _CompiledAhead
+
+    return not_run
+
+
+def compile_ahead(reference: Reference, seed: int, device: torch.device) -> None:
+    """torch.compile's compilation of `reference` for `device`, without running anything on
+    it: the model is made on the CPU and its tensors only allocated on the device (`to_empty`,
+    no copy), the inputs likewise, the backend runs nothing, and `fullgraph` makes a graph
+    break an error instead of eager operators run on the device. No kernel and no copy is
+    launched, so this may run while another process times a kernel on the device; the
+    measurement's own torch.compile (`measure_baselines`, in this process) then finds the
+    compiled graph in Inductor's cache instead of compiling for seconds on its GPU turn. A
+    model that can't be compiled so (a graph break) is compiled then, as before."""
+    cpu = torch.device("cpu")
+    model = reference.model.to(cpu).to_empty(device=device)
+    inputs = [
+        torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=device)
+        if isinstance(x, torch.Tensor)
+        else x
+        for x in reference.inputs(seed, cpu)
+    ]
+    try:
+        with torch.no_grad():
+            torch.compile(model, backend=_compile_only, fullgraph=True)(*inputs)
+    except _CompiledAhead:
+        pass
+
+
 def measure_baselines(
     reference: Reference, input_sets: list[list], device: torch.device, cache_dir: Path
 ) -> Baselines:

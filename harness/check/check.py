@@ -11,7 +11,7 @@ import torch
 from kernelblaster.harness.analysis.cuda_source import kernel_names, read_source
 from kernelblaster.harness.analysis.static_checks import check_cuda_source, check_python_solution
 from kernelblaster.harness.check import clean_baselines, sanitizer, standalone
-from kernelblaster.harness.check.baselines import Baselines, cached_baselines
+from kernelblaster.harness.check.baselines import Baselines, cached_baselines, device_name
 from kernelblaster.harness.check.integrity import RuntimeSnapshot
 from kernelblaster.harness.check.kernel_watch import KernelWatch
 from kernelblaster.harness.check.timing import CudaClock, time_callable, timing_input_sets
@@ -36,7 +36,7 @@ from kernelblaster.harness.target.reference import Reference, ReferenceError_
 from kernelblaster.harness.target.reference_side import ReferenceSide, prepare_reference_side
 from kernelblaster.harness.target.run_once import RunOnceSpec, program, write_spec
 from kernelblaster.harness.target.targets import Target
-from kernelblaster.harness.target.trial_sets import set_bytes
+from kernelblaster.harness.target.trial_sets import fresh_seed, set_bytes
 from kernelblaster.settings import Settings
 
 Progress = Callable[..., None]
@@ -403,3 +403,50 @@ def add_baselines(
         return error_from_exception(exc, kernels=set())
     result.phase_seconds["baselines"] = round(time.perf_counter() - began, 4)
     return None
+
+
+def baselines_apart(
+    reference: Path,
+    settings: Settings,
+    *,
+    progress: Progress,
+    clean: CleanReference,
+    turn: Callable[[], None],
+) -> tuple[CheckResult, HarnessError | None]:
+    """The baselines of `reference` alone (task "baselines"), in `clean`, the clean reference
+    process: torch.compile's compilation first, launching nothing on the GPU
+    (baselines.compile_ahead), then `turn()`, which asks for the GPU and returns when it is
+    this run's to use (the caller's gate: no candidate is evaluated meanwhile), then the measurement
+    (clean_baselines.measure_here), whose torch.compile finds its code compiled. The result
+    carries them as a check does (`eager`, `compiled`), and where their seconds went:
+    baselines_compile_ahead, baselines_gpu_wait and the measurement's own."""
+    result = CheckResult(source=str(reference), target_kind="reference")
+    cache_dir = str(settings.cache_root())
+    seeds = [fresh_seed() for _ in range(3)]  # the timing's input sets, as a check draws them
+    try:
+        progress("baseline", "compiling torch.compile's code while the GPU does other work")
+        began = time.perf_counter()
+        compiled = clean.ask(clean_baselines.COMPILE_AHEAD, reference, seeds[0], cache_dir)
+        result.phase_seconds["baselines_compile_ahead"] = round(time.perf_counter() - began, 4)
+        if compiled not in ("cached", "compiled"):
+            progress("baseline", compiled)
+        began = time.perf_counter()
+        turn()
+        result.phase_seconds["baselines_gpu_wait"] = round(time.perf_counter() - began, 4)
+        progress("baseline", "timing PyTorch eager and torch.compile")  # budgeted again
+        began = time.perf_counter()
+        measured = clean.ask(clean_baselines.QUESTION, reference, seeds, cache_dir)
+    except ReferenceError_ as exc:
+        return result, exc.error
+    except torch.OutOfMemoryError as exc:
+        return result, out_of_memory(
+            exc, phase="timing PyTorch eager and torch.compile", reference=None,
+            output_templates=[], device=torch.device(clean.device),
+        )  # fmt: skip
+    except RuntimeError as exc:
+        return result, error_from_exception(exc, kernels=set())
+    result.gpu = device_name(torch.device(clean.device))
+    result.eager, result.compiled = measured.eager, measured.compiled
+    result.phase_seconds.update(measured.seconds)
+    result.phase_seconds["baselines"] = round(time.perf_counter() - began, 4)
+    return result, None

@@ -15,8 +15,9 @@ import and before any candidate code runs: this module is torch-free at import) 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     from kernelblaster.harness.check.baselines import Baselines
 
 QUESTION = "baselines"
+# Asked first where the baselines are measured apart (task "baselines", check.baselines_apart):
+# torch.compile's compilation, which needs no GPU to itself, ahead of the GPU turn
+COMPILE_AHEAD = "baselines_compile_ahead"
 
 
 def measure_here(
@@ -50,4 +54,26 @@ def measure_here(
             torch.cuda.empty_cache()
 
 
-ANSWERS = {QUESTION: measure_here}
+def compile_ahead_here(device: torch.device, reference: str, seed: int, cache_dir: str) -> str:
+    """In the clean process: torch.compile's compilation of `reference` for `device`, launching
+    nothing on it (baselines.compile_ahead), unless the baselines are cached; what was done:
+    "cached", "compiled", or why it could not be (the measurement then compiles as before)."""
+    from kernelblaster.harness.check.baselines import cached_baselines, compile_ahead
+    from kernelblaster.harness.target.reference import load_reference
+
+    path = Path(reference)
+    if cached_baselines(path, device, Path(cache_dir)) is not None:
+        return "cached"
+    import torch
+
+    try:
+        compile_ahead(load_reference(path, torch.device("cpu")), seed, device)
+    except Exception as exc:  # noqa: BLE001 - said; the measurement compiles on its turn
+        return f"not compiled ahead: {type(exc).__name__}: {str(exc)[:300]}"
+    return "compiled"
+
+
+ANSWERS: dict[str, Callable[..., Any]] = {
+    QUESTION: measure_here,
+    COMPILE_AHEAD: compile_ahead_here,
+}

@@ -62,9 +62,11 @@ class LaunchedKernel(msgspec.Struct, kw_only=True):
 class Span(msgspec.Struct, kw_only=True):
     """One interval of a step on the wall clock (time.time() seconds, comparable between the
     threads and processes of one host): waiting for the LLM, or holding a GPU for a candidate's
-    evaluation. Rollouts that run at once show here how their LLM waits and GPU work overlap."""
+    evaluation. Rollouts that run at once show here how their LLM waits and GPU work overlap.
+    "cpu": work that needs no GPU to itself, run beside the rest (the baselines' torch.compile
+    compilation, agents/baselines_job.py)."""
 
-    kind: Literal["llm", "gpu"]
+    kind: Literal["llm", "gpu", "cpu"]
     start: float
     end: float
     gpu: int | None = None  # the GPU held ("gpu" spans)

@@ -298,16 +298,21 @@ async def run_worker(
     gpu_index: int = 0,
     spare_hint: dict[str, str] | None = None,
     spare_from: Callable[[Any], bool] = lambda _message: False,
+    env: dict[str, str] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> Result:
     """Run `request` in a worker: a spare one when `spares` is given (its working directory is
-    its caller's; workers take every path from the request), else a fresh one in `cwd`. The
+    its caller's; workers take every path from the request), else a fresh one in `cwd`, with
+    `env` added to its environment and `pass_fds` inherited. The
     spare that follows it gets `spare_hint` (SpareWorkers.ready). It is started once a
     progress message satisfies `spare_from`, and touches the GPU only after this worker has
     exited; or, with none, once the run has ended: not beside the worker while it verifies
     and times its kernel, which would then share the CPU with a torch import. Unless requests
     come faster than spares warm up (SpareWorkers.short): then it starts with the run."""
     process = await (
-        spares.take(command, gpu_index, spare_hint) if spares is not None else _spawn(command, cwd)
+        spares.take(command, gpu_index, spare_hint)
+        if spares is not None
+        else _spawn(command, cwd, env, pass_fds)
     )
     following: asyncio.Task[None] | None = None
     if spares is not None and spares.short(command, gpu_index):
@@ -450,9 +455,19 @@ async def run_harness(
     on_progress: Callable[[WorkerProgress], None] = lambda _: None,
     spares: SpareWorkers | None = None,
     cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> WorkerResponse:
     """The worker's response; a worker that dies or overruns a phase becomes a response with
-    an error."""
+    an error. A worker waiting for its turn on the GPU (`WorkerProgress.wants_gpu`: the caller
+    gives it) has no budget until its next message. `env` and `pass_fds`: a fresh worker's
+    (run_worker)."""
+
+    def budget(last: WorkerProgress | None) -> float | None:
+        if last is not None and last.wants_gpu:
+            return None
+        return phase_timeout_s(last.phase if last else "build", settings)
+
     try:
         return await run_worker(
             harness_command(settings),
@@ -460,8 +475,10 @@ async def run_harness(
             _harness_decoder,
             WorkerResponse,
             on_progress,
-            timeout_s=lambda last: phase_timeout_s(last.phase if last else "build", settings),
+            timeout_s=budget,
             cwd=cwd,
+            env=env,
+            pass_fds=pass_fds,
             spares=spares,
             gpu_index=settings.gpu,
             spare_hint=expected_request_env(request),

@@ -32,7 +32,11 @@ from kernelblaster.settings import Settings
 # the worker died, which the caller reports as a crash.
 
 
-WorkerTask = Literal["build", "check", "profile"]
+# "baselines": only the reference's PyTorch baselines, eager and torch.compile, timed in the
+# worker's clean reference process (harness/check/check.py: baselines_apart); nothing of a
+# kernel is built or run. The caller starts it early and lets it wait for its turn on the GPU
+# (`WorkerProgress.wants_gpu`): torch.compile's compilation runs meanwhile, beside other work.
+WorkerTask = Literal["build", "check", "profile", "baselines"]
 
 
 class WorkerRequest(msgspec.Struct, kw_only=True):
@@ -49,6 +53,10 @@ class WorkerRequest(msgspec.Struct, kw_only=True):
     # for it only where the candidate's findings decide its next step (agents/loop.py).
     ncu_below_ms: float | None = None
     source_text: str | None = None  # check this text instead of the file's (candidates)
+    # Measure the PyTorch baselines when none are cached for the reference (False: cached ones
+    # are applied, none measured: the caller measures them apart, task "baselines", and none of
+    # its checks holds up its GPU turn for torch.compile's compilation)
+    baselines: bool = True
     # task "build" only: build this text as if `source` held it (the editor's unsaved buffer,
     # built ahead of its save so that the save's build is a cache hit; harness/build/nvcc.py)
     unsaved_text: str | None = None
@@ -65,7 +73,8 @@ EXPECTED_REQUEST_ENV = "KERNELBLASTER_EXPECT"
 # this environment variable, the number of a pipe's read end that it inherited: it imports
 # torch meanwhile, but creates no CUDA context (nor anything after it) until that pipe's end
 # of file, which comes when the worker before it has exited or when the spare is given its
-# request. Nothing of it then runs on the GPU beside another worker's profile.
+# request. Nothing of it then runs on the GPU beside another worker's profile. A "baselines"
+# worker gets one too: its end of file is its turn on the GPU (`WorkerProgress.wants_gpu`).
 GPU_FREE_FD_ENV = "KERNELBLASTER_GPU_FREE_FD"
 
 
@@ -93,6 +102,10 @@ class WorkerProgress(msgspec.Struct, kw_only=True, tag="progress"):
     # its interactive part (build, verification, timing, quick state) has been sent, and the
     # caller may stop the worker for another file's save and run the request again later.
     background: bool = False
+    # Task "baselines": what needs no GPU to itself is done (torch.compile's compilation), and
+    # the worker now waits for the end of file of its GPU_FREE_FD_ENV pipe before it touches
+    # the GPU again: the caller closes the pipe's other end when the GPU is its turn.
+    wants_gpu: bool = False
 
 
 class WorkerResponse(msgspec.Struct, kw_only=True, tag="result"):

@@ -229,9 +229,48 @@ def _reference_side(
     )
 
 
+def _baselines(request: WorkerRequest) -> WorkerResponse:
+    """Task "baselines": the reference's baselines alone (check.baselines_apart), torch.compile's
+    compilation first, then the GPU's turn, which the caller gives by closing its end of the
+    GPU_FREE_FD_ENV pipe (`_wait_for_the_gpu`)."""
+    settings = request.settings
+    if request.reference is None:
+        return WorkerResponse(
+            error=HarnessError(
+                kind="bad_target",
+                message="task 'baselines' names no reference",
+                fix="Send the reference's path in the request's `reference`.",
+            )
+        )
+    try:
+        from kernelblaster.harness.check import check  # imports torch
+    except ModuleNotFoundError as exc:
+        if not is_torch(exc):
+            raise
+        return WorkerResponse(error=torch_missing())
+    if (gpu_error := check.gpu_problem(settings)) is not None:
+        return WorkerResponse(error=gpu_error)
+
+    def turn() -> None:
+        progress_message = "waiting for the GPU to time the baselines"
+        emit(WorkerProgress(phase="baseline", message=progress_message, wants_gpu=True))
+        _wait_for_the_gpu()
+
+    result, error = check.baselines_apart(
+        Path(request.reference),
+        settings,
+        progress=progress,
+        clean=clean_reference(settings.gpu),
+        turn=turn,
+    )
+    return WorkerResponse(check=result, error=error)
+
+
 def handle(request: WorkerRequest) -> WorkerResponse:
     began = time.perf_counter()  # the request read: its phases below are timed from here
     settings = request.settings
+    if request.task == "baselines":
+        return _baselines(request)
     target, target_error = _target_for(request, settings)
     if target is None:
         return WorkerResponse(error=target_error)
@@ -302,7 +341,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     failed_verification = result.verify is not None and not result.verify.ok
     if request.task == "check" or error is not None or failed_verification:
         # A kernel that computes the wrong thing is neither timed nor profiled.
-        if error is None and not failed_verification:
+        if error is None and not failed_verification and request.baselines:
             error = check.add_baselines(
                 target, settings, result, progress=progress, clean=clean_reference(settings.gpu)
             )
@@ -342,9 +381,11 @@ def handle(request: WorkerRequest) -> WorkerResponse:
             # ncu failed after the counters gave the state: keep it; `error` says what's missing.
             report, states = early
     # After the profile, so that neither the timing nor the state waits for torch.compile.
-    baseline_error = check.add_baselines(
-        target, settings, result, progress=progress, clean=clean_reference(settings.gpu)
-    )
+    baseline_error = None
+    if request.baselines:
+        baseline_error = check.add_baselines(
+            target, settings, result, progress=progress, clean=clean_reference(settings.gpu)
+        )
     return WorkerResponse(
         build=built, check=result, profile=report, states=states, error=error or baseline_error
     )

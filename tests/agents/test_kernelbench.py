@@ -239,6 +239,7 @@ def run_level(
             work_dir=tmp_path / "work",
             evaluate_fn=harness or ProblemHarness(),
             signature_fn=lambda reference, **_: SignatureResponse(),
+            baselines_fn=None,  # the scripted checks carry their own
         )
         return run_kernelbench(
             discover([folder]), run, results_path=results, services=services,

@@ -236,7 +236,8 @@ def test_gates_travel_by_value_with_locks_of_their_own():
     from kernelblaster.agents.gpu_gates import GatedEvaluate
 
     gated = GatedEvaluate(print, slots=2)
-    gated._gate(0).acquire()  # held here: a copy sent elsewhere does not share it
-    copy = pickle.loads(pickle.dumps(gated))
-    assert copy.slots == 2 and copy.evaluate is print
-    assert copy._gate(0).acquire(timeout=0) and copy._gate(0).acquire(timeout=0)
+    with gated.gates.turn(0), gated.gates.turn(0):  # both held here: a copy shares neither
+        copy = pickle.loads(pickle.dumps(gated))
+        assert copy.gates.slots == 2 and copy.evaluate is print
+        with copy.gates.turn(0), copy.gates.turn(0):
+            pass
