@@ -39,12 +39,25 @@ class Edge(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename={"so
     technique: str  # a catalog technique id
 
 
+class Prediction(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What a kernel's author expects it to measure as before a GPU has measured it, for the
+    suite's what-if (bench/learning_suite.py): never used once the table measures it."""
+
+    # "task/variant": a measured kernel whose state (bottleneck, findings, roof) this one is
+    # expected to share: the same access pattern and bottleneck, e.g. a twin in another task
+    like: str
+    # expected time of the task's naive kernel / this kernel's; None: the `like` kernel's own
+    # speedup over its task's naive kernel (1 for a naive kernel)
+    speedup: float | None = None
+
+
 class Variant(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     name: str
     file: str  # relative to the task folder
     expect: Expectation  # what its author expects it to measure as (the table says what it did)
     why: str
     reached_by: list[Edge]
+    predicted: Prediction | None = None  # for a variant expected to verify
 
 
 FAMILIES = ("reduction", "elementwise", "gemm", "layout", "stencil")
@@ -57,6 +70,7 @@ class Task(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     naive: str  # the naive kernel, `<task>.cu`, with `<task>.py` beside it
     description: str
     variant: list[Variant]
+    predicted: Prediction | None = None  # the naive kernel's
     folder: str = ""  # set on loading: the task's folder
 
     def source_path(self, variant: str) -> Path:
@@ -70,6 +84,11 @@ class Task(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     @property
     def reference(self) -> Path:
         return (Path(self.folder) / self.naive).with_suffix(".py")
+
+    def prediction(self, variant: str) -> Prediction | None:
+        if variant == NAIVE:
+            return self.predicted
+        return next(v.predicted for v in self.variant if v.name == variant)
 
     def edges(self) -> list[tuple[str, str, str]]:
         """(from, technique, to) for every edge of the task."""
@@ -112,6 +131,15 @@ def _validate(task: Task, manifest: Path) -> None:
         if (source, technique) in seen:
             raise LibraryError(f"{where}: ({source}, {technique}) already leads to another variant")
         seen.add((source, technique))
+    for name in [NAIVE, *names]:
+        predicted = task.prediction(name)
+        if predicted is None:
+            continue
+        if predicted.like.count("/") != 1 or (predicted.speedup or 1.0) <= 0:
+            raise LibraryError(
+                f'{manifest}: {name}\'s prediction needs like = "task/variant" (a measured '
+                f"kernel) and a positive speedup, not {predicted.like!r}, {predicted.speedup}"
+            )
     for name in [NAIVE, *names]:
         if not task.source_path(name).is_file():
             raise LibraryError(f"{manifest}: {task.source_path(name)} does not exist")
@@ -176,6 +204,15 @@ class LearningTable(msgspec.Struct, kw_only=True):
 
     def measurement(self, task: str, variant: str) -> Measurement | None:
         return next((m for m in self.measurements if (m.task, m.variant) == (task, variant)), None)
+
+    def current(self, task: Task, variant: str) -> Measurement | None:
+        """`variant`'s measurement when it measured its current source against its task's
+        current reference (a reference digest not recorded counts as current); else None."""
+        done = self.measurement(task.task, variant)
+        if done is None or done.source_sha256 != source_digest(task.source_text(variant)):
+            return None
+        reference = source_digest(task.reference.read_text())
+        return done if done.reference_sha256 in (None, reference) else None
 
 
 def spread_from_quantiles(p20_ms: float, p80_ms: float) -> float:

@@ -56,7 +56,7 @@ import learning_eval as evaluation
 from common import REPO, RESULTS, repo_relative, slug
 
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
-from kernelblaster.agents.replay import ReplayModel, ReplayTask
+from kernelblaster.agents.replay import ReplayModel, ReplayStep, ReplayTask
 from kernelblaster.agents.replay_table import (
     NAIVE,
     LearningTable,
@@ -126,7 +126,9 @@ def run_task(
     exploration: float,
     k: int,
     held_out: bool,
+    trace: list[ReplayStep] | None = None,
 ) -> TaskRun:
+    """One replay of `task` with `kb`; `trace`, when given, receives what each step tried."""
     replay = ReplayTask(task, table, rng=random.Random(seed))
     request = OptimizeRequest(
         source=str(replay.source),
@@ -155,6 +157,8 @@ def run_task(
     if outcome.error is not None:
         raise RuntimeError(f"replay of {task.task} failed: {outcome.error}")
     assert len(outcome.steps) == len(replay.steps), "one lowering call per loop step"
+    if trace is not None:
+        trace += replay.steps
     naive_ms = replay.measured(NAIVE).time_ms
     best, best_measured = 1.0, math.inf  # the loop keeps the fastest *measured* candidate
     run = TaskRun(

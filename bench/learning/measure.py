@@ -124,19 +124,12 @@ def measure(task: Task, variant: str, response: WorkerResponse, seconds: float) 
 def pending(tasks: list[Task], table: LearningTable) -> list[tuple[Task, str]]:
     """Kernels without a measurement of their current source against their task's current
     reference; each task's naive kernel first."""
-    todo = []
-    for task in tasks:
-        reference = source_digest(task.reference.read_text())
-        for variant in [NAIVE, *(v.name for v in task.variant)]:
-            digest = source_digest(task.source_text(variant))
-            done = table.measurement(task.task, variant)
-            if (
-                done is None
-                or done.source_sha256 != digest
-                or done.reference_sha256 not in (None, reference)
-            ):
-                todo.append((task, variant))
-    return todo
+    return [
+        (task, variant)
+        for task in tasks
+        for variant in [NAIVE, *(v.name for v in task.variant)]
+        if table.current(task, variant) is None
+    ]
 
 
 def record(table: LearningTable, tasks: list[Task], entry: Measurement, out: Path) -> None:
