@@ -1,5 +1,5 @@
-"""Reference for cross_mean.cu: the mean of a point and its four neighbours (a 5-point cross blur), with zero outside, on 64 fp32
-grids of 512 x 512."""
+"""Reference for cross_mean.cu: the mean of a point and its four neighbours (a 5-point cross blur),
+with zero outside, on 64 fp32 grids of 512 x 512."""
 
 import torch
 from torch import nn

@@ -1,5 +1,5 @@
-"""Reference for heat_step.cu: one explicit heat-diffusion step u + 0.1 * (up + down + left + right - 4 u), with zero outside, on 4 fp32
-grids of 2048 x 2048."""
+"""Reference for heat_step.cu: one explicit heat-diffusion step u + 0.1 * (up + down + left + right
+- 4 u), with zero outside, on 4 fp32 grids of 2048 x 2048."""
 
 import torch
 from torch import nn

@@ -1,5 +1,5 @@
-"""Reference for linear_add.cu: y = x @ W^T + b + r, a Linear layer and a residual add (KernelBench level 2 style, Gemm + Add),
-batch 1024, 4096 -> 1024 features (8.6 GFLOP)."""
+"""Reference for linear_add.cu: y = x @ W^T + b + r, a Linear layer and a residual add (KernelBench
+level 2 style, Gemm + Add), batch 1024, 4096 -> 1024 features (8.6 GFLOP)."""
 
 import torch
 from torch import nn

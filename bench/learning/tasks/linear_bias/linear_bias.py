@@ -1,5 +1,5 @@
-"""Reference for linear_bias.cu: y = x @ W^T + b, a Linear layer alone (KernelBench level 1 style, the projections of an MLP or attention),
-batch 2048, 2048 -> 1024 features (8.6 GFLOP)."""
+"""Reference for linear_bias.cu: y = x @ W^T + b, a Linear layer alone (KernelBench level 1 style,
+the projections of an MLP or attention), batch 2048, 2048 -> 1024 features (8.6 GFLOP)."""
 
 import torch
 from torch import nn

@@ -1,5 +1,5 @@
-"""Reference for linear_silu.cu: y = silu(x @ W^T + b), a Linear layer followed by SiLU (KernelBench level 2 style, Gemm + Swish),
-batch 2048, 1024 -> 2048 features (8.6 GFLOP)."""
+"""Reference for linear_silu.cu: y = silu(x @ W^T + b), a Linear layer followed by SiLU (KernelBench
+level 2 style, Gemm + Swish), batch 2048, 1024 -> 2048 features (8.6 GFLOP)."""
 
 import torch
 from torch import nn

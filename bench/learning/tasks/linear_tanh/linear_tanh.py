@@ -1,5 +1,5 @@
-"""Reference for linear_tanh.cu: y = tanh(x @ W^T + b), a Linear layer followed by tanh (KernelBench level 2 style, Gemm + Tanh),
-batch 4096, 2048 -> 512 features (8.6 GFLOP)."""
+"""Reference for linear_tanh.cu: y = tanh(x @ W^T + b), a Linear layer followed by tanh (KernelBench
+level 2 style, Gemm + Tanh), batch 4096, 2048 -> 512 features (8.6 GFLOP)."""
 
 import torch
 from torch import nn
