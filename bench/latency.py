@@ -30,8 +30,10 @@ open (`open_while_busy`): the second example opened while the first's background
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
 import json
+import re
 import shutil
 import statistics
 import sys
@@ -49,6 +51,7 @@ from kernelblaster.harness.protocol.worker_client import SpareWorkers, run_harne
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.server.cache import ResultCache
 from kernelblaster.server.documents import path_to_uri, text_hash
+from kernelblaster.server.pipeline import TIMED_LINE
 from kernelblaster.settings import Settings
 
 SERVER_EXAMPLES = ["relu", "softmax"]
@@ -403,17 +406,40 @@ def idle_rhythm(server: dict) -> dict:
     }
 
 
+# The server's line for each run that reached its timing (server/pipeline.py: TIMED_LINE)
+_TIMED = re.compile(
+    re.escape(TIMED_LINE)
+    .replace("%s", "(?P<file>\\S+)", 1)
+    .replace("%s", "(?P<build>cached|built)", 1)
+    .replace("%s", "(?P<phases>\\{.*\\})", 1)
+    + "$"
+)
+
+
+def worker_runs(log: Path, name: str) -> list[dict]:
+    """Each run of `<name>.cu` that reached its timing, in order (its open's first), as the
+    language server logged it: whether its build was cached, and the worker's phase seconds
+    (`PHASES`: spare_age, reference_wait, clean_reference_wait, ... say why a save was slow)."""
+    runs = []
+    for line in log.read_text(errors="replace").splitlines():
+        found = _TIMED.search(line)
+        if found and found["file"] == f"{name}.cu":
+            runs.append({"build": found["build"], "phases_s": ast.literal_eval(found["phases"])})
+    return runs
+
+
 def _measure_together(
     scratch: Path, label: str, names: list[str], how, *args, log_dir: Path | None = None
 ) -> dict:
     """`how(workspace, names, *args, log)` on fresh copies of the examples in one workspace,
-    with an empty cache."""
+    with an empty cache; the server's log in `log_dir`, or in the workspace (the rhythms read
+    each run's worker phases from it)."""
     fresh = scratch / f"{label}-server"
     fresh.mkdir()
     for name in names:
         for file in EXAMPLES.glob(f"{name}.*"):
             shutil.copy(file, fresh / file.name)
-    log = log_dir / f"{label}-server.log" if log_dir is not None else None
+    log = (log_dir or fresh) / f"{label}-server.log"
     try:
         measured = asyncio.run(how(fresh, names, *args, log))
     except (RuntimeError, TimeoutError) as exc:  # recorded; the others still run
@@ -549,6 +575,11 @@ async def rapid_rhythm(root: Path, names: list[str], saves: int, log: Path | Non
             }
     finally:
         await session.close()
+    if log is not None:  # each save's worker phases, in the order of the file's saves
+        later = {name: worker_runs(log, name)[1:] for name in names}  # [0]: its open's run
+        for run in made:
+            saved = later[run["file"]]
+            run["worker"] = saved.pop(0) if saved else None
     fresh = [run["save_to_state_s"] for run in made if run["save_to_state_s"] is not None]
     timings = [run["save_to_timing_s"] for run in made]
     return {
@@ -605,6 +636,9 @@ async def open_while_busy(root: Path, names: list[str], log: Path | None) -> dic
             measured[f"{name}_background"] = session.reached(name, text)
     finally:
         await session.close()
+    if log is not None:  # where the second file's seconds to its timing went
+        opened = worker_runs(log, second)
+        measured["second_file_worker"] = opened[0] if opened else None
     return measured
 
 

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from kernelblaster.server.language_server import KernelBlasterServer
 
 log = logging.getLogger(__name__)
+# Logged once per run when its kernel is timed (bench/latency.py reads it back to say where
+# each save's seconds went): the file, "cached" or "built", the worker's phase seconds
+TIMED_LINE = "%s: timed; build %s; worker phases %s"
 
 
 def schedule(
@@ -113,7 +116,7 @@ async def _profile(
         if message.check is not None and message.check.timing is not None:
             if not timed:  # where this run's seconds to its timing went, once per run
                 log.info(
-                    "%s: timed; build %s; worker phases %s",
+                    TIMED_LINE,
                     path.name,
                     "cached" if message.build and message.build.cached else "built",
                     message.check.phase_seconds,
