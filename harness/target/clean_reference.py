@@ -68,6 +68,7 @@ _SHARED_TENSOR_GLOBALS = frozenset(
         ("torch.multiprocessing.reductions", "rebuild_storage_filename"),
         ("torch.multiprocessing.reductions", "rebuild_storage_empty"),
         ("torch.storage", "UntypedStorage"),
+        ("torch.storage", "TypedStorage"),  # a CUDA tensor's storage class (reduce_tensor)
         ("torch", "Tensor"),
         ("torch", "Size"),
         ("multiprocessing.resource_sharer", "DupFd"),  # a shared CPU tensor's file descriptor

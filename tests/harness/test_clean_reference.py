@@ -6,6 +6,7 @@ error raised in the worker as it was raised in the child."""
 
 from __future__ import annotations
 
+import io
 import pickle
 import sys
 from pathlib import Path
@@ -207,3 +208,32 @@ def test_a_question_that_would_run_code_in_the_clean_process_is_refused(clean, t
     (x,) = trial.inputs
     assert clean.compare(trial.expected.key, [torch.relu(x)], trial=0, seed=trial.seed) == []
     clean.release(trial.expected.key)
+
+
+class _SharedCudaTensor:
+    """Pickles exactly as torch.multiprocessing's reduce_tensor pickles a CUDA tensor (its
+    CUDA branch's callable and argument types), which this CPU-only machine can't make."""
+
+    def __reduce__(self):
+        from torch.multiprocessing.reductions import rebuild_cuda_tensor
+
+        size = torch.Size([4])
+        return (
+            rebuild_cuda_tensor,
+            (torch.Tensor, size, (1,), 0, torch.storage.TypedStorage, torch.float32, 0,
+             b"handle", 16, 0, False, b"counter", 0, b"event", True),
+        )  # fmt: skip
+
+
+def test_the_globals_of_a_shared_cuda_tensor_are_accepted():
+    """Every global a CUDA tensor's IPC pickle names passes the clean process's reader (a
+    refusal there would fail every verification on a GPU); the rebuild itself then fails here
+    for want of CUDA, not for being refused."""
+    from multiprocessing.reduction import ForkingPickler
+
+    from kernelblaster.harness.target.clean_reference import _QuestionReader
+
+    sent = ForkingPickler.dumps(("compare", (1, [_SharedCudaTensor()]), {}))
+    with pytest.raises(Exception) as failed:
+        _QuestionReader(io.BytesIO(bytes(sent))).load()
+    assert not isinstance(failed.value, pickle.UnpicklingError), failed.value
