@@ -23,13 +23,30 @@ def repo_relative(path: Path) -> str:
     return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else str(path)
 
 
-def openai_server_module() -> ModuleType:
-    """tests/openai_server.py, the scripted OpenAI-compatible server (not an installed module)."""
-    spec = importlib.util.spec_from_file_location("openai_server", REPO / "tests/openai_server.py")
+def module_at(path: Path, name: str) -> ModuleType:
+    """The Python file at `path` as the module `name`, loaded once. bench/ and tests/ are not
+    packages: a bench script's plain `import learning` would find tests/learning instead of
+    bench/learning.py once the test suite has imported that folder."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["openai_server"] = module  # dataclasses look their module up while defining
+    sys.modules[name] = module  # dataclasses look their module up while defining
     spec.loader.exec_module(module)
     return module
+
+
+def bench_module(relative: str) -> ModuleType:
+    """bench/<relative> (e.g. "learning.py", "learning/measure.py") as `bench_<its stem>`, the
+    one name the bench scripts and the tests (tests/learning/bench_scripts.py) load it by."""
+    path = REPO / "bench" / relative
+    return module_at(path, f"bench_{path.stem}")
+
+
+def openai_server_module() -> ModuleType:
+    """tests/openai_server.py, the scripted OpenAI-compatible server (not an installed module)."""
+    return module_at(REPO / "tests/openai_server.py", "openai_server")
 
 
 def device_name() -> str:

@@ -35,8 +35,7 @@ from pathlib import Path
 import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common
-import learning
-import learning_eval as evaluation
+from common import bench_module
 
 from kernelblaster.agents.replay import ReplayStep
 from kernelblaster.agents.replay_table import (
@@ -51,6 +50,9 @@ from kernelblaster.agents.replay_table import (
 )
 from kernelblaster.kb import ranking
 from kernelblaster.kb.store import KnowledgeBase
+
+learning = bench_module("learning.py")
+evaluation = bench_module("learning_eval.py")
 
 BUDGETS = (1, 2, 4)
 SAME = 1.02  # a room below this is none (MIN_SPEEDUP: within the timing spread)

@@ -39,8 +39,7 @@ import msgspec
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common and learning
-import learning as experiment
-from common import REPO, RESULTS, slug
+from common import REPO, RESULTS, bench_module, slug
 
 from kernelblaster.agents.replay_table import (
     LearningTable,
@@ -49,6 +48,8 @@ from kernelblaster.agents.replay_table import (
     load_library,
     read_table,
 )
+
+experiment = bench_module("learning.py")
 
 SMALL_BUDGET = 4  # the budgets a user waits for: one rollout's steps
 GRID = {  # 48 settings: 3-6 minutes for 20 orderings of 10 tasks with --jobs 2 on 2 cores
