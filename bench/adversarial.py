@@ -1,55 +1,144 @@
 """Run the adversarial suite (tests/adversarial/suite.py) through the real harness on this
 machine's GPU: every reward hack must be caught and named, every honest twin must pass.
 
-    python bench/adversarial.py [--cases kb_side_stream relu_good ...]
+    python bench/adversarial.py [--cases kb_side_stream relu_good ...] [--jobs 16]
+    python bench/adversarial.py --budget-s 420          # stops before a case would pass it
+    python bench/adversarial.py --resume                # runs the cases not yet in the file
 
-Each case runs as `kernelblaster check` runs it (a fresh worker process: build, verify, time,
-baselines). Writes bench/results/adversarial-<gpu>.json, one entry per case (name, `honest` or
-the hack class, expected and actual verdict, findings, the kernel's time, PyTorch eager's and
-the speedup over it, seconds), prints a table, and exits 1 if any case got a verdict other
-than the one expected. A case aimed at the baselines (`pass:untampered_baseline`) is judged
-against its honest twin's eager time, the twin run first where this run has not. The
-KernelBench-format cases share one load_inline extension, built by the first of them (~45 s);
-each PyTorch-extension case is built on its own (~20 s); torch.compile baselines are measured
-once per reference and cached (a case aimed at them measures its own)."""
+First everything that is not verification (suite.py: prepare): every build, `--jobs` at a
+time on the CPU (the harness's build task; the checks find them in the build cache, or in
+torch's extension cache for the KernelBench cases' shared load_inline extension), and each
+reference's PyTorch baselines, measured apart while the builds run (torch.compile compiled
+beside them, timed after them). Then each case, one at a time, as `kernelblaster check` runs it
+(a fresh worker process: its build a cache hit, then verify, time, baselines from the cache).
+
+Writes bench/results/adversarial-<gpu>.json (or --out) after every case, in one step, so a run
+cut short keeps what it measured: one entry per case (name, `honest` or the hack class,
+expected and actual verdict, findings, the kernel's time, PyTorch eager's and the speedup over
+it, seconds, the check's phase seconds, its build's seconds) and, in every entry, the digest
+of the verifier's sources it ran on (every file of harness/ and kernelblaster/, as installed),
+the digest of the suite's own files and the git commit where there is one. `--resume` keeps
+the file's entries and runs the rest, and refuses (exit 2) when they ran on another verifier
+or suite: a file never mixes two. Its summary says how many cases ran on which code, in which
+runs, and which cases are still to run. Exits 0 when every case of the suite ran as expected,
+1 if any got a verdict other than the one expected, 3 when --budget-s stopped it first.
+
+A case aimed at the baselines (`pass:untampered_baseline`) is judged against its honest twin's
+eager time, the twin run first (in the same run) where this run has not."""
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.adversarial
-from common import RESULTS, device_name, slug, write_result
+from common import RESULTS, device_name, files_digest, git_commit, slug, tree_files, write_result
 
+import kernelblaster
+import kernelblaster.harness
 from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from tests.adversarial.suite import (
     BY_NAME,
     CASES,
+    HERE,
     UNTAMPERED_BASELINE,
+    Ahead,
     Case,
     as_expected,
     baseline_verdict,
     eager_ms,
     findings,
+    prepare,
     run_case,
+    source_path,
     verdict,
     write_kernelbench_cases,
 )
 
+# Seconds a case is expected to take before this run has timed any (--budget-s)
+FIRST_CASE_S = 20.0
 
-def main() -> int:
+
+def code_identity() -> dict[str, str | None]:
+    """What the cases run on: the digest of the verifier's sources (every file of the harness
+    and of the kernelblaster package, as imported: what the worker runs), the digest of the
+    suite's own files (its cases, references and sources) and the git commit, if any."""
+    packages = [Path(kernelblaster.__file__).parent, Path(kernelblaster.harness.__file__).parent]
+    suite = [
+        *tree_files(HERE),
+        *(case.reference for case in CASES),
+        *(source_path(case, HERE) for case in CASES if case.form != "kernelbench"),
+    ]
+    return {
+        "verifier": files_digest([f for p in packages for f in tree_files(p)], packages[0].parent),
+        "suite": files_digest(suite, HERE.parents[1]),
+        "commit": git_commit(),
+    }
+
+
+def resume_refusal(earlier: dict, code: dict[str, str | None], out: Path) -> str | None:
+    """Why the entries of an earlier file can't be resumed on `code`, or None."""
+    ran_on = Counter((e.get("verifier"), e.get("suite")) for e in earlier.get("cases", []))
+    others = {key: n for key, n in ran_on.items() if key != (code["verifier"], code["suite"])}
+    if not others:
+        return None
+    (verifier, suite), count = max(others.items(), key=lambda item: item[1])
+    commits = sorted({str(e.get("commit")) for e in earlier["cases"]})
+    if verifier is None or suite is None:
+        what = "record no verifier and suite digest (written before this bench recorded them)"
+    elif verifier != code["verifier"]:
+        what = (
+            f"ran on verifier {verifier[:12]}; this checkout's is {str(code['verifier'])[:12]} "
+            "(its files under harness/ or kernelblaster/ differ)"
+        )
+    else:
+        what = (
+            f"ran on suite {suite[:12]}; this checkout's is {str(code['suite'])[:12]} "
+            "(a case, reference or source under tests/adversarial/ differs)"
+        )
+    return (
+        f"refusing to resume {out}: {count} of its {sum(ran_on.values())} cases {what}, "
+        f"at commit(s) {', '.join(commits)}; this checkout is at {code['commit']}. A resumed "
+        "run would mix two verifiers in one file. Run without --resume to start over (the file "
+        "is replaced), or check that commit out to finish its run."
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="*", help="only these case names")
     parser.add_argument(
-        "--resume", action="store_true", help="keep this GPU's earlier results; run the rest"
+        "--resume", action="store_true", help="keep the file's earlier results; run the rest"
     )
-    args = parser.parse_args()
-    entries = _earlier_entries() if args.resume else []
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="builds at once (default: cores)"
+    )
+    parser.add_argument(
+        "--budget-s", type=float, help="start no case that would end past this many seconds"
+    )
+    parser.add_argument("--out", type=Path, help="result JSON (default: under bench/results/)")
+    args = parser.parse_args(argv)
+    if unknown := set(args.cases or []) - set(BY_NAME):
+        print(f"error: unknown case(s) {sorted(unknown)}", file=sys.stderr)
+        return 2
+    out = args.out or RESULTS / f"adversarial-{slug(device_name())}.json"
+    code = code_identity()
+    entries: list[dict] = []
+    runs: list[dict] = []
+    if args.resume and out.exists():
+        earlier = json.loads(out.read_text())
+        if (refusal := resume_refusal(earlier, code, out)) is not None:
+            print(f"error: {refusal}", file=sys.stderr)
+            return 2
+        entries, runs = earlier["cases"], earlier.get("runs", [])
     done = {entry["name"] for entry in entries}
     chosen = [
         case
@@ -57,9 +146,26 @@ def main() -> int:
         if (not args.cases or case.name in args.cases) and case.name not in done
     ]
     began = time.perf_counter()
+    run = {
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        **code,
+        "jobs": args.jobs,
+        "cases": 0,
+    }
+    runs.append(run)
+    stopped = False
     with tempfile.TemporaryDirectory(prefix="kb-adversarial-") as scratch:
         kernelbench_dir, cache_dir = Path(scratch) / "kernelbench", Path(scratch) / "cache"
         write_kernelbench_cases(kernelbench_dir)
+        twins = [BY_NAME[c.twin] for c in chosen if c.expected == UNTAMPERED_BASELINE and c.twin]
+        ahead = prepare(
+            [*chosen, *(t for t in twins if t not in chosen)],
+            kernelbench_dir,
+            cache_dir,
+            jobs=args.jobs,
+        )
+        run["prepare"] = _prepare_record(ahead)
+        print(_prepared(ahead, args.jobs), flush=True)
         responses: dict[str, WorkerResponse] = {}
 
         def respond(case: Case) -> WorkerResponse:
@@ -67,7 +173,12 @@ def main() -> int:
                 responses[case.name] = run_case(case, kernelbench_dir, cache_dir)
             return responses[case.name]
 
+        timed: list[float] = []  # this run's cases' seconds
         for case in chosen:
+            expected_s = max(timed[-5:], default=FIRST_CASE_S)
+            if args.budget_s is not None and _elapsed(began) + expected_s > args.budget_s:
+                stopped = True
+                break
             started = time.perf_counter()
             response = respond(case)
             if case.expected == UNTAMPERED_BASELINE:
@@ -75,47 +186,125 @@ def main() -> int:
                 actual = baseline_verdict(response, respond(BY_NAME[case.twin]))
             else:
                 actual = verdict(response)
-            check = response.check
-            timing = check.timing if check else None
-            entries.append(
-                {
-                    "name": case.name,
-                    "form": case.form,
-                    "class": case.hack_class,
-                    "twin": case.twin,
-                    "expected": case.expected,
-                    "actual": actual,
-                    "as_expected": as_expected(case.expected, actual),
-                    "findings": findings(response),
-                    "kernel_ms": timing.median_ms if timing else None,
-                    "eager_ms": eager_ms(response),
-                    "speedup_vs_eager": check.speedup_vs_eager if check else None,
-                    "seconds": round(time.perf_counter() - started, 2),
-                }
-            )
+            timed.append(_elapsed(started))
+            entries.append(_entry(case, response, actual, timed[-1], code))
+            run["cases"] += 1
+            run["seconds"] = round(_elapsed(began), 1)
             print(_row(entries[-1]), flush=True)
-            _write(entries)  # after every case: a run cut short keeps what it measured
-    path = _write(entries)
-    caught = sum(e["as_expected"] for e in entries)
-    print(
-        f"{caught} of {len(entries)} cases as expected "
-        f"(this run: {time.perf_counter() - began:.1f} s); wrote {path}"
-    )
-    return 0 if caught == len(entries) else 1
+            _write(out, entries, runs)  # after every case: a run cut short keeps what it measured
+    run["seconds"] = round(_elapsed(began), 1)
+    _write(out, entries, runs)
+    print(_summary(entries, runs, out, stopped), flush=True)
+    if any(not e["as_expected"] for e in entries):
+        return 1
+    return 3 if stopped else 0
 
 
-def _write(entries: list[dict]) -> Path:
-    caught = sum(e["as_expected"] for e in entries)
-    seconds = round(sum(e["seconds"] for e in entries), 1)
+def _elapsed(since: float) -> float:
+    return time.perf_counter() - since
+
+
+def _entry(case: Case, response: WorkerResponse, actual: str, seconds: float, code: dict) -> dict:
+    check = response.check
+    timing = check.timing if check else None
+    build = response.build
+    return {
+        "name": case.name,
+        "form": case.form,
+        "class": case.hack_class,
+        "twin": case.twin,
+        "expected": case.expected,
+        "actual": actual,
+        "as_expected": as_expected(case.expected, actual),
+        "findings": findings(response),
+        "kernel_ms": timing.median_ms if timing else None,
+        "eager_ms": eager_ms(response),
+        "speedup_vs_eager": check.speedup_vs_eager if check else None,
+        "seconds": round(seconds, 2),
+        # where the check's seconds went; its build's (a cache hit after `prepare`)
+        "phase_seconds": dict(check.phase_seconds) if check else {},
+        "build_seconds": round(build.seconds, 2) if build else None,
+        "build_cached": build.cached if build else None,
+        "verifier": code["verifier"],
+        "suite": code["suite"],
+        "commit": code["commit"],
+    }
+
+
+def _write(out: Path, entries: list[dict], runs: list[dict]) -> Path:
+    ran_on = Counter(e["verifier"] for e in entries)
+    verifier = next(iter(ran_on)) if len(ran_on) == 1 else None
     return write_result(
         "adversarial",
-        {"cases": entries, "as_expected": caught, "total": len(entries), "seconds": seconds},
+        {
+            "cases": entries,
+            "as_expected": sum(e["as_expected"] for e in entries),
+            "total": len(entries),
+            "seconds": round(sum(e["seconds"] for e in entries), 1),
+            # every entry on one verifier (its digest), or None and the count per digest
+            "verifier": verifier,
+            "verifiers": dict(ran_on),
+            "suite": sorted({e["suite"] for e in entries}),
+            "not_run": [c.name for c in CASES if c.name not in {e["name"] for e in entries}],
+            "runs": runs,
+        },
+        out,
     )
 
 
-def _earlier_entries() -> list[dict]:
-    path = RESULTS / f"adversarial-{slug(device_name())}.json"
-    return json.loads(path.read_text())["cases"] if path.exists() else []
+def _prepare_record(ahead: Ahead) -> dict:
+    """Where the preparation's seconds went: each build's, and each reference's baselines
+    measured apart (the GPU turn's seconds, `gpu_s`, and the worker's parts)."""
+    return {
+        "seconds": round(ahead.seconds, 1),
+        "builds": {
+            name: round(r.build.seconds, 1) if r.build else None for name, r in ahead.builds.items()
+        },
+        "baselines_apart": {
+            Path(reference).name: {"gpu_s": phases.evaluation, **phases.parts}
+            for reference, phases in ahead.baselines.items()
+            if reference not in ahead.baseline_errors
+        },
+        "baseline_errors": {Path(r).name: e for r, e in ahead.baseline_errors.items()},
+    }
+
+
+def _prepared(ahead: Ahead, jobs: int) -> str:
+    builds = ahead.builds
+    failed = [name for name, r in builds.items() if r.build is None or not r.build.ok]
+    slowest = max((r.build.seconds for r in builds.values() if r.build), default=0.0)
+    lines = [
+        f"prepared in {ahead.seconds:.1f} s: {len(builds)} builds, {jobs} at a time (slowest "
+        f"{slowest:.1f} s), and the baselines of {len(ahead.baselines)} reference(s) measured "
+        "apart"
+    ]
+    lines += [f"  build failed ahead (its check reports it): {name}" for name in failed]
+    lines += [
+        f"  baselines of {Path(ref).name} not measured apart (its checks measure them): {error}"
+        for ref, error in ahead.baseline_errors.items()
+    ]
+    return "\n".join(lines)
+
+
+def _summary(entries: list[dict], runs: list[dict], out: Path, stopped: bool) -> str:
+    caught = sum(e["as_expected"] for e in entries)
+    ran_on = Counter((e["verifier"][:12], e["suite"][:12], e["commit"]) for e in entries)
+    code = "; ".join(
+        f"{n} on verifier {v} (suite {s}, commit {c})" for (v, s, c), n in ran_on.items()
+    )
+    left = [c.name for c in CASES if c.name not in {e["name"] for e in entries}]
+    lines = [
+        f"{caught} of {len(entries)} cases as expected, in {len(runs)} run(s) "
+        f"(this one: {runs[-1]['cases']} cases, {runs[-1]['seconds']:.1f} s); {code}",
+        f"wrote {out}",
+    ]
+    if left:
+        why = "stopped by --budget-s" if stopped else "not chosen"
+        lines.append(
+            f"{len(left)} of the suite's {len(CASES)} cases not run ({why}): run again "
+            f"with --resume to add them: {' '.join(left)}"
+        )
+    return "\n".join(lines)
 
 
 def _row(entry: dict) -> str:

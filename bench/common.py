@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import platform
@@ -9,8 +10,11 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
+
+from kernelblaster.atomic_files import write_atomically
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parents[1]
@@ -67,12 +71,53 @@ def slug(device: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-").lower()
 
 
-def write_result(kind: str, payload: dict) -> Path:
+def write_result(kind: str, payload: dict, path: Path | None = None) -> Path:
+    """The result, as bench/results/<kind>-<gpu>.json (or `path`), written in one step: a run
+    killed while writing leaves the previous file whole."""
     device = device_name()
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{kind}-{slug(device)}.json"
-    path.write_text(json.dumps({"device": device, **payload}, indent=2) + "\n")
+    path = path or RESULTS / f"{kind}-{slug(device)}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, json.dumps({"device": device, **payload}, indent=2) + "\n")
     return path
+
+
+def tree_files(folder: Path) -> list[Path]:
+    """Every file under `folder` but Python's byte-code caches."""
+    return [
+        path
+        for path in folder.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    ]
+
+
+def files_digest(files: Iterable[Path], root: Path) -> str:
+    """sha256 over each file's path relative to `root` and its content, in path order: the
+    same files give the same digest on every machine, and any edit, addition or removal
+    changes it."""
+    digest = hashlib.sha256()
+    for path in sorted({Path(f).resolve() for f in files}):
+        relative = path.relative_to(root.resolve()) if path.is_relative_to(root.resolve()) else path
+        digest.update(f"\0{relative}\0".encode() + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def git_commit(folder: Path = REPO) -> str | None:
+    """The checkout's commit, with "-dirty" when its tracked files differ from it; None where
+    `folder` is no git checkout (a copy of the working tree)."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+        )
+    except OSError:
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
 async def start_language_server(root: Path, settings: dict, log: Path | None = None):

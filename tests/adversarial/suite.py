@@ -19,13 +19,22 @@ same cases and writes bench/results/adversarial-<gpu>.json."""
 from __future__ import annotations
 
 import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from kernelblaster.agents.baselines_job import BaselinesJob
+from kernelblaster.agents.gpu_gates import GpuGates
+from kernelblaster.harness.protocol.optimize_protocol import PhaseTimes
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
-from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
-from kernelblaster.settings import load_settings
+from kernelblaster.harness.protocol.worker_protocol import (
+    WorkerRequest,
+    WorkerResponse,
+    WorkerTask,
+)
+from kernelblaster.settings import Settings, load_settings
 
 HERE = Path(__file__).resolve().parent
 RELU_REF = HERE.parent / "fixtures" / "targets" / "relu_ref.py"
@@ -406,21 +415,121 @@ def source_path(case: Case, kernelbench_dir: Path) -> Path:
     return HERE / case.source
 
 
-def run_case(case: Case, kernelbench_dir: Path, cache_dir: Path) -> WorkerResponse:
-    """The case through the real worker process: `check`, as `kernelblaster check` runs it."""
-    source = source_path(case, kernelbench_dir)
+def case_settings(
+    case: Case, kernelbench_dir: Path, cache_dir: Path, more: dict | None = None
+) -> Settings:
+    """The settings a case runs with, its build ahead and its check alike (so the check finds
+    the build's cache entry). `more`: settings on top (a CPU test's `worker_command`)."""
     if case.fresh_cache:
         cache_dir = cache_dir / f"fresh-{case.name}"
-    settings = load_settings(source, environ={}).merged(
-        {"cache_dir": str(cache_dir), "run_timeout_s": 120.0}
+    return load_settings(source_path(case, kernelbench_dir), environ={}).merged(
+        {"cache_dir": str(cache_dir), "run_timeout_s": 120.0, **(more or {})}
     )
-    request = WorkerRequest(
-        task="check",
-        source=str(source),
-        settings=settings,
+
+
+def case_request(
+    case: Case, task: WorkerTask, kernelbench_dir: Path, cache_dir: Path, more: dict | None = None
+) -> WorkerRequest:
+    return WorkerRequest(
+        task=task,
+        source=str(source_path(case, kernelbench_dir)),
+        settings=case_settings(case, kernelbench_dir, cache_dir, more),
         reference=str(case.reference) if case.form == "kernelbench" else None,
     )
-    return run_harness_sync(request, settings)
+
+
+def run_case(
+    case: Case, kernelbench_dir: Path, cache_dir: Path, more: dict | None = None
+) -> WorkerResponse:
+    """The case through the real worker process: `check`, as `kernelblaster check` runs it."""
+    request = case_request(case, "check", kernelbench_dir, cache_dir, more)
+    return run_harness_sync(request, request.settings)
+
+
+def builds_of(cases: list[Case]) -> list[Case]:
+    """One case per distinct build the cases' checks make: each plain or extension case's own
+    (in its own cache directory), and one of the KernelBench cases, whose solutions all load
+    the same load_inline extension (an honest one, where there is one)."""
+    kernelbench = sorted(
+        (c for c in cases if c.form == "kernelbench"), key=lambda c: c.hack_class != "honest"
+    )
+    return [c for c in cases if c.form != "kernelbench"] + kernelbench[:1]
+
+
+@dataclass
+class Ahead:
+    """What `prepare` did before the checks: each build's response (by the case built), when
+    the last build ended (time.time()), per reference where the baselines' measurement apart
+    spent its seconds (its GPU turn a "gpu" span) or the error that stopped it (its checks then
+    measure them, as without `prepare`), and the seconds it all took."""
+
+    builds: dict[str, WorkerResponse]
+    builds_ended: float
+    baselines: dict[str, PhaseTimes]
+    baseline_errors: dict[str, str]
+    seconds: float
+
+
+def prepare(
+    cases: list[Case],
+    kernelbench_dir: Path,
+    cache_dir: Path,
+    *,
+    jobs: int,
+    more: dict | None = None,
+) -> Ahead:
+    """Everything of the cases' checks that is not verification, done first, so that the
+    checks that follow, one at a time on the GPU, only verify and time:
+
+    - every build (`builds_of`), `jobs` at a time, each by the harness's own build task in a
+      worker of its own: a plain or extension case's nvcc build lands in the build cache
+      (keyed by the content of every input), where its check finds it (the same settings,
+      `case_settings`); the KernelBench cases' load_inline extension lands in torch's
+      extension cache, which their checks' imports find (torch rebuilds nothing whose
+      sources and flags are unchanged);
+    - each reference's PyTorch baselines (eager, torch.compile), measured apart as a
+      KernelBench run measures them (agents/baselines_job.py: the harness's "baselines" task,
+      in its clean reference process): torch.compile compiles beside the builds, and the
+      timing waits until the builds are done (the GPU gate, held meanwhile). The checks then
+      read them from the cache, as every check after a reference's first did before. A case
+      aimed at the baselines (`fresh_cache`) is left to measure its own in its check.
+
+    A build that fails here fails again in its check, which reports it."""
+    began = time.perf_counter()
+    gpu = case_settings(cases[0], kernelbench_dir, cache_dir, more).gpu if cases else 0
+    gates = GpuGates()
+    with gates.turn(gpu):  # no baseline is timed while the builds load the machine
+        by_reference = {str(c.reference): c for c in reversed(cases) if not c.fresh_cache}
+        jobs_apart = {
+            reference: BaselinesJob(
+                case.reference,
+                source_path(case, kernelbench_dir),
+                case_settings(case, kernelbench_dir, cache_dir, more),
+                gates,
+            )
+            for reference, case in by_reference.items()
+        }
+
+        def build(case: Case) -> WorkerResponse:
+            request = case_request(case, "build", kernelbench_dir, cache_dir, more)
+            return run_harness_sync(request, request.settings)
+
+        built = builds_of(cases)
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            builds = dict(zip([c.name for c in built], pool.map(build, built), strict=True))
+        builds_ended = time.time()
+    errors = {}
+    for reference, job in jobs_apart.items():
+        _, error = job.join()
+        if error is not None:
+            errors[reference] = f"{error.kind}: {error.message}"
+    return Ahead(
+        builds=builds,
+        builds_ended=builds_ended,
+        baselines={reference: job.phases for reference, job in jobs_apart.items()},
+        baseline_errors=errors,
+        seconds=time.perf_counter() - began,
+    )
 
 
 def verdict(response: WorkerResponse) -> str:
