@@ -9,8 +9,12 @@ First everything that is not verification (suite.py: prepare): every build, `--j
 time on the CPU (the harness's build task; the checks find them in the build cache, or in
 torch's extension cache for the KernelBench cases' shared load_inline extension), and each
 reference's PyTorch baselines, measured apart while the builds run (torch.compile compiled
-beside them, timed after them). Then each case, one at a time, as `kernelblaster check` runs it
-(a fresh worker process: its build a cache hit, then verify, time, baselines from the cache).
+beside them, timed after them). Then each case's check, one at a time, through the real worker:
+its build a cache hit, then verify, time, baselines from the cache. Each check runs in a spare
+worker started beside the check before it (SparesBeside: its torch imports overlap that check;
+it touches the GPU only once that check's worker has exited), as the optimize loop's candidates
+and the language server's saves run; --fresh-workers starts each when its check starts, as
+`kernelblaster check` does.
 
 Writes bench/results/adversarial-<gpu>.json (or --out) after every case, in one step, so a run
 cut short keeps what it measured: one entry per case (name, `honest` or the hack class,
@@ -29,6 +33,8 @@ eager time, the twin run first (in the same run) where this run has not."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import datetime
 import json
 import os
@@ -36,6 +42,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -44,7 +51,12 @@ from common import RESULTS, device_name, files_digest, git_commit, slug, tree_fi
 
 import kernelblaster
 import kernelblaster.harness
-from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
+from kernelblaster.harness.protocol.worker_client import (
+    SpareWorkers,
+    run_harness,
+    run_harness_sync,
+)
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from tests.adversarial.suite import (
     BY_NAME,
     CASES,
@@ -54,10 +66,10 @@ from tests.adversarial.suite import (
     Case,
     as_expected,
     baseline_verdict,
+    case_request,
     eager_ms,
     findings,
     prepare,
-    run_case,
     source_path,
     verdict,
     write_kernelbench_cases,
@@ -82,6 +94,35 @@ def code_identity() -> dict[str, str | None]:
         "suite": files_digest(suite, HERE.parents[1]),
         "commit": git_commit(),
     }
+
+
+class SparesBeside(SpareWorkers):
+    """Spare workers for checks run one after another: each check's successor is started with
+    it (SpareWorkers.ready(after=...)), imports torch, in itself and in its clean reference
+    process, while the check runs, and touches the GPU only once that check's worker has
+    exited (GPU_FREE_FD_ENV); the next check skips that start-up. The language server's spares
+    are started so when saves come faster than they warm up (`short`); here every check's is."""
+
+    def short(self, command: list[str], gpu_index: int = 0) -> bool:
+        return True
+
+
+@contextlib.contextmanager
+def checker(fresh: bool) -> Iterator[Callable[[WorkerRequest], WorkerResponse]]:
+    """Runs a check request: in a fresh worker each (`fresh`: as `kernelblaster check` does),
+    else in a spare started beside the check before it (SparesBeside), killed at the end."""
+    if fresh:
+        yield lambda request: run_harness_sync(request, request.settings)
+        return
+    loop = asyncio.new_event_loop()
+    spares = SparesBeside()
+    try:
+        yield lambda request: loop.run_until_complete(
+            run_harness(request, request.settings, spares=spares)
+        )
+    finally:
+        loop.run_until_complete(spares.close())
+        loop.close()
 
 
 def resume_refusal(earlier: dict, code: dict[str, str | None], out: Path) -> str | None:
@@ -125,6 +166,13 @@ def main(argv: list[str] | None = None) -> int:
         "--budget-s", type=float, help="start no case that would end past this many seconds"
     )
     parser.add_argument("--out", type=Path, help="result JSON (default: under bench/results/)")
+    parser.add_argument(
+        "--fresh-workers",
+        action="store_true",
+        help="start each check's worker when its check starts, as `kernelblaster check` does "
+        "(default: a spare started beside the check before it, as the optimize loop's and the "
+        "language server's are)",
+    )
     args = parser.parse_args(argv)
     if unknown := set(args.cases or []) - set(BY_NAME):
         print(f"error: unknown case(s) {sorted(unknown)}", file=sys.stderr)
@@ -150,11 +198,13 @@ def main(argv: list[str] | None = None) -> int:
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         **code,
         "jobs": args.jobs,
+        "workers": "fresh" if args.fresh_workers else "spare, started beside the check before",
         "cases": 0,
     }
     runs.append(run)
     stopped = False
-    with tempfile.TemporaryDirectory(prefix="kb-adversarial-") as scratch:
+    with contextlib.ExitStack() as stack:
+        scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="kb-adversarial-"))
         kernelbench_dir, cache_dir = Path(scratch) / "kernelbench", Path(scratch) / "cache"
         write_kernelbench_cases(kernelbench_dir)
         twins = [BY_NAME[c.twin] for c in chosen if c.expected == UNTAMPERED_BASELINE and c.twin]
@@ -167,10 +217,13 @@ def main(argv: list[str] | None = None) -> int:
         run["prepare"] = _prepare_record(ahead)
         print(_prepared(ahead, args.jobs), flush=True)
         responses: dict[str, WorkerResponse] = {}
+        check = stack.enter_context(checker(args.fresh_workers))
 
         def respond(case: Case) -> WorkerResponse:
             if case.name not in responses:
-                responses[case.name] = run_case(case, kernelbench_dir, cache_dir)
+                responses[case.name] = check(
+                    case_request(case, "check", kernelbench_dir, cache_dir)
+                )
             return responses[case.name]
 
         timed: list[float] = []  # this run's cases' seconds

@@ -1,7 +1,8 @@
 """The adversarial suite's preparation and its bench's record, without a GPU: the builds made
 ahead run at once, through real harness workers and nvcc, and are the ones the cases' checks
 then find in the build cache; the baselines measured apart are timed only once the builds are
-done; every entry names the verifier and suite it ran on, and a resume onto another one is
+done; each check runs in a spare worker started beside the one before and told to wait for the
+GPU; every entry names the verifier and suite it ran on, and a resume onto another one is
 refused with a message that says why and what to do."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from learning.bench_scripts import load_script
 
@@ -29,28 +31,29 @@ CPU_WORKER = REPO / "tests" / "harness" / "cpu_worker.py"
 bench = load_script("bench/adversarial.py")
 common = sys.modules["common"]  # bench/common.py, as the bench script imported it
 
-# The real worker (the CPU standing in for the GPU), each process's start and end logged with
-# its pid and, for a baselines worker (its GPU turn's pipe in its environment), "baselines";
-# the worker's parent is this shell, which it watches instead of the client (exit_with_parent)
+# A worker command run under a shell that logs each process's start and end with its pid and,
+# for one told to wait for its turn on the GPU (the pipe in its environment: a baselines
+# worker, a spare started beside a running worker), "gated"; the worker's parent is this
+# shell, which it watches instead of the client (exit_with_parent)
 _LOGGED = (
-    'echo "start $$ ${KERNELBLASTER_GPU_FREE_FD:+baselines} $(date +%s.%N)" >> "$0"; '
+    'echo "start $$ ${KERNELBLASTER_GPU_FREE_FD:+gated} $(date +%s.%N)" >> "$0"; '
     'KERNELBLASTER_PARENT_PID=$$ "$@"; code=$?; echo "end $$ - $(date +%s.%N)" >> "$0"; '
     "exit $code"
 )
 
 
-def _intervals(log: Path) -> dict[int, tuple[str, float, float]]:
-    """pid -> (kind, start, end) of every worker that ended."""
-    starts: dict[int, tuple[str, float]] = {}
-    ended: dict[int, tuple[str, float, float]] = {}
+def _intervals(log: Path) -> dict[int, tuple[str, float, float | None]]:
+    """pid -> (kind, start, end) of every worker started, in order of their starts; kind
+    "gated" or "free", end None for one killed (its shell with it)."""
+    found: dict[int, tuple[str, float, float | None]] = {}
     for line in log.read_text().splitlines():
         event, pid, *kind, at = line.split()
         if event == "start":
-            starts[int(pid)] = (kind[0] if kind else "build", float(at))
+            found[int(pid)] = (kind[0] if kind else "free", float(at), None)
         else:
-            what, began = starts[int(pid)]
-            ended[int(pid)] = (what, began, float(at))
-    return ended
+            what, began, _ = found[int(pid)]
+            found[int(pid)] = (what, began, float(at))
+    return found
 
 
 def test_each_build_is_made_once_and_the_kernelbench_extension_once_by_an_honest_case():
@@ -90,7 +93,7 @@ def test_builds_run_at_once_baselines_after_them_and_the_checks_find_the_builds(
     assert all(r.build is not None and r.build.ok for r in ahead.builds.values()), ahead.builds
     assert sorted(ahead.builds) == sorted(c.name for c in cases)
     intervals = _intervals(log)
-    builds = sorted((s, e) for kind, s, e in intervals.values() if kind == "build")
+    builds = sorted((s, e) for kind, s, e in intervals.values() if kind == "free")
     assert len(builds) == 3
     assert any(later < end for (_, end), (later, _) in itertools.pairwise(builds)), builds
     # one reference, its baselines measured apart (torch.compile on the CPU), timed after
@@ -181,3 +184,35 @@ def test_a_budget_stops_before_a_case_would_overrun_and_says_what_is_left(tmp_pa
     result = json.loads(out.read_text())
     assert result["cases"] == [] and len(result["not_run"]) == len(CASES)
     assert "stopped by --budget-s" in capsys.readouterr().out
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("fresh", [False, True], ids=["spares", "fresh"])
+def test_each_check_runs_in_a_spare_started_beside_the_one_before(fresh, tmp_path):
+    """The bench's checks, through the real worker (stopped past the build on this GPU-less
+    machine): by default each in a spare started beside the check before, told to wait for
+    the GPU until that one has exited; with --fresh-workers each started when its check is.
+    Every worker is gone once the checks are done, the spare left waiting included."""
+    kernelbench_dir, cache_dir, log = tmp_path / "kernelbench", tmp_path / "cache", tmp_path / "log"
+    worker = ["sh", "-c", _LOGGED, str(log), sys.executable, "-m", "kernelblaster.harness.worker"]
+    cases = [BY_NAME[name] for name in ("relu_good", "partial_write", "softmax_honest")]
+    with bench.checker(fresh) as check:
+        responses = [
+            check(case_request(c, "check", kernelbench_dir, cache_dir, {"worker_command": worker}))
+            for c in cases
+        ]
+    assert [r.build.ok and r.error.kind for r in responses] == ["torch_missing"] * 3
+    workers = list(_intervals(log).items())
+    assert not any(psutil.pid_exists(pid) for pid, _ in workers)
+    if fresh:
+        assert [kind for _, (kind, _, _) in workers] == ["free"] * 3
+        spans = [(start, end) for _, (_, start, end) in workers]
+        assert all(
+            end is not None and end <= later for (_, end), (later, _) in itertools.pairwise(spans)
+        )
+        return
+    # the first started for its check; each later one beside the one before, gated
+    assert [kind for _, (kind, _, _) in workers] == ["free", "gated", "gated", "gated"]
+    for (_, (_, _, end)), (_, (_, start, _)) in itertools.pairwise(workers):
+        assert end is not None and start < end
+    assert workers[-1][1][2] is None  # the spare nobody took: killed at the end
