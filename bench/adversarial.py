@@ -201,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         "workers": "fresh" if args.fresh_workers else "spare, started beside the check before",
         "cases": 0,
     }
-    runs.append(run)
+    if chosen:
+        runs.append(run)
     stopped = False
     with contextlib.ExitStack() as stack:
         scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="kb-adversarial-"))
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             _write(out, entries, runs)  # after every case: a run cut short keeps what it measured
     run["seconds"] = round(_elapsed(began), 1)
     _write(out, entries, runs)
-    print(_summary(entries, runs, out, stopped), flush=True)
+    print(_summary(entries, run, len(runs), out, stopped), flush=True)
     if any(not e["as_expected"] for e in entries):
         return 1
     return 3 if stopped else 0
@@ -339,7 +340,7 @@ def _prepared(ahead: Ahead, jobs: int) -> str:
     return "\n".join(lines)
 
 
-def _summary(entries: list[dict], runs: list[dict], out: Path, stopped: bool) -> str:
+def _summary(entries: list[dict], run: dict, runs: int, out: Path, stopped: bool) -> str:
     caught = sum(e["as_expected"] for e in entries)
     ran_on = Counter((e["verifier"][:12], e["suite"][:12], e["commit"]) for e in entries)
     code = "; ".join(
@@ -347,8 +348,8 @@ def _summary(entries: list[dict], runs: list[dict], out: Path, stopped: bool) ->
     )
     left = [c.name for c in CASES if c.name not in {e["name"] for e in entries}]
     lines = [
-        f"{caught} of {len(entries)} cases as expected, in {len(runs)} run(s) "
-        f"(this one: {runs[-1]['cases']} cases, {runs[-1]['seconds']:.1f} s); {code}",
+        f"{caught} of {len(entries)} cases as expected, in {runs} run(s) "
+        f"(this one: {run['cases']} cases, {run['seconds']:.1f} s); {code}",
         f"wrote {out}",
     ]
     if left:
