@@ -19,7 +19,8 @@ and the language server's saves run; --fresh-workers starts each when its check 
 Writes bench/results/adversarial-<gpu>.json (or --out) after every case, in one step, so a run
 cut short keeps what it measured: one entry per case (name, `honest` or the hack class,
 expected and actual verdict, findings, the kernel's time, PyTorch eager's and the speedup over
-it, seconds, the check's phase seconds, its build's seconds) and, in every entry, the digest
+it, seconds, the check's phase seconds, its build's seconds, the run it ran in: `runs` says
+each run's workers, jobs and preparation) and, in every entry, the digest
 of the verifier's sources it ran on (every file of harness/ and kernelblaster/, as installed),
 the digest of the suite's own files and the git commit where there is one. `--resume` keeps
 the file's entries and runs the rest, and refuses (exit 2) when they ran on another verifier
@@ -241,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 actual = verdict(response)
             timed.append(_elapsed(started))
-            entries.append(_entry(case, response, actual, timed[-1], code))
+            entries.append(
+                {**_entry(case, response, actual, timed[-1], code), "run": len(runs) - 1}
+            )
             run["cases"] += 1
             run["seconds"] = round(_elapsed(began), 1)
             print(_row(entries[-1]), flush=True)

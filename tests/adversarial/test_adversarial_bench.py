@@ -170,6 +170,8 @@ def test_a_resume_runs_the_rest_on_the_same_verifier_into_one_file(tmp_path, cap
     assert [e["name"] for e in result["cases"]] == ["relu_good", "partial_write"]
     assert result["cases"][0] == first  # kept, not run again
     assert [run["cases"] for run in result["runs"]] == [1, 1]
+    assert [e["run"] for e in result["cases"]] == [0, 1]
+    assert {run["workers"] for run in result["runs"]} == {"spare, started beside the check before"}
     assert result["verifier"] == code["verifier"] and result["verifiers"] == {code["verifier"]: 2}
     assert result["suite"] == [code["suite"]]
     assert all(e["build_cached"] for e in result["cases"])  # each check's build made ahead
