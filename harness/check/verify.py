@@ -63,7 +63,11 @@ from kernelblaster.harness.target.reference_session import (
     SessionFacts,
 )
 from kernelblaster.harness.target.tensor_checks import Signature, overlaps, same_bits
-from kernelblaster.harness.target.trial_sets import copied, expected_outputs
+from kernelblaster.harness.target.trial_sets import (
+    copied,
+    expected_outputs,
+    reuses_previous_inputs,
+)
 
 # Where the expected outputs are: the clean reference process's session (a check), or a
 # session in this process (tests of the verdicts' logic on the CPU).
@@ -303,9 +307,7 @@ class Verifier:
         return returned, seen
 
     def reuses_previous_inputs(self, index: int) -> bool:
-        """Whether trial `index` hands the candidate the previous trial's tensors (changed in
-        place), so that a cache keyed on tensors rather than values returns a stale answer."""
-        return index < self.facts.trials and index % 2 == 1
+        return reuses_previous_inputs(index, self.facts.trials)
 
     def trial(self, index: int) -> None:
         """The session's trial `index` (verification's, then the recheck's)."""

@@ -32,8 +32,7 @@ PARAMETER_COPIES = 2
 # The comparison's float64 chunks and their temporaries (harness/target/compare.py), and the
 # stream gate's and the checks' small tensors
 WORKING_BYTES = 6 * CHUNK_ELEMENTS * 8
-# The most a clean reference process holds of sets made ahead (trial_sets.AHEAD_MAX_BYTES,
-# which imports this module)
+# The most a clean reference process holds of sets made ahead (trial_sets.py)
 AHEAD_MAX_BYTES = 1 << 30
 
 
@@ -78,30 +77,6 @@ def problem_bytes(path: Path) -> tuple[int, int, int] | None:
         return None
     parameters = _bytes([*model.parameters(), *model.buffers()])
     return _bytes(inputs), _bytes(outputs), parameters
-
-
-def spare_side_fits(path: Path, device: torch.device) -> bool:
-    """Whether a spare worker may hold the reference side of `path` (made before its request
-    comes, harness/worker/reference_ahead.py): what that side holds (the reference's parameters
-    in the worker and in its clean reference process, the probe's input set in the worker, the
-    sets made ahead in the clean process, at most AHEAD_MAX_BYTES) and, beside it, one whole
-    verification of the problem (the request's, or the worker's running now) fit in what is
-    free on `device` now. Each spare holding a side leaves less free for the next one, so the
-    number of spares holding sides is bounded by the GPU's memory: several spares of a small
-    problem, none of a problem of several gigabytes per input set on a card that a check of
-    it fills. A problem whose size can't be measured is held as before (its check refuses
-    it where it can't fit)."""
-    sized = problem_bytes(path)
-    if sized is None:
-        return True
-    inputs, outputs, parameters = sized
-    # the sets made ahead for 3 trials (trial_sets.TrialPlan.ahead_bytes): none past the limit
-    ahead = 9 * inputs + 5 * outputs
-    if ahead > AHEAD_MAX_BYTES:
-        ahead = 0
-    side = PARAMETER_COPIES * parameters + inputs + ahead
-    check = verification_bytes(inputs, outputs) + PARAMETER_COPIES * parameters
-    return fits(side + check, device, share=1.0)
 
 
 def return_cached(device: torch.device, *, sets_per_trial: bool) -> None:

@@ -31,10 +31,17 @@ from typing import TYPE_CHECKING
 import torch
 
 from kernelblaster.harness.target.compare import CHUNK_ELEMENTS, compare, tolerances
+from kernelblaster.harness.target.memory import (
+    AHEAD_MAX_BYTES,
+    PARAMETER_COPIES,
+    fits,
+    problem_bytes,
+    verification_bytes,
+)
 from kernelblaster.harness.target.plain_launch import output_templates
 from kernelblaster.harness.target.reference import Reference, as_outputs, load_reference
 from kernelblaster.harness.target.tensor_checks import Signature, overlaps
-from kernelblaster.harness.target.trial_sets import TrialPlan, set_bytes
+from kernelblaster.harness.target.trial_sets import MIN_TRIALS, TrialPlan, ahead_bytes, set_bytes
 
 if TYPE_CHECKING:
     from kernelblaster.harness.target.clean_reference import CleanReference
@@ -162,3 +169,26 @@ def prepare_reference_side(
         side.failure = exc
         side.plan = None  # its sets freed before an out-of-memory report measures what's free
     return side
+
+
+def spare_side_fits(path: Path, device: torch.device, *, trials: int) -> bool:
+    """Whether a spare worker may hold the reference side of `path` (made before its request
+    comes, harness/worker/reference_ahead.py): what that side holds (the reference's parameters
+    in the worker and in its clean reference process, the probe's input set in the worker, the
+    sets a plan of `trials` makes ahead in the clean process, at most AHEAD_MAX_BYTES) and,
+    beside it, one whole verification of the problem (the request's, or the worker's running
+    now) fit in what is free on `device` now. Each spare holding a side leaves less free for
+    the next one, so the number of spares holding sides is bounded by the GPU's memory:
+    several spares of a small problem, none of a problem of several gigabytes per input set on
+    a card that a check of it fills. A problem whose size can't be measured is held as before
+    (its check refuses it where it can't fit)."""
+    sized = problem_bytes(path)
+    if sized is None:
+        return True
+    inputs, outputs, parameters = sized
+    ahead = ahead_bytes(max(trials, MIN_TRIALS), inputs, outputs)
+    if ahead > AHEAD_MAX_BYTES:  # as TrialPlan.make_ahead: none made ahead past the limit
+        ahead = 0
+    side = PARAMETER_COPIES * parameters + inputs + ahead
+    check = verification_bytes(inputs, outputs) + PARAMETER_COPIES * parameters
+    return fits(side + check, device, share=1.0)

@@ -39,6 +39,28 @@ from kernelblaster.harness.target.reference import Reference, as_outputs
 AHEAD_MEMORY_SHARE = 0.25
 
 
+# Verification runs at least this many trials, whatever the settings ask
+MIN_TRIALS = 3
+
+
+def reuses_previous_inputs(index: int, trials: int) -> bool:
+    """Whether trial `index` of `trials` hands the candidate the previous trial's tensors
+    (changed in place), so that a cache keyed on tensors rather than values returns a stale
+    answer. The recheck after timing (index `trials`) gets new tensors."""
+    return index < trials and index % 2 == 1
+
+
+def ahead_bytes(trials: int, input_bytes: int, output_bytes: int) -> int:
+    """The memory every set of a plan of `trials` takes when made ahead (`input_bytes`: one
+    input set, `output_bytes`: one set of outputs): the warm-up's and each trial's inputs and
+    expected outputs (the recheck's too), the decoys, and the copy an expected output is
+    computed on."""
+    seeds = trials + 1
+    decoys = sum(not reuses_previous_inputs(i, trials) for i in range(seeds))
+    sets = 1 + seeds
+    return (sets + decoys + 1) * input_bytes + sets * output_bytes
+
+
 def fresh_seed() -> int:
     return secrets.randbelow(2**31 - 1)
 
@@ -80,7 +102,7 @@ class TrialPlan:
     ):
         self.reference, self.device = reference, device
         self.copies_inputs = copies_inputs  # the reference changes its inputs: run it on a copy
-        self.trials = max(trials, 3)
+        self.trials = max(trials, MIN_TRIALS)
         self.seeds = [fresh_seed() for _ in range(self.trials + 1)]  # the recheck's last
         self.made_ahead = False
         self._warm_up: TrialSet | None = None
@@ -88,9 +110,7 @@ class TrialPlan:
         self.held_bytes = 0  # what the sets made ahead take
 
     def reuses_previous_inputs(self, index: int) -> bool:
-        """Whether trial `index` hands the candidate the previous trial's tensors (changed in
-        place), so that a cache keyed on tensors rather than values returns a stale answer."""
-        return index < self.trials and index % 2 == 1
+        return reuses_previous_inputs(index, self.trials)
 
     def warm_up(self) -> TrialSet:
         """The set of the stream gate's sizing call: made ahead, or now."""
@@ -106,7 +126,7 @@ class TrialPlan:
         memory and in AHEAD_MAX_BYTES (`probe_inputs`: one input set, `output_bytes`: one set of
         outputs); else leave them to be made one trial's at a time. Stops between sets once
         `abandon()` is true."""
-        needed = self.ahead_bytes(set_bytes(probe_inputs), output_bytes)
+        needed = ahead_bytes(self.trials, set_bytes(probe_inputs), output_bytes)
         if needed > AHEAD_MAX_BYTES or not fits(needed, self.device, share=AHEAD_MEMORY_SHARE):
             return
         self.made_ahead = True
@@ -116,13 +136,6 @@ class TrialPlan:
             if abandon():
                 return
             self._ahead[index] = self._make_trial(index)
-
-    def ahead_bytes(self, input_bytes: int, output_bytes: int) -> int:
-        """The memory every set takes when made ahead: the warm-up's and each trial's inputs
-        and expected outputs, the decoys, and the copy an expected output is computed on."""
-        decoys = sum(not self.reuses_previous_inputs(i) for i in range(len(self.seeds)))
-        sets = 1 + len(self.seeds)
-        return (sets + decoys + 1) * input_bytes + sets * output_bytes
 
     def _make_warm_up(self) -> TrialSet:
         return self._make(decoy_seed(decoy_seed(self.seeds[0])), decoy=False)

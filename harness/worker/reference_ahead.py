@@ -94,7 +94,7 @@ class ReferenceAhead:
         """Make `target`'s reference side (its session opened in `clean`, the clean reference
         process), unless the request came for another one first, or the side and a check of
         the problem besides would not fit in the memory free on the GPU
-        (harness/target/memory.py: spare_side_fits; the request then makes its own).
+        (harness/target/reference_side.py: spare_side_fits; the request then makes its own).
         `device_name`: where memory is measured, the settings' GPU unless given."""
         try:
             key = reference_key(target, settings)
@@ -107,10 +107,10 @@ class ReferenceAhead:
             import torch
 
             from kernelblaster.harness.check import check  # imports torch
-            from kernelblaster.harness.target.memory import spare_side_fits
+            from kernelblaster.harness.target.reference_side import spare_side_fits
 
             device = torch.device(device_name or f"cuda:{settings.gpu}")
-            if not spare_side_fits(Path(key.reference), device):
+            if not spare_side_fits(Path(key.reference), device, trials=settings.trials):
                 _log.info("no reference side made ahead: it would not fit beside a check")
                 return
 

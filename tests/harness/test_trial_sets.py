@@ -106,7 +106,7 @@ def test_a_reference_that_changes_its_inputs_leaves_the_trials_inputs_pristine(t
 def test_sets_that_would_not_fit_are_left_to_their_trials(monkeypatch):
     plan = _plan()
     probe = plan.reference.inputs(0, CPU)
-    needed = plan.ahead_bytes(set_bytes(probe), set_bytes(probe))
+    needed = trial_sets.ahead_bytes(plan.trials, set_bytes(probe), set_bytes(probe))
     # warm-up, 3 trials and the recheck: 5 inputs and 5 answers, 3 decoys, 1 copy
     assert needed == (5 + 3 + 1) * set_bytes(probe) + 5 * set_bytes(probe)
     monkeypatch.setattr(trial_sets, "AHEAD_MEMORY_SHARE", 1e-12)
