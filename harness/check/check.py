@@ -392,17 +392,21 @@ def add_baselines(
             str(settings.cache_root()),
         )
         _apply_baselines(result, measured)
-    except ReferenceError_ as exc:
-        return exc.error
-    except torch.OutOfMemoryError as exc:
-        device = torch.device(clean.device)
-        return out_of_memory(
-            exc, phase=_phase(result), reference=None, output_templates=[], device=device
-        )
-    except RuntimeError as exc:
-        return error_from_exception(exc, kernels=set())
+    except (ReferenceError_, RuntimeError) as exc:  # torch.OutOfMemoryError among the latter
+        return _baselines_error(exc, clean, phase=_phase(result))
     result.phase_seconds["baselines"] = round(time.perf_counter() - began, 4)
     return None
+
+
+def _baselines_error(exc: Exception, clean: CleanReference, *, phase: str) -> HarnessError:
+    """What stopped the baselines in `clean`, as a check reports it."""
+    if isinstance(exc, ReferenceError_):
+        return exc.error
+    if isinstance(exc, torch.OutOfMemoryError):
+        return out_of_memory(
+            exc, phase=phase, reference=None, output_templates=[], device=torch.device(clean.device)
+        )
+    return error_from_exception(exc, kernels=set())
 
 
 def baselines_apart(
@@ -436,15 +440,9 @@ def baselines_apart(
         progress("baseline", "timing PyTorch eager and torch.compile")  # budgeted again
         began = time.perf_counter()
         measured = clean.ask(clean_baselines.QUESTION, reference, seeds, cache_dir)
-    except ReferenceError_ as exc:
-        return result, exc.error
-    except torch.OutOfMemoryError as exc:
-        return result, out_of_memory(
-            exc, phase="timing PyTorch eager and torch.compile", reference=None,
-            output_templates=[], device=torch.device(clean.device),
-        )  # fmt: skip
-    except RuntimeError as exc:
-        return result, error_from_exception(exc, kernels=set())
+    except (ReferenceError_, RuntimeError) as exc:  # torch.OutOfMemoryError among the latter
+        phase = "timing PyTorch eager and torch.compile"
+        return result, _baselines_error(exc, clean, phase=phase)
     result.gpu = device_name(torch.device(clean.device))
     result.eager, result.compiled = measured.eager, measured.compiled
     result.phase_seconds.update(measured.seconds)
