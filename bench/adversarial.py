@@ -34,7 +34,6 @@ eager time, the twin run first (in the same run) where this run has not."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import datetime
 import json
@@ -54,7 +53,7 @@ import kernelblaster
 import kernelblaster.harness
 from kernelblaster.harness.protocol.worker_client import (
     SpareWorkers,
-    run_harness,
+    keep_spare_workers,
     run_harness_sync,
 )
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
@@ -112,18 +111,8 @@ class SparesBeside(SpareWorkers):
 def checker(fresh: bool) -> Iterator[Callable[[WorkerRequest], WorkerResponse]]:
     """Runs a check request: in a fresh worker each (`fresh`: as `kernelblaster check` does),
     else in a spare started beside the check before it (SparesBeside), killed at the end."""
-    if fresh:
+    with contextlib.nullcontext() if fresh else keep_spare_workers(SparesBeside()):
         yield lambda request: run_harness_sync(request, request.settings)
-        return
-    loop = asyncio.new_event_loop()
-    spares = SparesBeside()
-    try:
-        yield lambda request: loop.run_until_complete(
-            run_harness(request, request.settings, spares=spares)
-        )
-    finally:
-        loop.run_until_complete(spares.close())
-        loop.close()
 
 
 def resume_refusal(earlier: dict, code: dict[str, str | None], out: Path) -> str | None:

@@ -518,9 +518,9 @@ class SpareWorkerThread:
     `close` cancels the requests still running (their workers killed) and kills the spares;
     after it, a request is refused rather than run in a worker nobody would kill."""
 
-    def __init__(self) -> None:
+    def __init__(self, spares: SpareWorkers | None = None) -> None:
         self._loop = asyncio.new_event_loop()
-        self._spares = SpareWorkers()
+        self._spares = spares if spares is not None else SpareWorkers()
         self._closed = False
         self._lock = threading.Lock()  # no request slips in while `close` runs
         # A daemon: an owner that never closes it must not keep the interpreter from exiting
@@ -594,13 +594,13 @@ _kept_spares: contextvars.ContextVar[SpareWorkerThread | None] = contextvars.Con
 
 
 @contextlib.contextmanager
-def keep_spare_workers() -> Iterator[None]:
+def keep_spare_workers(spares: SpareWorkers | None = None) -> Iterator[None]:
     """Within the block, `run_harness_sync` runs each request in a spare worker: one prewarmed
     worker per (GPU, command), ready when a request comes and replaced as soon as it is taken,
     so a worker's start-up overlaps with whatever the caller does between requests (an LLM
-    call, the previous evaluation). When the block ends (normally, by an exception, Ctrl-C),
-    every worker it started has been killed."""
-    kept = SpareWorkerThread()
+    call, the previous evaluation); `spares`, another policy of keeping them. When the block
+    ends (normally, by an exception, Ctrl-C), every worker it started has been killed."""
+    kept = SpareWorkerThread(spares)
     token = _kept_spares.set(kept)
     try:
         yield
