@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import platform
 import re
 import shutil
@@ -53,11 +54,17 @@ def openai_server_module() -> ModuleType:
     return module_at(REPO / "tests/openai_server.py", "openai_server")
 
 
+def first_visible_gpu() -> str:
+    """The GPU this process's CUDA device 0 is, as nvidia-smi's `-i` takes it: nvidia-smi
+    ignores CUDA_VISIBLE_DEVICES, so a bench run on one GPU of a multi-GPU host names it."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
+
+
 def device_name() -> str:
     """The GPU's name from nvidia-smi, or "cpu-<hostname>" on a machine without one."""
     if shutil.which("nvidia-smi"):
         done = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", first_visible_gpu()],
             capture_output=True,
             text=True,
         )

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result
+from common import first_visible_gpu, write_result
 
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import WorkerProgress, WorkerRequest
@@ -164,7 +164,13 @@ PROBLEMS = [
 
 def _smi(query: str, fields: str) -> list[list[str]]:
     done = subprocess.run(
-        ["nvidia-smi", f"--query-{query}={fields}", "--format=csv,noheader,nounits", "-i", "0"],
+        [
+            "nvidia-smi",
+            f"--query-{query}={fields}",
+            "--format=csv,noheader,nounits",
+            "-i",
+            first_visible_gpu(),
+        ],
         capture_output=True,
         text=True,
         timeout=10,
