@@ -73,7 +73,10 @@ class ReferenceAhead:
     """The one side a spare makes ahead (`make`, on the prewarm thread) and its request takes
     (`take`, on the request's thread). `take` waits for `make` to finish, or to be over."""
 
-    def __init__(self) -> None:
+    def __init__(self, started: float | None = None) -> None:
+        # The worker's start (perf_counter), from which `mark` times the spare's steps
+        self._started = time.perf_counter() if started is None else started
+        self._marks: dict[str, float] = {}
         self._key: ReferenceKey | None = None
         self._side: ReferenceSide | None = None
         self._over = threading.Event()  # making it ended, or will never begin
@@ -82,6 +85,13 @@ class ReferenceAhead:
         # request for another reference stops the making whichever of the two comes first
         self._requested: ReferenceKey | None = None
         self._keys = threading.Lock()
+
+    def mark(self, step: str) -> None:
+        """Note when the spare reached `step`, in seconds since the worker started: a side
+        handed out carries them (`ahead_at_<step>`), so a request that waited for it says what
+        the spare was doing meanwhile (its imports, the GPU's release, its CUDA context, the
+        side's parts)."""
+        self._marks[step] = round(time.perf_counter() - self._started, 4)
 
     def make(
         self,
@@ -110,15 +120,18 @@ class ReferenceAhead:
             from kernelblaster.harness.target.reference_side import spare_side_fits
 
             device = torch.device(device_name or f"cuda:{settings.gpu}")
+            self.mark("making")
             if not spare_side_fits(Path(key.reference), device, trials=settings.trials):
                 _log.info("no reference side made ahead: it would not fit beside a check")
                 return
-
+            self.mark("sized")
             self._side = check.prepare_reference(
                 target, settings, clean=clean, abandon=self._unwanted.is_set
             )
+            self.mark("prepared")
             if self._side.clean is not None:  # its sets handed over here too, while it waits
                 self._side.clean.hand_over_ahead(abandon=self._unwanted.is_set)
+                self.mark("handed_over")
         finally:
             self._over.set()
 
@@ -140,6 +153,7 @@ class ReferenceAhead:
         A side handed out has its parts' seconds renamed `ahead_<part>` (made before the
         request), and `reference_wait`: how long the request waited for it."""
         wanted = reference_key(target, settings)
+        self.mark("requested")
         with self._keys:
             self._requested = wanted
             if self._key is not None and wanted != self._key:
@@ -153,6 +167,7 @@ class ReferenceAhead:
             _log.info("the reference side made ahead failed; made again: %r", side.failure)
             return None
         side.seconds = {f"ahead_{part}": s for part, s in side.seconds.items()}
+        side.seconds.update({f"ahead_at_{step}": at for step, at in self._marks.items()})
         side.seconds["reference_wait"] = round(time.perf_counter() - began, 4)
         side.ahead = True
         return side

@@ -500,6 +500,7 @@ def _warm(gpu_index: int) -> bool:
         if not is_torch(exc):
             raise
         return False
+    _mark("imported")
 
     # What every request would otherwise start with, each asked once per process: the GPU's
     # arch (nvidia-smi) and nvcc's version (the build cache's key), for the default nvcc.
@@ -513,13 +514,22 @@ def _warm(gpu_index: int) -> bool:
             nvcc_version(nvcc)
     except (OSError, subprocess.SubprocessError):
         pass  # not remembered: the build asks again and reports what is wrong
+    _mark("arch_known")
     usable = torch.cuda.is_available() and gpu_index < torch.cuda.device_count()
     if usable:  # where main() did not start it already; its context at its session
         clean_reference(gpu_index)
     _wait_for_the_gpu()
+    _mark("gpu_free")
     if usable:
         torch.empty(1, device=torch.device("cuda", gpu_index))  # creates the context
+        _mark("context")
     return True
+
+
+def _mark(step: str) -> None:
+    """A spare's step, for the side it makes ahead to report (ReferenceAhead.mark)."""
+    if _ahead is not None:
+        _ahead.mark(step)
 
 
 def _wait_for_the_gpu() -> None:
@@ -596,7 +606,7 @@ def main() -> int:
         # run during the torch import instead of after it.
         global _prewarming, _ahead
         expected = _expected_request()
-        _ahead = ReferenceAhead() if expected is not None else None
+        _ahead = ReferenceAhead(started) if expected is not None else None
         _prewarming = threading.Thread(
             target=_prewarm, args=(int(prewarm), expected), name="prewarm", daemon=True
         )
