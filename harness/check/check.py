@@ -29,7 +29,9 @@ from kernelblaster.harness.target.candidate import Candidate, load_candidate
 from kernelblaster.harness.target.clean_reference import CleanReference
 from kernelblaster.harness.target.memory import (
     AHEAD_MAX_BYTES,
+    model_bytes,
     out_of_memory,
+    remember_problem_bytes,
     verification_room,
 )
 from kernelblaster.harness.target.reference import Reference, ReferenceError_
@@ -215,6 +217,14 @@ def prepare_reference(
         clean.open_for(target, settings)
     side = prepare_reference_side(path, device, trials=settings.trials, abandon=abandon, sets=False)
     side.clean = clean
+    if side.failure is None and side.reference is not None and side.probe is not None:
+        # for the spares that will make this reference's side ahead (spare_side_fits)
+        sized = (
+            set_bytes(side.probe.inputs),
+            set_bytes(side.probe.output_templates),
+            model_bytes(side.reference.model),
+        )
+        remember_problem_bytes(path, settings.cache_root(), sized)
     return side
 
 

@@ -14,12 +14,15 @@ working set (it runs in chunks). Only small problems have every trial's sets mad
 from __future__ import annotations
 
 import gc
+import hashlib
 import traceback
 from pathlib import Path
 
+import msgspec
 import psutil
 import torch
 
+from kernelblaster.atomic_files import write_atomically
 from kernelblaster.harness.protocol.cuda_errors import OUT_OF_MEMORY_FIX
 from kernelblaster.harness.protocol.records import HarnessError
 from kernelblaster.harness.target.compare import CHUNK_ELEMENTS
@@ -75,8 +78,54 @@ def problem_bytes(path: Path) -> tuple[int, int, int] | None:
             outputs = as_outputs(model(*inputs))
     except Exception:  # noqa: BLE001 - any failure: no size, the caller decides without one
         return None
-    parameters = _bytes([*model.parameters(), *model.buffers()])
-    return _bytes(inputs), _bytes(outputs), parameters
+    return _bytes(inputs), _bytes(outputs), model_bytes(model)
+
+
+def model_bytes(model: torch.nn.Module) -> int:
+    """The bytes of a model's parameters and buffers."""
+    return _bytes([*model.parameters(), *model.buffers()])
+
+
+def known_problem_bytes(path: Path, cache: Path) -> tuple[int, int, int] | None:
+    """problem_bytes, read back where it is kept under `cache` (a check of the same reference
+    measured it, `remember_problem_bytes`, or an earlier call did), else measured and kept.
+    Measuring costs seconds the first time in a process: the meta device's first operator
+    imports torch's meta kernels and decompositions (4-5 s in a spare worker on an H100's
+    host, where a request waited for it), which every spare would pay again."""
+    try:
+        kept = _sizes_file(path, cache)
+        return msgspec.json.decode(kept.read_bytes(), type=tuple[int, int, int])
+    except (OSError, msgspec.DecodeError):  # not kept yet, or unreadable: measured again
+        pass
+    sized = problem_bytes(path)
+    if sized is not None:
+        _keep(path, cache, sized, replace=True)  # a damaged file replaced
+    return sized
+
+
+def remember_problem_bytes(path: Path, cache: Path, sized: tuple[int, int, int]) -> None:
+    """Keep (one input set, its outputs, the parameters) of the reference at `path` for
+    `known_problem_bytes`, unless they are kept already (a check of it does it each time)."""
+    _keep(path, cache, sized, replace=False)
+
+
+def _keep(path: Path, cache: Path, sized: tuple[int, int, int], *, replace: bool) -> None:
+    try:
+        kept = _sizes_file(path, cache)
+        if replace or not kept.exists():
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(kept, msgspec.json.encode(sized).decode())
+    except OSError:
+        pass  # not kept: measured again next time; only a spare's head start is at stake
+
+
+def _sizes_file(path: Path, cache: Path) -> Path:
+    """Where `path`'s sizes are kept: named by torch's version and the contents of every .py
+    file beside the reference (it may import them), so an edited reference is measured anew."""
+    digest = hashlib.sha256(torch.__version__.encode())
+    for module in sorted(path.parent.glob("*.py")):
+        digest.update(module.name.encode() + b"\0" + module.read_bytes() + b"\0")
+    return cache / "problem-sizes" / f"{digest.hexdigest()[:32]}.json"
 
 
 def return_cached(device: torch.device, *, sets_per_trial: bool) -> None:

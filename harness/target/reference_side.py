@@ -35,7 +35,7 @@ from kernelblaster.harness.target.memory import (
     AHEAD_MAX_BYTES,
     PARAMETER_COPIES,
     fits,
-    problem_bytes,
+    known_problem_bytes,
     verification_bytes,
 )
 from kernelblaster.harness.target.plain_launch import output_templates
@@ -171,7 +171,7 @@ def prepare_reference_side(
     return side
 
 
-def spare_side_fits(path: Path, device: torch.device, *, trials: int) -> bool:
+def spare_side_fits(path: Path, device: torch.device, *, trials: int, cache: Path) -> bool:
     """Whether a spare worker may hold the reference side of `path` (made before its request
     comes, harness/worker/reference_ahead.py): what that side holds (the reference's parameters
     in the worker and in its clean reference process, the probe's input set in the worker, the
@@ -181,8 +181,9 @@ def spare_side_fits(path: Path, device: torch.device, *, trials: int) -> bool:
     the next one, so the number of spares holding sides is bounded by the GPU's memory:
     several spares of a small problem, none of a problem of several gigabytes per input set on
     a card that a check of it fills. A problem whose size can't be measured is held as before
-    (its check refuses it where it can't fit)."""
-    sized = problem_bytes(path)
+    (its check refuses it where it can't fit). Sizes are kept under `cache`
+    (memory.known_problem_bytes)."""
+    sized = known_problem_bytes(path, cache)
     if sized is None:
         return True
     inputs, outputs, parameters = sized

@@ -121,7 +121,10 @@ class ReferenceAhead:
 
             device = torch.device(device_name or f"cuda:{settings.gpu}")
             self.mark("making")
-            if not spare_side_fits(Path(key.reference), device, trials=settings.trials):
+            fits = spare_side_fits(
+                Path(key.reference), device, trials=settings.trials, cache=settings.cache_root()
+            )
+            if not fits:
                 _log.info("no reference side made ahead: it would not fit beside a check")
                 return
             self.mark("sized")

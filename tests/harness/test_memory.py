@@ -122,10 +122,11 @@ def test_a_spare_holds_a_side_only_where_it_and_a_check_fit_in_the_free_memory(t
     from kernelblaster.harness.target.reference_side import spare_side_fits
 
     cpu = torch.device("cpu")
-    assert spare_side_fits(TARGETS / "relu_ref.py", cpu, trials=3)
+    cache = tmp_path / "cache"
+    assert spare_side_fits(TARGETS / "relu_ref.py", cpu, trials=3, cache=cache)
     huge = _reference(tmp_path, 10_000)  # 40 GB an input set
     assert psutil.virtual_memory().available < 200e9
-    assert not spare_side_fits(huge, cpu, trials=3)
+    assert not spare_side_fits(huge, cpu, trials=3, cache=cache)
 
 
 def test_a_spare_makes_no_side_of_a_problem_that_would_not_fit(tmp_path):
@@ -139,6 +140,41 @@ def test_a_spare_makes_no_side_of_a_problem_that_would_not_fit(tmp_path):
     huge = _reference(tmp_path, 10_000)
     (tmp_path / "large.cu").write_text("// the candidate\n")
     target = Target(kind="plain", source=str(tmp_path / "large.cu"), entry="", reference=str(huge))
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
     ahead = ReferenceAhead()
-    ahead.make(target, Settings(), clean=None, device_name="cpu")  # type: ignore[arg-type]
-    assert ahead.take(target, Settings()) is None
+    ahead.make(target, settings, clean=None, device_name="cpu")  # type: ignore[arg-type]
+    assert ahead.take(target, settings) is None
+
+
+def test_a_problems_sizes_are_kept_and_measured_again_once_its_files_change(tmp_path, monkeypatch):
+    """The meta device's first operator costs a spare seconds (torch imports its meta kernels):
+    sizes measured once, or remembered from a check's probe, are read back instead; an edit of
+    the reference, or of a module beside it, measures them again."""
+    from kernelblaster.harness.target import memory
+
+    folder = tmp_path / "problem"
+    folder.mkdir()
+    reference = _reference(folder, 1_600)
+    cache = tmp_path / "cache"
+    measured = memory.known_problem_bytes(reference, cache)
+    assert measured == (6_400_000_000, 6_400_000_000, 4_000_000)
+
+    def no_meta(_path):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr(memory, "problem_bytes", no_meta)
+    assert memory.known_problem_bytes(reference, cache) == measured
+
+    helper = folder / "helper.py"
+    helper.write_text("SCALE = 2\n")  # a module the reference may import: a new key
+    memory.remember_problem_bytes(reference, cache, (1, 2, 3))  # as a check's probe found them
+    assert memory.known_problem_bytes(reference, cache) == (1, 2, 3)
+
+    helper.write_text("SCALE = 3\n")
+    monkeypatch.undo()
+    assert memory.known_problem_bytes(reference, cache) == measured
+    for kept in (cache / "problem-sizes").iterdir():
+        kept.write_text("{not json")  # a damaged file: measured again, not trusted, replaced
+    assert memory.known_problem_bytes(reference, cache) == measured
+    monkeypatch.setattr(memory, "problem_bytes", no_meta)
+    assert memory.known_problem_bytes(reference, cache) == measured
