@@ -68,9 +68,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ncu_depth: Literal["quick", "full"] = "quick"
     compute_sanitizer_path: str = "compute-sanitizer"
     # Plain targets under ncu through the native driver (harness/profile/native_driver.py) instead
-    # of Python + torch. Off by default until tests/harness/test_native_driver_gpu.py, which
-    # compares both paths' kernels and states, has passed on a GPU.
-    native_profile_driver: bool = False
+    # of Python + torch: on since tests/harness/test_native_driver_gpu.py, which compares both
+    # paths' kernels, launch configurations and states, passed on an H100 (2026-11-27).
+    native_profile_driver: bool = True
     # A plain target's quick state from counters the worker collects itself with CUPTI
     # (harness/profile/counters.py, ~1 s), shown before ncu's pass adds the source lines and its
     # rules' estimates. Same states as ncu on the examples (tests/harness/test_counters_gpu.py).

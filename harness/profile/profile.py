@@ -1,8 +1,8 @@
 """Profiling a checked target with Nsight Compute, in the worker, filtered to the target's own
 kernels. The process ncu runs depends on the target's form:
 
-- plain CUDA, with the `native_profile_driver` setting (off by default until its GPU comparison
-  has passed; otherwise run_once): the native driver (harness/profile/native_driver.py), a small C++
+- plain CUDA, with the `native_profile_driver` setting (on by default since its GPU comparison
+  passed on an H100; otherwise run_once): the native driver (harness/profile/native_driver.py), a small C++
   program that calls the launcher once on run_once's seeded inputs, which the worker writes to
   a file. ncu then starts
   no Python, torch or second CUDA context (about 3 s under ncu on an H100, where run_once takes
