@@ -49,6 +49,7 @@ def projection(measured: dict, llm_call_s: float = LLM_CALL_S) -> dict:
         fixed = own.get("per_problem_fixed_s") or measured["per_problem_fixed_s"]
         candidates = ROLLOUTS * DEPTH
         rows[level] = {
+            "own": bool(own),  # else the median over every level measured stands in for it
             "candidate_s": c,
             "fixed_s": fixed,
             "hours": {
@@ -71,6 +72,8 @@ def projection(measured: dict, llm_call_s: float = LLM_CALL_S) -> dict:
 
 def markdown(device: str, measured: dict, source: str, llm_call_s: float = LLM_CALL_S) -> str:
     rows = projection(measured, llm_call_s)
+    problems = measured.get("candidates", {}).get("problems", {})
+    measured_on = ", ".join(f"{lv}/{p}" for lv, names in problems.items() for p in names)
     counts = [n for n in GPU_COUNTS if n in rows["level1"]["hours"]]
     header = " | ".join(f"{n} GPU{'s' if n != '1' else ''}" for n in counts)
     lines = [
@@ -87,8 +90,9 @@ def markdown(device: str, measured: dict, source: str, llm_call_s: float = LLM_C
             f"{row['hours'][n]['without_llm']:.1f} h / {row['hours'][n]['with_llm']:.1f} h"
             for n in counts
         )
-        lines.append(f"| {level} | {row['candidate_s']:.1f} s | {row['fixed_s']:.1f} s | {cells} |")
-    notes = []
+        name = level if row["own"] else f"{level} (none measured: the other level's)"
+        lines.append(f"| {name} | {row['candidate_s']:.1f} s | {row['fixed_s']:.1f} s | {cells} |")
+    notes = [f"candidates and fixed cost measured on {measured_on}"] if measured_on else []
     if "llm_overlap_ratio" in measured:
         notes.append(
             f"measured llm_overlap_ratio {measured['llm_overlap_ratio']:.2f} (1.0: the LLM's "

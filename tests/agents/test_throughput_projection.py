@@ -50,6 +50,8 @@ def test_the_readme_block_is_replaced_and_nothing_else(script):
     )
     rewritten = script["with_table"](text, script["markdown"]("H100", MEASURED, "x.json"))
     assert rewritten.startswith("before\n") and rewritten.endswith("end -->\nafter\n")
-    assert "old" not in rewritten and "| level1 | 5.0 s | 20.0 s |" in rewritten
+    assert "old" not in rewritten and "| level2 | 6.0 s | 30.0 s |" in rewritten
+    # level 1 has no numbers of its own there: the row says it borrows them
+    assert "| level1 (none measured: the other level's) | 5.0 s | 20.0 s |" in rewritten
     with pytest.raises(ValueError, match="no kernelbench-projection block"):
         script["with_table"]("no block here", "table")
