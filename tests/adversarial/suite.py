@@ -44,7 +44,10 @@ WEAK_REF = HERE / "weak_ref.py"
 
 
 # A correct candidate aimed at the PyTorch baselines: it must pass, and its eager baseline,
-# timed in its own run (`fresh_cache`), must be its honest twin's within BASELINE_SPREAD
+# timed in its own run (`fresh_cache`), must be no slower than BASELINE_SPREAD times its honest
+# twin's. One-sided: the hack slows eager down to inflate its own speedup; a faster eager
+# baseline only lowers it. Microsecond baselines vary by more than 2x between two runs in the
+# other direction (an H200 run: 0.0079 ms for the hack, 0.0172 ms for its twin).
 UNTAMPERED_BASELINE = "pass:untampered_baseline"
 # Two eager timings of the same reference on the same inputs agree well within this factor; the
 # slow kernel of `tamper_cpp_aten_slow` makes eager ~50x slower where it is timed beside it
@@ -553,16 +556,17 @@ def eager_ms(response: WorkerResponse) -> float | None:
 
 
 def baseline_verdict(response: WorkerResponse, twin: WorkerResponse) -> str:
-    """A case aimed at the baselines: UNTAMPERED_BASELINE when it passes with its honest twin's
-    eager baseline (within BASELINE_SPREAD), `pass:tampered_baseline` when it passes with
-    another, `pass:no_baseline` without one, else its verdict."""
+    """A case aimed at the baselines: UNTAMPERED_BASELINE when it passes with an eager baseline
+    no slower than BASELINE_SPREAD times its honest twin's, `pass:tampered_baseline` when it
+    passes with a slower one (its speedup inflated), `pass:no_baseline` without one, else its
+    verdict."""
     actual = verdict(response)
     mine, theirs = eager_ms(response), eager_ms(twin)
     if actual != "pass":
         return actual
     if mine is None or theirs is None:
         return "pass:no_baseline"
-    if 1 / BASELINE_SPREAD <= mine / theirs <= BASELINE_SPREAD:
+    if mine <= BASELINE_SPREAD * theirs:
         return UNTAMPERED_BASELINE
     return "pass:tampered_baseline"
 
