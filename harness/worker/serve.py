@@ -293,6 +293,8 @@ def handle(request: WorkerRequest) -> WorkerResponse:
 
         integrity = RuntimeSnapshot()
     warming = _warm_counters_up(settings) if _counters_apply(request, target, settings) else None
+    if request.task == "profile" and target.kind == "plain" and settings.native_profile_driver:
+        _build_driver_ahead(target, settings)
     progress("build", f"building {Path(target.source).name}")
     prepares = request.task != "build" and target_error is None
     built, reference_side = _build_and_prepare(target, settings, prepares=prepares)
@@ -431,6 +433,19 @@ def _warm_counters_up(settings: Settings) -> Future[None]:
 
     threading.Thread(target=run, name="counters warm-up", daemon=True).start()
     return warmed
+
+
+def _build_driver_ahead(target: Target, settings: Settings) -> None:
+    """The native profile driver compiled in a daemon thread beside the build
+    (profile.build_driver_ahead); ncu's pass waits for it there if it is not done."""
+
+    def run() -> None:
+        with _IMPORTS:
+            from kernelblaster.harness.profile.profile import build_driver_ahead  # imports torch
+
+        build_driver_ahead(target, settings)
+
+    threading.Thread(target=run, name="driver ahead", daemon=True).start()
 
 
 def _early_profile(

@@ -323,3 +323,39 @@ def test_a_driver_that_does_not_compile_leaves_profiling_to_run_once(tmp_path, c
     assert messages[1].startswith(f"profiling through run_once: {reason}: nvcc failed")
     assert "this compiler is broken" in messages[1]
     assert any(reason in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.nvcc
+def test_the_driver_is_compiled_ahead_once_and_the_profile_takes_it_from_the_cache(tmp_path):
+    """The worker compiles the driver beside the target's build (build_driver_ahead); the
+    profile's own build_driver, begun while that one compiles, waits for it (the build cache's
+    lock on the same key: the ahead build's arch resolves to the library's) instead of running
+    nvcc a second time, and takes the driver from the cache."""
+    import threading
+
+    from kernelblaster.harness.profile.profile import build_driver_ahead
+
+    settings = Settings(cache_dir=str(tmp_path / "cache"), arch="sm_90")
+    target = _example("softmax", settings)
+    signature = signature_of(launcher_of(target))
+    results: list[BuildResult] = []
+
+    def call(arch: str | None) -> None:
+        results.append(build_driver(signature, settings, arch=arch))
+
+    # the ahead build's arch (None: the target's) and the profile's (the built library's)
+    calls = [threading.Thread(target=call, args=(arch,)) for arch in (None, "sm_90")]
+    for call in calls:
+        call.start()
+    for call in calls:
+        call.join()
+    assert all(r.ok for r in results), results
+    assert sorted(r.cached for r in results) == [False, True]  # one nvcc run, not two
+    assert results[0].artifact == results[1].artifact
+
+    other = Settings(cache_dir=str(tmp_path / "other"), arch="sm_90")
+    build_driver_ahead(target, other)
+    assert build_driver(signature, other, arch="sm_90").cached
+    off = Settings(cache_dir=str(tmp_path / "off"), arch="sm_90", native_profile_driver=False)
+    build_driver_ahead(target, off)
+    assert not (tmp_path / "off" / "drivers").exists()  # nothing compiled when it is off
