@@ -8,7 +8,7 @@ the kernel that takes most of the time. Builds run first, in parallel on the CPU
 cache then serves the GPU phase); GPU work runs one kernel at a time.
 
     python bench/learning/measure.py                 # resumes; stops before --budget-s runs out
-    python bench/learning/measure.py --tasks softmax,matmul --out /tmp/table.json
+    python bench/learning/measure.py --tasks softmax,matmul --out /tmp/table.json  # in that order
 
 The table, bench/results/learning-table-<gpu>.json, is rewritten (atomically) after every
 kernel, so a run killed at any point loses at most the kernel in progress; a rerun skips every
@@ -148,6 +148,14 @@ def _expected(task: Task, variant: str) -> str:
     )
 
 
+def chosen(tasks: list[Task], wanted: list[str]) -> list[Task]:
+    """The `wanted` tasks, in the order given: a budget that runs out leaves the last named,
+    not the library's last. ValueError names a task the library lacks."""
+    if unknown := set(wanted) - {t.task for t in tasks}:
+        raise ValueError(f"unknown task(s) {sorted(unknown)}")
+    return sorted((t for t in tasks if t.task in wanted), key=lambda t: wanted.index(t.task))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", help="comma-separated task names (default: all)")
@@ -160,10 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     tasks = load_library(LIBRARY)
     if args.tasks:
-        wanted = set(args.tasks.split(","))
-        tasks = [t for t in tasks if t.task in wanted]
-        if unknown := wanted - {t.task for t in tasks}:
-            print(f"error: unknown task(s) {sorted(unknown)}", file=sys.stderr)
+        try:
+            tasks = chosen(tasks, args.tasks.split(","))
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 2
     device = device_name()
     out = args.out or RESULTS / f"learning-table-{slug(device)}.json"

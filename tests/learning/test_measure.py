@@ -116,3 +116,13 @@ def test_measuring_a_task_on_the_gpu_gives_the_expected_outcomes(library, tmp_pa
         assert measured[variant.name].outcome == expected, variant.name
     assert len(table.transitions) == len(gelu.edges())
     assert json.loads(out.read_text())["format"] == "kernelblaster-learning-table"
+
+
+def test_the_tasks_asked_for_are_measured_in_the_order_given(library):
+    """A budget that runs out leaves the last task named, not the library's last in its own
+    (alphabetical) order: an H200 run asked for row_sumsq_long first and measured the linear
+    tasks instead."""
+    names = [t.task for t in measure.chosen(library, ["row_sumsq_long", "linear_bias", "gelu"])]
+    assert names == ["row_sumsq_long", "linear_bias", "gelu"]
+    with pytest.raises(ValueError, match="no_such_task"):
+        measure.chosen(library, ["gelu", "no_such_task"])
