@@ -32,8 +32,9 @@ from common import REPO, write_result
 from kernelblaster.harness.analysis.classify import classify_report
 from kernelblaster.harness.analysis.cuda_source import kernel_names
 from kernelblaster.harness.build.nvcc import build
+from kernelblaster.harness.native.driver_run import driver_command
 from kernelblaster.harness.profile.ncu import run_ncu
-from kernelblaster.harness.profile.profile import driver_command, profile_target
+from kernelblaster.harness.profile.profile import profile_target
 from kernelblaster.harness.protocol.records import ProfileReport
 from kernelblaster.harness.target.run_once import RunOnceSpec, program, write_spec
 from kernelblaster.harness.target.target_build import build_spec

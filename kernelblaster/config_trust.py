@@ -33,6 +33,7 @@ INERT_SETTINGS = frozenset(
         "build_on_change",
         "ncu_depth",
         "native_profile_driver",
+        "native_sanitizer_driver",
         "in_process_counters",
         "build_timeout_s",
         "run_timeout_s",

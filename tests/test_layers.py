@@ -34,7 +34,7 @@ PACKAGE_DIRS = {
     "kernelblaster.server": REPO / "server",
 }
 # harness's layers, lowest first
-HARNESS_LAYERS = ["protocol", "analysis", "build", "target", "check", "profile", "worker"]
+HARNESS_LAYERS = ["protocol", "analysis", "build", "target", "native", "check", "profile", "worker"]
 TORCH_FREE_LAYERS = ["protocol", "analysis", "build"]
 # kernelblaster/'s own modules are below everything (settings, trust, atomic writes, ...: what
 # every layer may import), except its command line, above everything: cli, *_cli, __main__.

@@ -37,7 +37,7 @@ def test_every_subpackage_imports(installed, tmp_path, where):
         "kernelblaster.server.app; from kernelblaster.kb.catalog import load_catalog; "
         "from kernelblaster.agents.prompting import load_template; load_template('lowering'); "
         "from importlib.resources import files; "
-        "assert files('kernelblaster.harness.profile').joinpath('native_driver.cpp').is_file(); "
+        "assert files('kernelblaster.harness.native').joinpath('native_driver.cpp').is_file(); "
         "assert files('kernelblaster.harness.check').joinpath('cupti_counters.cpp').is_file(); "
         "import kernelblaster.harness.worker.__main__; "  # `python -m kernelblaster.harness.worker`
         "print(len(load_catalog().technique))"

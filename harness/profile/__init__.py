@@ -1,3 +1,3 @@
-"""Profiling a checked candidate in the worker: Nsight Compute runs, the in-process counters
-(CUPTI range profiler), and the native driver that replays a plain-CUDA launcher under ncu
-without Python. Worker-only."""
+"""Profiling a checked candidate in the worker: Nsight Compute runs (a plain-CUDA launcher
+replayed through the native driver, harness/native/, without Python) and the in-process
+counters (CUPTI range profiler). Worker-only."""

@@ -3,7 +3,7 @@ kernels. The process ncu runs depends on the target's form:
 
 - plain CUDA, with the `native_profile_driver` setting (on by default since its GPU
   comparison passed on an H100; otherwise run_once): the native driver
-  (harness/profile/native_driver.py), a small C++ program that calls the launcher once on
+  (harness/native/native_driver.py), a small C++ program that calls the launcher once on
   run_once's seeded inputs, which the worker writes to a file (compiled beside the target's
   build, `build_driver_ahead`). ncu then starts
   no Python, torch or second CUDA context (about 3 s under ncu on an H100, where run_once takes
@@ -22,18 +22,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-
 from kernelblaster.harness.analysis.cuda_source import kernel_names
 from kernelblaster.harness.analysis.ncu_reader import read_report
-from kernelblaster.harness.profile.driver_inputs import write_driver_inputs
-from kernelblaster.harness.profile.native_driver import (
-    UnsupportedSignature,
-    build_driver,
-    setup_failed,
-    signature_of,
-    write_driver_spec,
-)
+from kernelblaster.harness.native.driver_run import driver_command
+from kernelblaster.harness.native.native_driver import setup_failed
 from kernelblaster.harness.profile.ncu import run_ncu
 from kernelblaster.harness.protocol.records import (
     BuildResult,
@@ -42,8 +34,6 @@ from kernelblaster.harness.protocol.records import (
     ProfiledProgram,
     ProfileReport,
 )
-from kernelblaster.harness.target.plain_launch import launcher_of
-from kernelblaster.harness.target.reference import ReferenceError_
 from kernelblaster.harness.target.run_once import RunOnceSpec, program, write_spec
 from kernelblaster.harness.target.targets import Target
 from kernelblaster.settings import Settings
@@ -146,42 +136,3 @@ def profile_target(
     report.fallback_reason = fallback_reason
     report.phase_seconds = {**report.phase_seconds, **seconds}
     return report, None
-
-
-def build_driver_ahead(target: Target, settings: Settings) -> None:
-    """Compile the native driver of a plain target's launcher into the build cache beside the
-    target's own build (harness/worker/serve.py), where the profile will use it: the profile
-    then takes it from the cache instead of compiling it after verification and timing (1.9 s
-    of nvcc on an H100's host, the first time a launcher signature is profiled with a cache).
-    Nothing where the driver is off or can't drive the launcher: the profile says why."""
-    if target.kind != "plain" or not settings.native_profile_driver:
-        return
-    try:
-        signature = signature_of(launcher_of(target))
-    except (UnsupportedSignature, StopIteration, OSError):
-        return
-    build_driver(signature, settings, arch=None)  # the target's arch, unless its flags set one
-
-
-def driver_command(
-    target: Target, built: BuildResult, settings: Settings, scratch: Path
-) -> tuple[list[str] | None, str]:
-    """The native driver's command line for a plain target, its spec and data written into
-    `scratch`; or None and why it can't be had."""
-    try:
-        signature = signature_of(launcher_of(target))
-    except UnsupportedSignature as exc:
-        return None, f"no driver for its launcher: {exc}"
-    driver = build_driver(signature, settings, arch=built.arch or None)
-    if not driver.ok or driver.artifact is None:
-        error = driver.error
-        detail = f"{error.message}\n{error.log[-1000:]}" if error else "nvcc wrote no program"
-        return None, f"the driver for {signature.text} did not compile: {detail}"
-    assert built.artifact is not None  # a plain target's build is its shared library
-    device = torch.device("cuda", settings.gpu)
-    try:
-        spec = write_driver_inputs(target, Path(built.artifact), device, scratch)
-        spec_path = write_driver_spec(spec, scratch)
-    except (ReferenceError_, OSError, ValueError, RuntimeError) as exc:
-        return None, f"the driver's inputs could not be written: {exc}"
-    return [driver.artifact, str(spec_path)], ""

@@ -3,7 +3,7 @@ launcher receives from its reference. Worker side: imports torch.
 
 Two callers share it, so they pass the launcher the same arguments: the candidate verification
 and run_once call through ctypes (harness/target/candidate.py), and the native driver that ncu
-profiles (harness/profile/driver_inputs.py writes its buffers and scalars to files).
+profiles (harness/native/driver_inputs.py writes its buffers and scalars to files).
 
 - pointer parameters receive, in order: the tensors of `get_inputs()`, then the reference
   model's parameters and buffers in `state_dict()` order, then the outputs, which the caller

@@ -2,7 +2,7 @@
 times on
 seeded inputs and exit. This is the program that compute-sanitizer watches, and ncu for every
 target but the plain form and standalone programs (a plain target is profiled through the
-native driver, harness/profile/native_driver.py, on the same inputs, unless that driver cannot run;
+native driver, harness/native/native_driver.py, on the same inputs, unless that driver cannot run;
 a program runs itself), so it does nothing else: no verification, no timing."""
 
 from __future__ import annotations

@@ -293,7 +293,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
 
         integrity = RuntimeSnapshot()
     warming = _warm_counters_up(settings) if _counters_apply(request, target, settings) else None
-    if request.task == "profile" and target.kind == "plain" and settings.native_profile_driver:
+    if target.kind == "plain" and _drives_natively(request, settings):
         _build_driver_ahead(target, settings)
     progress("build", f"building {Path(target.source).name}")
     prepares = request.task != "build" and target_error is None
@@ -435,13 +435,21 @@ def _warm_counters_up(settings: Settings) -> Future[None]:
     return warmed
 
 
+def _drives_natively(request: WorkerRequest, settings: Settings) -> bool:
+    """Whether the request runs a plain target through the native driver: ncu's pass, or
+    compute-sanitizer's."""
+    return (request.task == "profile" and settings.native_profile_driver) or (
+        request.sanitize and settings.native_sanitizer_driver
+    )
+
+
 def _build_driver_ahead(target: Target, settings: Settings) -> None:
-    """The native profile driver compiled in a daemon thread beside the build
-    (profile.build_driver_ahead); ncu's pass waits for it there if it is not done."""
+    """The native driver compiled in a daemon thread beside the build
+    (driver_run.build_driver_ahead); its user waits for it there if it is not done."""
 
     def run() -> None:
         with _IMPORTS:
-            from kernelblaster.harness.profile.profile import build_driver_ahead  # imports torch
+            from kernelblaster.harness.native.driver_run import build_driver_ahead  # torch
 
         build_driver_ahead(target, settings)
 

@@ -1,4 +1,4 @@
-"""The native driver ncu profiles plain targets through (harness/profile/native_driver.py), without
+"""The native driver ncu profiles plain targets through (harness/native/native_driver.py), without
 a GPU: its source generated per launcher signature compiles with the real nvcc and is reused from
 the build cache; the spec and data file written from a real reference hold the reference's
 seeded inputs and parameters byte for byte; the compiled driver, run here, says there is no GPU
@@ -18,8 +18,8 @@ from recording_ncu import executable_script, profile_quick, recorded_argv, recor
 
 from kernelblaster.harness.analysis.cuda_source import CFunction, extern_c_functions
 from kernelblaster.harness.build.nvcc import BuildSpec, build
-from kernelblaster.harness.profile.driver_inputs import write_driver_inputs
-from kernelblaster.harness.profile.native_driver import (
+from kernelblaster.harness.native.driver_inputs import write_driver_inputs
+from kernelblaster.harness.native.native_driver import (
     DriverSignature,
     UnsupportedSignature,
     build_driver,
@@ -333,7 +333,7 @@ def test_the_driver_is_compiled_ahead_once_and_the_profile_takes_it_from_the_cac
     nvcc a second time, and takes the driver from the cache."""
     import threading
 
-    from kernelblaster.harness.profile.profile import build_driver_ahead
+    from kernelblaster.harness.native.driver_run import build_driver_ahead
 
     settings = Settings(cache_dir=str(tmp_path / "cache"), arch="sm_90")
     target = _example("softmax", settings)
@@ -356,6 +356,12 @@ def test_the_driver_is_compiled_ahead_once_and_the_profile_takes_it_from_the_cac
     other = Settings(cache_dir=str(tmp_path / "other"), arch="sm_90")
     build_driver_ahead(target, other)
     assert build_driver(signature, other, arch="sm_90").cached
-    off = Settings(cache_dir=str(tmp_path / "off"), arch="sm_90", native_profile_driver=False)
-    build_driver_ahead(target, off)
-    assert not (tmp_path / "off" / "drivers").exists()  # nothing compiled when it is off
+    pair = tmp_path / "pair"
+    pair.mkdir()
+    source = 'struct dims { int m; };\nextern "C" void launch(float* x, dims d) {}\n'
+    (pair / "k.cu").write_text(source)
+    (pair / "k.py").write_text("")
+    unsupported = Target(kind="plain", source=str(pair / "k.cu"), entry="launch", reference="")
+    none = Settings(cache_dir=str(tmp_path / "none"), arch="sm_90")
+    build_driver_ahead(unsupported, none)  # a struct argument: no driver, nothing compiled
+    assert not (tmp_path / "none" / "drivers").exists()

@@ -1,10 +1,10 @@
-// The program Nsight Compute profiles for a plain-CUDA target (harness/profile/native_driver.py): it
+// The program Nsight Compute profiles for a plain-CUDA target (harness/native/native_driver.py): it
 // loads the target's shared library, fills device buffers from the worker's input file, calls
 // the extern "C" launcher once, waits for the GPU and exits. Nothing else runs in it, so ncu
 // starts it in about 2.5 s, where a Python + torch process (run_once) costs about 7 s under
 // ncu: torch and its CUDA context start again, and ncu intercepts every CUDA call torch makes.
 //
-// harness/profile/native_driver.py appends, per launcher signature, the three functions declared below
+// harness/native/native_driver.py appends, per launcher signature, the three functions declared below
 // ("generated per signature"): the launcher's C function type is only known at run time, and a
 // C call needs it at compile time.
 //

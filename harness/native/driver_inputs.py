@@ -1,6 +1,6 @@
 """What the native driver needs to repeat run_once's launch of a plain target: the same seeded
 input tensors and the model's parameters as bytes in one data file, and the spec saying what
-each launcher parameter receives (harness/profile/native_driver.py). Worker side: imports torch.
+each launcher parameter receives (harness/native/native_driver.py). Worker side: imports torch.
 
 The arguments come from plain_launch, as they do for the ctypes call run_once makes: the
 reference's inputs under run_once's seed (PROFILE_SEED), its parameters and buffers in
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from kernelblaster.harness.profile.native_driver import DriverArgument, DriverSpec, signature_of
+from kernelblaster.harness.native.native_driver import DriverArgument, DriverSpec, signature_of
 from kernelblaster.harness.target.plain_launch import SCALAR_CTYPES, output_templates, plain_launch
 from kernelblaster.harness.target.reference import load_reference
 from kernelblaster.harness.target.run_once import PROFILE_SEED
