@@ -20,7 +20,6 @@ from kernelblaster.harness.protocol.cuda_errors import error_from_exception
 from kernelblaster.harness.protocol.records import (
     BuildResult,
     CheckResult,
-    HackFinding,
     HarnessError,
     VerifyWarning,
 )
@@ -36,7 +35,6 @@ from kernelblaster.harness.target.memory import (
 )
 from kernelblaster.harness.target.reference import Reference, ReferenceError_
 from kernelblaster.harness.target.reference_side import ReferenceSide, prepare_reference_side
-from kernelblaster.harness.target.run_once import RunOnceSpec, program, write_spec
 from kernelblaster.harness.target.targets import Target
 from kernelblaster.harness.target.trial_sets import fresh_seed, set_bytes
 from kernelblaster.settings import Settings
@@ -81,25 +79,6 @@ def _static_findings(target: Target, settings: Settings) -> list[VerifyWarning]:
             text, reference_module=reference_module, allow_library_calls=allow
         )
     return check_cuda_source(text, allow_library_calls=allow)
-
-
-def _sanitize(
-    target: Target, built: BuildResult, settings: Settings, work_dir: Path
-) -> tuple[list[HackFinding], HarnessError | None]:
-    if target.kind == "standalone":
-        run = [str(built.artifact), *target.args]
-    else:
-        spec = RunOnceSpec(target=target, artifact=built.artifact, gpu_index=settings.gpu)
-        run = program(write_spec(spec, work_dir))
-    text = read_source(Path(target.source))
-    tools = ["memcheck"] + (["racecheck"] if "__shared__" in text else [])
-    findings: list[HackFinding] = []
-    for tool in tools:
-        found, error = sanitizer.sanitize(run, tool=tool, source=target.source, settings=settings)
-        if error is not None:
-            return findings, error
-        findings.extend(found)
-    return findings, None
 
 
 def _check_standalone(
@@ -186,7 +165,7 @@ def run_check(
     # names with its line.
     if sanitize and error is None:
         progress("sanitize", "compute-sanitizer memcheck")
-        findings, error = _sanitize(target, built, settings, work_dir)
+        findings, error = sanitizer.sanitize_target(target, built, settings, work_dir)
         phase_done("sanitize")
         if findings and result.verify is not None:
             messages = [f.message for f in findings[:3]]

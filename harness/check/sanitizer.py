@@ -1,16 +1,33 @@
 """compute-sanitizer runs (memcheck always; racecheck for kernels using shared memory) and the
-parsing of their reports into HackFindings pinned to source lines."""
+parsing of their reports into HackFindings pinned to source lines.
+
+What it runs: a standalone program itself; a plain target through the native driver
+(harness/native/) with the `native_sanitizer_driver` setting, else, and for the other forms,
+run_once (Python and torch, every tensor its own cudaMalloc: PYTORCH_NO_CUDA_MEMORY_CACHING).
+The driver's buffers are each their own cudaMalloc too, so memcheck sees an access past any
+of them; where it can't be had or can't set the call up, run_once instead, with the reason
+logged."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
+from kernelblaster.harness.analysis.cuda_source import read_source
+from kernelblaster.harness.native.driver_run import driver_command
+from kernelblaster.harness.native.native_driver import setup_failed
 from kernelblaster.harness.protocol.processes import run_tool
-from kernelblaster.harness.protocol.records import HackFinding, HarnessError
+from kernelblaster.harness.protocol.records import BuildResult, HackFinding, HarnessError
+from kernelblaster.harness.target.run_once import RunOnceSpec, write_spec
+from kernelblaster.harness.target.run_once import program as run_once_program
+from kernelblaster.harness.target.targets import Target
 from kernelblaster.settings import Settings
+
+_log = logging.getLogger(__name__)
 
 _ERROR_EXIT = 86
 # e.g. "========= Invalid __global__ write of size 4 bytes"
@@ -50,6 +67,47 @@ def parse_report(text: str, *, tool: str, source: str) -> list[HackFinding]:
                     break
             findings.append(HackFinding(kind="racecheck", message=m.group(1).strip(), line=where))
     return findings
+
+
+def sanitize_target(
+    target: Target, built: BuildResult, settings: Settings, work_dir: Path
+) -> tuple[list[HackFinding], HarnessError | None]:
+    """memcheck, and racecheck where the source uses shared memory, on one run of the built
+    target; the findings, or the error that stopped a run."""
+    shared_memory = "__shared__" in read_source(Path(target.source))
+    tools = ["memcheck"] + (["racecheck"] if shared_memory else [])
+    findings: list[HackFinding] = []
+    with tempfile.TemporaryDirectory(prefix="sanitize-", dir=work_dir) as scratch:
+        run, native = _program(target, built, settings, work_dir, Path(scratch))
+        for tool in tools:
+            found, error = sanitize(run, tool=tool, source=target.source, settings=settings)
+            if native and error is not None and (why := setup_failed(error.log)) is not None:
+                _log.warning("sanitizing %s through run_once: %s", Path(target.source).name, why)
+                run, native = _run_once(target, built, settings, work_dir), False
+                found, error = sanitize(run, tool=tool, source=target.source, settings=settings)
+            if error is not None:
+                return findings, error
+            findings.extend(found)
+    return findings, None
+
+
+def _program(
+    target: Target, built: BuildResult, settings: Settings, work_dir: Path, scratch: Path
+) -> tuple[list[str], bool]:
+    """The command compute-sanitizer runs, and whether it is the native driver's."""
+    if target.kind == "standalone":
+        return [str(built.artifact), *target.args], False
+    if target.kind == "plain" and settings.native_sanitizer_driver:
+        command, why = driver_command(target, built, settings, scratch)
+        if command is not None:
+            return command, True
+        _log.warning("sanitizing %s through run_once: %s", Path(target.source).name, why)
+    return _run_once(target, built, settings, work_dir), False
+
+
+def _run_once(target: Target, built: BuildResult, settings: Settings, work_dir: Path) -> list[str]:
+    spec = RunOnceSpec(target=target, artifact=built.artifact, gpu_index=settings.gpu)
+    return run_once_program(write_spec(spec, work_dir))
 
 
 def sanitize(
