@@ -1,4 +1,5 @@
-"""The native driver ncu profiles for plain-CUDA targets instead of run_once: a small C++
+"""The native driver ncu profiles for plain-CUDA targets instead of run_once (and
+compute-sanitizer watches, with the `native_sanitizer_driver` setting): a small C++
 program (native_driver.cpp) that dlopens the target's library, fills device buffers from a file
 the worker wrote, calls the launcher once and exits. Under ncu it costs ncu's own start-up
 (~2.5 s) where run_once, a Python + torch process, costs ~7 s.
@@ -10,8 +11,8 @@ the signature, so the cache keys the executable by signature and compiler. What 
 (library, symbol, buffer sizes, scalar values) is in the spec file (`DriverSpec`) the driver
 reads.
 
-Extension, KernelBench and standalone targets are profiled as before (run_once, or the program
-itself); compute-sanitizer still watches run_once.
+Extension, KernelBench and standalone targets are profiled and sanitized as before (run_once,
+or the program itself). The command that runs the driver is driver_run.py's.
 """
 
 from __future__ import annotations
