@@ -82,8 +82,7 @@ def sanitize_target(
         for tool in tools:
             found, error = sanitize(run, tool=tool, source=target.source, settings=settings)
             if native and error is not None and (why := setup_failed(error.log)) is not None:
-                _log.warning("sanitizing %s through run_once: %s", Path(target.source).name, why)
-                run, native = _run_once(target, built, settings, work_dir), False
+                run, native = _run_once(target, built, settings, work_dir, why), False
                 found, error = sanitize(run, tool=tool, source=target.source, settings=settings)
             if error is not None:
                 return findings, error
@@ -101,11 +100,16 @@ def _program(
         command, why = driver_command(target, built, settings, scratch)
         if command is not None:
             return command, True
-        _log.warning("sanitizing %s through run_once: %s", Path(target.source).name, why)
+        return _run_once(target, built, settings, work_dir, why), False
     return _run_once(target, built, settings, work_dir), False
 
 
-def _run_once(target: Target, built: BuildResult, settings: Settings, work_dir: Path) -> list[str]:
+def _run_once(
+    target: Target, built: BuildResult, settings: Settings, work_dir: Path, instead: str = ""
+) -> list[str]:
+    """run_once's command; `instead`: why the native driver could not be used, logged."""
+    if instead:
+        _log.warning("sanitizing %s through run_once: %s", Path(target.source).name, instead)
     spec = RunOnceSpec(target=target, artifact=built.artifact, gpu_index=settings.gpu)
     return run_once_program(write_spec(spec, work_dir))
 

@@ -1,7 +1,7 @@
 """The native driver (harness/native/native_driver.py) set up to run a plain target once: its
 executable for the launcher's signature, and the spec and data of the call (the reference's
 inputs under run_once's seed, harness/native/driver_inputs.py). Nsight Compute's pass
-(harness/profile/profile.py) and compute-sanitizer's (harness/check/check.py) run this command
+(harness/profile/profile.py) and compute-sanitizer's (harness/check/sanitizer.py) run this command
 instead of run_once's Python: no torch, no second CUDA context, every buffer its own
 cudaMalloc. Worker side: imports torch."""
 
