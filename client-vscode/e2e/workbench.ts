@@ -267,13 +267,22 @@ export class Workbench {
 
   /** Clicks the first code lens titled `title` (a lens with a command is a link). */
   async clickCodeLens(title: string): Promise<void> {
-    const lens = await this.wait(`the "${title}" code lens`, () =>
-      this.page.evaluateHandle(
+    // Lenses are re-rendered whenever the server refreshes them (a new state, a finished
+    // profile): a lens found a moment ago can be detached or have no box by the time it is
+    // clicked ("Node is either not clickable or not an Element"), so finding and clicking are
+    // retried together until a click lands.
+    await this.wait(`the "${title}" code lens to take a click`, async () => {
+      const handle = await this.page.evaluateHandle(
         (wanted) => [...document.querySelectorAll('.editor-instance .codelens-decoration a')].find((a) => a.textContent.trim() === wanted) ?? null,
         title,
-      ).then((handle) => handle.asElement() ?? undefined),
-    );
-    await (lens as ElementHandle).click();
+      );
+      const lens = handle.asElement() as ElementHandle | null;
+      if (lens === null) {
+        return false;
+      }
+      await lens.click();
+      return true;
+    });
   }
 
   /** The rows of the open action widget (code actions), with whether each is disabled. */
