@@ -20,7 +20,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import psutil
 
@@ -49,7 +49,24 @@ def kill_tree(pid: int) -> None:
             process.kill()
 
 
-def kill_worker(process: subprocess.Popen | asyncio.subprocess.Process) -> None:
+class WorkerProcess(Protocol):
+    """What the worker client uses of a worker process: an asyncio subprocess, or a worker
+    forked by the zygote (harness/protocol/zygote_client.py: ForkedProcess)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def stdin(self) -> asyncio.StreamWriter | None: ...
+    @property
+    def stdout(self) -> asyncio.StreamReader | None: ...
+    @property
+    def stderr(self) -> asyncio.StreamReader | None: ...
+    @property
+    def returncode(self) -> int | None: ...
+    async def wait(self) -> int: ...
+
+
+def kill_worker(process: subprocess.Popen | WorkerProcess) -> None:
     """SIGKILL a worker and whatever it started: its process group, and any descendant that
     left the group."""
     kill_tree(process.pid)

@@ -37,7 +37,11 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from kernelblaster.harness.protocol.processes import kill_worker, worker_environment
+from kernelblaster.harness.protocol.processes import (
+    WorkerProcess,
+    kill_worker,
+    worker_environment,
+)
 from kernelblaster.harness.protocol.worker_failures import (
     WorkerFailed,
     phase_timeout_s,
@@ -51,6 +55,7 @@ from kernelblaster.harness.protocol.worker_protocol import (
     WorkerResponse,
     expected_request_env,
 )
+from kernelblaster.harness.protocol.zygote_client import Zygote
 from kernelblaster.settings import Settings
 
 _log = logging.getLogger(__name__)
@@ -93,13 +98,14 @@ async def _spawn(
 
 
 # About how long a spare takes to be ready for its request: Python, the torch import and the
-# CUDA context (~3-4 s on an H100 or H200 host), then the reference side made ahead.
+# CUDA context (~3-4 s on an H100 or H200 host), then the reference side made ahead. One forked
+# by the zygote skips the first two; the pool is sized for one that did not.
 WARM_UP_S = 4.0
 
 
 @dataclasses.dataclass(eq=False)
 class _Spare:
-    process: asyncio.subprocess.Process
+    process: WorkerProcess
     hint: dict[str, str]
     started: float = dataclasses.field(default_factory=time.monotonic)
 
@@ -125,6 +131,11 @@ class SpareWorkers:
     until it is taken for a request, which the caller sends only once the GPU is the
     request's.
 
+    A prewarming spare of the default worker command is forked by the worker zygote
+    (harness/protocol/zygote_client.py) once it has imported torch: its own start-up is then
+    its CUDA context and its reference side, instead of a Python start and a torch import
+    (~4-5 s on an H100 host, longer than saves a second or two apart leave it).
+
     With `prewarm=False` a spare only starts Python and imports the worker's torch-free
     modules: for builds, which must not wait for torch (the server's builds ahead of a save);
     one is kept."""
@@ -138,10 +149,11 @@ class SpareWorkers:
         self._prewarm = prewarm
         # spare pid -> (the write end of its pipe, the pid of the worker it waits for)
         self._waiting: dict[int, tuple[int, int]] = {}
+        self._zygote = Zygote()  # started with the first prewarming spare of the default worker
 
     async def take(
         self, command: list[str], gpu_index: int = 0, hint: dict[str, str] | None = None
-    ) -> asyncio.subprocess.Process:
+    ) -> WorkerProcess:
         """A spare for `command` on `gpu_index` (a new worker if none is alive), free to use
         the GPU from now on; `hint`: the request's own (`ready`), to find a spare that expects
         it."""
@@ -205,7 +217,7 @@ class SpareWorkers:
         gpu_index: int = 0,
         hint: dict[str, str] | None = None,
         *,
-        after: asyncio.subprocess.Process | None = None,
+        after: WorkerProcess | None = None,
     ) -> None:
         """Have as many live spares as `wanted` wait for `command` on `gpu_index` (e.g. on a
         GPU that a run is about to use, before its first request). `hint`: environment telling
@@ -225,12 +237,12 @@ class SpareWorkers:
                 return
             self._spares.setdefault(key, []).append(_Spare(started, hint or {}))
 
-    def waiting(self) -> list[asyncio.subprocess.Process]:
+    def waiting(self) -> list[WorkerProcess]:
         """The spares alive now, of every GPU and command, oldest first."""
         spares = [spare for key in self._spares for spare in self._live(key)]
         return [spare.process for spare in sorted(spares, key=lambda spare: spare.started)]
 
-    def released(self, worker: asyncio.subprocess.Process) -> None:
+    def released(self, worker: WorkerProcess) -> None:
         """`worker` has exited: the spares that wait for it may use the GPU."""
         for spare_pid, (_, waited_for) in list(self._waiting.items()):
             if waited_for == worker.pid:
@@ -252,18 +264,16 @@ class SpareWorkers:
         command: list[str],
         gpu_index: int,
         hint: dict[str, str] | None = None,
-        after: asyncio.subprocess.Process | None = None,
-    ) -> asyncio.subprocess.Process:
+        after: WorkerProcess | None = None,
+    ) -> WorkerProcess:
         if not self._prewarm:
             return await _spawn(command, None)
         prewarm = {"KERNELBLASTER_PREWARM": str(gpu_index), **(hint or {})}
         if after is None or after.returncode is not None:
-            return await _spawn(command, None, prewarm)
+            return await self._launch(command, prewarm)
         read_end, write_end = os.pipe()
         try:
-            spare = await _spawn(
-                command, None, {**prewarm, GPU_FREE_FD_ENV: str(read_end)}, pass_fds=(read_end,)
-            )
+            spare = await self._launch(command, prewarm, gpu_free=read_end)
         except BaseException:
             os.close(write_end)
             raise
@@ -274,6 +284,25 @@ class SpareWorkers:
             self._let_go(spare.pid)
         return spare
 
+    async def _launch(
+        self, command: list[str], env: dict[str, str], gpu_free: int | None = None
+    ) -> WorkerProcess:
+        """A prewarming worker with `env` added to its environment (and `gpu_free`, the read
+        end of its GPU_FREE_FD_ENV pipe): forked by the zygote where `command` is the default
+        worker's and the zygote is ready (its torch import done, harness/worker/zygote.py),
+        else started by exec. The zygote is started with the first such spare."""
+        fds = {} if gpu_free is None else {GPU_FREE_FD_ENV: gpu_free}
+        if command == default_harness_command():
+            if not self._zygote.started:
+                await self._zygote.start()
+            if self._zygote.usable:
+                try:
+                    return await self._zygote.fork(worker_environment(env), fds, _LINE_LIMIT)
+                except OSError as exc:
+                    _log.warning("the worker zygote did not fork (%s): started by exec", exc)
+        named = {name: str(fd) for name, fd in fds.items()}
+        return await _spawn(command, None, {**env, **named}, pass_fds=tuple(fds.values()))
+
     async def close(self) -> None:
         self._closed = True
         spares = [spare.process for kept in self._spares.values() for spare in kept]
@@ -283,6 +312,7 @@ class SpareWorkers:
         for spare in spares:
             kill_worker(spare)
             await spare.wait()
+        await self._zygote.close()
 
 
 async def run_worker(
@@ -340,7 +370,7 @@ async def run_worker(
 
 
 async def _exchange(
-    process: asyncio.subprocess.Process,
+    process: WorkerProcess,
     request: msgspec.Struct,
     decoder: msgspec.json.Decoder,
     result_type: type[Result],
@@ -405,7 +435,7 @@ def _deadline(seconds: float | None) -> float | None:
     return None if seconds is None else asyncio.get_running_loop().time() + seconds
 
 
-async def _send(process: asyncio.subprocess.Process, payload: bytes) -> None:
+async def _send(process: WorkerProcess, payload: bytes) -> None:
     assert process.stdin is not None
     # A worker that dies at once closes its stdin; that shows up below as "no result".
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
@@ -421,7 +451,7 @@ async def _collect(stream: asyncio.StreamReader | None, tail: collections.deque[
         tail.append(line.decode("utf-8", errors="replace"))
 
 
-async def _kill_leftovers_on_exit(process: asyncio.subprocess.Process) -> None:
+async def _kill_leftovers_on_exit(process: WorkerProcess) -> None:
     """Once the worker itself has exited, end what it left in its group (a compile pool, a
     program it ran): those would hold its stdout open, and a crash would be read as a hang.
     Polls `returncode`, which the child watcher sets on exit whatever the pipes do."""
@@ -444,8 +474,12 @@ def describe_exit(returncode: int) -> str:
 _harness_decoder = msgspec.json.Decoder(WorkerMessage)
 
 
+def default_harness_command() -> list[str]:
+    return [sys.executable, "-m", "kernelblaster.harness.worker"]
+
+
 def harness_command(settings: Settings) -> list[str]:
-    return settings.worker_command or [sys.executable, "-m", "kernelblaster.harness.worker"]
+    return settings.worker_command or default_harness_command()
 
 
 async def run_harness(

@@ -8,9 +8,12 @@ own CUDA kernel for an ATen operator the reference calls, pushing a global dispa
 running a C++ static initializer, patching the problem module's Model. A reference run in
 that process returns whatever the candidate wants. In this one, none of that ever happened.
 
-The child is started with multiprocessing's `spawn` (a fresh interpreter: CUDA can't be
-forked), before the worker builds or imports a candidate (harness/worker/serve.py), so even
-the environment it inherits is the worker's own. Tensors cross the pipe through
+The child is started before the worker builds or imports a candidate
+(harness/worker/serve.py), so even the environment it inherits is the worker's own: by
+multiprocessing's `fork` where the worker already holds torch but no CUDA context and runs
+one thread (a worker forked by the zygote, harness/worker/zygote.py: the child then skips a
+torch import of seconds), else by `spawn` (a fresh interpreter, importing torch beside the
+worker). Tensors cross the pipe through
 torch.multiprocessing's reductions: CUDA tensors as IPC handles (the same device memory, no
 copy), CPU tensors as shared memory. The child ends when the worker's end of the pipe closes.
 
@@ -30,8 +33,10 @@ import io
 import multiprocessing
 import pickle
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
+from multiprocessing.context import ForkContext, SpawnContext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,7 +89,7 @@ class CleanReference:
     """The worker's handle on its clean reference process (one per worker process)."""
 
     def __init__(self, device: str, answers: Mapping[str, Answer] | None = None):
-        context = multiprocessing.get_context("spawn")
+        context = _start_context()
         self._conn, child = context.Pipe()
         self._answers = dict(answers or {})
         self._process = context.Process(
@@ -235,6 +240,15 @@ class CleanReference:
         self._process.join(timeout=5)
         if self._process.is_alive():
             self._process.kill()
+
+
+def _start_context() -> ForkContext | SpawnContext:
+    """`fork` where forking is sound and saves the child's torch import: torch imported, no
+    CUDA context (CUDA can't be forked), one thread (a fork keeps only the caller's)."""
+    torch = sys.modules.get("torch")
+    if torch is None or torch.cuda.is_initialized() or threading.active_count() > 1:
+        return multiprocessing.get_context("spawn")
+    return multiprocessing.get_context("fork")
 
 
 def _sendable(exc: BaseException) -> BaseException:

@@ -616,13 +616,15 @@ def _expected_request() -> WorkerRequest | None:
 def main() -> int:
     global _stream, _spare_age_s
     started = time.perf_counter()
-    exit_with_parent()
     _stream = ProtocolStream()
     prewarm = os.environ.get("KERNELBLASTER_PREWARM", "")
     if prewarm.isdigit() and gpu_present():
         # First of all: its interpreter and torch import run beside this process's, and it is
-        # ready for a session (a spare's made ahead, or the request's) when this one is.
+        # ready for a session (a spare's made ahead, or the request's) when this one is. And
+        # before any thread starts here (exit_with_parent's): a worker forked by the zygote
+        # then forks it too, its torch import done (harness/target/clean_reference.py).
         clean_reference(int(prewarm))
+    exit_with_parent()
     if prewarm.isdigit():
         # Beside reading the request, not before it: a request that comes while the spare is
         # still starting (the first save or open after the server started) has its nvcc build

@@ -1,0 +1,49 @@
+"""What the worker zygote and its client say to each other (harness/worker/zygote.py,
+harness/protocol/zygote_client.py).
+
+The zygote is a process that has imported torch and the worker's modules, created no CUDA
+context and run nothing else, and forks a harness worker on request: a spare is then ready in
+the time of its CUDA context instead of a Python start and a torch import (seconds; the
+editing-rhythm latency and the optimize loop's spares waited for them).
+
+One AF_UNIX SOCK_SEQPACKET pair (a message per packet) joins them; the client's end stays
+with it, the zygote's is named in ZYGOTE_FD_ENV. Client → zygote: `Fork`, with the worker's
+stdin, stdout and stderr (and any `fd_env` descriptors after them) passed as SCM_RIGHTS.
+Zygote → client: `Ready` once its imports are done (nothing is forked before), `Forked` per
+`Fork`, `Exited` per child that ended (the zygote is their parent, and reaps them)."""
+
+from __future__ import annotations
+
+import msgspec
+
+ZYGOTE_FD_ENV = "KERNELBLASTER_ZYGOTE_FD"
+ZYGOTE_MODULE = "kernelblaster.harness.worker.zygote"
+MAX_PACKET = 1 << 20  # a Fork carries the worker's whole environment
+
+
+class Fork(msgspec.Struct, tag="fork"):
+    """Fork a worker: `env` is its whole environment (its PARENT_ENV becomes the zygote's
+    pid), `cwd` its working directory, and each `fd_env` variable is set to the number the
+    child gets for the passed descriptor at that index (0-2 are its stdin, stdout, stderr)."""
+
+    id: int
+    env: dict[str, str]
+    cwd: str | None = None
+    fd_env: dict[str, int] = {}
+
+
+class Ready(msgspec.Struct, tag="ready"):
+    torch: bool  # whether torch was imported (a server without torch still gets forks)
+
+
+class Forked(msgspec.Struct, tag="forked"):
+    id: int
+    pid: int
+
+
+class Exited(msgspec.Struct, tag="exited"):
+    pid: int
+    returncode: int  # as subprocess reports it: negative for a signal
+
+
+FromZygote = Ready | Forked | Exited

@@ -1,0 +1,156 @@
+"""`python -m kernelblaster.harness.worker.zygote`: the worker zygote (its messages:
+harness/protocol/zygote_protocol.py). It imports torch and what a worker imports past its
+build, then forks a harness worker per request; each child runs serve.main() as
+`python -m kernelblaster.harness.worker` would, on the descriptors and environment it was
+sent, and finds its imports done.
+
+Why forking is sound here: nothing but imports ever ran in this process. It has no CUDA
+context (CUDA can't be forked; each child creates its own), one thread, and no candidate code
+(the children run candidates; their parent never does, so no child inherits another's). A
+child leads its own session and process group, as a worker started with start_new_session
+does, and ends with this process (its PARENT_ENV is this pid, serve.main: exit_with_parent),
+which ends with its client (`serve`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import socket
+import sys
+import traceback
+
+import msgspec
+
+from kernelblaster.harness.protocol.processes import PARENT_ENV
+from kernelblaster.harness.protocol.setup_errors import is_torch
+from kernelblaster.harness.protocol.zygote_protocol import (
+    MAX_PACKET,
+    ZYGOTE_FD_ENV,
+    Exited,
+    Fork,
+    Forked,
+    Ready,
+)
+
+_MAX_FDS = 16
+_PARENT_POLL_S = 0.5
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Fork)
+
+
+def _preload() -> bool:
+    """The worker's imports, up to those past its build (serve._warm's); False without torch."""
+    from kernelblaster.harness.worker import serve  # noqa: F401
+
+    try:
+        import torch  # noqa: F401
+
+        from kernelblaster.harness.check import check  # noqa: F401
+        from kernelblaster.harness.profile import counters, profile  # noqa: F401
+    except ModuleNotFoundError as exc:
+        if not is_torch(exc):
+            raise
+        return False
+    return True
+
+
+def _run_worker(request: Fork, fds: list[int]) -> int:
+    """In the child: become the worker `request` describes, and run it."""
+    os.setsid()  # its own process group, killed as one (harness/protocol/processes.py)
+    for number, fd in enumerate(fds[:3]):  # received above 2: the zygote's 0-2 are open
+        os.dup2(fd, number)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(request.env)
+    os.environ[PARENT_ENV] = str(os.getppid())
+    for name, index in request.fd_env.items():
+        os.environ[name] = str(fds[index])
+    if request.cwd is not None:
+        os.chdir(request.cwd)
+    from kernelblaster.harness.worker.serve import main
+
+    return main()
+
+
+def _fork(request: Fork, fds: list[int], inherited: list[int]) -> int:
+    """Fork the worker; the parent closes its copies of `fds` and returns the child's pid."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for fd in inherited:  # the zygote's own: its socket, its wake-up pipe
+                os.close(fd)
+            code = _run_worker(request, fds)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:  # noqa: BLE001 - a child must never return into the zygote's loop
+            traceback.print_exc()
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(OSError, ValueError):  # its reader gone: nothing to say
+                    stream.flush()
+            os._exit(code)
+    for fd in fds:
+        os.close(fd)
+    return pid
+
+
+def _reap(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        sock.send(_encoder.encode(Exited(pid=pid, returncode=os.waitstatus_to_exitcode(status))))
+
+
+def serve(sock: socket.socket, parent: int) -> None:
+    """Fork workers for the client at the other end of `sock` until it closes it or its
+    process (`parent`) is gone. No thread watches the parent, as exit_with_parent's does in
+    a worker: a fork must find this process with one thread."""
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    os.set_blocking(wake_read, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that the wake-up fd hears it
+    inherited = [sock.fileno(), wake_read, wake_write]
+    selector = selectors.DefaultSelector()
+    selector.register(sock, selectors.EVENT_READ, "socket")
+    selector.register(wake_read, selectors.EVENT_READ, "child")
+    sock.send(_encoder.encode(Ready(torch=_preload())))
+    while os.getppid() == parent:
+        for key, _ in selector.select(timeout=_PARENT_POLL_S):
+            if key.data == "child":
+                while True:
+                    try:
+                        os.read(wake_read, 512)
+                    except BlockingIOError:
+                        break
+                _reap(sock)
+                continue
+            message, fds, _, _ = socket.recv_fds(sock, MAX_PACKET, _MAX_FDS)
+            if not message:  # the client closed its end: its workers end with this process
+                return
+            request = _decoder.decode(message)
+            sock.send(_encoder.encode(Forked(id=request.id, pid=_fork(request, fds, inherited))))
+
+
+def main() -> int:
+    parent = int(os.environ.get(PARENT_ENV, os.getppid()))
+    told = os.environ.pop(ZYGOTE_FD_ENV, "")
+    if not told.isdigit():
+        print(f"{ZYGOTE_FD_ENV} names no socket: started by hand?", file=sys.stderr)
+        return 2
+    with socket.socket(fileno=int(told)) as sock:
+        serve(sock, parent)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

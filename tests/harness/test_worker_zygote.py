@@ -1,0 +1,192 @@
+"""The worker zygote: prewarming spares of the default worker are forked from a process that has
+imported torch already (issue 34: spares taken 2-4 s old in a rapid editing rhythm were still
+importing it; issue 35: an optimize step's worker waited 3.1 s for its spare). Real processes
+throughout: the zygote, the forked harness workers (CPU-only torch here: a check request is
+answered with the CPU-only build's message, after the worker's torch import), and the clean
+reference process forked by a worker that holds torch."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psutil
+import pytest
+from tests_paths import EXAMPLES
+
+from kernelblaster.harness.protocol import worker_client
+from kernelblaster.harness.protocol.worker_client import (
+    SpareWorkers,
+    default_harness_command,
+    describe_exit,
+    run_harness,
+)
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
+from kernelblaster.harness.protocol.zygote_client import ForkedProcess
+from kernelblaster.settings import Settings
+
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps"
+)
+
+
+def _maps_torch(pid: int) -> bool:
+    try:
+        return "libtorch_cpu" in Path(f"/proc/{pid}/maps").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie that init has not reaped yet (an orphan of the killed zygote)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+async def _zygote_ready(spares: SpareWorkers) -> None:
+    """Start spares until the zygote has imported torch (the first spare, started with it, is
+    exec'd: nothing waits for the zygote's import)."""
+    await spares.ready(default_harness_command(), 0)
+    for _ in range(600):
+        if spares._zygote.usable:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the worker zygote was not ready within 60 s")
+
+
+def _check(source: Path) -> WorkerRequest:
+    return WorkerRequest(task="check", source=str(source), settings=Settings())
+
+
+async def test_spares_forked_by_the_zygote_hold_torch_from_their_first_instant(tmp_path):
+    spares = SpareWorkers(least=1, most=1)
+    try:
+        await _zygote_ready(spares)
+        first = spares.waiting()[0]
+        assert not isinstance(first, ForkedProcess)  # started with the zygote, by exec
+        await run_harness(_check(EXAMPLES / "relu.cu"), Settings(), spares=spares)
+        # the spare that replaced it: forked, and torch is in it before it ran a line
+        [forked] = spares.waiting()
+        assert isinstance(forked, ForkedProcess)
+        assert _maps_torch(forked.pid)
+        assert psutil.Process(forked.pid).ppid() == spares._zygote._process.pid
+        # and it answers as a worker: the check imported torch, found it CPU-only, said so
+        response = await run_harness(_check(EXAMPLES / "relu.cu"), Settings(), spares=spares)
+        assert response.error is not None
+        assert "CPU-only build" in response.error.message
+        assert isinstance(spares.waiting()[0], ForkedProcess)
+    finally:
+        await spares.close()
+    assert _ended(forked.pid)
+
+
+async def test_a_forked_workers_exit_is_its_own_as_the_zygote_reaped_it():
+    spares = SpareWorkers(least=2, most=2)
+    try:
+        await _zygote_ready(spares)
+        await spares.ready(default_harness_command(), 0)
+        forked = [p for p in spares.waiting() if isinstance(p, ForkedProcess)]
+        while not forked:  # the exec'd ones are replaced by forked ones as they are taken
+            await run_harness(_check(EXAMPLES / "relu.cu"), Settings(), spares=spares)
+            forked = [p for p in spares.waiting() if isinstance(p, ForkedProcess)]
+        victim = forked[0]
+        os.kill(victim.pid, signal.SIGSEGV)
+        assert describe_exit(await asyncio.wait_for(victim.wait(), 20)) == "killed by SIGSEGV"
+        assert victim.returncode == -signal.SIGSEGV
+        # a malformed request: the worker itself says so and exits 2
+        process = await spares.take(default_harness_command(), 0)
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(b'{"task": "nonsense"}')
+        process.stdin.close()
+        line = await asyncio.wait_for(process.stdout.readline(), 20)
+        assert b"Malformed worker request" in line
+        assert await asyncio.wait_for(process.wait(), 20) == 2
+    finally:
+        await spares.close()
+
+
+async def test_when_the_zygote_dies_its_workers_end_and_spares_start_by_exec_again():
+    spares = SpareWorkers(least=1, most=1)
+    try:
+        await _zygote_ready(spares)
+        process = await spares.take(default_harness_command(), 0)
+        await spares.ready(default_harness_command(), 0)
+        [forked] = spares.waiting()
+        assert isinstance(forked, ForkedProcess)
+        os.kill(spares._zygote._process.pid, signal.SIGKILL)
+        assert await asyncio.wait_for(forked.wait(), 20) == -signal.SIGKILL
+        assert not spares._zygote.usable
+        worker_client.kill_worker(process)
+        await process.wait()
+        await spares.ready(default_harness_command(), 0)
+        [replacement] = spares.waiting()
+        assert not isinstance(replacement, ForkedProcess)
+        assert replacement.returncode is None
+    finally:
+        await spares.close()
+    assert _ended(forked.pid)
+
+
+async def test_a_changed_environment_is_not_served_by_a_zygote_that_imported_in_the_old_one(
+    monkeypatch,
+):
+    spares = SpareWorkers(least=1, most=1)
+    try:
+        await _zygote_ready(spares)
+        monkeypatch.setenv("TORCH_SHOW_CPP_STACKTRACES", "1")  # read by torch at import
+        process = await spares.take(default_harness_command(), 0)
+        worker_client.kill_worker(process)
+        await process.wait()
+        await spares.ready(default_harness_command(), 0)
+        assert not isinstance(spares.waiting()[0], ForkedProcess)
+    finally:
+        await spares.close()
+
+
+_CLEAN_CHILD = textwrap.dedent(
+    """
+    import json, sys, threading, time
+    from pathlib import Path
+    import psutil
+    import torch
+    from kernelblaster.harness.target.clean_reference import CleanReference
+
+    if sys.argv[2] == "thread":
+        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+    clean = CleanReference("cpu")
+    clean.open(Path(sys.argv[1]), trials=3, atol=None, rtol=None)
+    facts = clean.facts()
+    child = psutil.Process(clean.pid)
+    print(json.dumps({
+        "forked": child.cmdline() == psutil.Process().cmdline(),
+        "trials": facts.trials,
+    }))
+    clean.close()
+    """
+)
+
+
+@pytest.mark.parametrize(("threads", "forked"), [("one", True), ("thread", False)])
+def test_the_clean_process_is_forked_only_from_a_one_thread_process_holding_torch(
+    tmp_path, threads, forked
+):
+    """A worker forked by the zygote holds torch and runs one thread when it starts its clean
+    process: that child is forked (no torch import of its own) and answers a session. With a
+    second thread running, a fork could inherit a lock held by it: spawned instead."""
+    reference = tmp_path / "relu.py"
+    reference.write_bytes((EXAMPLES / "relu.py").read_bytes())
+    done = subprocess.run(
+        [sys.executable, "-c", _CLEAN_CHILD, str(reference), threads],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith(f'{{"forked": {str(forked).lower()}, "trials": 3}}')
