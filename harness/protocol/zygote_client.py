@@ -71,7 +71,7 @@ class Zygote:
         self._process: asyncio.subprocess.Process | None = None
         self._sock: socket.socket | None = None
         self._env: dict[str, str] = {}
-        self._ready = False
+        self.ready: Ready | None = None  # what it said once its imports were done
         self._next_id = 0
         self._forking: dict[int, asyncio.Future[int]] = {}  # Fork id -> the child's pid
         self._exits: dict[int, asyncio.Future[int]] = {}  # pid -> its returncode
@@ -84,7 +84,9 @@ class Zygote:
     def usable(self) -> bool:
         """Ready (torch imported), alive, and started in the environment workers get now."""
         return (
-            self._ready
+            self.ready is not None
+            and self.ready.refused is None
+            and self._sock is not None
             and self._process is not None
             and self._process.returncode is None
             and self._env == dict(os.environ)
@@ -162,9 +164,9 @@ class Zygote:
             return
         message = _decoder.decode(packet)
         if isinstance(message, Ready):
-            self._ready = message.torch
-            if not message.torch:
-                _log.info("the worker zygote found no torch: workers start by exec")
+            self.ready = message
+            if message.refused is not None:
+                _log.info("workers start by exec, not from the zygote: %s", message.refused)
         elif isinstance(message, Forked):
             # before fork() resumes: the child's Exited may be read first
             self._exits[message.pid] = asyncio.get_running_loop().create_future()
@@ -179,7 +181,6 @@ class Zygote:
         asyncio.get_running_loop().remove_reader(self._sock.fileno())
         self._sock.close()
         self._sock = None
-        self._ready = False
         for pid, exited in self._exits.items():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

@@ -33,7 +33,10 @@ class Fork(msgspec.Struct, tag="fork"):
 
 
 class Ready(msgspec.Struct, tag="ready"):
-    torch: bool  # whether torch was imported (a server without torch still gets forks)
+    """The imports are done. `refused`: why the zygote must not be forked from (no torch: a
+    fork saves nothing; the CUDA driver loaded by an import: a forked CUDA is unusable)."""
+
+    refused: str | None = None
 
 
 class Forked(msgspec.Struct, tag="forked"):

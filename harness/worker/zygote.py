@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 import traceback
+from pathlib import Path
 
 import msgspec
 
@@ -40,8 +41,9 @@ _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Fork)
 
 
-def _preload() -> bool:
-    """The worker's imports, up to those past its build (serve._warm's); False without torch."""
+def _preload() -> str | None:
+    """The worker's imports, up to those past its build (serve._warm's); why forking from this
+    process is refused after them, if it is."""
     from kernelblaster.harness.worker import serve  # noqa: F401
 
     try:
@@ -52,8 +54,19 @@ def _preload() -> bool:
     except ModuleNotFoundError as exc:
         if not is_torch(exc):
             raise
+        return "no torch to import ahead"
+    if _driver_loaded():
+        # An import asked the CUDA runtime something (a device count, say): the driver may be
+        # initialized here, and a child's CUDA calls would then fail.
+        return "an import loaded the CUDA driver (libcuda): it must not be forked"
+    return None
+
+
+def _driver_loaded() -> bool:
+    try:
+        return "libcuda.so" in Path("/proc/self/maps").read_text()
+    except OSError:  # no /proc: the runtime's own check (torch's bad-fork error) remains
         return False
-    return True
 
 
 def _run_worker(request: Fork, fds: list[int]) -> int:
@@ -123,7 +136,7 @@ def serve(sock: socket.socket, parent: int) -> None:
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ, "socket")
     selector.register(wake_read, selectors.EVENT_READ, "child")
-    sock.send(_encoder.encode(Ready(torch=_preload())))
+    sock.send(_encoder.encode(Ready(refused=_preload())))
     while os.getppid() == parent:
         for key, _ in selector.select(timeout=_PARENT_POLL_S):
             if key.data == "child":

@@ -190,3 +190,30 @@ def test_the_clean_process_is_forked_only_from_a_one_thread_process_holding_torc
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith(f'{{"forked": {str(forked).lower()}, "trials": 3}}')
+
+
+async def test_a_zygote_whose_imports_loaded_the_cuda_driver_forks_nothing(tmp_path, monkeypatch):
+    """A forked CUDA driver is unusable in the child: a zygote with libcuda mapped after its
+    imports (here a stand-in preloaded into it) refuses, and spares start by exec."""
+    stub = tmp_path / "stub.c"
+    stub.write_text("int kernelblaster_stub;\n")
+    driver = tmp_path / "libcuda.so.1"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(driver), str(stub)], check=True)
+    monkeypatch.setenv("LD_PRELOAD", str(driver))
+    spares = SpareWorkers(least=1, most=1)
+    try:
+        await spares.ready(default_harness_command(), 0)
+        zygote = spares._zygote
+        for _ in range(600):
+            if zygote.ready is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert zygote.ready is not None and "libcuda" in (zygote.ready.refused or "")
+        assert not zygote.usable
+        process = await spares.take(default_harness_command(), 0)
+        worker_client.kill_worker(process)
+        await process.wait()
+        await spares.ready(default_harness_command(), 0)
+        assert not isinstance(spares.waiting()[0], ForkedProcess)
+    finally:
+        await spares.close()
