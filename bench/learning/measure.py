@@ -5,10 +5,13 @@ Each kernel goes through a harness worker as the editor's save does: nvcc build,
 against the task's reference on fresh inputs, timing (CUDA events, L2 flushed; median and the
 spread across the timed repetitions), Nsight Compute (quick sections) and classification of
 the kernel that takes most of the time. Builds run first, in parallel on the CPU (the build
-cache then serves the GPU phase); GPU work runs one kernel at a time.
+cache then serves the GPU phase); GPU work runs one kernel at a time on each GPU named
+(`--gpus`, all of one model; ncu's passes still take turns, harness/protocol/profiling_lock.py),
+in spare workers prewarmed meanwhile.
 
     python bench/learning/measure.py                 # resumes; stops before --budget-s runs out
     python bench/learning/measure.py --tasks softmax,matmul --out /tmp/table.json  # in that order
+    python bench/learning/measure.py --gpus 0,1,2,3  # four H100s of one host
 
 The table, bench/results/learning-table-<gpu>.json, is rewritten (atomically) after every
 kernel, so a run killed at any point loses at most the kernel in progress; a rerun skips every
@@ -18,10 +21,15 @@ kernel already measured from the same source. Needs a GPU with ncu access.
 from __future__ import annotations
 
 import argparse
+import contextvars
 import sys
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common
 from common import RESULTS, device_name, slug
@@ -39,7 +47,7 @@ from kernelblaster.agents.replay_table import (
     transitions,
     write_table,
 )
-from kernelblaster.harness.protocol.worker_client import run_harness_sync
+from kernelblaster.harness.protocol.worker_client import keep_spare_workers, run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
 
@@ -156,6 +164,88 @@ def chosen(tasks: list[Task], wanted: list[str]) -> list[Task]:
     return sorted((t for t in tasks if t.task in wanted), key=lambda t: wanted.index(t.task))
 
 
+class _Measuring:
+    """The GPU phase of a run: kernels handed out in order to one thread per GPU, each kernel
+    recorded (and the table rewritten) as it ends, under one lock."""
+
+    def __init__(self, tasks: list[Task], table: LearningTable, out: Path, deadline: float):
+        self.tasks, self.table, self.out, self.deadline = tasks, table, out, deadline
+        self.lock = threading.Lock()
+        self.per_kernel: list[float] = []
+        self.surprises: list[str] = []  # outcomes their author did not expect: review them
+        self.measured = 0
+        self.problem: str | None = None  # a MachineProblem's message: every thread stops
+
+    def next_fits(self) -> bool:
+        """Whether another kernel fits before the deadline (the last ones' seconds as a guide)."""
+        expected = max(self.per_kernel[-5:], default=15.0)
+        return self.problem is None and time.monotonic() + expected <= self.deadline
+
+    def done(self, task: Task, variant: str, entry: Measurement) -> None:
+        with self.lock:
+            if entry.state is not None:
+                self.table.arch = self.table.arch or entry.state.arch
+            record(self.table, self.tasks, entry, self.out)
+            self.per_kernel.append(entry.seconds)
+            self.measured += 1
+            meant = _expected(task, variant)
+            surprise = "" if entry.outcome == meant else "  (NOT as expected)"
+            if surprise:
+                self.surprises.append(f"{task.task}/{variant}: {entry.outcome}, expected {meant}")
+            timing = f" {entry.time_ms:.4f} ms ±{entry.spread:.1%}" if entry.time_ms else ""
+            state = f" [{entry.state.state}]" if entry.state else ""
+            print(
+                f"{task.task}/{variant}: {entry.outcome}{timing}{state} in {entry.seconds:.1f} s"
+                f"{surprise}",
+                flush=True,
+            )
+
+
+Run = Callable[[WorkerRequest, Settings], WorkerResponse]
+
+
+def measure_all(
+    todo: list[tuple[Task, str]],
+    builds: list[WorkerResponse],
+    measuring: _Measuring,
+    settings: Settings,
+    gpus: list[int],
+    run: Run = run_harness_sync,
+) -> None:
+    """Profile each built kernel of `todo` on one of `gpus` (its build's failure recorded as
+    it is), in order, one thread per GPU; each thread's requests run in the spare workers
+    kept around the call (`keep_spare_workers`), which its own copy of the context sees."""
+    queue = list(zip(todo, builds, strict=True))
+    queue.reverse()  # popped from the end: in order
+
+    def on_gpu(gpu: int) -> None:
+        on_this = msgspec.structs.replace(settings, gpu_index=gpu)
+        while True:
+            with measuring.lock:
+                if not queue or not measuring.next_fits():
+                    return
+                (task, variant), built = queue.pop()
+            started = time.monotonic()
+            if built.build is not None and not built.build.ok:
+                response = built
+            else:
+                response = run(_request(task, variant, "profile", on_this), on_this)
+            try:
+                entry = measure(task, variant, response, time.monotonic() - started)
+            except MachineProblem as exc:
+                measuring.problem = str(exc)
+                return
+            measuring.done(task, variant, entry)
+
+    threads = [
+        threading.Thread(target=contextvars.copy_context().run, args=(on_gpu, gpu)) for gpu in gpus
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", help="comma-separated task names (default: all)")
@@ -164,6 +254,12 @@ def main(argv: list[str] | None = None) -> int:
         "--budget-s", type=float, default=480.0, help="stop before starting a kernel past this"
     )
     parser.add_argument("--jobs", type=int, default=8, help="parallel builds")
+    parser.add_argument(
+        "--gpus",
+        default="0",
+        help="comma-separated GPU indices, one kernel at a time on each (same model: the "
+        "table is named after the first)",
+    )
     args = parser.parse_args(argv)
     began = time.monotonic()
     tasks = load_library(LIBRARY)
@@ -173,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+    gpus = [int(gpu) for gpu in args.gpus.split(",")]
     device = device_name()
     out = args.out or RESULTS / f"learning-table-{slug(device)}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -183,51 +280,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     settings = Settings()
     todo = pending(tasks, table)
-    print(f"{len(todo)} kernel(s) to measure on {device} -> {out}", flush=True)
+    print(f"{len(todo)} kernel(s) to measure on {device} x{len(gpus)} -> {out}", flush=True)
 
     def build(item: tuple[Task, str]) -> WorkerResponse:
         return run_harness_sync(_request(*item, "build", settings), settings)
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         builds = list(pool.map(build, todo))
-    per_kernel: list[float] = []
-    surprises: list[str] = []  # outcomes its author did not expect: review before using them
-    measured = 0
-    for (task, variant), built in zip(todo, builds, strict=True):
-        expected = max(per_kernel[-5:], default=15.0)
-        if time.monotonic() - began + expected > args.budget_s:
-            break
-        started = time.monotonic()
-        if built.build is not None and not built.build.ok:
-            response = built
-        else:
-            response = run_harness_sync(_request(task, variant, "profile", settings), settings)
-        try:
-            entry = measure(task, variant, response, time.monotonic() - started)
-        except MachineProblem as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        if entry.state is not None:
-            table.arch = table.arch or entry.state.arch
-        record(table, tasks, entry, out)
-        per_kernel.append(entry.seconds)
-        measured += 1
-        meant = _expected(task, variant)
-        surprise = "" if entry.outcome == meant else "  (NOT as expected)"
-        if surprise:
-            surprises.append(f"{task.task}/{variant}: {entry.outcome}, expected {meant}")
-        timing = f" {entry.time_ms:.4f} ms ±{entry.spread:.1%}" if entry.time_ms else ""
-        state = f" [{entry.state.state}]" if entry.state else ""
-        print(
-            f"{task.task}/{variant}: {entry.outcome}{timing}{state} in {entry.seconds:.1f} s"
-            f"{surprise}",
-            flush=True,
-        )
-    left = len(todo) - measured
-    for line in surprises:
+    measuring = _Measuring(tasks, table, out, began + args.budget_s)
+    # Each kernel's worker prewarmed while the one before it ran (its torch import, its CUDA
+    # context, and its reference side when it is the same task's): seconds per kernel.
+    with keep_spare_workers():
+        measure_all(todo, builds, measuring, settings, gpus)
+    if measuring.problem is not None:
+        print(f"error: {measuring.problem}", file=sys.stderr)
+        return 1
+    left = len(todo) - measuring.measured
+    for line in measuring.surprises:
         print(f"NOT as expected: {line}")
     print(
-        f"measured {measured}, {left} left"
+        f"measured {measuring.measured}, {left} left"
         + (": run again to continue" if left else "; table complete")
         + f" ({time.monotonic() - began:.0f} s)"
     )

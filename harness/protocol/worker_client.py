@@ -55,7 +55,7 @@ from kernelblaster.harness.protocol.worker_protocol import (
     WorkerResponse,
     expected_request_env,
 )
-from kernelblaster.harness.protocol.zygote_client import Zygote
+from kernelblaster.harness.protocol.zygote_client import ForkedProcess, Zygote
 from kernelblaster.settings import Settings
 
 _log = logging.getLogger(__name__)
@@ -179,10 +179,11 @@ class SpareWorkers:
             # whose reference side was made for another file (the editing-rhythm bench reads
             # these lines from the server's log)
             _log.info(
-                "spare worker %d taken on GPU %d: %.1f s old, %s; %d left; load average %.1f",
+                "spare worker %d taken on GPU %d: %.1f s old, %s, %s; %d left; load average %.1f",
                 process.pid,
                 gpu_index,
                 now - chosen.started,
+                "forked by the zygote" if isinstance(process, ForkedProcess) else "exec'd",
                 "expects this request" if chosen.hint == (hint or {}) else "expects another",
                 len(alive),
                 os.getloadavg()[0],

@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import msgspec
 import pytest
 from bench_scripts import REPO, load_script
 
-from kernelblaster.agents.replay_table import NAIVE, read_table
+from kernelblaster.agents.replay_table import NAIVE, LearningTable, read_table
+from kernelblaster.harness.protocol.records import HarnessError
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
-from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
 
 measure = load_script("bench/learning/measure.py")
@@ -126,3 +129,54 @@ def test_the_tasks_asked_for_are_measured_in_the_order_given(library):
     assert names == ["row_sumsq_long", "linear_bias", "gelu"]
     with pytest.raises(ValueError, match="no_such_task"):
         measure.chosen(library, ["gelu", "no_such_task"])
+
+
+def _crashing_on(seen: list[tuple[int, str]], kind: str = "crash"):
+    """A `run` for measure_all that notes which GPU each kernel went to and answers with a
+    harness error of `kind` (a crash is the variant's outcome; no_gpu stops the run)."""
+
+    def run(request, settings):
+        seen.append((settings.gpu, Path(request.source).name))
+        time.sleep(0.01)
+        return WorkerResponse(error=HarnessError(kind=kind, message=f"{kind} for the test"))
+
+    return run
+
+
+def test_kernels_are_shared_out_over_the_gpus_named_and_each_recorded_once(library, tmp_path):
+    tasks = measure.chosen(library, ["gelu", "transpose"])
+    todo = measure.pending(tasks, LearningTable(device="test", arch="", min_speedup=1.1))
+    out = tmp_path / "table.json"
+    measuring = measure._Measuring(
+        tasks, LearningTable(device="test", arch="", min_speedup=1.1), out, time.monotonic() + 600
+    )
+    seen: list[tuple[int, str]] = []
+    builds = [WorkerResponse() for _ in todo]
+    measure.measure_all(todo, builds, measuring, Settings(), [0, 1], run=_crashing_on(seen))
+    assert measuring.measured == len(todo) and measuring.problem is None
+    assert {gpu for gpu, _ in seen} == {0, 1}  # both took kernels
+    assert sorted(name for _, name in seen) == sorted(
+        Path(task.source_path(variant)).name for task, variant in todo
+    )
+    written = read_table(out)
+    assert sorted((m.task, m.variant) for m in written.measurements) == sorted(
+        (task.task, variant) for task, variant in todo
+    )
+    assert {m.outcome for m in written.measurements} == {"crash"}
+
+
+def test_a_machine_problem_on_one_gpu_stops_every_gpu(library, tmp_path):
+    tasks = measure.chosen(library, ["gelu", "transpose"])
+    todo = measure.pending(tasks, LearningTable(device="test", arch="", min_speedup=1.1))
+    measuring = measure._Measuring(
+        tasks,
+        LearningTable(device="test", arch="", min_speedup=1.1),
+        tmp_path / "table.json",
+        time.monotonic() + 600,
+    )
+    seen: list[tuple[int, str]] = []
+    builds = [WorkerResponse() for _ in todo]
+    run = _crashing_on(seen, "no_gpu")
+    measure.measure_all(todo, builds, measuring, Settings(), [0, 1], run=run)
+    assert measuring.problem is not None and "no_gpu" in measuring.problem
+    assert measuring.measured == 0 and len(seen) <= 2  # one kernel per GPU at most
