@@ -250,3 +250,27 @@ def refused(
 
 def refused_nvcc_flags(flags: list[str], repository: Path) -> list[list[str]]:
     return refused(flags, NVCC, repository)
+
+
+_OPTIONS_FILE = ("--options-file", "-optf")
+
+
+def options_files(flags: list[str], folder: Path) -> list[Path]:
+    """The files nvcc reads more options from (`--options-file`/`-optf`, each spelling, comma
+    lists included), relative ones resolved from `folder`, nvcc's working directory: what a
+    build's result depends on besides its sources and the headers they include."""
+    found: list[str] = []
+    position = 0
+    while position < len(flags):
+        word = flags[position]
+        position += 1
+        name, equals, value = word.partition("=")
+        if name not in _OPTIONS_FILE:
+            continue
+        if not equals:
+            if position == len(flags):
+                break
+            value = flags[position]
+            position += 1
+        found += [part for part in value.split(",") if part]
+    return [folder / path for path in found]

@@ -90,13 +90,21 @@ class BuildCache:
         self.builds = root / "builds"
 
     def manifest_key(
-        self, options: list[str], sources: list[str], texts: Mapping[str, str] = {}
+        self,
+        options: list[str],
+        sources: list[str],
+        texts: Mapping[str, str] = {},
+        options_files: list[Path] = [],
     ) -> str:
-        """Hash of the options and the sources (path and content, or the text `texts` gives
-        for that path); ValueError if a source can't be read."""
+        """Hash of the options, the files they read more options from (path and content: nvcc's
+        dependency output does not list them) and the sources (path and content, or the text
+        `texts` gives for that path); ValueError if a source can't be read."""
         digest = hashlib.sha256(_FORMAT.encode())
         for option in options:
             digest.update(b"\0option\0" + option.encode())
+        for path in options_files:  # a missing one: nvcc says so, and nothing is stored
+            held = _file_digest(str(path)) or "missing"
+            digest.update(f"\0options-file\0{path}\0{held}".encode())
         for source in sources:
             content = _content_digest(source, texts)
             if content is None:

@@ -52,6 +52,7 @@ from kernelblaster.harness.protocol.records import (
     KernelResources,
     SourceDiagnostic,
 )
+from kernelblaster.nvcc_flags import options_files
 from kernelblaster.settings import Settings
 
 __all__ = ["ArchChoice", "BuildSpec", "build", "detect_arch"]
@@ -329,7 +330,12 @@ def _cached_nvcc_run(
     options = _options(spec, arch)
     unsaved = _unsaved_input(spec, inputs)
     texts = {unsaved.path: unsaved.text} if unsaved else {}
-    manifest_key = tools.cache.manifest_key([spec.output_kind, arch, *options], inputs, texts)
+    manifest_key = tools.cache.manifest_key(
+        [spec.output_kind, arch, *options],
+        inputs,
+        texts,
+        options_files(spec.flags, Path(spec.source).parent),
+    )
     hit = tools.cache.lookup(manifest_key, tools.nvcc_version, texts)
     if hit is not None:
         return _cache_hit(hit, started)

@@ -485,3 +485,26 @@ def test_report_shows_diagnostics_and_resource_table(built):
     failed = format_build_result(built("broken.cu"))
     assert f"{FIXTURES / 'broken.cu'}:4:38: error: identifier" in failed
     assert "build_failed" in failed
+
+
+@pytest.mark.nvcc
+def test_editing_an_options_file_rebuilds(tmp_path):
+    """nvcc's dependency output lists the headers a source includes, not the options files
+    its flags name (`--options-file`, `-optf`): their contents are in the cache's key."""
+    source = copy_fixtures(tmp_path, "with_header.cu", "x.cuh")
+    options = tmp_path / "nvcc.options"
+    options.write_text("-DKB_OPTION=1\n")
+    cache = tmp_path / "cache"
+    spec = BuildSpec(source=str(source), output_kind="shared", flags=["-optf", options.name])
+    first = build(spec, SM90, cache_dir=cache)
+    assert first.ok and not first.cached
+    assert build(spec, SM90, cache_dir=cache).cached
+    options.write_text("-DKB_OPTION=2\n")
+    second = build(spec, SM90, cache_dir=cache)
+    assert second.ok and not second.cached and second.key != first.key
+    spelled = BuildSpec(
+        source=str(source), output_kind="shared", flags=[f"--options-file={options}"]
+    )
+    assert not build(spelled, SM90, cache_dir=cache).cached  # another spelling, another key
+    options.write_text("-DKB_OPTION=1\n")
+    assert build(spec, SM90, cache_dir=cache).key == first.key
