@@ -34,7 +34,7 @@ class Fork(msgspec.Struct, tag="fork"):
 
 class Ready(msgspec.Struct, tag="ready"):
     """The imports are done. `refused`: why the zygote must not be forked from (no torch: a
-    fork saves nothing; the CUDA driver loaded by an import: a forked CUDA is unusable)."""
+    fork saves nothing; the GPU driver opened by an import: a forked CUDA is unusable)."""
 
     refused: str | None = None
 

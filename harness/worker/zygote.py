@@ -55,18 +55,25 @@ def _preload() -> str | None:
         if not is_torch(exc):
             raise
         return "no torch to import ahead"
-    if _driver_loaded():
-        # An import asked the CUDA runtime something (a device count, say): the driver may be
-        # initialized here, and a child's CUDA calls would then fail.
-        return "an import loaded the CUDA driver (libcuda): it must not be forked"
+    if driver := _driver_opened(Path("/proc/self/fd")):
+        # An import asked the driver something (a device count, say: CUDA or NVML initialized,
+        # which opens its device files): a child's CUDA calls could then fail.
+        return f"an import opened the GPU driver ({driver}): a fork would inherit it"
     return None
 
 
-def _driver_loaded() -> bool:
+def _driver_opened(fd_folder: Path) -> str | None:
+    """The NVIDIA device file this process holds open, if any (`fd_folder`: /proc/self/fd). A
+    CUDA library merely loaded opens none; cuInit and nvmlInit do."""
     try:
-        return "libcuda.so" in Path("/proc/self/maps").read_text()
-    except OSError:  # no /proc: the runtime's own check (torch's bad-fork error) remains
-        return False
+        descriptors = list(fd_folder.iterdir())
+    except OSError:  # no /proc: torch's own bad-fork error remains
+        return None
+    for descriptor in descriptors:
+        with contextlib.suppress(OSError):  # closed meanwhile (the listing's own)
+            if (link := os.readlink(descriptor)).startswith("/dev/nvidia"):
+                return link
+    return None
 
 
 def _run_worker(request: Fork, fds: list[int]) -> int:

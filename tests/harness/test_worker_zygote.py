@@ -28,6 +28,7 @@ from kernelblaster.harness.protocol.worker_client import (
 )
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
 from kernelblaster.harness.protocol.zygote_client import ForkedProcess
+from kernelblaster.harness.worker import zygote
 from kernelblaster.settings import Settings
 
 pytestmark = pytest.mark.skipif(
@@ -192,14 +193,15 @@ def test_the_clean_process_is_forked_only_from_a_one_thread_process_holding_torc
     assert done.stdout.strip().endswith(f'{{"forked": {str(forked).lower()}, "trials": 3}}')
 
 
-async def test_a_zygote_whose_imports_loaded_the_cuda_driver_forks_nothing(tmp_path, monkeypatch):
-    """A forked CUDA driver is unusable in the child: a zygote with libcuda mapped after its
-    imports (here a stand-in preloaded into it) refuses, and spares start by exec."""
-    stub = tmp_path / "stub.c"
-    stub.write_text("int kernelblaster_stub;\n")
-    driver = tmp_path / "libcuda.so.1"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(driver), str(stub)], check=True)
-    monkeypatch.setenv("LD_PRELOAD", str(driver))
+async def test_a_zygote_that_could_not_import_torch_forks_nothing(tmp_path, monkeypatch):
+    """A zygote without torch would fork workers that import it all the same: it refuses, says
+    why, and spares start by exec (here torch is hidden by a module that is not there)."""
+    hidden = tmp_path / "hidden"
+    (hidden / "torch").mkdir(parents=True)
+    (hidden / "torch" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", f"{hidden}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     spares = SpareWorkers(least=1, most=1)
     try:
         await spares.ready(default_harness_command(), 0)
@@ -208,7 +210,7 @@ async def test_a_zygote_whose_imports_loaded_the_cuda_driver_forks_nothing(tmp_p
             if zygote.ready is not None:
                 break
             await asyncio.sleep(0.1)
-        assert zygote.ready is not None and "libcuda" in (zygote.ready.refused or "")
+        assert zygote.ready is not None and zygote.ready.refused == "no torch to import ahead"
         assert not zygote.usable
         process = await spares.take(default_harness_command(), 0)
         worker_client.kill_worker(process)
@@ -217,3 +219,15 @@ async def test_a_zygote_whose_imports_loaded_the_cuda_driver_forks_nothing(tmp_p
         assert not isinstance(spares.waiting()[0], ForkedProcess)
     finally:
         await spares.close()
+
+
+def test_the_driver_is_seen_open_only_through_an_nvidia_device_file(tmp_path):
+    """cuInit and nvmlInit open /dev/nvidia*; a CUDA library only loaded opens nothing."""
+    fds = tmp_path / "fd"
+    fds.mkdir()
+    (fds / "0").symlink_to("/dev/null")
+    (fds / "3").symlink_to("/usr/lib/x86_64-linux-gnu/libcuda.so.1")
+    assert zygote._driver_opened(fds) is None
+    (fds / "7").symlink_to("/dev/nvidiactl")
+    assert zygote._driver_opened(fds) == "/dev/nvidiactl"
+    assert zygote._driver_opened(tmp_path / "no-such-folder") is None
