@@ -189,11 +189,16 @@ def test_the_real_worker_answers_from_a_prewarmed_spare(tmp_path):
 
 
 def _harness_workers() -> list[psutil.Process]:
-    return [
-        child
-        for child in psutil.Process().children()
-        if "kernelblaster.harness.worker" in child.cmdline()
-    ]
+    """The harness workers started here: by exec, or forked by the worker zygote (the first
+    spare is exec'd while the zygote imports torch; its replacement may be forked)."""
+    found = []
+    for child in psutil.Process().children():
+        line = child.cmdline()
+        if "kernelblaster.harness.worker" in line:
+            found.append(child)
+        elif "kernelblaster.harness.worker.zygote" in line:
+            found += child.children()
+    return found
 
 
 def _loaded_torch(process: psutil.Process) -> bool:

@@ -390,6 +390,7 @@ async def test_the_server_log_says_which_spare_a_request_took(monkeypatch, caplo
         await spares.close()
     said = [r.getMessage() for r in caplog.records if r.name == worker_client.__name__]
     assert re.search(
-        rf"spare worker {taken[0].pid} taken on GPU 0: [\d.]+ s old, exec.d, expects another", said[0]
+        rf"spare worker {taken[0].pid} taken on GPU 0: [\d.]+ s old, exec.d, expects another",
+        said[0],
     )
     assert said[1].startswith("no spare worker alive on GPU 0: one started for the request")

@@ -83,9 +83,10 @@ async def test_spares_forked_by_the_zygote_hold_torch_from_their_first_instant(t
         assert response.error is not None
         assert "CPU-only build" in response.error.message
         assert isinstance(spares.waiting()[0], ForkedProcess)
+        zygote_pid = spares._zygote._process.pid
     finally:
         await spares.close()
-    assert _ended(forked.pid)
+    assert _ended(forked.pid) and _ended(zygote_pid)  # closing the spares ends the zygote too
 
 
 async def test_a_forked_workers_exit_is_its_own_as_the_zygote_reaped_it():
