@@ -150,6 +150,7 @@ class SpareWorkers:
         # spare pid -> (the write end of its pipe, the pid of the worker it waits for)
         self._waiting: dict[int, tuple[int, int]] = {}
         self._zygote = Zygote()  # started with the first prewarming spare of the default worker
+        self._retired: list[Zygote] = []  # started in an environment that has changed since
 
     async def take(
         self, command: list[str], gpu_index: int = 0, hint: dict[str, str] | None = None
@@ -294,6 +295,9 @@ class SpareWorkers:
         else started by exec. The zygote is started with the first such spare."""
         fds = {} if gpu_free is None else {GPU_FREE_FD_ENV: gpu_free}
         if command == default_harness_command():
+            if self._zygote.outdated:  # a new one for the new environment; the old one's
+                self._retired.append(self._zygote)  # workers live on until `close`
+                self._zygote = Zygote()
             if not self._zygote.started:
                 await self._zygote.start()
             if self._zygote.usable:
@@ -313,7 +317,8 @@ class SpareWorkers:
         for spare in spares:
             kill_worker(spare)
             await spare.wait()
-        await self._zygote.close()
+        for zygote in [*self._retired, self._zygote]:
+            await zygote.close()
 
 
 async def run_worker(

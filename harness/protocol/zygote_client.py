@@ -19,7 +19,7 @@ import sys
 
 import msgspec
 
-from kernelblaster.harness.protocol.processes import kill_worker, worker_environment
+from kernelblaster.harness.protocol.processes import kill_tree, kill_worker, worker_environment
 from kernelblaster.harness.protocol.zygote_protocol import (
     MAX_PACKET,
     ZYGOTE_FD_ENV,
@@ -27,6 +27,7 @@ from kernelblaster.harness.protocol.zygote_protocol import (
     Exited,
     Fork,
     Forked,
+    ForkFailed,
     FromZygote,
     Ready,
 )
@@ -68,34 +69,49 @@ class Zygote:
     Used from one event loop."""
 
     def __init__(self) -> None:
+        self._starting: asyncio.Future[None] | None = None
         self._process: asyncio.subprocess.Process | None = None
         self._sock: socket.socket | None = None
         self._env: dict[str, str] = {}
         self.ready: Ready | None = None  # what it said once its imports were done
+        self._stalled = False  # a fork went unanswered: nothing more is asked of it
         self._next_id = 0
         self._forking: dict[int, asyncio.Future[int]] = {}  # Fork id -> the child's pid
         self._exits: dict[int, asyncio.Future[int]] = {}  # pid -> its returncode
 
     @property
     def started(self) -> bool:
-        return self._process is not None
+        return self._starting is not None
+
+    @property
+    def outdated(self) -> bool:
+        """Started in another environment than the one workers get now: what torch read at
+        its import could differ."""
+        return self.started and self._env != dict(os.environ)
 
     @property
     def usable(self) -> bool:
-        """Ready (torch imported), alive, and started in the environment workers get now."""
+        """Ready (torch imported, nothing refused), alive, answering, and not `outdated`."""
         return (
             self.ready is not None
             and self.ready.refused is None
+            and not self._stalled
             and self._sock is not None
             and self._process is not None
             and self._process.returncode is None
-            and self._env == dict(os.environ)
+            and not self.outdated
         )
 
     async def start(self) -> None:
-        """Start the zygote; it is `usable` once it has said it is ready."""
+        """Start the zygote (once, however many callers ask at once); it is `usable` once it
+        has said it is ready."""
+        if self._starting is None:
+            self._env = dict(os.environ)
+            self._starting = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._starting)
+
+    async def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._env = dict(os.environ)
         try:
             self._process = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -120,36 +136,48 @@ class Zygote:
     async def fork(self, env: dict[str, str], fds: dict[str, int], limit: int) -> ForkedProcess:
         """A worker forked with environment `env` plus, for each of `fds`, the variable naming
         the descriptor the child gets for that one of ours (the caller keeps its copy);
-        `limit`: its pipes' line limit, as asyncio.create_subprocess_exec's."""
+        `limit`: its pipes' line limit, as asyncio.create_subprocess_exec's. OSError where the
+        zygote could not fork it (the caller starts the worker by exec); a fork whose caller
+        is cancelled, or fails, is killed, and nothing of it is left open here."""
         assert self._sock is not None and self.usable
-        loop = asyncio.get_running_loop()
         stdin_read, stdin_write = os.pipe()
         stdout_read, stdout_write = os.pipe()
         stderr_read, stderr_write = os.pipe()
-        theirs = [stdin_read, stdout_write, stderr_write, *fds.values()]
+        ours = [stdin_write, stdout_read, stderr_read]
         self._next_id += 1
         request = Fork(
             id=self._next_id,
             env=env,
+            cwd=os.getcwd(),
             fd_env={name: 3 + index for index, name in enumerate(fds)},
         )
-        forked: asyncio.Future[int] = loop.create_future()
+        forked: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._forking[request.id] = forked
+        pid: int | None = None
         try:
-            socket.send_fds(self._sock, [_encoder.encode(request)], theirs)
-        except OSError:
-            del self._forking[request.id]
-            for fd in (stdin_write, stdout_read, stderr_read):
-                os.close(fd)
+            try:
+                socket.send_fds(
+                    self._sock,
+                    [_encoder.encode(request)],
+                    [stdin_read, stdout_write, stderr_write, *fds.values()],
+                )
+            finally:
+                for fd in (stdin_read, stdout_write, stderr_write):
+                    os.close(fd)
+            try:
+                pid = await asyncio.wait_for(asyncio.shield(forked), _FORK_TIMEOUT_S)
+            except TimeoutError as exc:
+                self._stalled = True
+                raise OSError(f"the worker zygote did not fork in {_FORK_TIMEOUT_S:.0f} s") from exc
+            return await _wrapped(pid, ours, self._exits[pid], limit)
+        except BaseException:
+            if pid is None:  # a Forked still to come finds no one waiting: _read kills it
+                self._forking.pop(request.id, None)
+                for fd in ours:
+                    os.close(fd)
+            else:
+                _kill(pid)  # _wrapped closed what it did not hand over
             raise
-        finally:
-            for fd in (stdin_read, stdout_write, stderr_write):
-                os.close(fd)
-        pid = await forked
-        exited = self._exits[pid]
-        stdin = await _writer(stdin_write)
-        stdout = await _reader(stdout_read, limit)
-        return ForkedProcess(pid, stdin, stdout, await _reader(stderr_read, limit), exited)
 
     def _read(self) -> None:
         assert self._sock is not None
@@ -170,9 +198,17 @@ class Zygote:
         elif isinstance(message, Forked):
             # before fork() resumes: the child's Exited may be read first
             self._exits[message.pid] = asyncio.get_running_loop().create_future()
-            self._forking.pop(message.id).set_result(message.pid)
-        elif isinstance(message, Exited):
-            self._exits.pop(message.pid).set_result(message.returncode)
+            waiting = self._forking.pop(message.id, None)
+            if waiting is None:  # its caller gave up (cancelled, timed out): it has no use
+                _kill(message.pid)
+            else:
+                waiting.set_result(message.pid)
+        elif isinstance(message, ForkFailed):
+            waiting = self._forking.pop(message.id, None)
+            if waiting is not None:
+                waiting.set_exception(OSError(message.reason))
+        elif isinstance(message, Exited) and (exited := self._exits.pop(message.pid, None)):
+            exited.set_result(message.returncode)
 
     def _gone(self) -> None:
         """The zygote ended: its children end with it (exit_with_parent); their exits can no
@@ -182,8 +218,7 @@ class Zygote:
         self._sock.close()
         self._sock = None
         for pid, exited in self._exits.items():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            _kill(pid)
             if not exited.done():
                 exited.set_result(-signal.SIGKILL)
         self._exits.clear()
@@ -194,6 +229,8 @@ class Zygote:
 
     async def close(self) -> None:
         """End the zygote (its children end with it)."""
+        if self._starting is not None:
+            await asyncio.shield(self._starting)
         if self._sock is not None:
             self._gone()
         if self._process is not None:
@@ -201,13 +238,53 @@ class Zygote:
             await self._process.wait()
 
 
-async def _reader(fd: int, limit: int) -> asyncio.StreamReader:
+# A fork takes milliseconds once the zygote is ready (nothing is asked of it before)
+_FORK_TIMEOUT_S = 10.0
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL a forked worker's group (it leads one from its first instant on, nearly) and
+    whatever it started."""
+    kill_tree(pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def _wrapped(
+    pid: int, fds: list[int], exited: asyncio.Future[int], limit: int
+) -> ForkedProcess:
+    """The ForkedProcess over our ends of its pipes (stdin's write end, stdout's and stderr's
+    read ends); on any failure, what was not handed to a transport is closed, and every
+    transport made is closed."""
+    stdin_fd, stdout_fd, stderr_fd = fds
+    left = list(fds)
+    made: list[asyncio.BaseTransport] = []
+    try:
+        stdin = await _writer(stdin_fd)
+        left.remove(stdin_fd)
+        made.append(stdin.transport)
+        stdout, transport = await _reader(stdout_fd, limit)
+        left.remove(stdout_fd)
+        made.append(transport)
+        stderr, transport = await _reader(stderr_fd, limit)
+        left.remove(stderr_fd)
+        made.append(transport)
+    except BaseException:
+        for transport in made:
+            transport.close()
+        for fd in left:
+            os.close(fd)
+        raise
+    return ForkedProcess(pid, stdin, stdout, stderr, exited)
+
+
+async def _reader(fd: int, limit: int) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=limit)
-    await loop.connect_read_pipe(
+    transport, _ = await loop.connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
     )
-    return reader
+    return reader, transport
 
 
 async def _writer(fd: int) -> asyncio.StreamWriter:

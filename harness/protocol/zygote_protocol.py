@@ -9,8 +9,9 @@ editing-rhythm latency and the optimize loop's spares waited for them).
 One AF_UNIX SOCK_SEQPACKET pair (a message per packet) joins them; the client's end stays
 with it, the zygote's is named in ZYGOTE_FD_ENV. Client → zygote: `Fork`, with the worker's
 stdin, stdout and stderr (and any `fd_env` descriptors after them) passed as SCM_RIGHTS.
-Zygote → client: `Ready` once its imports are done (nothing is forked before), `Forked` per
-`Fork`, `Exited` per child that ended (the zygote is their parent, and reaps them)."""
+Zygote → client: `Ready` once its imports are done (nothing is forked before), `Forked` (or
+`ForkFailed`) per `Fork`, `Exited` per child that ended (the zygote is their parent, and reaps
+them)."""
 
 from __future__ import annotations
 
@@ -44,9 +45,14 @@ class Forked(msgspec.Struct, tag="forked"):
     pid: int
 
 
+class ForkFailed(msgspec.Struct, tag="fork_failed"):
+    id: int
+    reason: str  # e.g. os.fork's error: the client starts that worker by exec
+
+
 class Exited(msgspec.Struct, tag="exited"):
     pid: int
     returncode: int  # as subprocess reports it: negative for a signal
 
 
-FromZygote = Ready | Forked | Exited
+FromZygote = Ready | Forked | ForkFailed | Exited

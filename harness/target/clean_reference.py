@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import io
 import multiprocessing
+import os
 import pickle
 import sys
 import threading
@@ -244,11 +245,21 @@ class CleanReference:
 
 def _start_context() -> ForkContext | SpawnContext:
     """`fork` where forking is sound and saves the child's torch import: torch imported, no
-    CUDA context (CUDA can't be forked), one thread (a fork keeps only the caller's)."""
+    CUDA context (CUDA can't be forked), one thread (a fork keeps only the caller's, and
+    another's locks could be held). A worker forked by the zygote is that; one started by exec
+    has imported no torch yet, or holds OpenBLAS's thread beside its own."""
     torch = sys.modules.get("torch")
-    if torch is None or torch.cuda.is_initialized() or threading.active_count() > 1:
+    if torch is None or torch.cuda.is_initialized() or _threads() > 1:
         return multiprocessing.get_context("spawn")
     return multiprocessing.get_context("fork")
+
+
+def _threads() -> int:
+    """This process's threads, native ones included where /proc tells."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
 
 
 def _sendable(exc: BaseException) -> BaseException:

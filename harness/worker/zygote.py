@@ -5,14 +5,18 @@ build, then forks a harness worker per request; each child runs serve.main() as
 sent, and finds its imports done.
 
 Why forking is sound here: nothing but imports ever ran in this process. It has no CUDA
-context (CUDA can't be forked; each child creates its own), one thread, and no candidate code
-(the children run candidates; their parent never does, so no child inherits another's). A
-child leads its own session and process group, as a worker started with start_new_session
-does, and ends with this process (its PARENT_ENV is this pid, serve.main: exit_with_parent),
-which ends with its client (`serve`)."""
+context (CUDA can't be forked; each child creates its own; an import that opened the driver
+makes it refuse, `_preload`), no thread of its own (a torch import leaves OpenBLAS's server
+thread, which handles fork itself), and no candidate code (the children run candidates; their
+parent never does, so no child inherits another's). A child leads its own session and process
+group, as a worker started with start_new_session does, and ends with this process (its
+PARENT_ENV is this pid, serve.main: exit_with_parent), which ends with its client
+(`_Server.serve`). A fork that fails is answered ForkFailed: the client starts that worker by
+exec."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import selectors
@@ -20,6 +24,7 @@ import signal
 import socket
 import sys
 import traceback
+import warnings
 from pathlib import Path
 
 import msgspec
@@ -32,6 +37,7 @@ from kernelblaster.harness.protocol.zygote_protocol import (
     Exited,
     Fork,
     Forked,
+    ForkFailed,
     Ready,
 )
 
@@ -76,15 +82,16 @@ def _driver_opened(fd_folder: Path) -> str | None:
     return None
 
 
-def _run_worker(request: Fork, fds: list[int]) -> int:
-    """In the child: become the worker `request` describes, and run it."""
+def _run_worker(request: Fork, fds: list[int], zygote: int) -> int:
+    """In the child: become the worker `request` describes, and run it. `zygote`: its parent's
+    pid, taken before the fork (read here, it could already be init's)."""
     os.setsid()  # its own process group, killed as one (harness/protocol/processes.py)
     for number, fd in enumerate(fds[:3]):  # received above 2: the zygote's 0-2 are open
         os.dup2(fd, number)
         os.close(fd)
     os.environ.clear()
     os.environ.update(request.env)
-    os.environ[PARENT_ENV] = str(os.getppid())
+    os.environ[PARENT_ENV] = str(zygote)
     for name, index in request.fd_env.items():
         os.environ[name] = str(fds[index])
     if request.cwd is not None:
@@ -94,71 +101,96 @@ def _run_worker(request: Fork, fds: list[int]) -> int:
     return main()
 
 
-def _fork(request: Fork, fds: list[int], inherited: list[int]) -> int:
-    """Fork the worker; the parent closes its copies of `fds` and returns the child's pid."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            for fd in inherited:  # the zygote's own: its socket, its wake-up pipe
-                os.close(fd)
-            code = _run_worker(request, fds)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except BaseException:  # noqa: BLE001 - a child must never return into the zygote's loop
-            traceback.print_exc()
-        finally:
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(OSError, ValueError):  # its reader gone: nothing to say
-                    stream.flush()
-            os._exit(code)
-    for fd in fds:
-        os.close(fd)
-    return pid
+def _exit_code(exc: SystemExit) -> int:
+    """What the interpreter would exit with for `exc`: 0 for None, the code, or 1 after
+    printing a message."""
+    if exc.code is None or isinstance(exc.code, int):
+        return exc.code or 0
+    print(exc.code, file=sys.stderr)
+    return 1
 
 
-def _reap(sock: socket.socket) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
+class _Server:
+    """The zygote's loop: its socket, the wake-up pipe its SIGCHLD handler writes, and the
+    selector over both; a child closes all of them before it becomes a worker."""
+
+    def __init__(self, sock: socket.socket, parent: int) -> None:
+        self.sock, self.parent = sock, parent
+        self.wake_read, self.wake_write = os.pipe()
+        os.set_blocking(self.wake_write, False)
+        os.set_blocking(self.wake_read, False)
+        signal.set_wakeup_fd(self.wake_write)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler: the wake-up fd hears it
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(sock, selectors.EVENT_READ, "socket")
+        self.selector.register(self.wake_read, selectors.EVENT_READ, "child")
+
+    def serve(self) -> None:
+        """Fork workers for the client at the other end of the socket until it closes it or
+        its process (`parent`) is gone. No thread watches the parent, as exit_with_parent's
+        does in a worker: a fork must find this process with no thread of ours."""
+        self.sock.send(_encoder.encode(Ready(refused=_preload())))
+        while os.getppid() == self.parent:
+            for key, _ in self.selector.select(timeout=_PARENT_POLL_S):
+                if key.data == "child":
+                    self._reap()
+                    continue
+                message, fds, _, _ = socket.recv_fds(self.sock, MAX_PACKET, _MAX_FDS)
+                if not message:  # the client closed its end: its workers end with this process
+                    return
+                request = _decoder.decode(message)
+                try:
+                    answer: Forked | ForkFailed = Forked(
+                        id=request.id, pid=self._fork(request, fds)
+                    )
+                except OSError as exc:  # EAGAIN from a pid limit, ENOMEM: that worker by exec
+                    for fd in fds:
+                        os.close(fd)
+                    answer = ForkFailed(id=request.id, reason=f"fork failed: {exc}")
+                self.sock.send(_encoder.encode(answer))
+
+    def _fork(self, request: Fork, fds: list[int]) -> int:
+        """Fork the worker; the parent closes its copies of `fds` and returns the child's pid."""
+        zygote = os.getpid()
+        pid = os.fork()
         if pid == 0:
-            return
-        sock.send(_encoder.encode(Exited(pid=pid, returncode=os.waitstatus_to_exitcode(status))))
+            code = 1
+            try:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                self.selector.close()
+                for fd in (self.sock.fileno(), self.wake_read, self.wake_write):
+                    os.close(fd)
+                code = _run_worker(request, fds, zygote)
+            except SystemExit as exc:
+                code = _exit_code(exc)
+            except BaseException:  # noqa: BLE001 - a child must never return into the zygote's loop
+                traceback.print_exc()
+            finally:
+                # What the interpreter's exit would do (the clean reference process ended,
+                # logging flushed), without unwinding into the zygote's frames above.
+                atexit._run_exitfuncs()
+                for stream in (sys.stdout, sys.stderr):
+                    with contextlib.suppress(OSError, ValueError):  # its reader gone
+                        stream.flush()
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        return pid
 
-
-def serve(sock: socket.socket, parent: int) -> None:
-    """Fork workers for the client at the other end of `sock` until it closes it or its
-    process (`parent`) is gone. No thread watches the parent, as exit_with_parent's does in
-    a worker: a fork must find this process with one thread."""
-    wake_read, wake_write = os.pipe()
-    os.set_blocking(wake_write, False)
-    os.set_blocking(wake_read, False)
-    signal.set_wakeup_fd(wake_write)
-    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that the wake-up fd hears it
-    inherited = [sock.fileno(), wake_read, wake_write]
-    selector = selectors.DefaultSelector()
-    selector.register(sock, selectors.EVENT_READ, "socket")
-    selector.register(wake_read, selectors.EVENT_READ, "child")
-    sock.send(_encoder.encode(Ready(refused=_preload())))
-    while os.getppid() == parent:
-        for key, _ in selector.select(timeout=_PARENT_POLL_S):
-            if key.data == "child":
-                while True:
-                    try:
-                        os.read(wake_read, 512)
-                    except BlockingIOError:
-                        break
-                _reap(sock)
-                continue
-            message, fds, _, _ = socket.recv_fds(sock, MAX_PACKET, _MAX_FDS)
-            if not message:  # the client closed its end: its workers end with this process
+    def _reap(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self.wake_read, 512):
+                pass
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
                 return
-            request = _decoder.decode(message)
-            sock.send(_encoder.encode(Forked(id=request.id, pid=_fork(request, fds, inherited))))
+            if pid == 0:
+                return
+            exited = Exited(pid=pid, returncode=os.waitstatus_to_exitcode(status))
+            self.sock.send(_encoder.encode(exited))
 
 
 def main() -> int:
@@ -167,8 +199,11 @@ def main() -> int:
     if not told.isdigit():
         print(f"{ZYGOTE_FD_ENV} names no socket: started by hand?", file=sys.stderr)
         return 2
-    with socket.socket(fileno=int(told)) as sock:
-        serve(sock, parent)
+    # The one extra thread a torch import leaves (OpenBLAS's server) handles fork itself
+    # (pthread_atfork); Python 3.12's warning about forking a threaded process is not for it.
+    warnings.filterwarnings("ignore", r".*multi-threaded, use of fork\(\)", DeprecationWarning)
+    with socket.socket(fileno=int(told)) as sock, contextlib.suppress(BrokenPipeError):
+        _Server(sock, parent).serve()  # a BrokenPipeError: the client is gone, so is its need
     return 0
 
 

@@ -20,6 +20,7 @@ import pytest
 from tests_paths import EXAMPLES
 
 from kernelblaster.harness.protocol import worker_client
+from kernelblaster.harness.protocol.processes import worker_environment
 from kernelblaster.harness.protocol.worker_client import (
     SpareWorkers,
     default_harness_command,
@@ -27,7 +28,7 @@ from kernelblaster.harness.protocol.worker_client import (
     run_harness,
 )
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
-from kernelblaster.harness.protocol.zygote_client import ForkedProcess
+from kernelblaster.harness.protocol.zygote_client import ForkedProcess, Zygote
 from kernelblaster.harness.worker import zygote
 from kernelblaster.settings import Settings
 
@@ -136,56 +137,119 @@ async def test_when_the_zygote_dies_its_workers_end_and_spares_start_by_exec_aga
     assert _ended(forked.pid)
 
 
-async def test_a_changed_environment_is_not_served_by_a_zygote_that_imported_in_the_old_one(
-    monkeypatch,
-):
+async def test_a_changed_environment_gets_a_zygote_that_imported_in_it(monkeypatch):
     spares = SpareWorkers(least=1, most=1)
     try:
         await _zygote_ready(spares)
+        old = spares._zygote
         monkeypatch.setenv("TORCH_SHOW_CPP_STACKTRACES", "1")  # read by torch at import
+        assert old.outdated and not old.usable
         process = await spares.take(default_harness_command(), 0)
         worker_client.kill_worker(process)
         await process.wait()
         await spares.ready(default_harness_command(), 0)
+        # that spare by exec, beside a new zygote importing in the new environment
         assert not isinstance(spares.waiting()[0], ForkedProcess)
+        assert spares._retired == [old] and spares._zygote is not old
+        await _zygote_ready(spares)
+        process = await spares.take(default_harness_command(), 0)
+        worker_client.kill_worker(process)
+        await process.wait()
+        await spares.ready(default_harness_command(), 0)
+        [forked] = spares.waiting()
+        assert isinstance(forked, ForkedProcess)
+        assert psutil.Process(forked.pid).ppid() == spares._zygote._process.pid
+        old_pid = old._process.pid
     finally:
         await spares.close()
+    assert _ended(old_pid)
+
+
+def _forked_children(zygote: Zygote) -> list[psutil.Process]:
+    return [
+        child
+        for child in psutil.Process(zygote._process.pid).children()
+        if child.status() != psutil.STATUS_ZOMBIE
+    ]
+
+
+async def test_one_zygote_however_many_start_it_at_once_and_a_cancelled_fork_leaves_nothing():
+    zygote = Zygote()
+    try:
+        await asyncio.gather(zygote.start(), zygote.start(), zygote.start())
+        zygotes = [
+            child
+            for child in psutil.Process().children()
+            if "kernelblaster.harness.worker.zygote" in child.cmdline()
+        ]
+        assert [z.pid for z in zygotes] == [zygote._process.pid]
+        for _ in range(600):
+            if zygote.usable:
+                break
+            await asyncio.sleep(0.1)
+        descriptors = len(os.listdir("/proc/self/fd"))
+        forking = asyncio.ensure_future(zygote.fork(worker_environment(), {}, 2**16))
+        await asyncio.sleep(0)  # the Fork sent; its answer not read yet
+        forking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await forking
+        for _ in range(100):  # the child forked meanwhile is killed once its pid comes
+            if not _forked_children(zygote) and len(zygote._exits) == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert _forked_children(zygote) == []
+        assert len(os.listdir("/proc/self/fd")) == descriptors  # none of its pipes left open
+        assert zygote.usable  # and the zygote serves the next
+        process = await zygote.fork(worker_environment(), {}, 2**16)
+        worker_client.kill_worker(process)
+        assert await asyncio.wait_for(process.wait(), 20) == -signal.SIGKILL
+    finally:
+        await zygote.close()
 
 
 _CLEAN_CHILD = textwrap.dedent(
     """
-    import json, sys, threading, time
+    import json, os, sys, threading, time
     from pathlib import Path
     import psutil
     import torch
     from kernelblaster.harness.target.clean_reference import CleanReference
 
-    if sys.argv[2] == "thread":
+    def start_clean():
+        clean = CleanReference("cpu")
+        clean.open(Path(sys.argv[1]), trials=3, atol=None, rtol=None)
+        facts = clean.facts()
+        child = psutil.Process(clean.pid)
+        print(json.dumps({
+            "forked": child.cmdline() == psutil.Process().cmdline(),
+            "trials": facts.trials,
+        }), flush=True)
+        clean.close()
+
+    if sys.argv[2] == "zygote-like":  # as a worker forked by the zygote: one thread left
+        pid = os.fork()
+        if pid == 0:
+            start_clean()
+            os._exit(0)
+        os.waitpid(pid, 0)
+    else:  # a thread of ours beside (besides OpenBLAS's, which the fork above drops)
         threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
-    clean = CleanReference("cpu")
-    clean.open(Path(sys.argv[1]), trials=3, atol=None, rtol=None)
-    facts = clean.facts()
-    child = psutil.Process(clean.pid)
-    print(json.dumps({
-        "forked": child.cmdline() == psutil.Process().cmdline(),
-        "trials": facts.trials,
-    }))
-    clean.close()
+        start_clean()
     """
 )
 
 
-@pytest.mark.parametrize(("threads", "forked"), [("one", True), ("thread", False)])
+@pytest.mark.parametrize(("how", "forked"), [("zygote-like", True), ("thread", False)])
 def test_the_clean_process_is_forked_only_from_a_one_thread_process_holding_torch(
-    tmp_path, threads, forked
+    tmp_path, how, forked
 ):
     """A worker forked by the zygote holds torch and runs one thread when it starts its clean
-    process: that child is forked (no torch import of its own) and answers a session. With a
-    second thread running, a fork could inherit a lock held by it: spawned instead."""
+    process: that child is forked (no torch import of its own) and answers a session. With
+    another thread running, a fork could inherit a lock it holds: spawned instead."""
     reference = tmp_path / "relu.py"
     reference.write_bytes((EXAMPLES / "relu.py").read_bytes())
     done = subprocess.run(
-        [sys.executable, "-c", _CLEAN_CHILD, str(reference), threads],
+        [sys.executable, "-c", _CLEAN_CHILD, str(reference), how],
         capture_output=True,
         text=True,
         timeout=120,
