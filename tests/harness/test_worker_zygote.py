@@ -1,8 +1,8 @@
 """The worker zygote: prewarming spares of the default worker are forked from a process that has
 imported torch already (issue 34: spares taken 2-4 s old in a rapid editing rhythm were still
 importing it; issue 35: an optimize step's worker waited 3.1 s for its spare). Real processes
-throughout: the zygote, the forked harness workers (CPU-only torch here: a check request is
-answered with the CPU-only build's message, after the worker's torch import), and the clean
+throughout: the zygote, the forked harness workers (asked to check a source that is not there,
+which any host answers at once), and the clean
 reference process forked by a worker that holds torch."""
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ async def _zygote_ready(spares: SpareWorkers) -> None:
     raise AssertionError("the worker zygote was not ready within 60 s")
 
 
-def _check(source: Path) -> WorkerRequest:
-    return WorkerRequest(task="check", source=str(source), settings=Settings())
+def _missing(folder: Path) -> WorkerRequest:
+    """A request every worker answers at once, on any host: a check of a source not there."""
+    return WorkerRequest(task="check", source=str(folder / "missing.cu"), settings=Settings())
 
 
 async def test_spares_forked_by_the_zygote_hold_torch_from_their_first_instant(tmp_path):
@@ -73,16 +74,16 @@ async def test_spares_forked_by_the_zygote_hold_torch_from_their_first_instant(t
         await _zygote_ready(spares)
         first = spares.waiting()[0]
         assert not isinstance(first, ForkedProcess)  # started with the zygote, by exec
-        await run_harness(_check(EXAMPLES / "relu.cu"), Settings(), spares=spares)
+        await run_harness(_missing(tmp_path), Settings(), spares=spares)
         # the spare that replaced it: forked, and torch is in it before it ran a line
         [forked] = spares.waiting()
         assert isinstance(forked, ForkedProcess)
         assert _maps_torch(forked.pid)
         assert psutil.Process(forked.pid).ppid() == spares._zygote._process.pid
-        # and it answers as a worker: the check imported torch, found it CPU-only, said so
-        response = await run_harness(_check(EXAMPLES / "relu.cu"), Settings(), spares=spares)
-        assert response.error is not None
-        assert "CPU-only build" in response.error.message
+        # and it answers as a worker does
+        response = await run_harness(_missing(tmp_path), Settings(), spares=spares)
+        assert response.error is not None and response.error.kind == "bad_target"
+        assert "missing.cu" in response.error.message
         assert isinstance(spares.waiting()[0], ForkedProcess)
         zygote_pid = spares._zygote._process.pid
     finally:
@@ -90,14 +91,14 @@ async def test_spares_forked_by_the_zygote_hold_torch_from_their_first_instant(t
     assert _ended(forked.pid) and _ended(zygote_pid)  # closing the spares ends the zygote too
 
 
-async def test_a_forked_workers_exit_is_its_own_as_the_zygote_reaped_it():
+async def test_a_forked_workers_exit_is_its_own_as_the_zygote_reaped_it(tmp_path):
     spares = SpareWorkers(least=2, most=2)
     try:
         await _zygote_ready(spares)
         await spares.ready(default_harness_command(), 0)
         forked = [p for p in spares.waiting() if isinstance(p, ForkedProcess)]
         while not forked:  # the exec'd ones are replaced by forked ones as they are taken
-            await run_harness(_check(EXAMPLES / "relu.cu"), Settings(), spares=spares)
+            await run_harness(_missing(tmp_path), Settings(), spares=spares)
             forked = [p for p in spares.waiting() if isinstance(p, ForkedProcess)]
         victim = forked[0]
         os.kill(victim.pid, signal.SIGSEGV)
