@@ -98,9 +98,13 @@ async def _spawn(
 
 
 # About how long a spare takes to be ready for its request: Python, the torch import and the
-# CUDA context (~3-4 s on an H100 or H200 host), then the reference side made ahead. One forked
-# by the zygote skips the first two; the pool is sized for one that did not.
+# CUDA context (~3-4 s on an H100 or H200 host), then the reference side made ahead. The pool is
+# sized with it whatever kind its spares are.
 WARM_UP_S = 4.0
+# The same for a spare forked by the zygote: its CUDA context (~0.15 s on an H100), its
+# reference side and its clean process's (~0.3-1 s). An estimate until the spares' step marks
+# (`ahead_at_*`) of an H100 run say otherwise.
+FORKED_WARM_UP_S = 2.0
 
 
 @dataclasses.dataclass(eq=False)
@@ -108,6 +112,11 @@ class _Spare:
     process: WorkerProcess
     hint: dict[str, str]
     started: float = dataclasses.field(default_factory=time.monotonic)
+
+    def young(self, now: float) -> bool:
+        """Still warming up, likely: taken now, its request would wait for it."""
+        forked = isinstance(self.process, ForkedProcess)
+        return now - self.started < (FORKED_WARM_UP_S if forked else WARM_UP_S)
 
 
 class SpareWorkers:
@@ -169,7 +178,7 @@ class SpareWorkers:
             chosen = min(
                 alive,
                 key=lambda spare: (
-                    now - spare.started < WARM_UP_S,
+                    spare.young(now),
                     spare.hint != (hint or {}),
                     spare.started,
                 ),

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import psutil
@@ -297,3 +298,17 @@ def test_the_driver_is_seen_open_only_through_an_nvidia_device_file(tmp_path):
     (fds / "7").symlink_to("/dev/nvidiactl")
     assert zygote._driver_opened(fds) == "/dev/nvidiactl"
     assert zygote._driver_opened(tmp_path / "no-such-folder") is None
+
+
+async def test_a_forked_spare_counts_as_warm_sooner_than_an_execd_one():
+    """Which spare a request takes first: a warm one. A forked spare's warm-up is its CUDA
+    context and its reference side, an exec'd one's a torch import too."""
+    exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    forked = ForkedProcess(1, None, None, None, exited)  # type: ignore[arg-type]
+    execd = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await execd.wait()
+    now = time.monotonic()
+    three_s_old = now - 3.0
+    assert worker_client.FORKED_WARM_UP_S < 3.0 < worker_client.WARM_UP_S
+    assert not worker_client._Spare(forked, {}, three_s_old).young(now)
+    assert worker_client._Spare(execd, {}, three_s_old).young(now)
