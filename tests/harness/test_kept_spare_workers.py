@@ -107,6 +107,8 @@ def test_requests_from_two_threads_run_in_their_own_gpus_spares(tmp_path):
     on_gpu = {gpu: _settings(tmp_path, gpu=gpu) for gpu in (0, 1)}
     with keep_spare_workers():
         prewarm_harness_workers(on_gpu[0], [0, 1])
+        # both started; a loaded machine may show the second's command line a moment later
+        assert wait_for(lambda: len(leftovers(tmp_path)) == 2)
         prewarmed = {p.pid: p.environ()["KERNELBLASTER_PREWARM"] for p in leftovers(tmp_path)}
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             answers = [
