@@ -60,6 +60,16 @@ def first_visible_gpu() -> str:
     return os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
 
 
+def host_gpu_models() -> set[str]:
+    """The models of this host's GPUs, as nvidia-smi names them (none without it)."""
+    if not shutil.which("nvidia-smi"):
+        return set()
+    done = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True
+    )
+    return {line.strip() for line in done.stdout.splitlines() if line.strip()}
+
+
 def device_name() -> str:
     """The GPU's name from nvidia-smi, or "cpu-<hostname>" on a machine without one."""
     if shutil.which("nvidia-smi"):

@@ -32,7 +32,7 @@ from pathlib import Path
 import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common
-from common import RESULTS, device_name, slug
+from common import RESULTS, device_name, host_gpu_models, slug
 
 from kernelblaster.agents.loop import MIN_SPEEDUP
 from kernelblaster.agents.replay_table import (
@@ -270,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     gpus = [int(gpu) for gpu in args.gpus.split(",")]
+    if len(gpus) > 1 and len(models := host_gpu_models()) > 1:
+        print(f"error: --gpus on a host of several models ({', '.join(sorted(models))}): "
+              "one table is one model's; name GPUs of one", file=sys.stderr)  # fmt: skip
+        return 2
     device = device_name()
     out = args.out or RESULTS / f"learning-table-{slug(device)}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
