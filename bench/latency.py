@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import collections
 import json
 import re
 import shutil
@@ -416,6 +417,20 @@ _TIMED = re.compile(
 )
 
 
+# The server's line for each spare a request took (harness/protocol/worker_client.py)
+_TAKEN = re.compile(r"spare worker \d+ taken on GPU \d+: [\d.]+ s old, (?P<how>[^,]+),")
+
+
+def spares_taken(log: Path) -> dict[str, int]:
+    """How the spares the run's requests took had been started, counted: forked by the worker
+    zygote, exec'd to prewarm, or exec'd for builds only (the builds ahead of saves)."""
+    found = collections.Counter(
+        match["how"] for line in log.read_text(errors="replace").splitlines()
+        if (match := _TAKEN.search(line))
+    )  # fmt: skip
+    return dict(found)
+
+
 def worker_runs(log: Path, name: str) -> list[dict]:
     """Each run of `<name>.cu` that reached its timing, in order (its open's first), as the
     language server logged it: whether its build was cached, and the worker's phase seconds
@@ -592,6 +607,7 @@ async def rapid_rhythm(root: Path, names: list[str], saves: int, log: Path | Non
         "save_to_fresh_state_p50_s": statistics.median(fresh) if fresh else None,
         "save_to_fresh_state_max_s": max(fresh) if fresh else None,
         "states_superseded": sum(run["save_to_state_s"] is None for run in made),
+        "spares_taken": spares_taken(log) if log is not None else None,
         "background_after_the_last_save": background,
     }
 

@@ -193,7 +193,7 @@ class SpareWorkers:
                 process.pid,
                 gpu_index,
                 now - chosen.started,
-                "forked by the zygote" if isinstance(process, ForkedProcess) else "exec'd",
+                _started_by(process, self._prewarm),
                 "expects this request" if chosen.hint == (hint or {}) else "expects another",
                 len(alive),
                 os.getloadavg()[0],
@@ -487,6 +487,14 @@ def describe_exit(returncode: int) -> str:
 # --- the harness worker ---------------------------------------------------------------------
 
 _harness_decoder = msgspec.json.Decoder(WorkerMessage)
+
+
+def _started_by(process: WorkerProcess, prewarmed: bool) -> str:
+    """How a spare was started, as the server log says it (the editing-rhythm bench counts
+    them): forked by the zygote, exec'd to prewarm, or exec'd for builds only."""
+    if isinstance(process, ForkedProcess):
+        return "forked by the zygote"
+    return "exec'd" if prewarmed else "exec'd for builds"
 
 
 def default_harness_command() -> list[str]:
