@@ -4,8 +4,10 @@ torch already, handled like the processes asyncio starts (`ForkedProcess`).
 
 Used by SpareWorkers (harness/protocol/worker_client.py) for the default worker command only:
 a configured `workerCommand` (a container, a remote shell) is started as given. Until the
-zygote has imported torch, or where the environment changed since it started (what torch
-read at import would differ), workers are started as before, by exec."""
+zygote has imported torch, where it refused (no torch; an import opened the GPU driver), where
+a fork failed or went unanswered, and where the environment changed since it started (what
+torch read at import could differ: SpareWorkers then starts a new one), workers are started as
+before, by exec."""
 
 from __future__ import annotations
 
