@@ -38,6 +38,9 @@ class Ready(msgspec.Struct, tag="ready"):
     fork saves nothing; the GPU driver opened by an import: a forked CUDA is unusable)."""
 
     refused: str | None = None
+    # Whether processes of its user may ptrace it or read its memory (prctl PR_SET_DUMPABLE
+    # turned off on Linux; its children turn it back on)
+    traceable: bool = True
 
 
 class Forked(msgspec.Struct, tag="forked"):

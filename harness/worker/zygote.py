@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import selectors
 import signal
@@ -86,6 +87,7 @@ def _run_worker(request: Fork, fds: list[int], zygote: int) -> int:
     """In the child: become the worker `request` describes, and run it. `zygote`: its parent's
     pid, taken before the fork (read here, it could already be init's)."""
     os.setsid()  # its own process group, killed as one (harness/protocol/processes.py)
+    _set_dumpable(True)  # a worker as an exec'd one is: its user's tools may attach to it
     for number, fd in enumerate(fds[:3]):  # received above 2: the zygote's 0-2 are open
         os.dup2(fd, number)
         os.close(fd)
@@ -99,6 +101,23 @@ def _run_worker(request: Fork, fds: list[int], zygote: int) -> int:
     from kernelblaster.harness.worker.serve import main
 
     return main()
+
+
+_PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4  # prctl(2)
+
+
+def _set_dumpable(dumpable: bool) -> None:
+    """prctl(PR_SET_DUMPABLE): whether processes of the same user may ptrace this one or read
+    its memory through /proc (Linux; elsewhere nothing)."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, int(dumpable), 0, 0, 0)
+
+
+def dumpable() -> bool:
+    """prctl(PR_GET_DUMPABLE) of this process (True off Linux, where nothing is set)."""
+    if sys.platform != "linux":
+        return True
+    return ctypes.CDLL(None, use_errno=True).prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0) == 1
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -129,7 +148,7 @@ class _Server:
         """Fork workers for the client at the other end of the socket until it closes it or
         its process (`parent`) is gone. No thread watches the parent, as exit_with_parent's
         does in a worker: a fork must find this process with no thread of ours."""
-        self.sock.send(_encoder.encode(Ready(refused=_preload())))
+        self.sock.send(_encoder.encode(Ready(refused=_preload(), traceable=dumpable())))
         while os.getppid() == self.parent:
             for key, _ in self.selector.select(timeout=_PARENT_POLL_S):
                 if key.data == "child":
@@ -199,6 +218,9 @@ def main() -> int:
     if not told.isdigit():
         print(f"{ZYGOTE_FD_ENV} names no socket: started by hand?", file=sys.stderr)
         return 2
+    # Out of reach of the workers' ptrace and /proc/<pid>/mem (where the system would allow
+    # them between a user's processes): a change here would reach every later worker.
+    _set_dumpable(False)
     # The one extra thread a torch import leaves (OpenBLAS's server) handles fork itself
     # (pthread_atfork); Python 3.12's warning about forking a threaded process is not for it.
     warnings.filterwarnings("ignore", r".*multi-threaded, use of fork\(\)", DeprecationWarning)

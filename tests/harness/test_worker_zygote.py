@@ -81,6 +81,7 @@ async def test_spares_forked_by_the_zygote_hold_torch_from_their_first_instant(t
         assert isinstance(forked, ForkedProcess)
         assert _maps_torch(forked.pid)
         assert psutil.Process(forked.pid).ppid() == spares._zygote._process.pid
+        assert spares._zygote.ready.traceable is False  # no worker may ptrace the zygote
         # and it answers as a worker does
         response = await run_harness(_missing(tmp_path), Settings(), spares=spares)
         assert response.error is not None and response.error.kind == "bad_target"
@@ -312,3 +313,14 @@ async def test_a_forked_spare_counts_as_warm_sooner_than_an_execd_one():
     assert worker_client.FORKED_WARM_UP_S < 3.0 < worker_client.WARM_UP_S
     assert not worker_client._Spare(forked, {}, three_s_old).young(now)
     assert worker_client._Spare(execd, {}, three_s_old).young(now)
+
+
+def test_a_process_is_made_untraceable_and_traceable_again():
+    """The zygote's guard (its workers may not ptrace it) and its children's release of it."""
+    script = (
+        "from kernelblaster.harness.worker import zygote as z; "
+        "z._set_dumpable(False); a = z.dumpable(); z._set_dumpable(True); print(a, z.dumpable())"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == (["False", "True"] if sys.platform == "linux" else ["True"] * 2)
