@@ -15,6 +15,7 @@ from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 
 from kernelblaster.harness.analysis.reference_source import outline
 from kernelblaster.harness.protocol.records import ProfileDepth
+from kernelblaster.harness.protocol.worker_client import harness_command
 from kernelblaster.harness.target.pairing import REFERENCE_SUFFIX, kernel_beside
 from kernelblaster.server import (
     code_actions,
@@ -86,6 +87,8 @@ async def initialized(ls: KernelBlasterServer, params: types.InitializedParams) 
         await settings_sync.refresh(ls)
     finally:
         ls.ready.set()
+    if ls.trust.trusted:  # workers run only here: their zygote imports torch meanwhile
+        ls.spare_workers.begin_zygote(harness_command(ls.settings))
 
 
 @server.feature(types.SHUTDOWN)

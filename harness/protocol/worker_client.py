@@ -295,6 +295,13 @@ class SpareWorkers:
             self._let_go(spare.pid)
         return spare
 
+    def begin_zygote(self, command: list[str]) -> None:
+        """Have the worker zygote import torch now, for spares of `command` to come (the
+        language server starts it with its session, so that the first spares are forked
+        rather than exec'd); nothing for another command or for spares that do not prewarm."""
+        if self._prewarm and command == default_harness_command():
+            self._zygote.begin()
+
     async def _launch(
         self, command: list[str], env: dict[str, str], gpu_free: int | None = None
     ) -> WorkerProcess:

@@ -104,12 +104,16 @@ class Zygote:
             and not self.outdated
         )
 
-    async def start(self) -> None:
-        """Start the zygote (once, however many callers ask at once); it is `usable` once it
-        has said it is ready."""
+    def begin(self) -> None:
+        """Start the zygote, once however many callers ask, without waiting for its process."""
         if self._starting is None:
             self._env = dict(os.environ)
             self._starting = asyncio.ensure_future(self._start())
+
+    async def start(self) -> None:
+        """`begin`, and wait for its process; it is `usable` once it has said it is ready."""
+        self.begin()
+        assert self._starting is not None
         await asyncio.shield(self._starting)
 
     async def _start(self) -> None:
