@@ -69,9 +69,15 @@ class WorkerProcess(Protocol):
 def kill_worker(process: subprocess.Popen | WorkerProcess) -> None:
     """SIGKILL a worker and whatever it started: its process group, and any descendant that
     left the group."""
-    kill_tree(process.pid)
+    kill_worker_pid(process.pid)
+
+
+def kill_worker_pid(pid: int) -> None:
+    """`kill_worker` for a worker known by its pid alone (one forked by the zygote before the
+    client had its pipes)."""
+    kill_tree(pid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
 
 
 def run_tool(

@@ -12,7 +12,6 @@ before, by exec."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -21,7 +20,11 @@ import sys
 
 import msgspec
 
-from kernelblaster.harness.protocol.processes import kill_tree, kill_worker, worker_environment
+from kernelblaster.harness.protocol.processes import (
+    kill_worker,
+    kill_worker_pid,
+    worker_environment,
+)
 from kernelblaster.harness.protocol.zygote_protocol import (
     MAX_PACKET,
     ZYGOTE_FD_ENV,
@@ -182,7 +185,7 @@ class Zygote:
                 for fd in ours:
                     os.close(fd)
             else:
-                _kill(pid)  # _wrapped closed what it did not hand over
+                kill_worker_pid(pid)  # _wrapped closed what it did not hand over
             raise
 
     def _read(self) -> None:
@@ -206,7 +209,7 @@ class Zygote:
             self._exits[message.pid] = asyncio.get_running_loop().create_future()
             waiting = self._forking.pop(message.id, None)
             if waiting is None:  # its caller gave up (cancelled, timed out): it has no use
-                _kill(message.pid)
+                kill_worker_pid(message.pid)
             else:
                 waiting.set_result(message.pid)
         elif isinstance(message, ForkFailed):
@@ -224,7 +227,7 @@ class Zygote:
         self._sock.close()
         self._sock = None
         for pid, exited in self._exits.items():
-            _kill(pid)
+            kill_worker_pid(pid)
             if not exited.done():
                 exited.set_result(-signal.SIGKILL)
         self._exits.clear()
@@ -246,14 +249,6 @@ class Zygote:
 
 # A fork takes milliseconds once the zygote is ready (nothing is asked of it before)
 _FORK_TIMEOUT_S = 10.0
-
-
-def _kill(pid: int) -> None:
-    """SIGKILL a forked worker's group (it leads one from its first instant on, nearly) and
-    whatever it started."""
-    kill_tree(pid)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 async def _wrapped(

@@ -510,19 +510,29 @@ def _prewarm(gpu_index: int, expected: WorkerRequest | None = None) -> None:
             _ahead.nothing_to_make()  # if it was not made: the request then makes its own
 
 
-def _warm(gpu_index: int) -> bool:
-    """The imports, the CUDA context, the GPU's arch and nvcc's version; False without torch."""
+def import_past_build() -> bool:
+    """The modules a worker imports past its build: torch, and the check's and the profile's
+    (~0.2 s of imports on top of torch); False without torch. A spare's prewarm imports them,
+    and the worker zygote before it forks any worker (harness/worker/zygote.py)."""
     try:
         with _IMPORTS:
-            import torch
+            import torch  # noqa: F401
 
-            # the modules past the build: ~0.2 s of imports on top of torch
             from kernelblaster.harness.check import check  # noqa: F401
             from kernelblaster.harness.profile import counters, profile  # noqa: F401
     except ModuleNotFoundError as exc:
         if not is_torch(exc):
             raise
         return False
+    return True
+
+
+def _warm(gpu_index: int) -> bool:
+    """The imports, the CUDA context, the GPU's arch and nvcc's version; False without torch."""
+    if not import_past_build():
+        return False
+    import torch
+
     _mark("imported")
 
     # What every request would otherwise start with, each asked once per process: the GPU's

@@ -31,7 +31,6 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.harness.protocol.processes import PARENT_ENV
-from kernelblaster.harness.protocol.setup_errors import is_torch
 from kernelblaster.harness.protocol.zygote_protocol import (
     MAX_PACKET,
     ZYGOTE_FD_ENV,
@@ -49,18 +48,11 @@ _decoder = msgspec.json.Decoder(Fork)
 
 
 def _preload() -> str | None:
-    """The worker's imports, up to those past its build (serve._warm's); why forking from this
-    process is refused after them, if it is."""
-    from kernelblaster.harness.worker import serve  # noqa: F401
+    """The worker's imports, up to those past its build (serve.import_past_build); why forking
+    from this process is refused after them, if it is."""
+    from kernelblaster.harness.worker.serve import import_past_build
 
-    try:
-        import torch  # noqa: F401
-
-        from kernelblaster.harness.check import check  # noqa: F401
-        from kernelblaster.harness.profile import counters, profile  # noqa: F401
-    except ModuleNotFoundError as exc:
-        if not is_torch(exc):
-            raise
+    if not import_past_build():
         return "no torch to import ahead"
     if driver := _driver_opened(Path("/proc/self/fd")):
         # An import asked the driver something (a device count, say: CUDA or NVML initialized,

@@ -32,6 +32,7 @@ from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
 from kernelblaster.harness.protocol.zygote_client import ForkedProcess, Zygote
 from kernelblaster.harness.worker import zygote
 from kernelblaster.settings import Settings
+from tests.server.conftest import wait_until
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps"
@@ -57,11 +58,7 @@ async def _zygote_ready(spares: SpareWorkers) -> None:
     """Start spares until the zygote has imported torch (the first spare, started with it, is
     exec'd: nothing waits for the zygote's import)."""
     await spares.ready(default_harness_command(), 0)
-    for _ in range(600):
-        if spares._zygote.usable:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("the worker zygote was not ready within 60 s")
+    await wait_until(lambda: spares._zygote.usable, timeout=60)
 
 
 def _missing(folder: Path) -> WorkerRequest:
@@ -186,20 +183,15 @@ async def test_one_zygote_however_many_start_it_at_once_and_a_cancelled_fork_lea
             if "kernelblaster.harness.worker.zygote" in child.cmdline()
         ]
         assert [z.pid for z in zygotes] == [zygote._process.pid]
-        for _ in range(600):
-            if zygote.usable:
-                break
-            await asyncio.sleep(0.1)
+        await wait_until(lambda: zygote.usable, timeout=60)
         descriptors = len(os.listdir("/proc/self/fd"))
         forking = asyncio.ensure_future(zygote.fork(worker_environment(), {}, 2**16))
         await asyncio.sleep(0)  # the Fork sent; its answer not read yet
         forking.cancel()
         with pytest.raises(asyncio.CancelledError):
             await forking
-        for _ in range(100):  # the child forked meanwhile is killed once its pid comes
-            if not _forked_children(zygote) and len(zygote._exits) == 0:
-                break
-            await asyncio.sleep(0.1)
+        # the child forked meanwhile is killed once its pid comes
+        await wait_until(lambda: not _forked_children(zygote) and not zygote._exits, timeout=10)
         assert _forked_children(zygote) == []
         assert len(os.listdir("/proc/self/fd")) == descriptors  # none of its pipes left open
         assert zygote.usable  # and the zygote serves the next
@@ -274,10 +266,7 @@ async def test_a_zygote_that_could_not_import_torch_forks_nothing(tmp_path, monk
     try:
         await spares.ready(default_harness_command(), 0)
         zygote = spares._zygote
-        for _ in range(600):
-            if zygote.ready is not None:
-                break
-            await asyncio.sleep(0.1)
+        await wait_until(lambda: zygote.ready is not None, timeout=60)
         assert zygote.ready is not None and zygote.ready.refused == "no torch to import ahead"
         assert not zygote.usable
         process = await spares.take(default_harness_command(), 0)

@@ -5,7 +5,6 @@ count of how the spares taken were started (bench/latency.py spares_taken)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 
@@ -14,6 +13,7 @@ from learning.bench_scripts import load_script
 from kernelblaster.harness.protocol import worker_client
 from kernelblaster.harness.protocol.worker_client import SpareWorkers
 from kernelblaster.server import pipeline
+from tests.server.conftest import wait_until
 
 latency = load_script("bench/latency.py")
 
@@ -62,10 +62,7 @@ async def test_the_bench_counts_how_the_spares_taken_were_started(tmp_path):
             worker_client.kill_worker(await pool.take(command))
         default = worker_client.default_harness_command()
         await zygote_backed.ready(default)  # exec'd: the zygote is importing torch meanwhile
-        for _ in range(600):
-            if zygote_backed._zygote.usable:
-                break
-            await asyncio.sleep(0.1)
+        await wait_until(lambda: zygote_backed._zygote.usable, timeout=60)
         worker_client.kill_worker(await zygote_backed.take(default))
         await zygote_backed.ready(default)  # forked now
         worker_client.kill_worker(await zygote_backed.take(default))
