@@ -252,22 +252,23 @@ def refused_nvcc_flags(flags: list[str], repository: Path) -> list[list[str]]:
     return refused(flags, NVCC, repository)
 
 
-_OPTIONS_FILE = ("--options-file", "-optf")
+# Where nvcc reads more options from: a file of them, or a comma list of files
+_OPTIONS_FILES = _table(Option(("--options-file", "-optf"), _matches(".+"), listed=True))
 
 
 def options_files(flags: list[str], folder: Path) -> list[Path]:
-    """The files nvcc reads more options from (`--options-file`/`-optf`, each spelling, comma
-    lists included), relative ones resolved from `folder`, nvcc's working directory: what a
-    build's result depends on besides its sources and the headers they include."""
+    """The files nvcc reads more options from (`--options-file`/`-optf`, every spelling
+    `_lookup` reads, comma lists included), relative ones resolved from `folder`, nvcc's
+    working directory: what a build's result depends on besides its sources and the headers
+    they include."""
     found: list[str] = []
     position = 0
     while position < len(flags):
-        word = flags[position]
+        option, value = _lookup(flags[position], _OPTIONS_FILES)
         position += 1
-        name, equals, value = word.partition("=")
-        if name not in _OPTIONS_FILE:
+        if option is None:
             continue
-        if not equals:
+        if value is None:  # nvcc takes the next word, whatever it is
             if position == len(flags):
                 break
             value = flags[position]
