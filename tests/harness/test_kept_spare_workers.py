@@ -184,6 +184,8 @@ def test_the_real_worker_answers_from_a_prewarmed_spare(tmp_path):
         assert wait_for(lambda: _loaded_torch(spare), timeout=60), "the spare never imported torch"
         assert run_harness_sync(missing, settings) == fresh
         assert not spare.is_running()  # it ran the request and was ended with it
+        # The replacement may be a fork the zygote has not answered yet: wait for it.
+        assert wait_for(lambda: len(_harness_workers()) == 1), _harness_workers()
         (replacement,) = _harness_workers()
     assert fresh.error is not None and fresh.error.kind == "bad_target"
     assert replacement.pid != spare.pid
