@@ -154,11 +154,20 @@ def profile_text(view: KernelProfileView) -> str:
     if view.state is not None:
         parts.append(view.state.summary)
     if view.point is not None and view.roofs is not None:
+        point, roofs = view.point, view.roofs
+        tensor = (
+            f" ({point.tensor_flops_per_s / 1e12:.3g} on the tensor cores)"
+            if point.tensor_flops_per_s > 0
+            else ""
+        )
+        tensor_roofs = "".join(
+            f"{roof.flops_per_s / 1e12:.3g} TFLOP/s {roof.path} tensor, " for roof in roofs.tensor
+        )
         parts.append(
-            f"{view.point.flops_per_s / 1e12:.3g} TFLOP/s at "
-            f"{view.point.dram_bytes_per_s / 1e9:.4g} GB/s of DRAM "
-            f"(roofs {view.roofs.fp32_flops_per_s / 1e12:.3g} TFLOP/s FP32, "
-            f"{view.roofs.dram_bytes_per_s / 1e12:.3g} TB/s, {view.roofs.source})"
+            f"{point.flops_per_s / 1e12:.3g} TFLOP/s{tensor} at "
+            f"{point.dram_bytes_per_s / 1e9:.4g} GB/s of DRAM "
+            f"(roofs {tensor_roofs}{roofs.fp32_flops_per_s / 1e12:.3g} TFLOP/s FP32, "
+            f"{roofs.dram_bytes_per_s / 1e12:.3g} TB/s, {roofs.source})"
         )
     if view.change:
         parts.append(view.change)

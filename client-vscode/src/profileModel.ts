@@ -2,17 +2,27 @@
 // checked here once so the view renders only what has the documented shape. Fields the view
 // does not draw are not listed.
 
+export interface TensorRoof {
+  readonly path: string;
+  readonly flops_per_s: number;
+}
+
 export interface Roofs {
   readonly dram_bytes_per_s: number;
   readonly fp32_flops_per_s: number;
   readonly fp64_flops_per_s: number | null;
+  /** The dense tensor-core roofs of the input types the kernel's MMAs used, highest first. */
+  readonly tensor: readonly TensorRoof[];
   readonly source: 'measured' | 'published';
   readonly note: string;
 }
 
 export interface RooflinePoint {
+  /** CUDA-core FP32 + FP64 and tensor-core FLOP/s. */
   readonly flops_per_s: number;
   readonly dram_bytes_per_s: number;
+  /** The tensor cores' share of flops_per_s (0 for earlier saves, whose history has none). */
+  readonly tensor_flops_per_s?: number;
 }
 
 export interface Finding {
@@ -85,10 +95,11 @@ const ROOFS = record({
   dram_bytes_per_s: isNumber,
   fp32_flops_per_s: isNumber,
   fp64_flops_per_s: orNull(isNumber),
+  tensor: arrayOf(record({ path: isString, flops_per_s: isNumber })),
   source: (v) => v === 'measured' || v === 'published',
   note: isString,
 });
-const POINT = record({ flops_per_s: isNumber, dram_bytes_per_s: isNumber });
+const POINT = record({ flops_per_s: isNumber, dram_bytes_per_s: isNumber, tensor_flops_per_s: isNumber });
 const FINDING = record({ id: isString, message: isString, estimated_speedup: orNull(isNumber), lines: arrayOf(isNumber) });
 const STATE = record({
   state: isString,

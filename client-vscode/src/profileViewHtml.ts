@@ -168,6 +168,7 @@ a:hover { text-decoration: underline; }
 .roofline .tick-label, .roofline .axis-label, .roofline .roof-label { fill: var(--vscode-descriptionForeground); font-size: 10px; }
 .roofline .roof { fill: none; stroke: var(--vscode-charts-blue); stroke-width: 2.5; }
 .roofline .roof.fp64 { stroke-dasharray: 5 4; stroke-width: 1.5; }
+.roofline .roof.tensor { stroke: var(--vscode-charts-purple); stroke-dasharray: 2 3; stroke-width: 2; }
 .roofline .point.current { fill: var(--vscode-charts-orange); stroke: var(--vscode-foreground); stroke-width: 1; }
 .roofline .point.earlier { fill: var(--vscode-descriptionForeground); opacity: 0.7; }
 .legend .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin: 0 4px 0 12px; vertical-align: middle; }

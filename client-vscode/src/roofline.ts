@@ -1,8 +1,9 @@
 // The roofline as inline SVG (the webview loads nothing from outside; colours come from the
 // theme through CSS classes): log-log, arithmetic intensity (FLOP per DRAM byte) across,
 // achieved FLOP/s up; the DRAM-bandwidth roof rising to the FP32 roof (and the FP64 roof,
-// dashed); this kernel's point and its earlier saves' points. A point without FLOPs or without
-// DRAM traffic can't sit on log axes: it is drawn on the edge it tends to, and says so.
+// dashed), and on past it to the tensor-core roof of each input type the kernel's MMAs used;
+// this kernel's point and its earlier saves' points. A point without FLOPs or without DRAM
+// traffic can't sit on log axes: it is drawn on the edge it tends to, and says so.
 
 import { escapeHtml } from './html';
 import type { RooflinePoint, Roofs } from './profileModel';
@@ -21,11 +22,12 @@ export interface PlotPoint extends RooflinePoint {
 
 export function rooflinePlot(roofs: Roofs, points: readonly PlotPoint[]): string {
   const ridge = roofs.fp32_flops_per_s / roofs.dram_bytes_per_s;
+  const top = Math.max(roofs.fp32_flops_per_s, ...roofs.tensor.map((t) => t.flops_per_s));
   const intensities = points.map(intensity).filter((v): v is number => v !== undefined && v > 0 && Number.isFinite(v));
   const flops = points.map((p) => p.flops_per_s).filter((v) => v > 0);
   const xLow = decadeBelow(Math.min(ridge / 1000, ...intensities));
-  const xHigh = decadeAbove(Math.max(ridge * 100, ...intensities));
-  const yHigh = decadeAbove(roofs.fp32_flops_per_s * 1.5);
+  const xHigh = decadeAbove(Math.max(ridge * 100, (top / roofs.dram_bytes_per_s) * 10, ...intensities));
+  const yHigh = decadeAbove(Math.max(top * 1.5, ...flops));
   const yLow = decadeBelow(Math.min(roofs.fp32_flops_per_s / 1e5, ...flops));
   const x = (v: number): number => LEFT + ((Math.log10(v) - Math.log10(xLow)) / (Math.log10(xHigh) - Math.log10(xLow))) * (WIDTH - LEFT - RIGHT);
   const y = (v: number): number => HEIGHT - BOTTOM - ((Math.log10(v) - Math.log10(yLow)) / (Math.log10(yHigh) - Math.log10(yLow))) * (HEIGHT - TOP - BOTTOM);
@@ -47,13 +49,23 @@ export function rooflinePlot(roofs: Roofs, points: readonly PlotPoint[]): string
       `<text class="roof-label" x="${f(x(xHigh) - 4)}" y="${f(y(roofs.fp64_flops_per_s) + 12)}" text-anchor="end">FP64 ${flopsLabel(roofs.fp64_flops_per_s)}FLOP/s</text>`,
     );
   }
+  // Each tensor roof: the memory roof goes on rising past the FP32 ridge to its own ridge.
+  for (const [index, roof] of roofs.tensor.entries()) {
+    const tensorRidge = roof.flops_per_s / roofs.dram_bytes_per_s;
+    const label = `${roof.path} tensor ${flopsLabel(roof.flops_per_s)}FLOP/s`;
+    parts.push(
+      `<polyline class="roof tensor" points="${f(x(ridge))},${f(y(roofs.fp32_flops_per_s))} ${f(x(tensorRidge))},${f(y(roof.flops_per_s))} ${f(x(xHigh))},${f(y(roof.flops_per_s))}"><title>${escapeHtml(`${label} (dense)`)}</title></polyline>`,
+      `<text class="roof-label" x="${f(x(xHigh) - 4)}" y="${f(y(roof.flops_per_s) + (index === 0 ? -5 : 12))}" text-anchor="end">${escapeHtml(label)}</text>`,
+    );
+  }
   // Earlier saves first, so the current point is drawn on top.
   for (const point of [...points].sort((a, b) => Number(a.current) - Number(b.current))) {
     const where = intensity(point);
     const px = where === undefined ? x(xHigh) : where <= 0 ? x(xLow) : x(Math.min(Math.max(where, xLow), xHigh));
     const py = point.flops_per_s > 0 ? y(Math.max(point.flops_per_s, yLow)) : y(yLow);
-    const edge = point.flops_per_s <= 0 ? ' (no FP32/FP64 arithmetic: drawn on the axis)' : where === undefined ? ' (no DRAM traffic: drawn on the right edge)' : '';
-    const title = `${point.label}: ${flopsLabel(point.flops_per_s)}FLOP/s, ${bandwidthLabel(point.dram_bytes_per_s)} DRAM${where !== undefined && where > 0 ? `, ${where.toPrecision(3)} FLOP/byte` : ''}${edge}`;
+    const edge = point.flops_per_s <= 0 ? ' (no FP32, FP64 or tensor-core arithmetic: drawn on the axis)' : where === undefined ? ' (no DRAM traffic: drawn on the right edge)' : '';
+    const tensor = point.tensor_flops_per_s ? ` (${flopsLabel(point.tensor_flops_per_s)}FLOP/s on the tensor cores)` : '';
+    const title = `${point.label}: ${flopsLabel(point.flops_per_s)}FLOP/s${tensor}, ${bandwidthLabel(point.dram_bytes_per_s)} DRAM${where !== undefined && where > 0 ? `, ${where.toPrecision(3)} FLOP/byte` : ''}${edge}`;
     parts.push(`<circle class="point ${point.current ? 'current' : 'earlier'}" cx="${f(px)}" cy="${f(py)}" r="${point.current ? '6' : '4'}"><title>${escapeHtml(title)}</title></circle>`);
   }
   parts.push('</svg>');
@@ -67,7 +79,8 @@ function intensity(point: RooflinePoint): number | undefined {
 function ariaLabel(roofs: Roofs, points: readonly PlotPoint[]): string {
   const current = points.find((p) => p.current);
   const where = current === undefined ? 'no point for this version' : `this version at ${flopsLabel(current.flops_per_s)}FLOP/s and ${bandwidthLabel(current.dram_bytes_per_s)} DRAM`;
-  return `Roofline: DRAM ${bandwidthLabel(roofs.dram_bytes_per_s)}, FP32 ${flopsLabel(roofs.fp32_flops_per_s)}FLOP/s; ${where}; ${String(points.length - (current ? 1 : 0))} earlier saves`;
+  const tensor = roofs.tensor.map((t) => `, ${t.path} tensor ${flopsLabel(t.flops_per_s)}FLOP/s`).join('');
+  return `Roofline: DRAM ${bandwidthLabel(roofs.dram_bytes_per_s)}, FP32 ${flopsLabel(roofs.fp32_flops_per_s)}FLOP/s${tensor}; ${where}; ${String(points.length - (current ? 1 : 0))} earlier saves`;
 }
 
 const decadeBelow = (v: number): number => 10 ** Math.floor(Math.log10(v));

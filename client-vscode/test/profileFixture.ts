@@ -53,12 +53,14 @@ export const PROFILE_ANSWER = {
     "dram_bytes_per_s": 3351205400192.8643,
     "fp32_flops_per_s": 66773513339762.13,
     "fp64_flops_per_s": 33386756669881.066,
+    "tensor": [],
     "source": "measured",
     "note": "measured by Nsight Compute on the NVIDIA H100 80GB HBM3 at the clocks the kernel ran at (SM 1.98 GHz, DRAM 2.62 GHz)"
   },
   "point": {
     "flops_per_s": 21571476695596.273,
-    "dram_bytes_per_s": 1187960141433.6226
+    "dram_bytes_per_s": 1187960141433.6226,
+    "tensor_flops_per_s": 0.0
   },
   "history": [
     {

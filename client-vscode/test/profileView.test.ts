@@ -66,7 +66,7 @@ describe('profile page', () => {
 });
 
 describe('roofline', () => {
-  const roofs = { dram_bytes_per_s: 3.35e12, fp32_flops_per_s: 66.9e12, fp64_flops_per_s: 33.5e12, source: 'measured' as const, note: '' };
+  const roofs = { dram_bytes_per_s: 3.35e12, fp32_flops_per_s: 66.9e12, fp64_flops_per_s: 33.5e12, tensor: [], source: 'measured' as const, note: '' };
   const coordinates = (svg: string, cls: string): [number, number][] =>
     [...svg.matchAll(new RegExp(`<circle class="point ${cls}" cx="([\\d.]+)" cy="([\\d.]+)"`, 'g'))].map((m) => [Number(m[1]), Number(m[2])]);
 
@@ -96,7 +96,27 @@ describe('roofline', () => {
 
   it('keeps a kernel without FLOPs on the axis and says so', () => {
     const svg = rooflinePlot(roofs, [{ flops_per_s: 0, dram_bytes_per_s: 4.3e11, current: true, label: 'this version' }]);
-    assert.match(svg, /no FP32\/FP64 arithmetic: drawn on the axis/);
+    assert.match(svg, /no FP32, FP64 or tensor-core arithmetic: drawn on the axis/);
+    assert.doesNotMatch(svg, /class="roof tensor"/);
+  });
+
+  it('draws a tensor-core GEMM under its tensor roof, which the memory roof rises to past the FP32 ridge', () => {
+    // cuBLAS's bf16 wgmma GEMM on the H100 (tests/fixtures/ncu/h100-cublas): 807 of 864 TFLOP/s
+    const tensorRoofs = { ...roofs, tensor: [{ path: 'BF16', flops_per_s: 864.2e12 }] };
+    const svg = rooflinePlot(tensorRoofs, [{ flops_per_s: 807e12, dram_bytes_per_s: 0.997e12, tensor_flops_per_s: 807e12, current: true, label: 'this version' }]);
+    const tensor = /<polyline class="roof tensor" points="([^"]+)"/.exec(svg);
+    assert.ok(tensor !== null);
+    const [start, tensorRidge, end] = tensor[1].split(' ').map((p) => p.split(',').map(Number));
+    const memory = /<polyline class="roof memory fp32" points="([^"]+)"/.exec(svg);
+    assert.ok(memory !== null);
+    const fp32Ridge = memory[1].split(' ')[1].split(',').map(Number);
+    assert.deepEqual(start, fp32Ridge, 'it starts at the FP32 ridge');
+    assert.ok(tensorRidge[0] > start[0] && tensorRidge[1] < start[1], 'and rises further right');
+    assert.equal(end[1], tensorRidge[1], 'flat after its own ridge');
+    const [[, pointY]] = coordinates(svg, 'current');
+    assert.ok(pointY > tensorRidge[1] && pointY < start[1], 'the point is below the tensor roof, above the FP32 one');
+    assert.match(svg, /BF16 tensor 864 TFLOP\/s/);
+    assert.match(svg, /this version: 807 TFLOP\/s \(807 TFLOP\/s on the tensor cores\)/);
   });
 
   it('labels FLOP/s and bandwidth with SI prefixes', () => {

@@ -8,6 +8,7 @@ Missing ones (a quick-depth report, an older GPU) are simply absent.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 # Speed of light and time.
 DURATION = "gpu__time_duration.sum"  # ns
@@ -132,6 +133,65 @@ TENSOR_PCT = (
     "sm__ops_path_tensor_src_bf16_dst_fp32.sum.pct_of_peak_sustained_elapsed",
 )
 
+
+class TensorPath(NamedTuple):
+    """One input type of the tensor cores, as the full profile's tensor roofline section
+    (SpeedOfLight_HierarchicalTensorRooflineChart) counts it: FLOPs per cycle (an MMA's
+    multiply-add counts two) over the whole GPU."""
+
+    name: str
+    achieved: tuple[str, ...]  # summed
+    # The dense peaks of the instruction paths that can run this type (Hopper's wgmma, the
+    # mma.sync of every architecture since Volta); the highest present is the roof. Not the
+    # type's own `.peak_sustained`: for fp16, bf16 and tf32 ncu gives the 2:4-sparse peak there,
+    # twice what a dense GEMM can reach.
+    dense_peaks: tuple[str, ...]
+
+
+TENSOR_PATHS: tuple[TensorPath, ...] = (
+    TensorPath(
+        "FP16",
+        ("sm__ops_path_tensor_src_fp16.sum.per_cycle_elapsed",),
+        (
+            "sm__ops_path_tensor_op_hgmma_src_fp16_sparsity_off.sum.peak_sustained",
+            "sm__ops_path_tensor_op_hmma_src_fp16_dst_fp32_sparsity_off.sum.peak_sustained",
+        ),
+    ),
+    TensorPath(
+        "BF16",
+        ("sm__ops_path_tensor_src_bf16_dst_fp32.sum.per_cycle_elapsed",),
+        (
+            "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off.sum.peak_sustained",
+            "sm__ops_path_tensor_op_hmma_src_bf16_dst_fp32_sparsity_off.sum.peak_sustained",
+        ),
+    ),
+    TensorPath(
+        "TF32",
+        ("sm__ops_path_tensor_src_tf32_dst_fp32.sum.per_cycle_elapsed",),
+        (
+            "sm__ops_path_tensor_op_hgmma_src_tf32_dst_fp32_sparsity_off.sum.peak_sustained",
+            "sm__ops_path_tensor_op_hmma_src_tf32_dst_fp32_sparsity_off.sum.peak_sustained",
+        ),
+    ),
+    TensorPath(
+        "FP8",
+        (
+            "sm__ops_path_tensor_src_fp8_sparsity_off.sum.per_cycle_elapsed",
+            "sm__ops_path_tensor_src_fp8_sparsity_on.sum.per_cycle_elapsed",
+        ),
+        ("sm__ops_path_tensor_src_fp8_sparsity_off.sum.peak_sustained",),
+    ),
+    TensorPath(
+        "FP64",
+        ("sm__ops_path_tensor_src_fp64.sum.per_cycle_elapsed",),
+        ("sm__ops_path_tensor_src_fp64.sum.peak_sustained",),
+    ),
+)
+
+TENSOR_ROOFLINE: frozenset[str] = frozenset(
+    name for path in TENSOR_PATHS for name in (*path.achieved, *path.dense_peaks)
+)
+
 KEPT: frozenset[str] = frozenset(
     {
         DURATION,
@@ -176,6 +236,7 @@ KEPT: frozenset[str] = frozenset(
         *FP64_OPS_PER_CYCLE,
         FP64_PEAK_FLOPS_PER_CYCLE,
         *TENSOR_PCT,
+        *TENSOR_ROOFLINE,
     }
 )
 

@@ -1,6 +1,8 @@
-"""A kernel on the roofline, as Nsight Compute's SpeedOfLight roofline chart draws it: achieved
+"""A kernel on the roofline, as Nsight Compute's SpeedOfLight roofline charts draw it: achieved
 FLOP/s against arithmetic intensity (FLOPs per DRAM byte), under the GPU's DRAM-bandwidth roof
-and its FP32 and FP64 compute roofs.
+and its FP32 and FP64 compute roofs, and, for a kernel that ran tensor-core MMAs, the dense roof
+of each tensor-core input type it used (its FLOPs count in its point: a GEMM on the tensor cores
+sits near their roof, not near zero under the FP32 one).
 
 The roofs come from the report itself where it measured them (peak work and traffic per cycle
 times the clocks the kernel ran at: what ncu's chart uses); otherwise from the published peaks
@@ -16,10 +18,18 @@ from kernelblaster.harness.analysis import ncu_metrics as m
 from kernelblaster.harness.protocol.records import KernelProfile
 
 
+class TensorRoof(msgspec.Struct, kw_only=True, frozen=True):
+    path: str  # the input type, as ncu_metrics.TENSOR_PATHS names it: "FP16", "BF16", ...
+    flops_per_s: float  # dense peak (no 2:4 sparsity)
+
+
 class Roofs(msgspec.Struct, kw_only=True, frozen=True):
     dram_bytes_per_s: float
     fp32_flops_per_s: float
     fp64_flops_per_s: float | None = None
+    # The tensor-core roofs of the input types the kernel's MMAs used (none for a kernel
+    # without any, and none for published roofs: the report then has no tensor counts)
+    tensor: list[TensorRoof] = []
     # "measured": from the report's peak-per-cycle metrics and clocks; "published": the GPU's
     # data-sheet numbers at its boost clock (the report had no peaks, e.g. counters collected
     # in-process or a quick-depth report)
@@ -33,8 +43,11 @@ class Roofs(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class RooflinePoint(msgspec.Struct, kw_only=True, frozen=True):
-    flops_per_s: float  # FP32 + FP64 FLOP/s achieved (an FMA counts two)
+    # FLOP/s achieved: FP32 + FP64 on the CUDA cores (an FMA counts two) and on the tensor
+    # cores (an MMA's multiply-add counts two)
+    flops_per_s: float
     dram_bytes_per_s: float
+    tensor_flops_per_s: float = 0.0  # the tensor cores' share of flops_per_s
 
     @property
     def intensity(self) -> float | None:
@@ -78,7 +91,12 @@ def point(kernel: KernelProfile) -> RooflinePoint | None:
     if clock is None or dram is None or fp32 is None:
         return None
     fp64 = _flops_per_cycle(metrics, m.FP64_OPS_PER_CYCLE) or 0.0
-    return RooflinePoint(flops_per_s=(fp32 + fp64) * clock, dram_bytes_per_s=dram)
+    tensor = sum(_tensor_flops_per_cycle(metrics).values())
+    return RooflinePoint(
+        flops_per_s=(fp32 + fp64 + tensor) * clock,
+        dram_bytes_per_s=dram,
+        tensor_flops_per_s=tensor * clock,
+    )
 
 
 def roofs(kernel: KernelProfile, device: str) -> Roofs | None:
@@ -94,6 +112,7 @@ def roofs(kernel: KernelProfile, device: str) -> Roofs | None:
             dram_bytes_per_s=dram_peak * dram_clock,
             fp32_flops_per_s=fp32_peak * clock,
             fp64_flops_per_s=fp64_peak * clock if fp64_peak else None,
+            tensor=_tensor_roofs(metrics, clock),
             source="measured",
             note=f"measured by Nsight Compute on the {device} at the clocks the kernel ran at "
             f"(SM {clock / 1e9:.2f} GHz, DRAM {dram_clock / 1e9:.2f} GHz)",
@@ -119,3 +138,25 @@ def _flops_per_cycle(metrics: dict[str, float], ops: tuple[str, str, str]) -> fl
     add, mul, fma = values
     assert add is not None and mul is not None and fma is not None
     return add + mul + 2.0 * fma
+
+
+def _tensor_flops_per_cycle(metrics: dict[str, float]) -> dict[str, float]:
+    """FLOPs per cycle of each tensor-core input type the kernel used (none without the
+    tensor roofline's counts: a quick or in-process profile)."""
+    used = {}
+    for path in m.TENSOR_PATHS:
+        flops = sum(metrics.get(name) or 0.0 for name in path.achieved)
+        if flops > 0:
+            used[path.name] = flops
+    return used
+
+
+def _tensor_roofs(metrics: dict[str, float], clock: float) -> list[TensorRoof]:
+    """The dense roof of each input type the kernel's MMAs used, highest first."""
+    used = _tensor_flops_per_cycle(metrics)
+    roofs = []
+    for path in m.TENSOR_PATHS:
+        peaks = [peak for name in path.dense_peaks if (peak := metrics.get(name))]
+        if path.name in used and peaks:
+            roofs.append(TensorRoof(path=path.name, flops_per_s=max(peaks) * clock))
+    return sorted(roofs, key=lambda roof: -roof.flops_per_s)

@@ -1,6 +1,7 @@
 """The roofline from real Nsight Compute reports: roofs measured by the report (peak per cycle
-times the clocks the kernel ran at), the published peaks when the report has none, and each
-kernel's point (FP32 + FP64 FLOP/s, an FMA counting two, against its DRAM traffic)."""
+times the clocks the kernel ran at), the published peaks when the report has none, each
+kernel's point (FP32 + FP64 + tensor-core FLOP/s, an FMA counting two, against its DRAM
+traffic), and the dense tensor-core roof of each input type a kernel's MMAs used."""
 
 from __future__ import annotations
 
@@ -43,6 +44,43 @@ def test_points_of_real_kernels(five):
     assert divergent.intensity == pytest.approx(18.16, rel=1e-3)
     transpose = roofline.point(kernels["transpose_naive"])
     assert transpose is not None and transpose.flops_per_s == 0.0 and transpose.intensity == 0.0
+    assert divergent.tensor_flops_per_s == 0.0
+    assert roofline.roofs(kernels["divergent"], "H100").tensor == []  # no MMA, no tensor roof
+
+
+def test_a_cublas_gemm_sits_under_its_tensor_roof_not_near_zero():
+    """cuBLAS's bf16 wgmma GEMM (tensor pipe 97% in ncu): 504878 bf16 FLOP/cycle × 1.598 GHz
+    = 807 TFLOP/s, 93% of the dense bf16 roof (wgmma: 540672 FLOP/cycle = 4096 per SM), not of
+    the 2:4-sparse peak ncu gives for the type itself (1081344). Without the tensor FLOPs its
+    point was ~0 FLOP/s under a 66.8 TFLOP/s FP32 roof."""
+    report = read_report(NCU_FIXTURES / "h100-cublas" / "cublas-gemm.ncu-rep", depth="full")
+    (gemm,) = [k for k in report.kernels if k.name.startswith("nvjet_sm90")]
+    where = roofline.point(gemm)
+    roofs = roofline.roofs(gemm, report.device)
+    assert where is not None and roofs is not None
+    assert where.tensor_flops_per_s == pytest.approx(806.95e12, rel=1e-3)
+    assert where.flops_per_s == pytest.approx(where.tensor_flops_per_s, rel=1e-3)  # all MMA
+    assert [(r.path, r.flops_per_s) for r in roofs.tensor] == [
+        ("BF16", pytest.approx(864.16e12, rel=1e-5))
+    ]
+    assert where.flops_per_s / roofs.tensor[0].flops_per_s == pytest.approx(0.934, abs=1e-3)
+    assert where.flops_per_s > 10 * roofs.fp32_flops_per_s  # above the CUDA cores' roof
+
+
+def test_a_wmma_gemm_counts_its_mma_flops_under_the_fp16_roof(five):
+    """five.cu's wmma_gemm: 2 × 2048³ FLOPs of fp16 mma.sync; its roof is the best dense fp16
+    path of the H100 (wgmma, 540672 FLOP/cycle), which mma.sync cannot reach (360448)."""
+    _, kernels = five
+    gemm = kernels["wmma_gemm"]
+    where = roofline.point(gemm)
+    roofs = roofline.roofs(gemm, "NVIDIA H100 80GB HBM3")
+    assert where is not None and roofs is not None
+    clock = gemm.metrics[m.SM_CYCLES_PER_SECOND]
+    assert where.tensor_flops_per_s == pytest.approx(15217.91 * clock, rel=1e-6)
+    assert 2 * 2048**3 / where.tensor_flops_per_s == pytest.approx(
+        gemm.duration_ns * 1e-9, rel=0.01
+    )  # the FLOPs of the problem over ncu's duration
+    assert [(r.path, r.flops_per_s / clock) for r in roofs.tensor] == [("FP16", 540672.0)]
 
 
 def test_published_peaks_when_the_report_measured_none(five):

@@ -107,6 +107,27 @@ async def test_the_profile_view_places_the_kernel_under_the_measured_roofs(clien
     assert view["report"] and view["report"].endswith(".ncu-rep")
 
 
+async def test_a_tensor_core_kernel_is_placed_with_its_mma_flops_under_its_tensor_roof(
+    client, workspace
+):
+    uri, _ = await _profiled_five(client, workspace)
+    view = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="kernelblaster.kernelProfile",
+            arguments=[{"uri": uri, "kernel": "wmma_gemm", "show": True}],
+        )
+    )
+    roofs, point = view["roofs"], view["point"]
+    # 15218 fp16 MMA FLOP/cycle at 1.80 GHz; the dense fp16 roof: 540672 FLOP/cycle
+    assert abs(point["tensor_flops_per_s"] / 1e12 - 27.41) < 0.01
+    assert point["flops_per_s"] == point["tensor_flops_per_s"]
+    assert [(r["path"], round(r["flops_per_s"] / 1e12)) for r in roofs["tensor"]] == [("FP16", 974)]
+    assert view["history"][-1]["flops_per_s"] == point["flops_per_s"]
+    message = await wait_until(lambda: [m for m in client.messages if "wmma_gemm on" in m.message])
+    assert "27.4 TFLOP/s (27.4 on the tensor cores)" in message[0].message
+    assert "974 TFLOP/s FP16 tensor, 60.9 TFLOP/s FP32" in message[0].message  # at 1.80 GHz
+
+
 async def test_lenses_are_off_by_the_setting(client, workspace):
     uri, _ = await _profiled_five(client, workspace, codeLens=False)
     assert not await _lenses(client, uri)
