@@ -105,6 +105,11 @@ WARM_UP_S = 4.0
 # reference side and its clean process's (~0.3-1 s). An estimate until the spares' step marks
 # (`ahead_at_*`) of an H100 run say otherwise.
 FORKED_WARM_UP_S = 2.0
+# Forked spares that died before any request came to them: none has run candidate code, so
+# such deaths say the forked workers are broken on this host (a GPU driver or library that
+# refuses a process forked from one that imported torch, say). Past this many, spares are
+# started by exec from then on, as without the zygote.
+FORKED_DEATHS_TO_GIVE_UP = 2
 
 
 @dataclasses.dataclass(eq=False)
@@ -160,6 +165,7 @@ class SpareWorkers:
         self._waiting: dict[int, tuple[int, int]] = {}
         self._zygote = Zygote()  # started with the first prewarming spare of the default worker
         self._retired: list[Zygote] = []  # started in an environment that has changed since
+        self._forked_deaths: list[str] = []  # how each forked spare that died untaken ended
 
     async def take(
         self, command: list[str], gpu_index: int = 0, hint: dict[str, str] | None = None
@@ -265,10 +271,30 @@ class SpareWorkers:
             os.close(waiting[0])  # the spare reads its pipe's end of file
 
     def _live(self, key: tuple[int, tuple[str, ...]]) -> list[_Spare]:
-        """The key's spares still alive (the dead ones dropped)."""
+        """The key's spares still alive (the dead ones dropped, a forked one counted)."""
         spares = self._spares.get(key, [])
+        for spare in spares:
+            returncode = spare.process.returncode
+            if returncode is not None and isinstance(spare.process, ForkedProcess):
+                self._forked_died(spare.process.pid, returncode)
         spares[:] = [spare for spare in spares if spare.process.returncode is None]
         return spares
+
+    def _forked_died(self, pid: int, returncode: int) -> None:
+        self._forked_deaths.append(f"{pid}: {describe_exit(returncode)}")
+        if len(self._forked_deaths) == FORKED_DEATHS_TO_GIVE_UP:
+            _log.warning(
+                "%d spare workers forked by the zygote died before any request (%s): spares "
+                "are started by exec from now on",
+                FORKED_DEATHS_TO_GIVE_UP,
+                "; ".join(self._forked_deaths),
+            )
+
+    @property
+    def forking(self) -> bool:
+        """Whether spares of the default worker are forked by the zygote once it is ready
+        (not after FORKED_DEATHS_TO_GIVE_UP of them died untaken)."""
+        return len(self._forked_deaths) < FORKED_DEATHS_TO_GIVE_UP
 
     async def _start(
         self,
@@ -310,7 +336,7 @@ class SpareWorkers:
         worker's and the zygote is ready (its torch import done, harness/worker/zygote.py),
         else started by exec. The zygote is started with the first such spare."""
         fds = {} if gpu_free is None else {GPU_FREE_FD_ENV: gpu_free}
-        if command == default_harness_command():
+        if command == default_harness_command() and self.forking:
             if self._zygote.outdated:  # a new one for the new environment; the old one's
                 self._retired.append(self._zygote)  # workers live on until `close`
                 self._zygote = Zygote()

@@ -87,7 +87,8 @@ async def test_spares_forked_by_the_zygote_hold_torch_from_their_first_instant(t
         zygote_pid = spares._zygote._process.pid
     finally:
         await spares.close()
-    assert _ended(forked.pid) and _ended(zygote_pid)  # closing the spares ends the zygote too
+    # closing the spares ends the zygote too (a SIGKILL takes effect a moment after it is sent)
+    await wait_until(lambda: _ended(forked.pid) and _ended(zygote_pid), timeout=10)
 
 
 async def test_a_forked_workers_exit_is_its_own_as_the_zygote_reaped_it(tmp_path):
@@ -134,7 +135,37 @@ async def test_when_the_zygote_dies_its_workers_end_and_spares_start_by_exec_aga
         assert replacement.returncode is None
     finally:
         await spares.close()
-    assert _ended(forked.pid)
+    await wait_until(lambda: _ended(forked.pid), timeout=10)
+
+
+async def test_after_two_forked_spares_die_untaken_spares_start_by_exec(caplog):
+    """A forked spare that dies before any request has run no candidate code: the forked
+    workers are broken on this host. The second such death turns the zygote off (the zygote
+    itself lives on, and is closed with the spares)."""
+    spares = SpareWorkers(least=1, most=1)
+    try:
+        await _zygote_ready(spares)
+        process = await spares.take(default_harness_command(), 0)  # the exec'd first spare
+        worker_client.kill_worker(process)
+        await process.wait()
+        killed = []
+        for _ in range(worker_client.FORKED_DEATHS_TO_GIVE_UP):
+            assert spares.forking
+            await spares.ready(default_harness_command(), 0)
+            [forked] = spares.waiting()
+            assert isinstance(forked, ForkedProcess)
+            os.kill(forked.pid, signal.SIGABRT)
+            await asyncio.wait_for(forked.wait(), 20)
+            killed.append(forked.pid)
+        await spares.ready(default_harness_command(), 0)  # finds the dead one, then starts one
+        [replacement] = spares.waiting()
+        assert not isinstance(replacement, ForkedProcess) and replacement.returncode is None
+        assert not spares.forking and spares._zygote.usable
+        [warning] = [r.getMessage() for r in caplog.records if "died before any" in r.getMessage()]
+        assert all(f"{pid}: killed by SIGABRT" in warning for pid in killed), warning
+        assert "started by exec from now on" in warning
+    finally:
+        await spares.close()
 
 
 async def test_a_changed_environment_gets_a_zygote_that_imported_in_it(monkeypatch):
@@ -162,7 +193,7 @@ async def test_a_changed_environment_gets_a_zygote_that_imported_in_it(monkeypat
         old_pid = old._process.pid
     finally:
         await spares.close()
-    assert _ended(old_pid)
+    await wait_until(lambda: _ended(old_pid), timeout=10)
 
 
 def _forked_children(zygote: Zygote) -> list[psutil.Process]:
@@ -177,6 +208,9 @@ async def test_one_zygote_however_many_start_it_at_once_and_a_cancelled_fork_lea
     zygote = Zygote()
     try:
         await asyncio.gather(zygote.start(), zygote.start(), zygote.start())
+        # A process just exec'd can show an empty command line for a moment: the spawner
+        # returns once exec closed its close-on-exec pipe, before the kernel set up argv.
+        await wait_until(lambda: psutil.Process(zygote._process.pid).cmdline())
         zygotes = [
             child
             for child in psutil.Process().children()
