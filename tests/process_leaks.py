@@ -33,7 +33,10 @@ def slow_nvcc(folder: Path) -> Path:
 
 
 def leftovers(folder: Path) -> list[psutil.Process]:
-    """Live processes (not this test's) whose command line names `folder`."""
+    """Live processes (not this test's) whose command line names `folder`. A process exec'd a
+    moment ago may not be among them yet: its spawner returns once exec has closed its
+    close-on-exec pipe, and /proc shows its new command line only a little later (empty
+    meanwhile). Wait for a process to appear (`wait_for`) rather than counting at once."""
     found = []
     for process in psutil.process_iter(["pid", "cmdline", "status"]):
         if process.pid == os.getpid() or process.info["status"] == psutil.STATUS_ZOMBIE:

@@ -66,10 +66,13 @@ def test_each_request_after_the_first_runs_in_a_worker_started_before_it(tmp_pat
     settings = _settings(tmp_path)
     alive_before = []
     with keep_spare_workers():
-        for _ in range(3):
+        for index in range(3):
+            if index:  # the spare started as the previous request ended: a moment later, maybe
+                assert wait_for(lambda: len(_waiting(tmp_path)) == 1), _waiting(tmp_path)
             alive_before.append(_waiting(tmp_path))
             assert _run(settings) == ANSWERED
-        assert len(_waiting(tmp_path)) == 1  # the next request's worker, waiting
+        # the next request's worker, waiting
+        assert wait_for(lambda: len(_waiting(tmp_path)) == 1), _waiting(tmp_path)
     first, *later = _served(tmp_path)
     assert alive_before[0] == set()  # nothing was started before the first request
     for pid, alive in zip(later, alive_before[1:], strict=True):
@@ -93,6 +96,8 @@ def test_a_dead_spare_is_replaced_never_used(tmp_path):
     settings = _settings(tmp_path)
     with keep_spare_workers():
         prewarm_harness_workers(settings, [0])
+        # started; a process just exec'd may show its command line a moment later
+        assert wait_for(lambda: len(leftovers(tmp_path)) == 1)
         (spare,) = leftovers(tmp_path)
         spare.kill()
         # Gone once the spares' event loop has reaped it, which is how that loop learns of it.

@@ -178,6 +178,7 @@ def test_kill_at_random_points_loses_no_acknowledged_attempt(kb_location, tmp_pa
         deadline = time.monotonic() + 60
         while len(_lines(ack_path)) < kills * 5 and time.monotonic() < deadline:
             time.sleep(0.01)  # wait until this writer is committing
+        assert len(_lines(ack_path)) >= kills * 5, "the writer acknowledged nothing new in 60 s"
         time.sleep(delay)
         os.kill(child.pid, signal.SIGKILL)
         child.join(timeout=30)
@@ -185,7 +186,8 @@ def test_kill_at_random_points_loses_no_acknowledged_attempt(kb_location, tmp_pa
     assert integrity(kb_location) == "ok"
     with KnowledgeBase.open(kb_location) as kb:
         stored = {a.id for a in kb.attempts()}
-        assert len(acked) > 15
+        # each kill came after its writer's acknowledgements (under load, maybe no later one)
+        assert len(acked) >= 15
         assert acked - stored == set()  # every acknowledged attempt is there
         assert len(stored - acked) <= 3  # at most one committed per kill before its ack
         assert stored_counts(kb) == refolded_counts(kb)  # statistics match the attempts

@@ -6,6 +6,7 @@ the split's lower bounds are its pauses."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import stat
 from pathlib import Path
@@ -59,11 +60,20 @@ def test_run_ncu_splits_its_time_by_ncu_s_own_lines(tmp_path):
     )
     assert error is None and report == tmp_path / "relu.ncu-rep" and report.is_file()
     assert set(seconds) == {"ncu_lock_wait", *PHASES}
-    # the first kernel's line is heard when it begins, not when its passes end
-    assert seconds["ncu_to_first_kernel"] >= 0.3
-    assert seconds["ncu_kernels"] >= 0.4
-    assert seconds["ncu_exit"] >= 0.2
-    assert seconds["ncu_to_connected"] < 0.3  # the first line came before any pause
+    _assert_paced(seconds)
+
+
+def _assert_paced(seconds: dict[str, float]) -> None:
+    """The phases of paced_ncu's run. A line is timed when it is read, never before it was
+    written, but on a loaded machine it may be read late, moving time from one phase to the
+    next: each phase's end, counted from ncu's start, is bounded below by the pauses before
+    its line; the phases themselves are bounded only loosely."""
+    ends = dict(zip(PHASES, itertools.accumulate(seconds[p] for p in PHASES), strict=True))
+    assert ends["ncu_to_first_kernel"] >= 0.3
+    assert ends["ncu_kernels"] >= 0.7
+    assert ends["ncu_exit"] >= 0.9
+    # the first kernel's line is heard when it begins, not when its passes end (0.4 s later)
+    assert seconds["ncu_kernels"] >= 0.2
 
 
 def test_a_run_that_never_connected_keeps_its_time_in_ncu_exit(tmp_path):
@@ -114,6 +124,6 @@ def test_profile_target_says_where_the_profile_s_seconds_went(tmp_path):
     assert [kernel.name for kernel in report.kernels] == ["relu_naive"]
     seconds = report.phase_seconds
     assert {"ncu_prepare", "ncu_lock_wait", *PHASES, "ncu_read"} <= set(seconds)
-    assert seconds["ncu_to_first_kernel"] >= 0.3 and seconds["ncu_kernels"] >= 0.4
+    _assert_paced(seconds)
     # the parts are within the profile's wall time
     assert sum(seconds.values()) <= report.seconds + 1e-3
