@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from process_leaks import started_settled
 from tests_paths import EXAMPLES
 
 from kernelblaster.harness.protocol import worker_client
@@ -177,6 +178,7 @@ async def test_one_zygote_however_many_start_it_at_once_and_a_cancelled_fork_lea
     zygote = Zygote()
     try:
         await asyncio.gather(zygote.start(), zygote.start(), zygote.start())
+        started_settled()  # its command line shown
         zygotes = [
             child
             for child in psutil.Process().children()
