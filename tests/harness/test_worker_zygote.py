@@ -204,6 +204,34 @@ async def test_one_zygote_however_many_start_it_at_once_and_a_cancelled_fork_lea
         await zygote.close()
 
 
+async def test_a_fork_cancelled_as_its_answer_comes_is_killed():
+    """The caller gives up in the very turn that the zygote's Forked is read: the child it no
+    longer waits for is killed then, not left to run until it reads its closed pipes."""
+    zygote = Zygote()
+    read = zygote._read
+    forking: asyncio.Future[ForkedProcess] | None = None
+    exits: list[asyncio.Future[int]] = []
+
+    def read_then_cancel() -> None:
+        read()
+        if forking is not None and not forking.done() and not zygote._forking and zygote._exits:
+            exits.extend(zygote._exits.values())  # the child's, before its Exited pops it
+            forking.cancel()
+
+    zygote._read = read_then_cancel  # type: ignore[method-assign]  # before start adds it
+    try:
+        await zygote.start()
+        await wait_until(lambda: zygote.usable, timeout=60)
+        forking = asyncio.ensure_future(zygote.fork(worker_environment(), {}, 2**16))
+        with pytest.raises(asyncio.CancelledError):
+            await forking
+        (exited,) = exits
+        assert await asyncio.wait_for(exited, 20) == -signal.SIGKILL
+        await wait_until(lambda: not _forked_children(zygote), timeout=10)
+    finally:
+        await zygote.close()
+
+
 _CLEAN_CHILD = textwrap.dedent(
     """
     import json, os, sys, threading, time
