@@ -48,7 +48,8 @@ def _maps_torch(pid: int) -> bool:
 
 
 def _ended(pid: int) -> bool:
-    """Gone, or a zombie that init has not reaped yet (an orphan of the killed zygote)."""
+    """Gone, or a zombie that init has not reaped yet (an orphan of the killed zygote). A
+    process sent SIGKILL ends only once it is scheduled again: wait for it."""
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
@@ -88,7 +89,9 @@ async def test_spares_forked_by_the_zygote_hold_torch_from_their_first_instant(t
         zygote_pid = spares._zygote._process.pid
     finally:
         await spares.close()
-    assert _ended(forked.pid) and _ended(zygote_pid)  # closing the spares ends the zygote too
+    # closing the spares ends the zygote too (and its children, once the SIGKILL sent them
+    # has been acted on: their dying takes a turn on the CPU)
+    await wait_until(lambda: _ended(forked.pid) and _ended(zygote_pid), timeout=10)
 
 
 async def test_a_forked_workers_exit_is_its_own_as_the_zygote_reaped_it(tmp_path):
@@ -135,7 +138,7 @@ async def test_when_the_zygote_dies_its_workers_end_and_spares_start_by_exec_aga
         assert replacement.returncode is None
     finally:
         await spares.close()
-    assert _ended(forked.pid)
+    await wait_until(lambda: _ended(forked.pid), timeout=10)  # killed with its zygote
 
 
 async def test_a_changed_environment_gets_a_zygote_that_imported_in_it(monkeypatch):
@@ -163,7 +166,7 @@ async def test_a_changed_environment_gets_a_zygote_that_imported_in_it(monkeypat
         old_pid = old._process.pid
     finally:
         await spares.close()
-    assert _ended(old_pid)
+    await wait_until(lambda: _ended(old_pid), timeout=10)
 
 
 def _forked_children(zygote: Zygote) -> list[psutil.Process]:
