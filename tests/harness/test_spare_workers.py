@@ -363,6 +363,7 @@ async def test_a_warm_spare_expecting_the_request_is_taken_before_an_older_one(m
         await taken.wait()
         await spares.ready(command, hint=second)
         older, newer = spares.waiting()
+        started_settled()  # its environment is there once its exec is done
         assert psutil.Process(older.pid).environ()["KB_EXPECT_TEST"] == "first.cu"
         chosen = await spares.take(command, hint=second)
         assert chosen.pid == newer.pid
