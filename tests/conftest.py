@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,14 @@ def _gpu_available() -> bool:
 
 HAS_GPU = _gpu_available()
 HAS_NVCC = shutil.which("nvcc") is not None
+
+
+def pytest_configure(config):
+    # Ctrl-C as at a terminal. A non-interactive shell's background job starts with SIGINT
+    # ignored, which Python keeps and every process started from here inherits: the tests
+    # that send it (to this process, or to the CLI they start) would wait out their timeouts.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config, items):

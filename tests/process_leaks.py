@@ -3,10 +3,16 @@
 The fake answers `--version` like nvcc and otherwise starts a "cicc" child and waits for it,
 as the real driver does, so a test can see whether a whole compiler tree outlives whoever was
 meant to end it. Every process of the tree carries the test's own folder on its command
-line, which is how `leftovers` finds them, whatever their parent or process group."""
+line, which is how `leftovers` finds them, whatever their parent or process group.
+
+A process is known here by its command line, which the kernel sets a moment after the exec that
+lets its starter go (Popen and asyncio's subprocesses return once the exec has begun): one
+caught in between shows none, and matches nothing. `started_settled` waits that moment out for
+every process the test started, so that one just started is seen at once."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -33,10 +39,9 @@ def slow_nvcc(folder: Path) -> Path:
 
 
 def leftovers(folder: Path) -> list[psutil.Process]:
-    """Live processes (not this test's) whose command line names `folder`. A process exec'd a
-    moment ago may not be among them yet: its spawner returns once exec has closed its
-    close-on-exec pipe, and /proc shows its new command line only a little later (empty
-    meanwhile). Wait for a process to appear (`wait_for`) rather than counting at once."""
+    """Live processes (not this test's) whose command line names `folder`, those just started
+    included (`started_settled`)."""
+    started_settled()
     found = []
     for process in psutil.process_iter(["pid", "cmdline", "status"]):
         if process.pid == os.getpid() or process.info["status"] == psutil.STATUS_ZOMBIE:
@@ -58,6 +63,22 @@ def wait_for(condition, timeout: float = 20.0) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def started_settled(timeout: float = 5.0) -> None:
+    """Waits until every process below this one shows its command line (and its environment,
+    which the kernel sets with it): a process caught inside its exec shows neither yet."""
+    wait_for(lambda: not _inside_exec(), timeout)
+
+
+def _inside_exec() -> list[psutil.Process]:
+    """This process's descendants alive with no command line yet (a zombie has none either)."""
+    caught = []
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):  # ended meanwhile
+            if not process.cmdline() and process.status() != psutil.STATUS_ZOMBIE:
+                caught.append(process)
+    return caught
 
 
 def none_left(folder: Path, timeout: float = 5.0) -> list[str]:

@@ -174,7 +174,10 @@ class Zygote:
                 for fd in (stdin_read, stdout_write, stderr_write):
                     os.close(fd)
             try:
-                pid = await asyncio.wait_for(asyncio.shield(forked), _FORK_TIMEOUT_S)
+                # not wait_for: Python 3.11's hands back an answer that came with a
+                # cancellation, 3.12's raises; this raises on both (the child killed below)
+                async with asyncio.timeout(_FORK_TIMEOUT_S):
+                    pid = await asyncio.shield(forked)
             except TimeoutError as exc:
                 self._stalled = True
                 raise OSError(f"the worker zygote did not fork in {_FORK_TIMEOUT_S:.0f} s") from exc
@@ -184,6 +187,9 @@ class Zygote:
                 self._forking.pop(request.id, None)
                 for fd in ours:
                     os.close(fd)
+                if forked.done() and not forked.cancelled() and forked.exception() is None:
+                    # it came, but this caller was cancelled before it resumed to hear it
+                    kill_worker_pid(forked.result())
             else:
                 kill_worker_pid(pid)  # _wrapped closed what it did not hand over
             raise

@@ -19,7 +19,7 @@ import msgspec
 import psutil
 import pytest
 from logging_worker import events
-from process_leaks import leftovers, none_left, wait_for
+from process_leaks import leftovers, none_left, started_settled, wait_for
 from tests_paths import EXAMPLES
 
 from kernelblaster.harness.protocol.records import HarnessError
@@ -189,9 +189,7 @@ def test_the_real_worker_answers_from_a_prewarmed_spare(tmp_path):
         assert wait_for(lambda: _loaded_torch(spare), timeout=60), "the spare never imported torch"
         assert run_harness_sync(missing, settings) == fresh
         assert not spare.is_running()  # it ran the request and was ended with it
-        # The replacement may be a fork the zygote has not answered yet: wait for it.
-        assert wait_for(lambda: len(_harness_workers()) == 1), _harness_workers()
-        (replacement,) = _harness_workers()
+        (replacement,) = _harness_workers()  # started before the request's answer came back
     assert fresh.error is not None and fresh.error.kind == "bad_target"
     assert replacement.pid != spare.pid
     replacement.wait(timeout=10)  # killed when the block ended
@@ -199,7 +197,9 @@ def test_the_real_worker_answers_from_a_prewarmed_spare(tmp_path):
 
 def _harness_workers() -> list[psutil.Process]:
     """The harness workers started here: by exec, or forked by the worker zygote (the first
-    spare is exec'd while the zygote imports torch; its replacement may be forked)."""
+    spare is exec'd while the zygote imports torch; its replacement may be forked), those just
+    started included."""
+    started_settled()
     found = []
     for child in psutil.Process().children():
         line = child.cmdline()

@@ -19,6 +19,7 @@ from pathlib import Path
 import msgspec
 import psutil
 import pytest
+from process_leaks import started_settled
 from tests_paths import EXAMPLES
 
 from kernelblaster.harness.check import check
@@ -88,6 +89,7 @@ def test_the_spare_started_after_a_request_is_told_that_request(tmp_path):
         try:
             await run_harness(request, settings, spares=spares)
             (spare,) = spares.waiting()
+            started_settled()  # its environment is there once its exec is done
             return psutil.Process(spare.pid).environ()
         finally:
             await spares.close()

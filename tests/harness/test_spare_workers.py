@@ -9,7 +9,7 @@ import time
 
 import msgspec
 import psutil
-from process_leaks import wait_for
+from process_leaks import started_settled, wait_for
 
 from kernelblaster.harness.protocol import worker_client
 from kernelblaster.harness.protocol.worker_client import SpareWorkers, run_worker
@@ -174,7 +174,9 @@ async def test_two_jobs_at_once_on_one_gpu_keep_one_spare_and_lose_none():
 
 
 def _workers(script: str = WORKER) -> list[psutil.Process]:
-    """This test's worker processes (running `script`) still running."""
+    """This test's worker processes (running `script`) still running, those just started
+    included."""
+    started_settled()
     return [
         child
         for child in psutil.Process().children()
@@ -361,6 +363,7 @@ async def test_a_warm_spare_expecting_the_request_is_taken_before_an_older_one(m
         await taken.wait()
         await spares.ready(command, hint=second)
         older, newer = spares.waiting()
+        started_settled()  # its environment is there once its exec is done
         assert psutil.Process(older.pid).environ()["KB_EXPECT_TEST"] == "first.cu"
         chosen = await spares.take(command, hint=second)
         assert chosen.pid == newer.pid

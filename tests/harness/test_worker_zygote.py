@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from process_leaks import started_settled
 from tests_paths import EXAMPLES
 
 from kernelblaster.harness.protocol import worker_client
@@ -47,7 +48,8 @@ def _maps_torch(pid: int) -> bool:
 
 
 def _ended(pid: int) -> bool:
-    """Gone, or a zombie that init has not reaped yet (an orphan of the killed zygote)."""
+    """Gone, or a zombie that init has not reaped yet (an orphan of the killed zygote). A
+    process sent SIGKILL ends only once it is scheduled again: wait for it."""
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
@@ -87,7 +89,8 @@ async def test_spares_forked_by_the_zygote_hold_torch_from_their_first_instant(t
         zygote_pid = spares._zygote._process.pid
     finally:
         await spares.close()
-    # closing the spares ends the zygote too (a SIGKILL takes effect a moment after it is sent)
+    # closing the spares ends the zygote too (and its children, once the SIGKILL sent them
+    # has been acted on: their dying takes a turn on the CPU)
     await wait_until(lambda: _ended(forked.pid) and _ended(zygote_pid), timeout=10)
 
 
@@ -135,7 +138,7 @@ async def test_when_the_zygote_dies_its_workers_end_and_spares_start_by_exec_aga
         assert replacement.returncode is None
     finally:
         await spares.close()
-    await wait_until(lambda: _ended(forked.pid), timeout=10)
+    await wait_until(lambda: _ended(forked.pid), timeout=10)  # killed with its zygote
 
 
 async def test_after_two_forked_spares_die_untaken_spares_start_by_exec(caplog):
@@ -208,9 +211,7 @@ async def test_one_zygote_however_many_start_it_at_once_and_a_cancelled_fork_lea
     zygote = Zygote()
     try:
         await asyncio.gather(zygote.start(), zygote.start(), zygote.start())
-        # A process just exec'd can show an empty command line for a moment: the spawner
-        # returns once exec closed its close-on-exec pipe, before the kernel set up argv.
-        await wait_until(lambda: psutil.Process(zygote._process.pid).cmdline())
+        started_settled()  # its command line shown
         zygotes = [
             child
             for child in psutil.Process().children()
@@ -224,14 +225,44 @@ async def test_one_zygote_however_many_start_it_at_once_and_a_cancelled_fork_lea
         forking.cancel()
         with pytest.raises(asyncio.CancelledError):
             await forking
-        # the child forked meanwhile is killed once its pid comes
-        await wait_until(lambda: not _forked_children(zygote) and not zygote._exits, timeout=10)
-        assert _forked_children(zygote) == []
-        assert len(os.listdir("/proc/self/fd")) == descriptors  # none of its pipes left open
-        assert zygote.usable  # and the zygote serves the next
+        # The zygote serves the next; and as it answers in order, the cancelled fork's answer
+        # has been read by then, the child it named killed (looked for before, that child
+        # could be still to come)
         process = await zygote.fork(worker_environment(), {}, 2**16)
+        assert zygote.usable
         worker_client.kill_worker(process)
         assert await asyncio.wait_for(process.wait(), 20) == -signal.SIGKILL
+        await wait_until(lambda: not _forked_children(zygote) and not zygote._exits, timeout=10)
+        # none of the cancelled fork's pipes left open (the next one's close as its output ends)
+        await wait_until(lambda: len(os.listdir("/proc/self/fd")) == descriptors, timeout=10)
+    finally:
+        await zygote.close()
+
+
+async def test_a_fork_cancelled_as_its_answer_comes_is_killed():
+    """The caller gives up in the very turn that the zygote's Forked is read: the child it no
+    longer waits for is killed then, not left to run until it reads its closed pipes."""
+    zygote = Zygote()
+    read = zygote._read
+    forking: asyncio.Future[ForkedProcess] | None = None
+    exits: list[asyncio.Future[int]] = []
+
+    def read_then_cancel() -> None:
+        read()
+        if forking is not None and not forking.done() and not zygote._forking and zygote._exits:
+            exits.extend(zygote._exits.values())  # the child's, before its Exited pops it
+            forking.cancel()
+
+    zygote._read = read_then_cancel  # type: ignore[method-assign]  # before start adds it
+    try:
+        await zygote.start()
+        await wait_until(lambda: zygote.usable, timeout=60)
+        forking = asyncio.ensure_future(zygote.fork(worker_environment(), {}, 2**16))
+        with pytest.raises(asyncio.CancelledError):
+            await forking
+        (exited,) = exits
+        assert await asyncio.wait_for(exited, 20) == -signal.SIGKILL
+        await wait_until(lambda: not _forked_children(zygote), timeout=10)
     finally:
         await zygote.close()
 
