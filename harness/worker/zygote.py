@@ -216,8 +216,10 @@ def main() -> int:
     # The one extra thread a torch import leaves (OpenBLAS's server) handles fork itself
     # (pthread_atfork); Python 3.12's warning about forking a threaded process is not for it.
     warnings.filterwarnings("ignore", r".*multi-threaded, use of fork\(\)", DeprecationWarning)
-    with socket.socket(fileno=int(told)) as sock, contextlib.suppress(BrokenPipeError):
-        _Server(sock, parent).serve()  # a BrokenPipeError: the client is gone, so is its need
+    # A broken pipe or a reset connection (the client closed its end with our answers unread):
+    # the client is gone, and so is the need for this process; nothing to print.
+    with socket.socket(fileno=int(told)) as sock, contextlib.suppress(ConnectionError):
+        _Server(sock, parent).serve()
     return 0
 
 

@@ -171,6 +171,28 @@ async def test_after_two_forked_spares_die_untaken_spares_start_by_exec(caplog):
         await spares.close()
 
 
+async def test_a_client_gone_with_answers_unread_ends_the_zygote_quietly():
+    """The language server closing its end while the zygote's Exited is still unread (its
+    shutdown, at any moment): the zygote's next read is a reset connection, which ends it with
+    0 instead of a traceback in the server's log and exit status 1."""
+    zygote = Zygote()
+    try:
+        await zygote.start()
+        await wait_until(lambda: zygote.usable, timeout=60)
+        process = await zygote.fork(worker_environment(), {}, 2**16)
+        assert zygote._sock is not None
+        asyncio.get_running_loop().remove_reader(zygote._sock.fileno())  # nothing read from now
+        worker_client.kill_worker(process)
+        await wait_until(lambda: _ended(process.pid), timeout=10)  # reaped: its Exited sent
+        await asyncio.sleep(0.2)
+        zygote._sock.close()
+        zygote._sock = None
+        assert zygote._process is not None
+        assert await asyncio.wait_for(zygote._process.wait(), 20) == 0
+    finally:
+        await zygote.close()
+
+
 async def test_a_changed_environment_gets_a_zygote_that_imported_in_it(monkeypatch):
     spares = SpareWorkers(least=1, most=1)
     try:
