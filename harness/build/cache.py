@@ -19,6 +19,11 @@ a second process building the same inputs meanwhile (a save of the text its edit
 build-ahead is compiling, two rollouts of one candidate) waits for it and then finds the
 entry, instead of running nvcc again. The lock goes with its holder, however it ends.
 
+An entry holds the BuildResult as read from nvcc's output when it was built (its diagnostics,
+its kernels' resources), so the source of the modules that read that output is part of every
+key: a build stored before a change to how they read it is built and read again, not served
+with its old reading.
+
 A build of a source's unsaved text (harness/build/nvcc.py: BuildSpec.source_text) is keyed and
 stored as the build of that file holding that text: its keys hash the text in place of the
 file's content (`texts`), so saving that text makes the save's build a hit.
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import os
 import shutil
@@ -44,9 +50,12 @@ from pathlib import Path
 import msgspec
 import psutil
 
+from kernelblaster.harness.analysis import nvcc_output, ptxas
 from kernelblaster.harness.protocol.records import BuildResult
 
 _FORMAT = "kernelblaster-build-cache-1"
+# The modules that turn nvcc's output into a BuildResult's diagnostics and resources
+_READERS: tuple[str, ...] = (nvcc_output.__file__, ptxas.__file__)
 _VERSION_TIMEOUT_S = 60.0
 _ABANDONED_AFTER_S = 3600.0  # a store takes milliseconds: an older staging dir was abandoned
 _nvcc_versions: dict[tuple[str, int], str] = {}
@@ -67,6 +76,15 @@ def nvcc_version(nvcc: str) -> str:
         )
         _nvcc_versions[memo_key] = out.stdout.strip() or out.stderr.strip()
     return _nvcc_versions[memo_key]
+
+
+@functools.cache
+def _readers_digest(readers: tuple[str, ...]) -> str:
+    """sha256 over the source of the modules that read nvcc's output (read once a process)."""
+    digest = hashlib.sha256()
+    for path in readers:
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()
 
 
 def _file_digest(path: str) -> str | None:
@@ -99,7 +117,7 @@ class BuildCache:
         """Hash of the options, the files they read more options from (path and content: nvcc's
         dependency output does not list them) and the sources (path and content, or the text
         `texts` gives for that path); ValueError if a source can't be read."""
-        digest = hashlib.sha256(_FORMAT.encode())
+        digest = hashlib.sha256(_FORMAT.encode() + b"\0" + _readers_digest(_READERS).encode())
         for option in options:
             digest.update(b"\0option\0" + option.encode())
         for path in options_files:  # a missing one: nvcc says so, and nothing is stored

@@ -508,3 +508,22 @@ def test_editing_an_options_file_rebuilds(tmp_path):
     assert not build(spelled, SM90, cache_dir=cache).cached  # another spelling, another key
     options.write_text("-DKB_OPTION=1\n")
     assert build(spec, SM90, cache_dir=cache).key == first.key
+
+
+@pytest.mark.nvcc
+def test_a_change_to_how_nvcc_output_is_read_rebuilds(tmp_path, monkeypatch):
+    """A cached build holds its diagnostics and resources as read when it was built: after a
+    change to the modules that read nvcc's output, the same source is built and read again
+    instead of keeping its old reading."""
+    source = copy_fixtures(tmp_path, "good.cu")
+    spec = BuildSpec(source=str(source), output_kind="shared")
+    readers = [tmp_path / "nvcc_output.py", tmp_path / "ptxas.py"]
+    for reader, module in zip(readers, build_cache._READERS, strict=True):
+        shutil.copy(module, reader)
+    monkeypatch.setattr(build_cache, "_READERS", tuple(str(r) for r in readers))
+    first = build(spec, SM90, cache_dir=tmp_path / "cache")
+    assert first.ok and build(spec, SM90, cache_dir=tmp_path / "cache").cached
+    readers[1].write_text(readers[1].read_text() + "\n# a reading fixed\n")
+    build_cache._readers_digest.cache_clear()  # read once a process: as the next process would
+    second = build(spec, SM90, cache_dir=tmp_path / "cache")
+    assert second.ok and not second.cached and second.key != first.key
