@@ -10,6 +10,7 @@ nvcc's output mixes several tools, each with its own format:
     nvlink error   : Undefined reference to '_Z6helperf' in '/tmp/tmpxft_..._k.o'
     nvcc fatal   : Unsupported gpu architecture 'sm_50'
     tmpxft_..._k.cudafe1.cpp:(.text+0x8b): undefined reference to `host_fn()'   (the linker)
+    /usr/bin/ld: k.cudafe1.cpp:(.text+0x9c): undefined reference to `other_fn()'
 
 A message with a file and line keeps them (headers, system headers included). The continuation
 lines after it (the source excerpt and its caret, "detected during instantiation ...") belong to
@@ -47,8 +48,8 @@ _DRIVER = re.compile(  # the host compiler driver and the linker: "cc1plus: fata
     r"^(?P<tool>cc1plus|gcc|g\+\+|c\+\+|clang\+\+|collect2|\S*/ld|ld)(?:\.\w+)?: "
     r"(?:(?P<severity>fatal error|error|warning): )?(?P<message>.*)$"
 )
-_UNDEFINED_REFERENCE = re.compile(
-    r"^\S+:\(\.[\w.]+(?:\+0x[0-9a-f]+)?\): (?P<message>undefined .*)$"
+_UNDEFINED_REFERENCE = re.compile(  # ld prefixes all but the first of a function's with its name
+    r"^(?:\S*ld(?:\.\w+)?: )?\S+:\(\.[\w.]+(?:\+0x[0-9a-f]+)?\): (?P<message>undefined .*)$"
 )
 
 # Lines that only summarise errors already reported; kept only when nothing else explains a

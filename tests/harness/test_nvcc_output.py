@@ -201,6 +201,30 @@ def test_linker_errors_name_the_symbol_and_drop_the_summary(tmp_path):
     assert missing_library.message == "ld: cannot find -lnotexist: No such file or directory"
 
 
+@pytest.mark.nvcc
+def test_real_linker_errors_after_the_first_are_as_clean_as_the_first(tmp_path):
+    # ld prints "/usr/bin/ld: p.cudafe1.cpp:(.text+0x..): undefined reference to ..." for every
+    # undefined symbol of a function but the first: those kept ld's prefix and nvcc's
+    # intermediate file name, and the symbol was not looked up
+    source = tmp_path / "p.cu"
+    source.write_text(
+        "void first_missing();\nvoid second_missing();\n"
+        "int main() {\n  first_missing();\n  second_missing();\n}\n"
+    )
+    out = subprocess.run(
+        ["nvcc", "-arch=sm_90", "-o", str(tmp_path / "p"), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode != 0
+    diagnostics = parse_nvcc_output(out.stdout + out.stderr, source=str(source))
+    assert [(d.line, d.severity, d.message) for d in diagnostics] == [
+        (1, "error", "undefined reference to `first_missing()'"),
+        (2, "error", "undefined reference to `second_missing()'"),
+    ]
+
+
 def test_a_summary_alone_still_explains_the_failure(tmp_path):
     source = tmp_path / "k.cu"
     source.write_text("\n")
