@@ -13,8 +13,9 @@ nvcc's output mixes several tools, each with its own format:
     /usr/bin/ld: k.cudafe1.cpp:(.text+0x9c): undefined reference to `other_fn()'
 
 A message with a file and line keeps them (headers, system headers included). The continuation
-lines after it (the source excerpt and its caret, "detected during instantiation ...") belong to
-it: the caret gives the column, the rest is appended to the message. Tool messages without a
+lines after it (the source excerpt and its caret, "detected during instantiation ...", the host
+compiler's notes such as "declared here") belong to it: the caret gives the column, the rest is
+appended to the message. Tool messages without a
 source position are pinned to the user's source: to the definition of the kernel or symbol they
 name when it can be found, else to line 1.
 """
@@ -204,6 +205,9 @@ def parse_nvcc_output(
             close()
             summaries.append(_at_symbol_or_top(line.strip(), "error", index))
             continue
+        if pending is not None and not pending.edg and (note := _host_note(line, index)):
+            pending.lines.append(note)  # e.g. "declared here": part of the message before it
+            continue
         started = _start(line, index)
         if started is not None:
             close()
@@ -214,6 +218,18 @@ def parse_nvcc_output(
     if not any(d.severity == "error" for d in diagnostics):
         diagnostics.extend(summaries)
     return diagnostics
+
+
+def _host_note(line: str, index: _SourceIndex) -> str | None:
+    """The host compiler's note on the message before it ("declared here", "candidate: ..."),
+    as a line of that message naming where it points. Alone it would be a diagnostic saying
+    "declared here" with nothing to say what was, in CUDA's headers shown at the file's top."""
+    match = _HOST.match(line)
+    if match is None or match["severity"] != "note":
+        return None
+    where = f"{index.path(match['file'])}:{match['line']}"
+    where += f":{match['column']}" if match["column"] else ""
+    return f"{where}: note: {match['message']}"
 
 
 def _start(line: str, index: _SourceIndex) -> _Pending | None:

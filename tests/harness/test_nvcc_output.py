@@ -139,6 +139,26 @@ def test_host_compiler_messages(tmp_path):
     assert unused.message == "unused variable 'x'"
 
 
+@pytest.mark.nvcc
+def test_real_host_compiler_notes_belong_to_the_warning_they_explain(tmp_path):
+    # gcc's "note: declared here" (here in the user's file; for a deprecated CUDA runtime call,
+    # in cuda_runtime_api.h) was a diagnostic of its own, one saying "declared here" alone
+    source = tmp_path / "deprecated.cu"
+    source.write_text(
+        "__global__ void k(float* x) { x[0] = 1; }\n"
+        '[[deprecated("use new_api")]] void old_api() {}\n'
+        "void host() {\n"
+        "  old_api();\n"
+        "}\n"
+    )
+    (warning,) = parse_nvcc_output(nvcc_output(source), source=str(source))
+    assert (warning.file, warning.line, warning.column) == (str(source), 4, 8)
+    assert warning.code == "-Wdeprecated-declarations"
+    first, note = warning.message.splitlines()
+    assert "old_api()" in first and "deprecated" in first
+    assert note == f"{source}:2:36: note: declared here"
+
+
 def test_ptxas_and_nvlink_messages_are_pinned_to_the_kernel(tmp_path):
     source = tmp_path / "k.cu"
     source.write_text(
