@@ -191,7 +191,10 @@ def parse_nvcc_output(
     def close() -> None:
         nonlocal pending
         if pending is not None:
-            diagnostics.append(pending.finish(index))
+            finished = pending.finish(index)
+            # ptxas repeats a called function's spill warning for every kernel that calls it
+            if finished not in diagnostics:
+                diagnostics.append(finished)
             pending = None
 
     for line in text.splitlines():

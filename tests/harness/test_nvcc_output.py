@@ -185,6 +185,35 @@ def test_ptxas_and_nvlink_messages_are_pinned_to_the_kernel(tmp_path):
     assert shared.line == 3
 
 
+@pytest.mark.nvcc
+def test_real_spill_warning_of_a_function_two_kernels_call_is_shown_once(tmp_path):
+    # ptxas prints "Registers are spilled ... in function '_Z5heavyPKfi'" once per kernel that
+    # calls it: the same diagnostic twice at the same line
+    source = tmp_path / "spill.cu"
+    source.write_text(
+        "__device__ __noinline__ float heavy(const float* in, int n) {\n"
+        "  float v[24];\n"
+        "#pragma unroll\n"
+        "  for (int i = 0; i < 24; ++i) v[i] = in[i * n];\n"
+        "  float s = 0;\n"
+        "#pragma unroll\n"
+        "  for (int i = 0; i < 24; ++i)\n"
+        "#pragma unroll\n"
+        "    for (int j = 0; j < 24; ++j) s += v[i] * v[j] * (i ^ j);\n"
+        "  return s;\n"
+        "}\n"
+        "__global__ void a(const float* in, float* out, int n) { out[0] = heavy(in, n); }\n"
+        "__global__ void b(const float* in, float* out, int n) { out[1] = heavy(in, n + 1); }\n"
+    )
+    output = nvcc_output(source, "-maxrregcount=24", "-Xptxas", "-v", "-Xptxas", "-warn-spills")
+    assert output.count("Registers are spilled to local memory in function '_Z5heavyPKfi'") == 2
+    diagnostics = parse_nvcc_output(output, source=str(source))
+    spills = [d for d in diagnostics if "Registers are spilled" in d.message]
+    (spill,) = spills
+    assert (spill.line, spill.severity) == (1, "warning")
+    assert "in function 'heavy(float const*, int)'" in spill.message
+
+
 def test_tool_failures_without_position_go_to_line_one(tmp_path):
     source = tmp_path / "k.cu"
     source.write_text("__global__ void k() {}\n")
