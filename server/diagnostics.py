@@ -18,6 +18,7 @@ from kernelblaster.harness.protocol.records import (
     HackFinding,
     HarnessError,
     KernelProfile,
+    KernelResources,
     PerfState,
     SourceDiagnostic,
     VerifyWarning,
@@ -89,17 +90,28 @@ def file_diagnostics(
             else:  # the speedups, if any, are the new check's: not this profile's
                 found.append(_state_diagnostic(span, state, kernel_profile, None, _EARLIER))
         elif build is not None and (
-            resources := formatting.resources_for(build.resources, span.name)
+            compiled := formatting.resources_for(build.resources, span.name)
         ):
             found.append(
                 _diagnostic(
                     span.name_range,
-                    f"{span.name}: {formatting.resources_line(resources)}{resources_suffix}",
+                    f"{span.name}: {_resources_text(compiled)}{resources_suffix}",
                     types.DiagnosticSeverity.Hint,
                     "resources",
                 )
             )
     return found
+
+
+def _resources_text(compiled: list[KernelResources]) -> str:
+    """One kernel's resource usage; a template's instantiations (or overloads) each on a line
+    of their own, as each has its own registers, shared memory and occupancy."""
+    if len(compiled) == 1:
+        return formatting.resources_line(compiled[0])
+    return f"compiled as {len(compiled)} kernels" + "".join(
+        f"\n{formatting.compiled_signature(entry)}: {formatting.resources_line(entry)}"
+        for entry in compiled
+    )
 
 
 def untrusted_diagnostic(message: str) -> types.Diagnostic:

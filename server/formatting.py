@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kernelblaster.harness.analysis.ptxas import short_name
 from kernelblaster.harness.protocol.records import CheckResult, KernelProfile, KernelResources
 from kernelblaster.kb.records import RankedTechnique
 from kernelblaster.server.history import Change, SaveDelta
@@ -71,14 +72,19 @@ def resources_line(resources: KernelResources) -> str:
     return ", ".join(parts)
 
 
-def resources_for(resources: list[KernelResources], kernel: str) -> KernelResources | None:
-    """ptxas names kernels by their mangled names; match the demangled function name."""
-    for entry in resources:
-        # "void ns::softmax<float>(float const*, ...)" → "softmax"
-        head = entry.demangled.split("(", 1)[0].split("<", 1)[0].split()
-        if (head and head[-1].rsplit("::", 1)[-1] == kernel) or entry.name == kernel:
-            return entry
-    return None
+def resources_for(resources: list[KernelResources], kernel: str) -> list[KernelResources]:
+    """The entries ptxas reported for the kernel whose function name is `kernel`: one per
+    template instantiation or overload (ptxas names each by its mangled name)."""
+    return [
+        entry
+        for entry in resources
+        if short_name(entry.demangled) == kernel or entry.name == kernel
+    ]
+
+
+def compiled_signature(resources: KernelResources) -> str:
+    """ "tmpl_k<128>(float*)" for "void tmpl_k<128>(float*)": which instantiation an entry is."""
+    return resources.demangled.removeprefix("void ")
 
 
 def profile_for(kernels: list[KernelProfile], kernel: str) -> KernelProfile | None:

@@ -42,8 +42,14 @@ def kernel_hover(
     lines += _measurements(profile, response.check if response else None)
     lines += _progress(delta, history or [])
     build = response.build if response else None
-    if build is not None and (resources := formatting.resources_for(build.resources, kernel)):
-        lines += ["", f"Resources: {formatting.resources_line(resources)}"]
+    compiled = formatting.resources_for(build.resources, kernel) if build is not None else []
+    if len(compiled) == 1:
+        lines += ["", f"Resources: {formatting.resources_line(compiled[0])}"]
+    elif compiled:  # a template's instantiations (or overloads), each with its own usage
+        lines += ["", "Resources:"] + [
+            f"- `{formatting.compiled_signature(entry)}`: {formatting.resources_line(entry)}"
+            for entry in compiled
+        ]
     if state is not None:
         lines += _metrics(state)
         lines += _findings(state)

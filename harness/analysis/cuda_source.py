@@ -6,6 +6,7 @@ kernels in a file that doesn't compile."""
 from __future__ import annotations
 
 import ast
+import re
 from functools import cache
 from pathlib import Path
 
@@ -52,8 +53,22 @@ def _parser() -> tree_sitter.Parser:
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
 
 
+# Kernel attributes the grammar (tree-sitter-cuda 0.21, which knows `__launch_bounds__`) does
+# not: it reads `__global__ void __cluster_dims__(2, 1, 1) k(...) {...}` as a declaration of
+# `__cluster_dims__` followed by a function without a type, so the kernel would be missed.
+# They say nothing about where a kernel is or what it is called, so they are blanked out.
+_UNKNOWN_ATTRIBUTES = re.compile(
+    r"\b(?:__cluster_dims__|__maxnreg__|__block_size__)\s*\((?:[^()]|\([^()]*\))*\)"
+)
+
+
+def _blank(match: re.Match[str]) -> str:
+    """Spaces for the match's bytes (newlines kept), so every position after it stays put."""
+    return "".join(c if c == "\n" else " " * len(c.encode("utf-8")) for c in match.group(0))
+
+
 def parse(source: str) -> tree_sitter.Tree:
-    return _parser().parse(source.encode("utf-8"))
+    return _parser().parse(_UNKNOWN_ATTRIBUTES.sub(_blank, source).encode("utf-8"))
 
 
 def _walk(node: tree_sitter.Node):
@@ -139,6 +154,14 @@ def extern_c_functions(source: str) -> list[CFunction]:
     return found
 
 
+def _unqualified(name: tree_sitter.Node | None) -> tree_sitter.Node | None:
+    """The bare name in a declarator's name: `k` of `ns::k`, of an explicit specialization's
+    `k<float>` and of `ns::k<64>` (the name ptxas, ncu and the launch sites use)."""
+    while name is not None and name.type in ("qualified_identifier", "template_function"):
+        name = name.child_by_field_name("name")
+    return name
+
+
 def global_kernels(source: str) -> list[KernelDecl]:
     """Every `__global__` function definition, in source order."""
     kernels: list[KernelDecl] = []
@@ -150,12 +173,14 @@ def global_kernels(source: str) -> list[KernelDecl]:
         declarator = node.child_by_field_name("declarator")
         while declarator is not None and declarator.type != "function_declarator":
             declarator = declarator.child_by_field_name("declarator")
-        name_node = declarator.child_by_field_name("declarator") if declarator else None
+        name_node = _unqualified(
+            declarator.child_by_field_name("declarator") if declarator else None
+        )
         if name_node is None:
             continue
         kernels.append(
             KernelDecl(
-                name=_text(name_node).split("::")[-1],
+                name=_text(name_node),
                 name_line=name_node.start_point[0],
                 name_start_column=name_node.start_point[1],
                 name_end_column=name_node.end_point[1],

@@ -10,10 +10,12 @@ nvcc's output mixes several tools, each with its own format:
     nvlink error   : Undefined reference to '_Z6helperf' in '/tmp/tmpxft_..._k.o'
     nvcc fatal   : Unsupported gpu architecture 'sm_50'
     tmpxft_..._k.cudafe1.cpp:(.text+0x8b): undefined reference to `host_fn()'   (the linker)
+    /usr/bin/ld: k.cudafe1.cpp:(.text+0x9c): undefined reference to `other_fn()'
 
 A message with a file and line keeps them (headers, system headers included). The continuation
-lines after it (the source excerpt and its caret, "detected during instantiation ...") belong to
-it: the caret gives the column, the rest is appended to the message. Tool messages without a
+lines after it (the source excerpt and its caret, "detected during instantiation ...", the host
+compiler's notes such as "declared here") belong to it: the caret gives the column, the rest is
+appended to the message. Tool messages without a
 source position are pinned to the user's source: to the definition of the kernel or symbol they
 name when it can be found, else to line 1.
 """
@@ -47,8 +49,8 @@ _DRIVER = re.compile(  # the host compiler driver and the linker: "cc1plus: fata
     r"^(?P<tool>cc1plus|gcc|g\+\+|c\+\+|clang\+\+|collect2|\S*/ld|ld)(?:\.\w+)?: "
     r"(?:(?P<severity>fatal error|error|warning): )?(?P<message>.*)$"
 )
-_UNDEFINED_REFERENCE = re.compile(
-    r"^\S+:\(\.[\w.]+(?:\+0x[0-9a-f]+)?\): (?P<message>undefined .*)$"
+_UNDEFINED_REFERENCE = re.compile(  # ld prefixes all but the first of a function's with its name
+    r"^(?:\S*ld(?:\.\w+)?: )?\S+:\(\.[\w.]+(?:\+0x[0-9a-f]+)?\): (?P<message>undefined .*)$"
 )
 
 # Lines that only summarise errors already reported; kept only when nothing else explains a
@@ -189,7 +191,10 @@ def parse_nvcc_output(
     def close() -> None:
         nonlocal pending
         if pending is not None:
-            diagnostics.append(pending.finish(index))
+            finished = pending.finish(index)
+            # ptxas repeats a called function's spill warning for every kernel that calls it
+            if finished not in diagnostics:
+                diagnostics.append(finished)
             pending = None
 
     for line in text.splitlines():
@@ -203,6 +208,9 @@ def parse_nvcc_output(
             close()
             summaries.append(_at_symbol_or_top(line.strip(), "error", index))
             continue
+        if pending is not None and not pending.edg and (note := _host_note(line, index)):
+            pending.lines.append(note)  # e.g. "declared here": part of the message before it
+            continue
         started = _start(line, index)
         if started is not None:
             close()
@@ -213,6 +221,18 @@ def parse_nvcc_output(
     if not any(d.severity == "error" for d in diagnostics):
         diagnostics.extend(summaries)
     return diagnostics
+
+
+def _host_note(line: str, index: _SourceIndex) -> str | None:
+    """The host compiler's note on the message before it ("declared here", "candidate: ..."),
+    as a line of that message naming where it points. Alone it would be a diagnostic saying
+    "declared here" with nothing to say what was, in CUDA's headers shown at the file's top."""
+    match = _HOST.match(line)
+    if match is None or match["severity"] != "note":
+        return None
+    where = f"{index.path(match['file'])}:{match['line']}"
+    where += f":{match['column']}" if match["column"] else ""
+    return f"{where}: note: {match['message']}"
 
 
 def _start(line: str, index: _SourceIndex) -> _Pending | None:

@@ -21,6 +21,7 @@ _LIBRARY_CALLS = re.compile(
 _SIDE_STREAM = re.compile(
     r"\b(cudaStreamCreate\w*|getStreamFromPool|cudaStreamNonBlocking|cudaLaunchHostFunc)\b"
 )
+_SPACE = re.compile(r"\s*")
 _CATCH_ALL = re.compile(r"\bcatch\s*\(\s*(\.\.\.|const\s+std::exception\s*&\s*\w*|std::exception)")
 
 # torch.cuda.Stream(...), torch.cuda.stream(...), torch.cuda.ExternalStream(...)
@@ -54,11 +55,20 @@ def _strip_comments(code: str) -> str:
     return re.sub(r"//[^\n]*|/\*.*?\*/", blank, code, flags=re.DOTALL)
 
 
+def _wraps_a_match(code: str, match: re.Match[str]) -> bool:
+    """`cublasCheck(cublasSgemm(...))` (llm.c's error check, named like the library): the call
+    is the inner one, so the wrapper gets no warning of its own."""
+    first_argument = _SPACE.match(code, match.end())
+    return first_argument is not None and bool(_LIBRARY_CALLS.match(code, first_argument.end()))
+
+
 def check_cuda_source(text: str, *, allow_library_calls: bool = False) -> list[VerifyWarning]:
     code = _strip_comments(text)
     findings: list[VerifyWarning] = []
     if not allow_library_calls:
         for match in _LIBRARY_CALLS.finditer(code):
+            if _wraps_a_match(code, match):
+                continue
             findings.append(
                 VerifyWarning(
                     kind="calls_library",
@@ -67,13 +77,18 @@ def check_cuda_source(text: str, *, allow_library_calls: bool = False) -> list[V
                     line=_line_of(code, match.start()),
                 )
             )
+    stream_lines: set[int] = set()
     for match in _SIDE_STREAM.finditer(code):
+        line = _line_of(code, match.start())
+        if line in stream_lines:  # `cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)`
+            continue
+        stream_lines.add(line)
         findings.append(
             VerifyWarning(
                 kind="side_stream",
                 message=f"`{match.group(0)}`: work on another stream must still finish inside the "
                 "caller's stream (checked when it runs)",
-                line=_line_of(code, match.start()),
+                line=line,
             )
         )
     for match in _CATCH_ALL.finditer(code):

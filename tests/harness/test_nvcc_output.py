@@ -139,6 +139,26 @@ def test_host_compiler_messages(tmp_path):
     assert unused.message == "unused variable 'x'"
 
 
+@pytest.mark.nvcc
+def test_real_host_compiler_notes_belong_to_the_warning_they_explain(tmp_path):
+    # gcc's "note: declared here" (here in the user's file; for a deprecated CUDA runtime call,
+    # in cuda_runtime_api.h) was a diagnostic of its own, one saying "declared here" alone
+    source = tmp_path / "deprecated.cu"
+    source.write_text(
+        "__global__ void k(float* x) { x[0] = 1; }\n"
+        '[[deprecated("use new_api")]] void old_api() {}\n'
+        "void host() {\n"
+        "  old_api();\n"
+        "}\n"
+    )
+    (warning,) = parse_nvcc_output(nvcc_output(source), source=str(source))
+    assert (warning.file, warning.line, warning.column) == (str(source), 4, 8)
+    assert warning.code == "-Wdeprecated-declarations"
+    first, note = warning.message.splitlines()
+    assert "old_api()" in first and "deprecated" in first
+    assert note == f"{source}:2:36: note: declared here"
+
+
 def test_ptxas_and_nvlink_messages_are_pinned_to_the_kernel(tmp_path):
     source = tmp_path / "k.cu"
     source.write_text(
@@ -163,6 +183,35 @@ def test_ptxas_and_nvlink_messages_are_pinned_to_the_kernel(tmp_path):
         output.splitlines()[0], source=str(source), kernel_lines={"_Z6greedyPf": (str(source), 3)}
     )
     assert shared.line == 3
+
+
+@pytest.mark.nvcc
+def test_real_spill_warning_of_a_function_two_kernels_call_is_shown_once(tmp_path):
+    # ptxas prints "Registers are spilled ... in function '_Z5heavyPKfi'" once per kernel that
+    # calls it: the same diagnostic twice at the same line
+    source = tmp_path / "spill.cu"
+    source.write_text(
+        "__device__ __noinline__ float heavy(const float* in, int n) {\n"
+        "  float v[24];\n"
+        "#pragma unroll\n"
+        "  for (int i = 0; i < 24; ++i) v[i] = in[i * n];\n"
+        "  float s = 0;\n"
+        "#pragma unroll\n"
+        "  for (int i = 0; i < 24; ++i)\n"
+        "#pragma unroll\n"
+        "    for (int j = 0; j < 24; ++j) s += v[i] * v[j] * (i ^ j);\n"
+        "  return s;\n"
+        "}\n"
+        "__global__ void a(const float* in, float* out, int n) { out[0] = heavy(in, n); }\n"
+        "__global__ void b(const float* in, float* out, int n) { out[1] = heavy(in, n + 1); }\n"
+    )
+    output = nvcc_output(source, "-maxrregcount=24", "-Xptxas", "-v", "-Xptxas", "-warn-spills")
+    assert output.count("Registers are spilled to local memory in function '_Z5heavyPKfi'") == 2
+    diagnostics = parse_nvcc_output(output, source=str(source))
+    spills = [d for d in diagnostics if "Registers are spilled" in d.message]
+    (spill,) = spills
+    assert (spill.line, spill.severity) == (1, "warning")
+    assert "in function 'heavy(float const*, int)'" in spill.message
 
 
 def test_tool_failures_without_position_go_to_line_one(tmp_path):
@@ -199,6 +248,30 @@ def test_linker_errors_name_the_symbol_and_drop_the_summary(tmp_path):
         source=str(source),
     )
     assert missing_library.message == "ld: cannot find -lnotexist: No such file or directory"
+
+
+@pytest.mark.nvcc
+def test_real_linker_errors_after_the_first_are_as_clean_as_the_first(tmp_path):
+    # ld prints "/usr/bin/ld: p.cudafe1.cpp:(.text+0x..): undefined reference to ..." for every
+    # undefined symbol of a function but the first: those kept ld's prefix and nvcc's
+    # intermediate file name, and the symbol was not looked up
+    source = tmp_path / "p.cu"
+    source.write_text(
+        "void first_missing();\nvoid second_missing();\n"
+        "int main() {\n  first_missing();\n  second_missing();\n}\n"
+    )
+    out = subprocess.run(
+        ["nvcc", "-arch=sm_90", "-o", str(tmp_path / "p"), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode != 0
+    diagnostics = parse_nvcc_output(out.stdout + out.stderr, source=str(source))
+    assert [(d.line, d.severity, d.message) for d in diagnostics] == [
+        (1, "error", "undefined reference to `first_missing()'"),
+        (2, "error", "undefined reference to `second_missing()'"),
+    ]
 
 
 def test_a_summary_alone_still_explains_the_failure(tmp_path):

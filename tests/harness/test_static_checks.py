@@ -94,7 +94,7 @@ def test_a_stream_api_in_a_path_never_taken_is_a_warning_not_a_verdict():
         "}\n"
     )
     found = check_cuda_source(source)
-    assert [(f.kind, f.line) for f in found] == [("side_stream", 5), ("side_stream", 5)]
+    assert [(f.kind, f.line) for f in found] == [("side_stream", 5)]  # one per call
     assert all(isinstance(f, VerifyWarning) for f in found)
     assert "checked when it runs" in found[0].message
 
@@ -113,3 +113,20 @@ def test_python_streams_are_warned_about_at_their_line():
     found = check_python_solution(source)
     assert [(f.kind, f.line) for f in found] == [("side_stream", 5), ("side_stream", 7)]
     assert "`torch.cuda.Stream`" in found[0].message
+
+
+def test_one_warning_per_call_however_it_is_wrapped_or_flagged():
+    # llm.c wraps every cuBLAS call in its own `cublasCheck(...)`, named like the library, and
+    # cuda-samples create streams with `cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)`:
+    # each line got two warnings, one of them about the user's own error check
+    source = (
+        "void gemm(cublasHandle_t h, cudaStream_t* s) {\n"
+        "    cublasCheck(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, a, b, 1, 0, 1, c, 1));\n"
+        "    cudaCheck(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));\n"
+        "}\n"
+    )
+    found = [(f.kind, f.line, f.message.split(":")[0]) for f in check_cuda_source(source)]
+    assert found == [
+        ("calls_library", 2, "calls `cublasSgemm`"),
+        ("side_stream", 3, "`cudaStreamCreateWithFlags`"),
+    ]

@@ -51,3 +51,71 @@ async def test_real_worker_reports_nvcc_errors_at_their_lines(client, workspace)
     kernel = next(d for d in diagnostics if d.code in ("resources", "state"))
     assert kernel.message.startswith("scale: ")
     assert kernel.range.start == types.Position(2, 16)
+
+
+SCOPED_AND_TEMPLATED = """#include <cuda_runtime.h>
+
+namespace {
+__global__ void halve(float* x) { x[threadIdx.x] *= 0.5f; }
+}  // namespace
+
+template <int BLOCK>
+__global__ void __launch_bounds__(BLOCK) reverse(float* x) {
+    __shared__ float tile[BLOCK];
+    tile[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    x[threadIdx.x] = tile[BLOCK - 1 - threadIdx.x];
+}
+
+extern "C" void launch(float* x) {
+    halve<<<1, 32>>>(x);
+    reverse<128><<<1, 128>>>(x);
+    reverse<1024><<<1, 1024>>>(x);
+}
+"""
+
+
+@pytest.mark.nvcc
+async def test_real_worker_resources_for_anonymous_namespace_and_each_instantiation(
+    client, workspace
+):
+    # ptxas names them "(anonymous namespace)::halve(float*)" and "void reverse<128>(float*)":
+    # the first used to get no resource usage at all, the second only its first instantiation's.
+    source = workspace.add("scoped.cu", SCOPED_AND_TEMPLATED)
+    settings = workspace.settings()
+    del settings["workerCommand"]
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(),
+            root_uri=workspace.root.as_uri(),
+            initialization_options={"trusted": True, "settings": settings},
+        )
+    )
+    uri = open_document(client, source)
+    await wait_until(
+        lambda: len([d for d in client.diagnostics.get(uri, []) if d.code == "resources"]) == 2,
+        timeout=120,
+    )
+    hints = {d.message.split(":")[0]: d for d in client.diagnostics[uri] if d.code == "resources"}
+    assert hints["halve"].range.start == types.Position(3, 16)
+    assert hints["halve"].message.startswith("halve: ")
+    assert "registers/thread" in hints["halve"].message
+    first, *per_instantiation = hints["reverse"].message.splitlines()
+    assert first == "reverse: compiled as 2 kernels"
+    assert sorted(line.split(":")[0] for line in per_instantiation) == [
+        "reverse<1024>(float*)",
+        "reverse<128>(float*)",
+    ]
+    small = next(line for line in per_instantiation if line.startswith("reverse<128>"))
+    large = next(line for line in per_instantiation if line.startswith("reverse<1024>"))
+    assert "512 B static shared memory" in small and "at 128 threads/block" in small
+    assert "4096 B static shared memory" in large and "at 1024 threads/block" in large
+
+    hover = await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(7, 42)
+        )
+    )
+    assert hover is not None
+    assert "- `reverse<128>(float*)`: " in hover.contents.value
+    assert "- `reverse<1024>(float*)`: " in hover.contents.value
