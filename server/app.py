@@ -30,6 +30,7 @@ from kernelblaster.server.configuration import (
     apply_client_settings,
     llm_missing_message,
     parse_init_options,
+    results_change,
 )
 from kernelblaster.server.documents import (
     BINDINGS_SUFFIX,
@@ -106,10 +107,14 @@ async def did_change_configuration(
     ls: KernelBlasterServer, params: types.DidChangeConfigurationParams
 ) -> None:
     pushed = params.settings.get("kernelblaster") if isinstance(params.settings, dict) else None
+    before = ls.settings
     await settings_sync.refresh(ls, pushed)
+    rerun = results_change(before, ls.settings)  # e.g. nvcc's path fixed: no stale "not found"
     for path in ls.documents.paths():
         await pipeline.refresh_ranking(ls, path)
         pipeline.publish(ls, path)
+        if rerun and not is_header(path):
+            pipeline.schedule(ls, path)
 
 
 @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
