@@ -139,6 +139,9 @@ async def did_open(ls: KernelBlasterServer, params: types.DidOpenTextDocumentPar
         ls.ahead.expect_edits(ls.settings)
     ls.candidates.replace(path, await asyncio.to_thread(optimize.find_candidates, path))
     result = await pipeline.show_cached(ls, path)
+    # Closed while this open was under way (its close cancelled no job yet): nothing to run.
+    if ls.workspace.text_documents.get(document.uri) is not document:
+        return
     if not is_header(path) and (result is None or result.text_hash != text_hash(document.source)):
         pipeline.schedule(ls, path, debounce=False)
 

@@ -121,3 +121,23 @@ async def test_unchanged_kernel_file_touched_outside_the_editor_is_not_rerun(cli
     # a changed kernel file is rerun
     source.write_text(source.read_text() + "\n// appended by a generator\n")
     await wait_until(lambda: len(started(workspace)) == 2)
+
+
+async def test_a_file_closed_as_soon_as_opened_runs_nothing(client, workspace):
+    """The close comes while the open is still reading the file's history and cached result:
+    the open must not start a job for a file that is no longer open (on a GPU: a whole build,
+    verification and profile ahead of the other files' saves)."""
+    source = copy_five(workspace)
+    await start(client, workspace)
+    uri = open_document(client, source)
+    client.text_document_did_close(
+        types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    await asyncio.sleep(3 * JOB_DEBOUNCE_S)
+    assert started(workspace) == []
+    assert client.job_status == []
+
+    # opened again, it runs as usual
+    open_document(client, source)
+    await wait_for_states(client, uri, count=5)
+    assert len(started(workspace)) == 1
