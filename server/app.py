@@ -330,8 +330,9 @@ async def code_lens_request(
         return []
     lenses = code_lens.kernel_lenses(document.uri, document.version or 0, locate(document.source))
     codec = ls.workspace.position_codec
+    lines = document.lines  # pygls splits the whole text on every read of `lines`
     for lens in lenses:
-        lens.range = to_client_range(codec, document.lines, lens.range)
+        lens.range = to_client_range(codec, lines, lens.range)
     return lenses
 
 
