@@ -30,6 +30,7 @@ from kernelblaster.server.configuration import (
     apply_client_settings,
     llm_missing_message,
     parse_init_options,
+    results_change,
 )
 from kernelblaster.server.documents import (
     BINDINGS_SUFFIX,
@@ -106,10 +107,14 @@ async def did_change_configuration(
     ls: KernelBlasterServer, params: types.DidChangeConfigurationParams
 ) -> None:
     pushed = params.settings.get("kernelblaster") if isinstance(params.settings, dict) else None
+    before = ls.settings
     await settings_sync.refresh(ls, pushed)
+    rerun = results_change(before, ls.settings)  # e.g. nvcc's path fixed: no stale "not found"
     for path in ls.documents.paths():
         await pipeline.refresh_ranking(ls, path)
         pipeline.publish(ls, path)
+        if rerun and not is_header(path):
+            pipeline.schedule(ls, path)
 
 
 @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
@@ -134,6 +139,9 @@ async def did_open(ls: KernelBlasterServer, params: types.DidOpenTextDocumentPar
         ls.ahead.expect_edits(ls.settings)
     ls.candidates.replace(path, await asyncio.to_thread(optimize.find_candidates, path))
     result = await pipeline.show_cached(ls, path)
+    # Closed while this open was under way (its close cancelled no job yet): nothing to run.
+    if ls.workspace.text_documents.get(document.uri) is not document:
+        return
     if not is_header(path) and (result is None or result.text_hash != text_hash(document.source)):
         pipeline.schedule(ls, path, debounce=False)
 
@@ -322,8 +330,9 @@ async def code_lens_request(
         return []
     lenses = code_lens.kernel_lenses(document.uri, document.version or 0, locate(document.source))
     codec = ls.workspace.position_codec
+    lines = document.lines  # pygls splits the whole text on every read of `lines`
     for lens in lenses:
-        lens.range = to_client_range(codec, document.lines, lens.range)
+        lens.range = to_client_range(codec, lines, lens.range)
     return lenses
 
 

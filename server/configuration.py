@@ -72,6 +72,38 @@ def apply_client_settings(base: Settings, raw: Any) -> tuple[Settings, list[str]
         return settings, problems
 
 
+# Settings only the editor, the KB or the LLM side read: a save's result doesn't depend on them.
+# Any other change (nvcc, its flags, arch, timeouts, tolerances, targets, the worker command, ...)
+# may change every open file's result, which is then computed again.
+EDITOR_ONLY_FIELDS = frozenset(
+    {
+        "build_on_change",
+        "cache_dir",
+        "code_lens",
+        "depth",
+        "init_attempts",
+        "kb_path",
+        "llm_api_key_env",
+        "llm_base_url",
+        "llm_max_retries",
+        "llm_model",
+        "llm_timeout_s",
+        "optimize_worker_command",
+        "parallel_gpu_jobs",
+        "rollouts",
+        "top_k",
+    }
+)
+
+
+def results_change(before: Settings, after: Settings) -> bool:
+    """Whether the open files' results may differ under `after`: a setting the harness reads
+    changed."""
+    return any(
+        getattr(before, name) != getattr(after, name) for name in _FIELDS - EDITOR_ONLY_FIELDS
+    )
+
+
 def _camel_case(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.capitalize() for part in rest)

@@ -142,6 +142,12 @@ class JobManager:
         task.cancel()
         return True
 
+    def superseded(self, key: str) -> bool:
+        """Whether the calling job of `key` has been replaced by a newer one (which reports
+        its own status from then on)."""
+        task = self._jobs.get(key)
+        return task is not None and task is not asyncio.current_task()
+
     def active(self, key: str) -> bool:
         task = self._jobs.get(key)
         return task is not None and not task.done()

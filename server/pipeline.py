@@ -80,7 +80,9 @@ async def run(ls: KernelBlasterServer, path: Path, depth: ProfileDepth | None) -
         await install(ls, result)
     except asyncio.CancelledError:
         # What was verified and timed before the cancel stays shown (`show_checked`).
-        reporter.end("cancelled", f"{path.name}: cancelled")
+        reporter.end(
+            "cancelled", f"{path.name}: cancelled", superseded=ls.jobs.superseded(str(path))
+        )
         raise
     delta = ls.history.delta(path, result.response.check, result.text_hash)
     change = formatting.delta_line(delta) if delta is not None else None

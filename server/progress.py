@@ -76,8 +76,12 @@ class JobReporter:
                 self._token, types.WorkDoneProgressReport(message=message, percentage=percent)
             )
 
-    def end(self, phase: str, message: str) -> None:
-        self._status(False, phase, message)
+    def end(self, phase: str, message: str, *, superseded: bool = False) -> None:
+        """End the job's progress and status; a job `superseded` by a newer one for the same
+        file ends its progress only: the file's status is the newer job's (a "not running" sent
+        after the newer job's start would show the file idle while it waits for the GPU)."""
+        if not superseded:
+            self._status(False, phase, message)
         if self._token is not None:
             self._server.work_done_progress.end(
                 self._token, types.WorkDoneProgressEnd(message=message)

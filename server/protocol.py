@@ -14,13 +14,23 @@ unparseable JSON with a popup instead of a -32700 response. Here:
   logged as such, not as an internal error;
 - a message that is not JSON gets -32700 (Parse Error) with a null id;
 - errors outside any request (a notification handler's bug, a stopped job) go to the
-  client's log (`window/logMessage`), never to a `window/showMessage` popup.
+  client's log (`window/logMessage`), never to a `window/showMessage` popup;
+- `$/cancelRequest` of a `workspace/executeCommand` cancels the command's own task (pygls
+  runs a command as a task apart from the request it answers and cancelled only the answer:
+  an "Optimize kernel" went on, its worker too, and could still apply its edit);
+- `shutdown` first cancels every request still running (their workers are killed) and waits
+  for them to end, and only then runs the server's own shutdown; pygls cancelled them while
+  iterating the very dict their cancel callbacks remove them from (pygls issue #606), so
+  `shutdown` during a command failed with -32603 and left the command's worker running.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from collections.abc import Callable, Generator
+from concurrent.futures import Future
 from typing import Any
 
 import msgspec
@@ -33,9 +43,13 @@ from pygls.exceptions import (
     JsonRpcParseError,
     JsonRpcServerNotInitialized,
 )
-from pygls.protocol import LanguageServerProtocol
+from pygls.protocol import LanguageServerProtocol, lsp_method
 
 log = logging.getLogger(__name__)
+
+# How long `shutdown` waits for the requests it cancelled (each kills its worker's process
+# group and waits for it: well under a second) before it goes on without them.
+CANCELLED_REQUESTS_WAIT_S = 10.0
 
 
 class RejectedRequest(msgspec.Struct, frozen=True):
@@ -56,6 +70,11 @@ class KernelBlasterProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._initialize_received = False
+        # The answer of the generator handler (executeCommand, shutdown, ...) being stepped,
+        # while it starts its next handler (`_run_generator`, `_execute_handler`).
+        self._stepping: Future[Any] | None = None
+        # Each running generator handler's answer → the handler it runs now.
+        self._running_steps: dict[Future[Any], Future[Any]] = {}
 
     def structure_message(self, data: dict[str, Any]) -> Any:
         method = data.get("method")
@@ -80,6 +99,52 @@ class KernelBlasterProtocol(LanguageServerProtocol):
                 return RejectedRequest(data["id"], requested, JsonRpcInvalidParams(message))
             raise  # a notification: nobody waits for an answer; logged by report_server_error
 
+    def _run_generator(
+        self, future: Future[Any] | None, *, gen: Generator[Any, Any, Any], result_future: Any
+    ) -> None:
+        stepping, self._stepping = self._stepping, result_future
+        try:
+            super()._run_generator(future, gen=gen, result_future=result_future)
+        finally:
+            self._stepping = stepping
+            if result_future.done():
+                self._running_steps.pop(result_future, None)
+
+    def _execute_handler(
+        self,
+        msg_id: Any,
+        handler: Callable[..., Any],
+        callback: Callable[[Any], None],
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
+        answer = self._stepping
+        step = self._request_futures.get(msg_id)
+        if answer is None or step is None or step is answer:
+            return
+        # pygls keeps a step's future under a made-up id that nothing ever removes.
+        self._request_futures.pop(msg_id, None)
+        self._running_steps[answer] = step
+        answer.add_done_callback(_cancel_with(step))
+
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
+        own = self._stepping
+        cancelled = [
+            future
+            for future in list(self._request_futures.values())
+            if future is not own and not future.done() and future.cancel()
+        ]
+        # A command's answer is computed by its step; a coroutine's request is its own task.
+        steps = [self._running_steps.get(future, future) for future in cancelled]
+        running = [step for step in steps if isinstance(step, asyncio.Future)]
+        if running:
+            yield _settle, (running,), None
+        if (handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield handler, args, None
+        self._shutdown = True
+
     def handle_message(self, message: Any) -> None:
         if isinstance(message, DroppedNotification):
             log.info("dropped %s: it came before `initialize`", message.method)
@@ -89,6 +154,24 @@ class KernelBlasterProtocol(LanguageServerProtocol):
             self._send_response(message.id, error=message.error.to_response_error())
             return
         super().handle_message(message)
+
+
+def _cancel_with(step: Future[Any]) -> Callable[[Future[Any]], None]:
+    """A done-callback for a request's answer: a cancelled answer cancels `step`, the
+    handler that computes it."""
+
+    def cancel(answer: Future[Any]) -> None:
+        if answer.cancelled():
+            step.cancel()
+
+    return cancel
+
+
+async def _settle(running: list[asyncio.Future[Any]]) -> None:
+    """Wait for cancelled handlers to end (each kills its worker as it does)."""
+    _, late = await asyncio.wait(running, timeout=CANCELLED_REQUESTS_WAIT_S)
+    if late:
+        log.warning("shutdown: %d cancelled request(s) still running", len(late))
 
 
 def report_out_of_band(protocol: LanguageServerProtocol, error: Exception) -> None:

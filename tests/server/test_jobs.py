@@ -68,11 +68,14 @@ async def test_save_during_a_running_job_cancels_it(client, workspace):
             and all(reports[-1].kind == "end" for reports in client.progress_reports.values())
         )
     )
+    # the file stayed running from the first job's start to the second's end: the superseded
+    # job's end is not a status of its own
     phases = [(s.running, s.phase) for s in client.job_status]
-    assert (False, "cancelled") in phases and phases[-1] == (False, "done")
+    assert [p for p in phases if not p[0]] == [(False, "done")] and phases[-1] == (False, "done")
     # each job had its own progress token; the cancelled one was ended too
     assert len(client.progress_reports) == 2
     assert all(reports[-1].kind == "end" for reports in client.progress_reports.values())
+    assert "five.cu: cancelled" in [r[-1].message for r in client.progress_reports.values()]
 
 
 async def test_crashed_worker_yields_a_diagnostic_and_the_next_save_works(client, workspace):
@@ -121,3 +124,48 @@ async def test_unchanged_kernel_file_touched_outside_the_editor_is_not_rerun(cli
     # a changed kernel file is rerun
     source.write_text(source.read_text() + "\n// appended by a generator\n")
     await wait_until(lambda: len(started(workspace)) == 2)
+
+
+async def test_a_file_closed_as_soon_as_opened_runs_nothing(client, workspace):
+    """The close comes while the open is still reading the file's history and cached result:
+    the open must not start a job for a file that is no longer open (on a GPU: a whole build,
+    verification and profile ahead of the other files' saves)."""
+    source = copy_five(workspace)
+    await start(client, workspace)
+    uri = open_document(client, source)
+    client.text_document_did_close(
+        types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    await asyncio.sleep(3 * JOB_DEBOUNCE_S)
+    assert started(workspace) == []
+    assert client.job_status == []
+
+    # opened again, it runs as usual
+    open_document(client, source)
+    await wait_for_states(client, uri, count=5)
+    assert len(started(workspace)) == 1
+
+
+async def test_a_save_superseding_a_queued_job_leaves_the_file_shown_as_running(client, workspace):
+    """Another file holds the GPU; this file's job waits for it and the user saves again: the
+    superseded job's end must not be the file's last status (the status bar would show it idle,
+    "cancelled", while its new job waits)."""
+    source = copy_five(workspace)
+    other = workspace.root / "other.cu"
+    other.write_text(source.read_text())
+    workspace.control_file("delay_once", "60")
+    await start(client, workspace)
+    open_document(client, other)
+    await wait_until(lambda: started(workspace))  # holds the GPU for a minute
+    uri = open_document(client, source)
+    await wait_until(lambda: [s for s in client.job_status if s.uri == uri])
+
+    save(client, uri)
+    await wait_until(lambda: len([s for s in client.job_status if s.uri == uri]) >= 2)
+    await asyncio.sleep(3 * JOB_DEBOUNCE_S)
+    mine = [s for s in client.job_status if s.uri == uri]
+    assert (mine[-1].running, mine[-1].phase) == (True, "queued")
+    assert not [s for s in mine if not s.running]
+    # its progress (a token per job) was ended all the same
+    ended = [r for r in client.progress_reports.values() if r[-1].kind == "end"]
+    assert len(ended) == 1 and ended[0][-1].message == "five.cu: cancelled"

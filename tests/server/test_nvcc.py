@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 from lsprotocol import types
+from pytest_lsp import client_capabilities
 
-from tests.server.conftest import edit_and_save, open_document, wait_until
+from kernelblaster.server.documents import path_to_uri
+from tests.server.conftest import by_code, edit_and_save, initialize, open_document, wait_until
 
 BROKEN = """#include <cuda_runtime.h>
 
@@ -119,3 +121,28 @@ async def test_real_worker_resources_for_anonymous_namespace_and_each_instantiat
     assert hover is not None
     assert "- `reverse<128>(float*)`: " in hover.contents.value
     assert "- `reverse<1024>(float*)`: " in hover.contents.value
+
+
+@pytest.mark.nvcc
+async def test_fixing_the_nvcc_setting_builds_again_without_a_save(client, workspace):
+    source = workspace.add("scale.cu", BROKEN.replace("undefined_factor", "2.0f"))
+    settings = workspace.settings(nvcc=str(workspace.root / "no-such-nvcc"))
+    del settings["workerCommand"]  # the real `python -m kernelblaster.harness.worker`
+    client.set_configuration({"kernelblaster": settings})
+    await initialize(
+        client,
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=path_to_uri(workspace.root),
+            initialization_options={"trusted": True},
+        ),
+    )
+    uri = open_document(client, source)
+    await wait_until(lambda: by_code(client.diagnostics.get(uri, []), "setup"), timeout=120)
+    assert "nvcc not found" in by_code(client.diagnostics[uri], "setup")[0].message
+
+    del settings["nvcc"]  # back to the nvcc on PATH
+    client.set_configuration({"kernelblaster": settings})
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    await wait_until(lambda: by_code(client.diagnostics.get(uri, []), "resources"), timeout=120)
+    assert not [d for d in client.diagnostics[uri] if "nvcc not found" in d.message]

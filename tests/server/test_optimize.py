@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
+from pygls.exceptions import JsonRpcRequestCancelled
 
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeResult
 from kernelblaster.server.documents import path_to_uri
@@ -159,3 +161,56 @@ async def test_cancelling_the_progress_token_kills_the_optimize_worker(client, w
     assert client.progress_reports[token][-1].kind == "end"
     assert client.applied_edits == []
     await wait_until(lambda: not alive(run["pid"]))
+
+
+async def test_cancelling_the_request_kills_the_optimize_worker(client, workspace):
+    """`$/cancelRequest` of the command (what editors send when the user gives up on it), not
+    only its progress token: the worker dies and nothing is applied."""
+    source = copy_five(workspace)
+    record_candidate(workspace, source)
+    await start(client, workspace)
+    uri = open_document(client, source)
+    await wait_for_states(client, uri, count=5)
+
+    workspace.control_file("delay_once", "5")
+    request_id = "optimize-to-cancel"
+    running = asyncio.ensure_future(
+        client.protocol.send_request_async(
+            types.WORKSPACE_EXECUTE_COMMAND,
+            types.ExecuteCommandParams(
+                command="kernelblaster.optimize",
+                arguments=[{"uri": uri, "kernel": "transpose_naive", "version": 1}],
+            ),
+            msg_id=request_id,
+        )
+    )
+    (run,) = await wait_until(lambda: optimize_runs(workspace))
+    client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=request_id))
+    with pytest.raises(JsonRpcRequestCancelled):
+        await asyncio.wait_for(running, timeout=10)
+    await wait_until(lambda: not alive(run["pid"]), timeout=2)
+    await asyncio.sleep(6)  # past the worker's answer, had it lived
+    assert [r for r in workspace.runs() if r["event"] == "done" and r["pid"] == run["pid"]] == []
+    assert client.applied_edits == []
+
+
+async def test_shutdown_during_an_optimize_ends_its_worker_and_answers(client, workspace):
+    source = copy_five(workspace)
+    record_candidate(workspace, source)
+    await start(client, workspace)
+    uri = open_document(client, source)
+    await wait_for_states(client, uri, count=5)
+
+    workspace.control_file("delay_once", "60")
+    running = asyncio.ensure_future(execute_optimize(client, uri, version=1))
+    (run,) = await wait_until(lambda: optimize_runs(workspace))
+    await client.shutdown_async(None)  # answered, not an error
+
+    assert not alive(run["pid"])  # ended before shutdown was answered
+    with pytest.raises(JsonRpcRequestCancelled):
+        await running
+    assert client.applied_edits == []
+    assert not [m for m in client.log_messages if "internal error" in m.message]
+    client.exit(None)
+    await asyncio.wait_for(client._server.wait(), timeout=10)
+    await client.stop()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
+from kernelblaster.server.jobs import DEBOUNCE_S as JOB_DEBOUNCE_S
 from tests.server.conftest import (
     by_code,
     copy_five,
@@ -122,6 +124,31 @@ async def test_configuration_changes_apply_without_a_restart(client, workspace):
     await wait_until(lambda: any("rollouts" in m.message for m in client.messages))
     assert "kernelblaster.rollouts = 'many' ignored" in client.messages[-1].message
     assert len(await titles()) == 2
+
+
+def saves(workspace) -> list[dict]:
+    """The save pipeline's runs (not the builds ahead of a save)."""
+    return [r for r in workspace.runs() if r["event"] == "start" and r["task"] != "build"]
+
+
+async def test_a_setting_the_harness_reads_reruns_the_open_files_and_others_do_not(
+    client, workspace
+):
+    source = copy_five(workspace)
+    await start(client, workspace)
+    uri = open_document(client, source)
+    await wait_for_states(client, uri, count=5)
+    assert len(saves(workspace)) == 1
+
+    def reconfigure(**settings: object) -> None:
+        client.set_configuration({"kernelblaster": workspace.settings(**settings)})
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+
+    reconfigure(topK=1, codeLens=False)  # the editor's own: nothing to build again
+    await asyncio.sleep(4 * JOB_DEBOUNCE_S)
+    assert len(saves(workspace)) == 1
+    reconfigure(topK=1, codeLens=False, nvccFlags=["-O3"])
+    await wait_until(lambda: len(saves(workspace)) == 2)
 
 
 async def test_malformed_requests_and_unknown_files_do_not_crash_the_server(client, workspace):
