@@ -21,11 +21,12 @@ from kernelblaster.harness.protocol.records import (
     KernelResources,
     PerfState,
     SourceDiagnostic,
+    SourcePosition,
     VerifyWarning,
 )
 from kernelblaster.server import formatting
 from kernelblaster.server.cache import FileResult
-from kernelblaster.server.documents import line_range, same_source
+from kernelblaster.server.documents import line_range, path_to_uri, same_source
 from kernelblaster.server.history import SaveDelta
 from kernelblaster.server.kernel_locator import KernelSpan, by_name
 
@@ -144,13 +145,28 @@ def _diagnostic(
 
 def _build_diagnostic(item: SourceDiagnostic, context: FileContext) -> types.Diagnostic:
     severity = _SEVERITY[item.severity]
+    related = None
     if same_source(item.file, context.path):
         rng = line_range(context.lines, item.line - 1, max(item.column - 1, 0))
         message = item.message
-    else:  # e.g. an error inside an included header: shown at the top, naming where
+        if item.reported_at is not None:  # in a header, at the #include that leads there
+            related = [_reported_at(item.reported_at)]
+    else:  # another file nothing in this one was found to lead to: shown at the top
         rng = line_range(context.lines, 0)
         message = f"{item.file}:{item.line}: {item.message}"
-    return _diagnostic(rng, message, severity, item.code)
+    return _diagnostic(rng, message, severity, item.code, related)
+
+
+def _reported_at(where: SourcePosition) -> types.DiagnosticRelatedInformation:
+    """The header's own position, which the editor links to (the message names it too, for
+    clients without relatedInformation)."""
+    position = types.Position(where.line - 1, max(where.column - 1, 0))
+    return types.DiagnosticRelatedInformation(
+        location=types.Location(
+            uri=path_to_uri(Path(where.file)), range=types.Range(position, position)
+        ),
+        message="reported here",
+    )
 
 
 def _errors(result: FileResult) -> list[HarnessError]:

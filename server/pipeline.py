@@ -226,7 +226,8 @@ def publish(ls: KernelBlasterServer, path: Path) -> None:
     for item in found:
         item.range = to_client_range(codec, lines, item.range)
         for related in item.related_information or []:
-            related.location.range = to_client_range(codec, lines, related.location.range)
+            if related.location.uri == uri:  # another file's (a header's) is not in these lines
+                related.location.range = to_client_range(codec, lines, related.location.range)
     ls.text_document_publish_diagnostics(
         types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=document.version)
     )

@@ -12,12 +12,16 @@ nvcc's output mixes several tools, each with its own format:
     tmpxft_..._k.cudafe1.cpp:(.text+0x8b): undefined reference to `host_fn()'   (the linker)
     /usr/bin/ld: k.cudafe1.cpp:(.text+0x9c): undefined reference to `other_fn()'
 
-A message with a file and line keeps them (headers, system headers included). The continuation
-lines after it (the source excerpt and its caret, "detected during instantiation ...", the host
-compiler's notes such as "declared here") belong to it: the caret gives the column, the rest is
-appended to the message. Tool messages without a
-source position are pinned to the user's source: to the definition of the kernel or symbol they
-name when it can be found, else to line 1.
+A message with a file and line keeps them. The continuation lines after it (the source excerpt
+and its caret, "detected during instantiation ...", the host compiler's notes such as "declared
+here") belong to it: the caret gives the column, the rest is appended to the message. A message
+in another file than the source (a header, system headers included) is shown at the source's
+line that leads there: the first instantiation in the source that EDG's "detected during" names,
+else the #include that the host compiler's "In file included from" chain starts at, else the
+source's #include that reaches the header (directly, or through the headers it includes, found
+beside their includer or among the files the output names); its own position is kept in
+`reported_at` and leads its message. Tool messages without a source position are pinned to the
+user's source: to the definition of the kernel or symbol they name, else to line 1.
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+import msgspec
+
 from kernelblaster.harness.analysis.cuda_source import global_kernels
 from kernelblaster.harness.analysis.ptxas import demangle, ptx_source_line, short_name
-from kernelblaster.harness.protocol.records import Severity, SourceDiagnostic
+from kernelblaster.harness.protocol.records import Severity, SourceDiagnostic, SourcePosition
 
 _EDG = re.compile(
     r"^(?P<file>\S.*?)\((?P<line>\d+)\): (?P<severity>catastrophic error|internal error|error|"
@@ -60,9 +66,16 @@ _SUMMARY = re.compile(
     r"Ptx assembly aborted due to errors|ld returned \d+ exit status)"
 )
 _NOISE = re.compile(  # context lines that are not part of any one message
-    r"^(Remark: The warnings can be suppressed|ptxas info\s*:|\S.*: In function |"
-    r"In file included from |\s+from \S+:\d+[:,]$)"
+    r"^(Remark: The warnings can be suppressed|ptxas info\s*:|\S.*: In function )"
 )
+# The host compiler's include chain before a message in a header, innermost first:
+# "In file included from a.cuh:3," then "                 from main.cu:2:".
+_INCLUDED_FROM = re.compile(
+    r"^(?:In file included from|\s+from) (?P<file>\S.*?):(?P<line>\d+)(?::\d+)?[:,]$"
+)
+# EDG's instantiation context: "detected during instantiation of "f<T>" at line 5 of main.cu"
+_INSTANTIATED_AT = re.compile(r"\bat line (?P<line>\d+) of (?P<file>\S.*?)\s*$")
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?P<name>[^>"]+)[>"]')
 _LINKER_CONTEXT = re.compile(r": in function `[^']*':$")
 _CARET = re.compile(r"^(\s*)\^\s*$")
 _HOST_EXCERPT = re.compile(r"^\s*\d*\s+\|")  # gcc's "   12 |   code" and "      |   ^~~"
@@ -88,6 +101,7 @@ class _SourceIndex:
         self.source = source
         self.cwd = cwd
         self.kernel_lines = kernel_lines
+        self.named: set[str] = set()  # the files the output names messages in
         self._lines: dict[str, list[str] | None] = {}
 
     def path(self, name: str) -> str:
@@ -113,11 +127,49 @@ class _SourceIndex:
         for kernel in global_kernels(text):
             if kernel.name == name:
                 return self.source, kernel.name_line + 1
-        word = re.compile(rf"\b{re.escape(name)}\b")
-        for number, line in enumerate(source_lines, start=1):
-            if word.search(line):
-                return self.source, number
-        return self.source, 1
+        return self.source, _mention_line(name, source_lines)
+
+    def include_line(self, header: str) -> int | None:
+        """The line of the source's #include that leads to `header`: one naming it, or one of a
+        header (found beside the file including it) whose own includes lead there."""
+        for number, name in self._includes(self.source):
+            if self._reaches(self.source, name, header, seen=set()):
+                return number
+        return None
+
+    def _includes(self, path: str) -> list[tuple[int, str]]:
+        return [
+            (number, match["name"])
+            for number, line in enumerate(self.lines(path) or [], start=1)
+            if (match := _INCLUDE.match(line))
+        ]
+
+    def _reaches(self, including: str, name: str, header: str, seen: set[str]) -> bool:
+        found = self._found(including, name)
+        if found == header:
+            return True
+        if found is None or found in seen:
+            return False
+        seen.add(found)
+        return any(self._reaches(found, inner, header, seen) for _, inner in self._includes(found))
+
+    def _found(self, including: str, name: str) -> str | None:
+        """The file an #include names: beside the file including it, else a file named in the
+        output whose path ends with the spelled name (found through an -I folder)."""
+        beside = str((Path(including).parent / name).resolve())
+        if self.lines(beside) is not None:
+            return beside
+        spelled = Path(name).parts
+        if ".." in spelled:
+            return None
+        return next(
+            (f for f in sorted(self.named) if Path(f).parts[-len(spelled) :] == spelled), None
+        )
+
+
+def _mention_line(name: str, lines: list[str]) -> int:
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    return next((number for number, line in enumerate(lines, start=1) if word.search(line)), 1)
 
 
 class _Pending:
@@ -184,14 +236,18 @@ def parse_nvcc_output(
     PTX; without it kernels are found in the source by name. Relative paths in the output are
     resolved against `cwd` (default: the source's directory)."""
     index = _SourceIndex(source, Path(cwd or Path(source).parent), kernel_lines or {})
-    diagnostics: list[SourceDiagnostic] = []
+    # each with its continuation lines, which may name where it was instantiated
+    diagnostics: list[tuple[SourceDiagnostic, list[str]]] = []
     summaries: list[SourceDiagnostic] = []
     pending: _Pending | None = None
+    chain: list[tuple[str, int]] = []  # the host compiler's include chain being read
+    # each header in a chain read so far, and the source's #include line it starts at
+    included_at: dict[str, int] = {}
 
     def close() -> None:
         nonlocal pending
         if pending is not None:
-            finished = pending.finish(index)
+            finished = (pending.finish(index), pending.lines)
             # ptxas repeats a called function's spill warning for every kernel that calls it
             if finished not in diagnostics:
                 diagnostics.append(finished)
@@ -204,6 +260,10 @@ def parse_nvcc_output(
         if _NOISE.match(line) or _LINKER_CONTEXT.search(line):
             close()
             continue
+        if match := _INCLUDED_FROM.match(line):
+            close()
+            chain.append((index.path(match["file"]), int(match["line"])))
+            continue
         if _SUMMARY.search(line):
             close()
             summaries.append(_at_symbol_or_top(line.strip(), "error", index))
@@ -215,12 +275,65 @@ def parse_nvcc_output(
         if started is not None:
             close()
             pending = started
+            if chain:
+                _read_chain(chain, started.diagnostic.file, included_at, index)
+                chain = []
         elif pending is not None:
             pending.lines.append(line)
     close()
-    if not any(d.severity == "error" for d in diagnostics):
-        diagnostics.extend(summaries)
-    return diagnostics
+    index.named = {diagnostic.file for diagnostic, _ in diagnostics}
+    found = [_in_source(d, context, included_at, index) for d, context in diagnostics]
+    if not any(d.severity == "error" for d in found):
+        found.extend(summaries)
+    return found
+
+
+def _read_chain(
+    chain: list[tuple[str, int]], header: str, included_at: dict[str, int], index: _SourceIndex
+) -> None:
+    """Remember the source's #include line that an include chain starts at for each header in it
+    (the host compiler names a chain once, before the first message it leads to)."""
+    lines = [line for file, line in chain if file == index.source]
+    if lines:
+        for file in {header, *(file for file, _ in chain if file != index.source)}:
+            included_at.setdefault(file, lines[-1])
+
+
+def _in_source(
+    diagnostic: SourceDiagnostic,
+    context: list[str],
+    included_at: dict[str, int],
+    index: _SourceIndex,
+) -> SourceDiagnostic:
+    """A message in another file than the source (a header) at the source's line that leads
+    there, where one is found: the editor shows a file's messages in that file."""
+    if diagnostic.file == index.source:
+        return diagnostic
+    instantiations = [
+        int(match["line"])
+        for line in context
+        if (match := _INSTANTIATED_AT.search(line)) and index.path(match["file"]) == index.source
+    ]
+    line = (
+        instantiations[0]
+        if instantiations
+        else included_at.get(diagnostic.file) or index.include_line(diagnostic.file)
+    )
+    if line is None:
+        return diagnostic
+    where = SourcePosition(file=diagnostic.file, line=diagnostic.line, column=diagnostic.column)
+    shown = Path(diagnostic.file)
+    if shown.is_relative_to(Path(index.source).parent):
+        shown = shown.relative_to(Path(index.source).parent)
+    position = f"{shown}:{where.line}" + (f":{where.column}" if where.column else "")
+    return msgspec.structs.replace(
+        diagnostic,
+        file=index.source,
+        line=line,
+        column=0,
+        message=f"{position}: {diagnostic.message}",
+        reported_at=where,
+    )
 
 
 def _host_note(line: str, index: _SourceIndex) -> str | None:

@@ -78,6 +78,12 @@ class HarnessError(msgspec.Struct, kw_only=True):
     log: str = ""  # tail of the tool's output, for the curious
 
 
+class SourcePosition(msgspec.Struct, kw_only=True):
+    file: str
+    line: int
+    column: int = 0  # 0: the tool gave no column
+
+
 class SourceDiagnostic(msgspec.Struct, kw_only=True):
     """A compiler (or other tool) message pinned to a source position."""
 
@@ -87,6 +93,10 @@ class SourceDiagnostic(msgspec.Struct, kw_only=True):
     severity: Severity
     message: str
     code: str | None = None  # e.g. nvcc's "20039-D", or a finding id
+    # Where the tool reported it when that is another file (a header) than the source built:
+    # `file` and `line` are then the source's line that leads there (the #include, or the
+    # instantiation of the header's template), and the message starts with this position.
+    reported_at: SourcePosition | None = None
 
 
 class KernelResources(msgspec.Struct, kw_only=True):

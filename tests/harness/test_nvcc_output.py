@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernelblaster.harness.analysis.nvcc_output import parse_nvcc_output
+from kernelblaster.harness.protocol.records import SourcePosition
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
 
@@ -61,16 +62,109 @@ def test_real_warnings_carry_their_codes(tmp_path):
 
 
 @pytest.mark.nvcc
-def test_real_error_in_included_header_keeps_the_header_path(tmp_path):
+def test_real_error_in_included_header_is_shown_at_the_include_line(tmp_path):
+    # EDG names no include chain: the source's #include that reaches the header is found
     shutil.copy(FIXTURES / "with_header.cu", tmp_path / "with_header.cu")
     (tmp_path / "x.cuh").write_text(
         "#pragma once\n__device__ inline float halve(float v) { return 0.5f * missing; }\n"
     )
     source = tmp_path / "with_header.cu"
     (diagnostic,) = parse_nvcc_output(nvcc_output(source), source=str(source))
-    assert diagnostic.file == str(tmp_path / "x.cuh")
-    assert (diagnostic.line, diagnostic.severity) == (2, "error")
-    assert diagnostic.column == len("__device__ inline float halve(float v) { return 0.5f * ") + 1
+    column = len("__device__ inline float halve(float v) { return 0.5f * ") + 1
+    assert (diagnostic.file, diagnostic.line, diagnostic.column) == (str(source), 2, 0)
+    assert source.read_text().splitlines()[1] == '#include "x.cuh"'
+    assert diagnostic.severity == "error"
+    assert diagnostic.message == f'x.cuh:2:{column}: identifier "missing" is undefined'
+    assert diagnostic.reported_at == SourcePosition(
+        file=str(tmp_path / "x.cuh"), line=2, column=column
+    )
+
+
+@pytest.mark.nvcc
+def test_real_error_in_a_header_reached_through_another_is_at_the_first_include(tmp_path):
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "outer.cuh").write_text('#pragma once\n#include "inner.cuh"\n')
+    (tmp_path / "inc" / "inner.cuh").write_text(
+        "#pragma once\n\n__device__ inline float f(float v) { return v * missing; }\n"
+    )
+    source = tmp_path / "main.cu"
+    source.write_text(
+        "#include <cstdio>\n"
+        '#include "inc/outer.cuh"\n'
+        "__global__ void k(float* p) { p[0] = f(p[0]); }\n"
+    )
+    (diagnostic,) = parse_nvcc_output(nvcc_output(source), source=str(source))
+    assert (diagnostic.file, diagnostic.line) == (str(source), 2)
+    assert diagnostic.message.startswith("inc/inner.cuh:3:")
+    assert diagnostic.reported_at is not None
+    assert (diagnostic.reported_at.file, diagnostic.reported_at.line) == (
+        str(tmp_path / "inc" / "inner.cuh"),
+        3,
+    )
+
+
+@pytest.mark.nvcc
+def test_real_error_in_a_header_template_is_at_its_instantiation_in_the_source(tmp_path):
+    (tmp_path / "util.cuh").write_text(
+        "#pragma once\ntemplate <typename T>\n__device__ T thrice(T x) { return x.bogus * 3; }\n"
+    )
+    source = tmp_path / "main.cu"
+    source.write_text(
+        '#include "util.cuh"\n'
+        "template <typename T>\n"
+        "__global__ void k(T* p) { p[0] = thrice(p[0]); }\n"
+        "void launch(float* p) {\n"
+        "  k<<<1, 1>>>(p);\n"
+        "}\n"
+    )
+    (diagnostic,) = parse_nvcc_output(nvcc_output(source), source=str(source))
+    # EDG names thrice's instantiation at line 3, then k's at line 5: the first is the nearest
+    assert "at line 3 of" in diagnostic.message and "at line 5 of" in diagnostic.message
+    assert (diagnostic.file, diagnostic.line, diagnostic.severity) == (str(source), 3, "error")
+    assert diagnostic.message.startswith("util.cuh:3:")
+    assert diagnostic.reported_at is not None and diagnostic.reported_at.line == 3
+
+
+@pytest.mark.nvcc
+def test_real_host_compiler_error_in_a_header_follows_the_include_chain(tmp_path):
+    # gcc names the chain ("In file included from a.cuh:2, from main.cu:3:")
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "a.cuh").write_text('#pragma once\n#include "b.cuh"\n')
+    (tmp_path / "inc" / "b.cuh").write_text("#pragma once\n#include <no_such_header.h>\n")
+    source = tmp_path / "main.cu"
+    source.write_text('#include <cstdio>\n// line 2\n#include "a.cuh"\nint main() {}\n')
+    output = nvcc_output(source, f"-I{tmp_path / 'inc'}")
+    assert "In file included from" in output
+    (missing,) = parse_nvcc_output(output, source=str(source))
+    assert (missing.file, missing.line, missing.severity) == (str(source), 3, "error")
+    assert missing.message == "inc/b.cuh:2:10: no_such_header.h: No such file or directory"
+    assert missing.reported_at == SourcePosition(
+        file=str(tmp_path / "inc" / "b.cuh"), line=2, column=10
+    )
+
+
+@pytest.mark.nvcc
+def test_real_warnings_in_headers_found_through_an_include_folder(tmp_path):
+    # a header found through -I is not beside its includer: a file the output names stands in
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "a.cuh").write_text(
+        '#pragma once\n#include "b.cuh"\ninline int first(int a) { int unused1; return a; }\n'
+    )
+    (tmp_path / "inc" / "b.cuh").write_text(
+        "#pragma once\ninline int second(int a) { int unused2; return a; }\n"
+    )
+    source = tmp_path / "main.cu"
+    source.write_text(
+        '#include <cstdio>\n// line 2\n#include "a.cuh"\nint main() { return first(second(1)); }\n'
+    )
+    diagnostics = parse_nvcc_output(
+        nvcc_output(source, f"-I{tmp_path / 'inc'}"), source=str(source)
+    )
+    assert [(d.file, d.line, d.severity) for d in diagnostics] == [(str(source), 3, "warning")] * 2
+    assert [d.message.split(": ")[0] for d in diagnostics] == [
+        f"inc/b.cuh:2:{len('inline int second(int a) { int ') + 1}",
+        f"inc/a.cuh:3:{len('inline int first(int a) { int ') + 1}",
+    ]
 
 
 def test_instantiation_context_belongs_to_the_error(tmp_path):
@@ -134,9 +228,11 @@ def test_host_compiler_messages(tmp_path):
     missing, unused = parse_nvcc_output(output, source=str(source))
     assert (missing.line, missing.column, missing.severity) == (1, 10, "error")
     assert missing.message == "nope.cuh: No such file or directory"
-    assert unused.file == f"{tmp_path}/a.h"
-    assert (unused.line, unused.column, unused.code) == (3, 7, "-Wunused-variable")
-    assert unused.message == "unused variable 'x'"
+    assert missing.reported_at is None  # in the source: as the compiler said
+    assert (unused.file, unused.line, unused.column) == (str(source), 1, 0)
+    assert unused.reported_at == SourcePosition(file=f"{tmp_path}/a.h", line=3, column=7)
+    assert unused.code == "-Wunused-variable"
+    assert unused.message == "a.h:3:7: unused variable 'x'"
 
 
 @pytest.mark.nvcc

@@ -146,3 +146,36 @@ async def test_fixing_the_nvcc_setting_builds_again_without_a_save(client, works
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
     await wait_until(lambda: by_code(client.diagnostics.get(uri, []), "resources"), timeout=120)
     assert not [d for d in client.diagnostics[uri] if "nvcc not found" in d.message]
+
+
+@pytest.mark.nvcc
+async def test_real_error_in_an_included_header_is_at_the_include_line(client, workspace):
+    header = workspace.add(
+        "util.cuh", "#pragma once\n__device__ inline float twice(float v) { return v * missing; }\n"
+    )
+    source = workspace.add(
+        "scale.cu",
+        "#include <cuda_runtime.h>\n// the header's error shows here:\n"
+        '#include "util.cuh"\n'
+        "__global__ void scale(float* x) { x[0] = twice(x[0]); }\n",
+    )
+    settings = workspace.settings()
+    del settings["workerCommand"]  # the real `python -m kernelblaster.harness.worker`
+    await initialize(
+        client,
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=path_to_uri(workspace.root),
+            initialization_options={"trusted": True, "settings": settings},
+        ),
+    )
+    uri = open_document(client, source)
+    await wait_until(lambda: client.diagnostics.get(uri), timeout=120)
+    (error,) = [d for d in client.diagnostics[uri] if d.severity == types.DiagnosticSeverity.Error]
+    column = len("__device__ inline float twice(float v) { return v * ") + 1
+    assert error.message == f'util.cuh:2:{column}: identifier "missing" is undefined'
+    assert error.range.start == types.Position(2, 0)
+    assert error.range.end == types.Position(2, len('#include "util.cuh"'))
+    (related,) = error.related_information or []
+    assert related.location.uri == path_to_uri(header)
+    assert related.location.range.start == types.Position(1, column - 1)
