@@ -21,7 +21,8 @@ else the #include that the host compiler's "In file included from" chain starts 
 source's #include that reaches the header (directly, or through the headers it includes, found
 beside their includer or among the files the output names); its own position is kept in
 `reported_at` and leads its message. Tool messages without a source position are pinned to the
-user's source: to the definition of the kernel or symbol they name, else to line 1.
+user's source: to the definition of the kernel or symbol they name (for an undefined reference,
+the symbol's first call, else its first mention: its declaration), else to line 1.
 """
 
 from __future__ import annotations
@@ -76,10 +77,14 @@ _INCLUDED_FROM = re.compile(
 # EDG's instantiation context: "detected during instantiation of "f<T>" at line 5 of main.cu"
 _INSTANTIATED_AT = re.compile(r"\bat line (?P<line>\d+) of (?P<file>\S.*?)\s*$")
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?P<name>[^>"]+)[>"]')
+# A declaration or definition: the name follows a type ("void f(", "float* f(", "T> f(")
+_DECLARED = re.compile(r"[\w>]\s*[*&]*\s*$")
+_NOT_A_TYPE = {"return", "else", "do", "throw", "case", "co_return", "co_await", "new", "delete"}
 _LINKER_CONTEXT = re.compile(r": in function `[^']*':$")
 _CARET = re.compile(r"^(\s*)\^\s*$")
 _HOST_EXCERPT = re.compile(r"^\s*\d*\s+\|")  # gcc's "   12 |   code" and "      |   ^~~"
 _MANGLED = re.compile(r"\b_Z\w+")
+_UNDEFINED = re.compile(r"\bundefined (?:reference|symbol)", re.IGNORECASE)
 _QUOTED_SYMBOL = re.compile(r"[`'](?P<name>[^`']+)'")
 
 _SEVERITY: dict[str, Severity] = {
@@ -116,8 +121,10 @@ class _SourceIndex:
                 self._lines[path] = None
         return self._lines[path]
 
-    def symbol_position(self, mangled_or_plain: str) -> tuple[str, int]:
-        """Where a kernel or function named in a tool message is defined in the user's source."""
+    def symbol_position(self, mangled_or_plain: str, *, undefined: bool) -> tuple[str, int]:
+        """Where a kernel or function named in a tool message is defined in the user's source;
+        for one nothing defines (`undefined`), where it is first called: its first mention is
+        usually its declaration."""
         if mangled_or_plain in self.kernel_lines:
             return self.kernel_lines[mangled_or_plain]
         readable = demangle([mangled_or_plain]).get(mangled_or_plain, mangled_or_plain)
@@ -127,7 +134,8 @@ class _SourceIndex:
         for kernel in global_kernels(text):
             if kernel.name == name:
                 return self.source, kernel.name_line + 1
-        return self.source, _mention_line(name, source_lines)
+        called = _call_line(name, source_lines) if undefined else None
+        return self.source, called or _mention_line(name, source_lines)
 
     def include_line(self, header: str) -> int | None:
         """The line of the source's #include that leads to `header`: one naming it, or one of a
@@ -165,6 +173,20 @@ class _SourceIndex:
         return next(
             (f for f in sorted(self.named) if Path(f).parts[-len(spelled) :] == spelled), None
         )
+
+
+def _call_line(name: str, lines: list[str]) -> int | None:
+    """The first line calling `name`: the name followed by "(" (or a launch's "<<<"), not
+    after a type, as in its declaration or definition, and not in a // comment."""
+    call = re.compile(rf"(?<![\w.])(?:\w+::)*{re.escape(name)}\s*(?:\(|<<<)")
+    for number, line in enumerate(lines, start=1):
+        code = line.split("//", 1)[0]
+        for match in call.finditer(code):
+            before = code[: match.start()]
+            previous = re.search(r"(\w+)\s*$", before)
+            if not _DECLARED.search(before) or (previous and previous[1] in _NOT_A_TYPE):
+                return number
+    return None
 
 
 def _mention_line(name: str, lines: list[str]) -> int:
@@ -409,11 +431,12 @@ def _at_symbol_or_top(message: str, severity: Severity, index: _SourceIndex) -> 
     Mangled names in it are made readable, and nvcc's temporary file names dropped."""
     symbol = _MANGLED.search(message)
     quoted = _QUOTED_SYMBOL.search(message)
+    undefined = _UNDEFINED.search(message) is not None
     file, line = index.source, 1
     if symbol is not None:
-        file, line = index.symbol_position(symbol.group(0))
+        file, line = index.symbol_position(symbol.group(0), undefined=undefined)
     elif quoted is not None and re.fullmatch(r"[\w:~<>, ]+(\(.*\))?", quoted["name"]):
-        file, line = index.symbol_position(short_name(quoted["name"]))
+        file, line = index.symbol_position(short_name(quoted["name"]), undefined=undefined)
     names = demangle(_MANGLED.findall(message))
     readable = _MANGLED.sub(lambda m: names.get(m.group(0), m.group(0)), message)
     readable = re.sub(r" in '[^']*\.o'", "", readable)  # nvcc's temporary object files

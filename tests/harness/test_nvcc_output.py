@@ -272,7 +272,7 @@ def test_ptxas_and_nvlink_messages_are_pinned_to_the_kernel(tmp_path):
     shared, link = parse_nvcc_output(output, source=str(source))
     assert (shared.line, shared.severity) == (4, "error")  # the kernel's name line
     assert shared.message.startswith("ptxas: Entry function 'greedy(float*)' uses too much")
-    assert link.line == 1  # where helper is declared
+    assert link.line == 4  # where helper is called (line 1 declares it)
     assert link.message == "nvlink: Undefined reference to 'helper(float)'"
     # with the PTX's definition lines, those win
     (shared,) = parse_nvcc_output(
@@ -337,7 +337,10 @@ def test_linker_errors_name_the_symbol_and_drop_the_summary(tmp_path):
     )
     (undefined,) = parse_nvcc_output(output, source=str(source))
     assert undefined.message == "undefined reference to `undefined_host()'"
-    assert (undefined.line, undefined.severity) == (1, "error")
+    assert (undefined.line, undefined.severity) == (
+        2,
+        "error",
+    )  # the call, not line 1's declaration
     (missing_library,) = parse_nvcc_output(
         "/usr/bin/ld: cannot find -lnotexist: No such file or directory\n"
         "collect2: error: ld returned 1 exit status\n",
@@ -365,8 +368,8 @@ def test_real_linker_errors_after_the_first_are_as_clean_as_the_first(tmp_path):
     assert out.returncode != 0
     diagnostics = parse_nvcc_output(out.stdout + out.stderr, source=str(source))
     assert [(d.line, d.severity, d.message) for d in diagnostics] == [
-        (1, "error", "undefined reference to `first_missing()'"),
-        (2, "error", "undefined reference to `second_missing()'"),
+        (4, "error", "undefined reference to `first_missing()'"),
+        (5, "error", "undefined reference to `second_missing()'"),
     ]
 
 
@@ -393,3 +396,39 @@ def test_ptxas_error_on_a_ptx_line_maps_through_the_kept_ptx(tmp_path):
     )
     assert (error.file, error.line, error.severity) == (str(source), 2, "error")
     assert error.message == "ptxas: Not a name of any known instruction: 'bogus' (PTX line 4)"
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("device", [False, True])
+def test_real_undefined_reference_is_at_the_call_not_the_declaration(tmp_path, device):
+    # cuda-samples and llm.c declare a helper early and call it far below: the declaration,
+    # also the name's first mention, is not where the missing definition is needed
+    source = tmp_path / "p.cu"
+    source.write_text(
+        "// helpers from another file: scale_on_host(), dev_helper()\n"
+        "float *scale_on_host(float* data,\n"
+        "                     int n);\n"
+        "extern __device__ float dev_helper(float);\n"
+        "__global__ void k(float* x) {\n"
+        f"  x[0] = {'dev_helper(x[0])' if device else '1.0f'};\n"
+        "}\n"
+        "int main() {\n"
+        "  float* p = nullptr;\n"
+        "  k<<<1, 1>>>(p);\n"
+        f"  return {'0' if device else 'scale_on_host(p, 1) == nullptr'};\n"
+        "}\n"
+    )
+    out = subprocess.run(
+        ["nvcc", "-arch=sm_90", "-rdc=true", "-o", str(tmp_path / "p"), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode != 0
+    diagnostics = parse_nvcc_output(out.stdout + out.stderr, source=str(source))
+    expected = (
+        (6, "nvlink: Undefined reference to 'dev_helper(float)'")
+        if device
+        else (11, "undefined reference to `scale_on_host(float*, int)'")
+    )
+    assert [(d.line, d.message) for d in diagnostics] == [expected]
