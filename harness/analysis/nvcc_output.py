@@ -21,8 +21,9 @@ else the #include that the host compiler's "In file included from" chain starts 
 source's #include that reaches the header (directly, or through the headers it includes, found
 beside their includer or among the files the output names); its own position is kept in
 `reported_at` and leads its message. Tool messages without a source position are pinned to the
-user's source: to the definition of the kernel or symbol they name (for an undefined reference,
-the symbol's first call, else its first mention: its declaration), else to line 1.
+user's source: to the definition of the kernel or symbol they name (for a symbol nothing
+defines, an undefined reference or ptxas' unresolved extern function, its first call, else its
+first mention: its declaration), else to line 1.
 """
 
 from __future__ import annotations
@@ -84,7 +85,9 @@ _LINKER_CONTEXT = re.compile(r": in function `[^']*':$")
 _CARET = re.compile(r"^(\s*)\^\s*$")
 _HOST_EXCERPT = re.compile(r"^\s*\d*\s+\|")  # gcc's "   12 |   code" and "      |   ^~~"
 _MANGLED = re.compile(r"\b_Z\w+")
-_UNDEFINED = re.compile(r"\bundefined (?:reference|symbol)", re.IGNORECASE)
+_UNDEFINED = re.compile(  # ld's and nvlink's, and ptxas' for a device function without -rdc
+    r"\bundefined (?:reference|symbol)|\bUnresolved extern function", re.IGNORECASE
+)
 _QUOTED_SYMBOL = re.compile(r"[`'](?P<name>[^`']+)'")
 
 _SEVERITY: dict[str, Severity] = {
