@@ -154,6 +154,8 @@ def _build_diagnostic(item: SourceDiagnostic, context: FileContext) -> types.Dia
     else:  # another file nothing in this one was found to lead to: shown at the top
         rng = line_range(context.lines, 0)
         message = f"{item.file}:{item.line}: {item.message}"
+    if item.fix:  # the build_failed error that says it too is not shown beside it
+        message += f"\n{item.fix}"
     return _diagnostic(rng, message, severity, item.code, related)
 
 

@@ -37,6 +37,7 @@ from typing import Literal, NamedTuple
 import msgspec
 
 from kernelblaster.harness.build.cache import BuildCache, nvcc_version
+from kernelblaster.harness.build.fix_hints import fix_for
 from kernelblaster.harness.build.gpu_arch import ArchChoice, detect_arch, is_arch_name
 from kernelblaster.harness.analysis.nvcc_output import parse_nvcc_output
 from kernelblaster.harness.build.nvcc_steps import run_nvcc
@@ -409,7 +410,7 @@ def _compile_and_store(
         result = _compile(
             spec,
             settings,
-            nvcc,
+            (nvcc, nvcc_version),
             arch,
             [*copy_options, *options],
             compiled_inputs,
@@ -440,7 +441,7 @@ def _compile_and_store(
 def _compile(
     spec: BuildSpec,
     settings: Settings,
-    nvcc: str,
+    toolkit: tuple[str, str],  # nvcc, and its `--version`
     arch: str,
     options: list[str],
     inputs: list[str],
@@ -448,6 +449,7 @@ def _compile(
     scratch: Path,
     started: float,
 ) -> BuildResult:
+    nvcc, version = toolkit
     keep = scratch / "keep"
     keep.mkdir()
     artifact = scratch / (Path(spec.source).stem + _ARTIFACT_SUFFIX[spec.output_kind])
@@ -490,6 +492,8 @@ def _compile(
     diagnostics = parse_nvcc_output(
         output, source=user_source, kernel_lines=kernel_lines, cwd=str(cwd)
     )
+    for diagnostic in diagnostics:
+        diagnostic.fix = fix_for(diagnostic, version)
     resources = parse_ptxas_resources(output, arch=arch)
     apply_launch_bounds(resources, entries)
     result = BuildResult(
@@ -504,11 +508,13 @@ def _compile(
         nvcc_stages_ms=ran.stages_ms,
     )
     if not result.ok:
-        result.error = _build_error(output, nvcc, arch, returncode)
+        result.error = _build_error(output, nvcc, arch, returncode, diagnostics)
     return result
 
 
-def _build_error(output: str, nvcc: str, arch: str, returncode: int) -> HarnessError:
+def _build_error(
+    output: str, nvcc: str, arch: str, returncode: int, diagnostics: list[SourceDiagnostic]
+) -> HarnessError:
     if re.search(r"nvcc fatal\s*: Unsupported gpu architecture", output):
         return HarnessError(
             kind="wrong_arch",
@@ -520,7 +526,9 @@ def _build_error(output: str, nvcc: str, arch: str, returncode: int) -> HarnessE
     return HarnessError(
         kind="build_failed",
         message=f"nvcc failed (exit status {returncode}); see the diagnostics",
-        fix="Fix the errors shown at their source lines.",
+        fix=next(
+            (d.fix for d in diagnostics if d.fix), "Fix the errors shown at their source lines."
+        ),
         log=_tail(output),
     )
 

@@ -97,6 +97,8 @@ class SourceDiagnostic(msgspec.Struct, kw_only=True):
     # `file` and `line` are then the source's line that leads there (the #include, or the
     # instantiation of the header's template), and the message starts with this position.
     reported_at: SourcePosition | None = None
+    # What to do about it, for a failure whose remedy is known (harness/build/fix_hints.py).
+    fix: str = ""
 
 
 class KernelResources(msgspec.Struct, kw_only=True):

@@ -527,3 +527,86 @@ def test_a_change_to_how_nvcc_output_is_read_rebuilds(tmp_path, monkeypatch):
     build_cache._readers_digest.cache_clear()  # read once a process: as the next process would
     second = build(spec, SM90, cache_dir=tmp_path / "cache")
     assert second.ok and not second.cached and second.key != first.key
+
+
+DYNAMIC_PARALLELISM = """__global__ void child(float* p) { p[threadIdx.x] = 1.0f; }
+__global__ void parent(float* p) { child<<<1, 32>>>(p); }
+extern "C" void launch(float* p) { parent<<<1, 1>>>(p); }
+"""
+
+
+@pytest.mark.nvcc
+def test_a_launch_from_device_code_says_to_add_rdc_and_builds_with_it(tmp_path):
+    source = tmp_path / "dp.cu"
+    source.write_text(DYNAMIC_PARALLELISM)
+    failed = build(
+        BuildSpec(source=str(source), output_kind="shared"), SM90, cache_dir=tmp_path / "cache"
+    )
+    assert not failed.ok and failed.error is not None
+    (error,) = failed.diagnostics
+    assert (error.line, error.severity) == (2, "error")
+    assert error.fix.startswith('Add "-rdc=true" to nvcc_flags in kernelblaster.toml')
+    assert "libcudadevrt" in error.fix
+    assert failed.error.fix == error.fix
+    assert f"fix: {error.fix}" in format_build_result(failed)
+    # what the fix says: with the flag nvcc links the device runtime itself, nothing else needed
+    fixed = build(
+        BuildSpec(source=str(source), output_kind="shared", flags=["-rdc=true"]),
+        SM90,
+        cache_dir=tmp_path / "cache",
+    )
+    assert fixed.ok and fixed.artifact is not None and not fixed.diagnostics
+
+
+@pytest.mark.nvcc
+def test_a_missing_header_says_to_add_its_folder_and_builds_with_it(tmp_path):
+    # cuda-samples include "helper_cuda.h" from their Common folder
+    (tmp_path / "Common").mkdir()
+    (tmp_path / "Common" / "helper_cuda.h").write_text("#pragma once\n#define CHECKED(x) (x)\n")
+    (tmp_path / "sample").mkdir()
+    source = tmp_path / "sample" / "k.cu"
+    source.write_text(
+        "#include <helper_cuda.h>\n__global__ void k(float* p) { p[0] = CHECKED(1.0f); }\n"
+    )
+    failed = build(
+        BuildSpec(source=str(source), output_kind="shared"), SM90, cache_dir=tmp_path / "cache"
+    )
+    (error,) = failed.diagnostics
+    assert (error.line, error.message) == (1, "helper_cuda.h: No such file or directory")
+    assert error.fix.startswith(
+        "Add the folder that holds helper_cuda.h to nvcc_flags in kernelblaster.toml, "
+        'e.g. nvcc_flags = ["-I<folder>"]: a relative folder is relative to the source\'s folder'
+    )
+    assert failed.error is not None and failed.error.fix == error.fix
+    # relative to the source's folder, as the fix says
+    fixed = build(
+        BuildSpec(source=str(source), output_kind="shared", flags=["-I../Common"]),
+        SM90,
+        cache_dir=tmp_path / "cache",
+    )
+    assert fixed.ok
+
+
+@pytest.mark.nvcc
+def test_a_missing_library_header_names_the_toolkit_component(tmp_path):
+    source = tmp_path / "gemm.cu"
+    source.write_text(
+        '#include <cublas_v2.h>\nextern "C" void f() { cublasHandle_t h; (void)h; }\n'
+    )
+    result = build(
+        BuildSpec(source=str(source), output_kind="shared"), SM90, cache_dir=tmp_path / "cache"
+    )
+    if result.ok:
+        pytest.skip("this CUDA toolkit has cuBLAS")
+    (error,) = result.diagnostics
+    version = re.search(
+        r"release (\d+)\.(\d+)", build_cache.nvcc_version(shutil.which("nvcc") or "nvcc")
+    )
+    assert version is not None
+    major, minor = version.groups()
+    assert error.fix == (
+        "cublas_v2.h is a header of cuBLAS, a CUDA toolkit component not on this nvcc's include "
+        f"path: install cuBLAS for CUDA {major}.{minor} (from NVIDIA's package repository: "
+        f'libcublas-dev-{major}-{minor}), and link it: nvcc_flags = ["-lcublas"] in '
+        "kernelblaster.toml."
+    )

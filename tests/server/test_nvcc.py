@@ -179,3 +179,29 @@ async def test_real_error_in_an_included_header_is_at_the_include_line(client, w
     (related,) = error.related_information or []
     assert related.location.uri == path_to_uri(header)
     assert related.location.range.start == types.Position(1, column - 1)
+
+
+@pytest.mark.nvcc
+async def test_real_error_with_a_known_remedy_says_it(client, workspace):
+    source = workspace.add(
+        "dp.cu",
+        "__global__ void child(float* p) { p[threadIdx.x] = 1.0f; }\n"
+        "__global__ void parent(float* p) { child<<<1, 32>>>(p); }\n",
+    )
+    settings = workspace.settings()
+    del settings["workerCommand"]  # the real `python -m kernelblaster.harness.worker`
+    await initialize(
+        client,
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=path_to_uri(workspace.root),
+            initialization_options={"trusted": True, "settings": settings},
+        ),
+    )
+    uri = open_document(client, source)
+    await wait_until(lambda: client.diagnostics.get(uri), timeout=120)
+    (error,) = [d for d in client.diagnostics[uri] if d.severity == types.DiagnosticSeverity.Error]
+    assert error.range.start.line == 1
+    first, fix = error.message.split("\n")
+    assert "requires separate compilation mode" in first
+    assert fix.startswith('Add "-rdc=true" to nvcc_flags in kernelblaster.toml')
