@@ -185,6 +185,13 @@ def demangle(names: Iterable[str]) -> dict[str, str]:
     return dict(zip(mangled, readable, strict=True))
 
 
+def kernel_base_names(resources: list[KernelResources]) -> set[str]:
+    """The bare names of the kernels a build compiled (ptxas's entry functions): all of them
+    the target's own, those its source search cannot name included (a kernel a macro defines,
+    say), and no library's."""
+    return {short_name(kernel.demangled) for kernel in resources}
+
+
 def short_name(demangled: str) -> str:
     """The bare function name of a demangled signature: "void ns::k<64>(float*)" -> "k"; an
     anonymous namespace's "(anonymous namespace)::" is a scope, not the parameter list."""

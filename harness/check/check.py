@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from kernelblaster.harness.analysis.cuda_source import kernel_names, read_source
+from kernelblaster.harness.analysis.ptxas import kernel_base_names
 from kernelblaster.harness.analysis.static_checks import check_cuda_source, check_python_solution
 from kernelblaster.harness.check import clean_baselines, sanitizer, standalone
 from kernelblaster.harness.check.baselines import Baselines, cached_baselines, device_name
@@ -246,6 +247,9 @@ def _check_callable(
             progress("build", f"importing {Path(target.source).name} (load_inline compiles it)")
         integrity = integrity or RuntimeSnapshot()  # before the candidate's code first runs
         candidate = load_candidate(target, artifact, reference, device, probe)
+        # What the build compiled is the candidate's own too, kernels its source search cannot
+        # name included: the kernel watch must not call a macro-made kernel a library's.
+        candidate.own_kernels |= kernel_base_names(built.resources)
         probe.inputs = []  # one input set less held while verifying
         if input_bytes + output_bytes > AHEAD_MAX_BYTES:
             # The probe's input set and the reference's outputs on it, cached by the allocator,

@@ -10,6 +10,8 @@ import msgspec
 import pytest
 
 from kernelblaster.harness.analysis.build_report import format_build_result
+from kernelblaster.harness.analysis.cuda_source import kernel_names
+from kernelblaster.harness.analysis.ptxas import kernel_base_names
 from kernelblaster.harness.build import cache as build_cache
 from kernelblaster.harness.build import nvcc as build_module
 from kernelblaster.harness.build.nvcc import BuildSpec, build, detect_arch, parse_depfile
@@ -610,3 +612,34 @@ def test_a_missing_library_header_names_the_toolkit_component(tmp_path):
         f'libcublas-dev-{major}-{minor}), and link it: nvcc_flags = ["-lcublas"] in '
         "kernelblaster.toml."
     )
+
+
+MACRO_KERNELS = """
+#define SCALE_KERNEL(T) \\
+    __global__ void scale_##T(T* x, T a, int n) { \\
+        int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }
+SCALE_KERNEL(float)
+SCALE_KERNEL(double)
+template <int B> __global__ void add(float* x, int n) { if (threadIdx.x < n) x[threadIdx.x] += B; }
+extern "C" void launch(float* x, double* y, int n) {
+    scale_float<<<(n + 255) / 256, 256>>>(x, 2.0f, n);
+    scale_double<<<(n + 255) / 256, 256>>>(y, 2.0, n);
+    add<1><<<1, 32>>>(x, n);
+}
+"""
+
+
+@pytest.mark.nvcc
+def test_the_kernels_a_build_compiled_are_named_where_the_source_search_cannot(tmp_path):
+    """Kernels a macro defines are not found in the source (nothing names them before the
+    preprocessor), but ptxas compiled them: verification's kernel watch counts a launch of
+    one as the candidate's own (harness/check/check.py), not as a library's."""
+    source = tmp_path / "macro.cu"
+    source.write_text(MACRO_KERNELS)
+    result = build(BuildSpec(source=str(source), output_kind="shared"), SM90, cache_dir=tmp_path)
+    assert result.ok, result.diagnostics
+    assert kernel_names(source) == ["add"]  # the macro's kernels are invisible to it
+    own = kernel_base_names(result.resources)
+    assert own == {"scale_float", "scale_double", "add"}
+    launched = ["void scale_float(float*, float, int)", "void add<1>(float*, int)"]
+    assert all(any(name in kernel for name in own) for kernel in launched)
