@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 from lsprotocol import types
-from pytest_lsp import client_capabilities
 
 from kernelblaster.server.documents import path_to_uri
-from tests.server.conftest import by_code, edit_and_save, initialize, open_document, wait_until
+from tests.server.conftest import by_code, edit_and_save, open_document, start, wait_until
 
 BROKEN = """#include <cuda_runtime.h>
 
@@ -126,23 +125,14 @@ async def test_real_worker_resources_for_anonymous_namespace_and_each_instantiat
 @pytest.mark.nvcc
 async def test_fixing_the_nvcc_setting_builds_again_without_a_save(client, workspace):
     source = workspace.add("scale.cu", BROKEN.replace("undefined_factor", "2.0f"))
-    settings = workspace.settings(nvcc=str(workspace.root / "no-such-nvcc"))
-    del settings["workerCommand"]  # the real `python -m kernelblaster.harness.worker`
-    client.set_configuration({"kernelblaster": settings})
-    await initialize(
-        client,
-        types.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"),
-            root_uri=path_to_uri(workspace.root),
-            initialization_options={"trusted": True},
-        ),
-    )
+    # workerCommand []: the real `python -m kernelblaster.harness.worker`
+    await start(client, workspace, workerCommand=[], nvcc=str(workspace.root / "no-such-nvcc"))
     uri = open_document(client, source)
     await wait_until(lambda: by_code(client.diagnostics.get(uri, []), "setup"), timeout=120)
     assert "nvcc not found" in by_code(client.diagnostics[uri], "setup")[0].message
 
-    del settings["nvcc"]  # back to the nvcc on PATH
-    client.set_configuration({"kernelblaster": settings})
+    # back to the nvcc on PATH
+    client.set_configuration({"kernelblaster": workspace.settings(workerCommand=[])})
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
     await wait_until(lambda: by_code(client.diagnostics.get(uri, []), "resources"), timeout=120)
     assert not [d for d in client.diagnostics[uri] if "nvcc not found" in d.message]
@@ -159,16 +149,7 @@ async def test_real_error_in_an_included_header_is_at_the_include_line(client, w
         '#include "util.cuh"\n'
         "__global__ void scale(float* x) { x[0] = twice(x[0]); }\n",
     )
-    settings = workspace.settings()
-    del settings["workerCommand"]  # the real `python -m kernelblaster.harness.worker`
-    await initialize(
-        client,
-        types.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"),
-            root_uri=path_to_uri(workspace.root),
-            initialization_options={"trusted": True, "settings": settings},
-        ),
-    )
+    await start(client, workspace, workerCommand=[])  # the real harness worker
     uri = open_document(client, source)
     await wait_until(lambda: client.diagnostics.get(uri), timeout=120)
     (error,) = [d for d in client.diagnostics[uri] if d.severity == types.DiagnosticSeverity.Error]
@@ -188,16 +169,7 @@ async def test_real_error_with_a_known_remedy_says_it(client, workspace):
         "__global__ void child(float* p) { p[threadIdx.x] = 1.0f; }\n"
         "__global__ void parent(float* p) { child<<<1, 32>>>(p); }\n",
     )
-    settings = workspace.settings()
-    del settings["workerCommand"]  # the real `python -m kernelblaster.harness.worker`
-    await initialize(
-        client,
-        types.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"),
-            root_uri=path_to_uri(workspace.root),
-            initialization_options={"trusted": True, "settings": settings},
-        ),
-    )
+    await start(client, workspace, workerCommand=[])  # the real harness worker
     uri = open_document(client, source)
     await wait_until(lambda: client.diagnostics.get(uri), timeout=120)
     (error,) = [d for d in client.diagnostics[uri] if d.severity == types.DiagnosticSeverity.Error]
