@@ -62,12 +62,19 @@ def optimize_runs(workspace) -> list[dict]:
     return [r for r in workspace.runs() if r["event"] == "start" and "kernel" in r]
 
 
-async def test_optimize_applies_the_verified_candidate_against_its_version(client, workspace):
+async def open_five_with_a_candidate(client, workspace, **settings) -> tuple[Path, str, str]:
+    """five.cu opened once its 5 kernels have states, with the optimize worker's verified
+    candidate recorded: its path, the candidate's text and its uri."""
     source = copy_five(workspace)
     best = record_candidate(workspace, source)
-    await start(client, workspace, rollouts=2, depth=1)
+    await start(client, workspace, **settings)
     uri = open_document(client, source)
     await wait_for_states(client, uri, count=5)
+    return source, best, uri
+
+
+async def test_optimize_applies_the_verified_candidate_against_its_version(client, workspace):
+    source, best, uri = await open_five_with_a_candidate(client, workspace, rollouts=2, depth=1)
 
     result = await execute_optimize(client, uri, version=1)
     assert result == {
@@ -107,11 +114,7 @@ async def test_optimize_applies_the_verified_candidate_against_its_version(clien
 
 
 async def test_an_edit_is_refused_onto_a_document_that_changed(client, workspace):
-    source = copy_five(workspace)
-    record_candidate(workspace, source)
-    await start(client, workspace)
-    uri = open_document(client, source)
-    await wait_for_states(client, uri, count=5)
+    source, _, uri = await open_five_with_a_candidate(client, workspace)
 
     workspace.control_file("delay_once", "3")
     running = asyncio.ensure_future(execute_optimize(client, uri, version=1))
@@ -142,11 +145,7 @@ async def test_an_edit_is_refused_onto_a_document_that_changed(client, workspace
 
 
 async def test_cancelling_the_progress_token_kills_the_optimize_worker(client, workspace):
-    source = copy_five(workspace)
-    record_candidate(workspace, source)
-    await start(client, workspace)
-    uri = open_document(client, source)
-    await wait_for_states(client, uri, count=5)
+    _, _, uri = await open_five_with_a_candidate(client, workspace)
     jobs_before = set(client.progress_reports)
 
     workspace.control_file("delay_once", "60")
@@ -166,11 +165,7 @@ async def test_cancelling_the_progress_token_kills_the_optimize_worker(client, w
 async def test_cancelling_the_request_kills_the_optimize_worker(client, workspace):
     """`$/cancelRequest` of the command (what editors send when the user gives up on it), not
     only its progress token: the worker dies and nothing is applied."""
-    source = copy_five(workspace)
-    record_candidate(workspace, source)
-    await start(client, workspace)
-    uri = open_document(client, source)
-    await wait_for_states(client, uri, count=5)
+    _, _, uri = await open_five_with_a_candidate(client, workspace)
 
     workspace.control_file("delay_once", "5")
     request_id = "optimize-to-cancel"
@@ -195,11 +190,7 @@ async def test_cancelling_the_request_kills_the_optimize_worker(client, workspac
 
 
 async def test_shutdown_during_an_optimize_ends_its_worker_and_answers(client, workspace):
-    source = copy_five(workspace)
-    record_candidate(workspace, source)
-    await start(client, workspace)
-    uri = open_document(client, source)
-    await wait_for_states(client, uri, count=5)
+    _, _, uri = await open_five_with_a_candidate(client, workspace)
 
     workspace.control_file("delay_once", "60")
     running = asyncio.ensure_future(execute_optimize(client, uri, version=1))
