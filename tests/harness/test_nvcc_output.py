@@ -33,6 +33,18 @@ def nvcc_output(source: Path, *flags: str) -> str:
     return out.stdout + out.stderr
 
 
+def failed_link_output(source: Path, *flags: str) -> str:
+    """nvcc's output for compiling and linking `source` into a program, which must fail."""
+    out = subprocess.run(
+        ["nvcc", "-arch=sm_90", *flags, "-o", str(source.with_suffix("")), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode != 0
+    return out.stdout + out.stderr
+
+
 @pytest.mark.nvcc
 def test_real_front_end_errors_have_lines_columns_and_no_excerpt(tmp_path):
     source = tmp_path / "broken.cu"
@@ -359,14 +371,7 @@ def test_real_linker_errors_after_the_first_are_as_clean_as_the_first(tmp_path):
         "void first_missing();\nvoid second_missing();\n"
         "int main() {\n  first_missing();\n  second_missing();\n}\n"
     )
-    out = subprocess.run(
-        ["nvcc", "-arch=sm_90", "-o", str(tmp_path / "p"), str(source)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode != 0
-    diagnostics = parse_nvcc_output(out.stdout + out.stderr, source=str(source))
+    diagnostics = parse_nvcc_output(failed_link_output(source), source=str(source))
     assert [(d.line, d.severity, d.message) for d in diagnostics] == [
         (4, "error", "undefined reference to `first_missing()'"),
         (5, "error", "undefined reference to `second_missing()'"),
@@ -418,14 +423,7 @@ def test_real_undefined_reference_is_at_the_call_not_the_declaration(tmp_path, d
         f"  return {'0' if device else 'scale_on_host(p, 1) == nullptr'};\n"
         "}\n"
     )
-    out = subprocess.run(
-        ["nvcc", "-arch=sm_90", "-rdc=true", "-o", str(tmp_path / "p"), str(source)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode != 0
-    diagnostics = parse_nvcc_output(out.stdout + out.stderr, source=str(source))
+    diagnostics = parse_nvcc_output(failed_link_output(source, "-rdc=true"), source=str(source))
     expected = (
         (6, "nvlink: Undefined reference to 'dev_helper(float)'")
         if device
