@@ -109,12 +109,11 @@ async def did_change_configuration(
     pushed = params.settings.get("kernelblaster") if isinstance(params.settings, dict) else None
     before = ls.settings
     await settings_sync.refresh(ls, pushed)
-    rerun = results_change(before, ls.settings)  # e.g. nvcc's path fixed: no stale "not found"
     for path in ls.documents.paths():
         await pipeline.refresh_ranking(ls, path)
         pipeline.publish(ls, path)
-        if rerun and not is_header(path):
-            pipeline.schedule(ls, path)
+    if results_change(before, ls.settings):  # e.g. nvcc's path fixed: no stale "not found"
+        _rerun_open_sources(ls)
 
 
 @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
@@ -222,6 +221,11 @@ async def _rerun_if_changed(ls: KernelBlasterServer, path: Path) -> None:
 
 async def _reconfigure(ls: KernelBlasterServer) -> None:
     await settings_sync.refresh(ls)
+    _rerun_open_sources(ls)
+
+
+def _rerun_open_sources(ls: KernelBlasterServer) -> None:
+    """Run every open source again (not the headers: their includers are sources)."""
     for path in ls.documents.paths():
         if not is_header(path):
             pipeline.schedule(ls, path)
