@@ -13,9 +13,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from openai_server import HttpError, Reply, reply, reply_by_agent
 from test_loop import RecordedHarness, cuda, soft
 
+from bench.openai_server import HttpError, Reply, reply, reply_by_agent
 from kernelblaster.agents.evaluation import Evaluation
 from kernelblaster.agents.kernelbench_metrics import fast_p, geomean, summarize
 from kernelblaster.agents.kernelbench_problems import (
