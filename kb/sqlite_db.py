@@ -31,7 +31,7 @@ class SQLiteDatabase:
     @classmethod
     def open(cls, path: Path) -> SQLiteDatabase:
         try:
-            made_folder(path.parent, fix=KB_FIX)
+            made_folder(path.parent, fix=KB_FIX, writable=False)  # read-only: said below
         except FolderError as exc:
             raise KBUnwritableError(f"the knowledge base {path}: {exc}") from exc
         check_file(path)

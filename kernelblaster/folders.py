@@ -46,16 +46,18 @@ class FolderError(OSError):
         return f"KernelBlaster cannot use the folder {self.path}: {self.why}."
 
 
-def made_folder(path: Path, *, fix: str) -> Path:
-    """`path`, made (with its parents) when missing and writable; else FolderError. `fix`: the
-    setting that moves it (CACHE_FIX, KB_FIX, ...); the error adds what the cause needs."""
+def made_folder(path: Path, *, fix: str, writable: bool = True) -> Path:
+    """`path`, made (with its parents) when missing, and writable unless `writable` is False
+    (the knowledge base opens its file read-only in a folder it can't write); else
+    FolderError. `fix`: the setting that moves it (CACHE_FIX, KB_FIX, ...); the error adds
+    what the cause needs."""
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _folder_error(path, exc, fix) from exc
     if not path.is_dir():  # mkdir(exist_ok) already refuses a file; a dangling link is not a dir
         raise FolderError(path, "it is not a folder", f"Remove it, or: {fix}")
-    if not os.access(path, os.W_OK | os.X_OK):
+    if writable and not os.access(path, os.W_OK | os.X_OK):
         raise FolderError(path, "it is not writable by this user", f"Make it writable, or: {fix}")
     return path
 
