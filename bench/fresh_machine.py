@@ -262,19 +262,8 @@ class FreshMachine:
         folder.mkdir()
         shutil.copyfile(KERNELBENCH / "level1" / "23_Softmax.py", folder / "23_Softmax.py")
         shutil.copyfile(ANSWERS / "23_Softmax.init.cu", folder / "23_Softmax.cu")
-        done = self.kernelblaster(
-            "optimize",
-            "23_Softmax.cu",
-            "--rollouts",
-            "1",
-            "--depth",
-            "1",
-            "--seed",
-            "1",
-            "--json",
-            cwd=folder,
-            **self.llm_env,
-        )
+        options = shlex.split("--rollouts 1 --depth 1 --seed 1 --json")
+        done = self.kernelblaster("optimize", "23_Softmax.cu", *options, cwd=folder, **self.llm_env)
         result = self._json(done)
         sanitizer = result.get("sanitizer") or {}
         self.optimize = {
@@ -301,24 +290,10 @@ class FreshMachine:
         for problem in BENCH_PROBLEMS:
             shutil.copyfile(problem, problems / problem.name)
         results = self.root / "kernelbench-results"
+        options = shlex.split("--mechanics --rollouts 1 --depth 1 --init-attempts 1 --seed 1")
+        work = ["--results", str(results), "--work", str(self.root / "kernelbench-work")]
         done = self.kernelblaster(
-            "bench",
-            "kernelbench",
-            str(problems),
-            "--mechanics",
-            "--rollouts",
-            "1",
-            "--depth",
-            "1",
-            "--init-attempts",
-            "1",
-            "--seed",
-            "1",
-            "--results",
-            str(results),
-            "--work",
-            str(self.root / "kernelbench-work"),
-            **self.llm_env,
+            "bench", "kernelbench", str(problems), *options, *work, **self.llm_env
         )
         files = sorted(results.glob("kernelbench-*.json"))
         if not files:

@@ -6,7 +6,9 @@ What it runs: a standalone program itself; a plain target through the native dri
 run_once (Python and torch, every tensor its own cudaMalloc: PYTORCH_NO_CUDA_MEMORY_CACHING).
 The driver's buffers are each their own cudaMalloc too, so memcheck sees an access past any
 of them; where it can't be had or can't set the call up, run_once instead, with the reason
-logged."""
+logged. On which inputs: harness/check/sanitizer_inputs.py. A tool that can't start, runs past
+its time or ends without a report gives no verdict on the kernel (sanitizer_missing,
+sanitizer_failed): the kernel is then "not checked", never failed."""
 
 from __future__ import annotations
 

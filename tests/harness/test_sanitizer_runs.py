@@ -6,6 +6,8 @@ that can't run means (the kernel is not checked; never a finding against it)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import pytest
 from recording_ncu import executable_script
@@ -17,31 +19,10 @@ from kernelblaster.harness.target.run_once import RunOnceSpec
 from kernelblaster.harness.target.targets import Target
 from kernelblaster.settings import Settings
 
-REFERENCE = """import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, in_features, out_features):
-        super().__init__()
-        self.gemm = nn.Linear(in_features, out_features)
-
-    def forward(self, x):
-        return self.gemm(x)
-
-
-batch_size = 512
-in_features = 64
-out_features = 32
-
-
-def get_inputs():
-    return [torch.rand(batch_size, in_features)]
-
-
-def get_init_inputs():
-    return [in_features, out_features]
-"""
+# a KernelBench problem at batch_size 512: checked at 32 rows
+GEMM = (
+    Path(__file__).resolve().parents[2] / "bench/kernelbench/level2/12_Gemm_Multiply_LeakyReLU.py"
+)
 # what memcheck prints for an out-of-bounds write in k.cu line 1
 MEMCHECK_ERROR = (
     "========= Invalid __global__ write of size 4 bytes\n"
@@ -221,7 +202,7 @@ def test_a_smaller_batch_is_checked_and_its_findings_confirmed_at_full_size(
     only_small = "" if found_at_full_size else 'grep -q \'"batch_size":32\' "$spec" && '
     body = f"{only_small}{{ printf '{MEMCHECK_ERROR}'; exit 86; }}\n"
     tool = recording_sanitizer(tmp_path / "bin", body)
-    target, built = plain(tmp_path, shared=False, reference=REFERENCE)
+    target, built = plain(tmp_path, shared=False, reference=GEMM.read_text())
     settings = Settings(compute_sanitizer_path=str(tool), cache_dir=str(tmp_path / "c"))
     findings, run, error = sanitizer.sanitize_target(target, built, settings)
     assert error is None
@@ -236,7 +217,7 @@ def test_a_smaller_batch_is_checked_and_its_findings_confirmed_at_full_size(
 
 def test_a_clean_smaller_batch_is_the_verdict_and_says_its_size(tmp_path):
     tool = recording_sanitizer(tmp_path / "bin")
-    target, built = plain(tmp_path, shared=False, reference=REFERENCE)
+    target, built = plain(tmp_path, shared=False, reference=GEMM.read_text())
     settings = Settings(compute_sanitizer_path=str(tool), cache_dir=str(tmp_path / "c"))
     findings, run, error = sanitizer.sanitize_target(target, built, settings)
     assert (findings, error, run.status) == ([], None, "passed")
