@@ -154,7 +154,9 @@ class FreshMachine:
         self.log(f"(exit {done.returncode})")
         return done
 
-    def kernelblaster(self, *args: str, cwd: Path | None = None, **env: str):
+    def kernelblaster(
+        self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
         return self.run([str(self.venv / "bin" / "kernelblaster"), *args], cwd=cwd, env=env)
 
     def step(self, name: str, body: Callable[[Step], str]) -> None:
@@ -263,7 +265,9 @@ class FreshMachine:
         shutil.copyfile(KERNELBENCH / "level1" / "23_Softmax.py", folder / "23_Softmax.py")
         shutil.copyfile(ANSWERS / "23_Softmax.init.cu", folder / "23_Softmax.cu")
         options = shlex.split("--rollouts 1 --depth 1 --seed 1 --json")
-        done = self.kernelblaster("optimize", "23_Softmax.cu", *options, cwd=folder, **self.llm_env)
+        done = self.kernelblaster(
+            "optimize", "23_Softmax.cu", *options, cwd=folder, env=self.llm_env
+        )
         result = self._json(done)
         sanitizer = result.get("sanitizer") or {}
         self.optimize = {
@@ -293,7 +297,7 @@ class FreshMachine:
         options = shlex.split("--mechanics --rollouts 1 --depth 1 --init-attempts 1 --seed 1")
         work = ["--results", str(results), "--work", str(self.root / "kernelbench-work")]
         done = self.kernelblaster(
-            "bench", "kernelbench", str(problems), *options, *work, **self.llm_env
+            "bench", "kernelbench", str(problems), *options, *work, env=self.llm_env
         )
         files = sorted(results.glob("kernelbench-*.json"))
         if not files:
@@ -351,7 +355,7 @@ class FreshMachine:
         problem = folder / "38_L1Norm_.py"
         shutil.copyfile(KERNELBENCH / "level1" / problem.name, problem)
         result = self._json(
-            self.kernelblaster("init", str(problem), "--attempts", "2", "--json", **self.llm_env)
+            self.kernelblaster("init", str(problem), "--attempts", "2", "--json", env=self.llm_env)
         )
         written = result.get("written")
         if not written or not Path(written).is_file():
