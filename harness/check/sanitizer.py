@@ -96,7 +96,8 @@ def sanitize_target(
     """memcheck, and racecheck where the source uses shared memory, at once, on one run of the
     built target, on the inputs sanitizer_inputs picks (a finding on a smaller set is
     confirmed at get_inputs()' own size); the findings, what ran (SanitizerRun), and the error
-    that stopped a tool (the kernel is then not checked: never the kernel's verdict)."""
+    that stopped a tool. A finding is the kernel's verdict whatever stopped the other tool;
+    without one, such an error leaves the kernel not checked (never failed)."""
     began = time.perf_counter()
     shared_memory = "__shared__" in read_source(Path(target.source))
     tools = ["memcheck"] + (["racecheck"] if shared_memory else [])
@@ -105,34 +106,25 @@ def sanitize_target(
     progress("sanitize", f"compute-sanitizer {' and '.join(tools)} on {described}")
     try:
         with scratch_folder(settings.cache_folder("work"), "sanitize-", fix=CACHE_FIX) as scratch:
-            findings, error = _run_tools(target, built, settings, scratch, tools, chosen)
-            if findings and error is None and chosen.batch_size is not None:
+            findings, error, ran = _run_tools(target, built, settings, scratch, tools, chosen)
+            if findings and chosen.batch_size is not None:
                 progress("sanitize", "confirming its findings at get_inputs()' own size")
                 smaller = "; ".join(f.message for f in findings[:2])
-                findings, error = _run_tools(target, built, settings, scratch, tools, None)
+                findings, error, ran = _run_tools(target, built, settings, scratch, tools, None)
                 described = (
                     f"get_inputs() as written (at batch_size {chosen.batch_size} it reported "
                     f"{smaller}; the kernel was verified at get_inputs()' own size)"
                 )
     except FolderError as exc:
-        findings, error = [], folder_error(exc)
-    seconds = round(time.perf_counter() - began, 4)
-    if error is not None:
-        run = SanitizerRun(
-            status="not_run",
-            reason=error.message,
-            fix=error.fix,
-            inputs=described,
-            seconds=seconds,
-        )
-    else:
-        run = SanitizerRun(
-            status="failed" if findings else "passed",
-            reason="; ".join(_said(f) for f in findings[:3]),
-            tools=tools,
-            inputs=described,
-            seconds=seconds,
-        )
+        findings, error, ran = [], folder_error(exc), []
+    run = SanitizerRun(
+        status="failed" if findings else "not_run" if error else "passed",
+        reason="; ".join(_said(f) for f in findings[:3]) or (error.message if error else ""),
+        fix=error.fix if error and not findings else "",
+        tools=ran,
+        inputs=described,
+        seconds=round(time.perf_counter() - began, 4),
+    )
     return findings, run, error
 
 
@@ -147,9 +139,10 @@ def _run_tools(
     scratch: Path,
     tools: list[str],
     chosen: SanitizerInputs | None,
-) -> tuple[list[HackFinding], HarnessError | None]:
+) -> tuple[list[HackFinding], HarnessError | None, list[str]]:
     """Every tool at once on one program (the native driver's, falling back to run_once's
-    where the driver can't set the call up), on `chosen`'s inputs (None: as written)."""
+    where the driver can't set the call up), on `chosen`'s inputs (None: as written); the
+    findings, the first error, and the tools that ran to their verdict."""
     batch_size = chosen.batch_size if chosen is not None else None
     folder = made_folder(scratch / f"batch-{batch_size or 'full'}", fix=CACHE_FIX)
     run, native = _program(target, built, settings, folder, batch_size)
@@ -159,7 +152,8 @@ def _run_tools(
         run = _run_once(target, built, settings, folder, batch_size, why)
         outcomes = _each_tool(run, tools, target, settings)
     error = next((e for _, e in outcomes if e is not None), None)
-    return [f for found, _ in outcomes for f in found], error
+    ran = [tool for tool, (_, e) in zip(tools, outcomes, strict=True) if e is None]
+    return [f for found, _ in outcomes for f in found], error, ran
 
 
 def _each_tool(

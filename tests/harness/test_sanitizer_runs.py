@@ -224,3 +224,17 @@ def test_a_clean_smaller_batch_is_the_verdict_and_says_its_size(tmp_path):
     assert run.inputs == "get_inputs() at batch_size 32 instead of 512"
     assert batch_sizes(tool) == [32]
     assert run.seconds > 0
+
+
+def test_a_finding_is_the_verdict_even_when_the_other_tool_could_not_run(tmp_path):
+    """memcheck finds an out-of-bounds write while racecheck can't run: the finding fails the
+    kernel (a tool that did not run never turns a found error into "not checked"); the result
+    says which tool ran, and the error of the other is reported too."""
+    body = f"case \"$*\" in *racecheck*) exit 7;; esac\nprintf '{MEMCHECK_ERROR}'; exit 86\n"
+    tool = recording_sanitizer(tmp_path / "bin", body)
+    target, built = plain(tmp_path, shared=True)
+    settings = Settings(compute_sanitizer_path=str(tool), cache_dir=str(tmp_path / "c"))
+    findings, run, error = sanitizer.sanitize_target(target, built, settings)
+    assert run.status == "failed" and run.tools == ["memcheck"] and run.fix == ""
+    assert [f.kind for f in findings] == ["memcheck"]
+    assert error is not None and error.kind == "sanitizer_failed" and "racecheck" in error.message
