@@ -30,6 +30,7 @@ from kernelblaster.harness.analysis.reference_source import (
     batch_size_of,
     with_batch_size,
 )
+from kernelblaster.harness.analysis.static_checks import strip_comments
 from kernelblaster.harness.target.reference import load_module
 from kernelblaster.harness.target.targets import CALLED_KINDS, Target
 
@@ -57,7 +58,10 @@ def sanitizer_inputs(target: Target) -> SanitizerInputs:
     if batch < 2 * SCALED_ROWS:
         return _as_written(f"batch_size {batch} is small already")
     scaled = SCALED_ROWS + batch % SCALED_ROWS
-    if re.search(rf"(?<![\w.]){batch}(?![\w.])", read_source(Path(target.source))):
+    code = read_source(Path(target.source))
+    if target.kind != "kernelbench":  # CUDA: what a comment says is no indexing
+        code = strip_comments(code)
+    if re.search(rf"(?<![\w.]){batch}(?![\w.])", code):
         return _as_written(
             f"batch_size {batch}: the kernel's source names {batch}, so its indexing may "
             "depend on that very size"
