@@ -260,10 +260,13 @@ class FreshMachine:
         return f"{_timed(check)}; {_sanitized(sanitizer)}"
 
     def optimize_step(self, step: Step) -> str:
-        folder = self.root / "optimize"
-        folder.mkdir()
-        shutil.copyfile(KERNELBENCH / "level1" / "23_Softmax.py", folder / "23_Softmax.py")
-        shutil.copyfile(ANSWERS / "23_Softmax.init.cu", folder / "23_Softmax.cu")
+        folder = self.folder_of(
+            "optimize",
+            {
+                "23_Softmax.py": KERNELBENCH / "level1" / "23_Softmax.py",
+                "23_Softmax.cu": ANSWERS / "23_Softmax.init.cu",
+            },
+        )
         options = shlex.split("--rollouts 1 --depth 1 --seed 1 --json")
         done = self.kernelblaster(
             "optimize", "23_Softmax.cu", *options, cwd=folder, env=self.llm_env
@@ -289,10 +292,7 @@ class FreshMachine:
         return f"improved {result['speedup']:.2f}x ({said}); {_sanitized(sanitizer)}"
 
     def bench_kernelbench(self, step: Step) -> str:
-        problems = self.root / "kernelbench"
-        problems.mkdir()
-        for problem in BENCH_PROBLEMS:
-            shutil.copyfile(problem, problems / problem.name)
+        problems = self.folder_of("kernelbench", {p.name: p for p in BENCH_PROBLEMS})
         results = self.root / "kernelbench-results"
         options = shlex.split("--mechanics --rollouts 1 --depth 1 --init-attempts 1 --seed 1")
         work = ["--results", str(results), "--work", str(self.root / "kernelbench-work")]
@@ -329,10 +329,9 @@ class FreshMachine:
         return "; ".join(said)
 
     def lsp_save(self, step: Step) -> str:
-        folder = self.root / "lsp"
-        folder.mkdir()
-        for name in ("softmax.cu", "softmax.py"):
-            shutil.copyfile(EXAMPLES / name, folder / name)
+        folder = self.folder_of(
+            "lsp", {name: EXAMPLES / name for name in ("softmax.cu", "softmax.py")}
+        )
         python = str(self.venv / "bin" / "python")
         done = self.run(
             [
@@ -350,10 +349,8 @@ class FreshMachine:
         return answer["detail"]
 
     def init(self, step: Step) -> str:
-        folder = self.root / "init"
-        folder.mkdir()
-        problem = folder / "38_L1Norm_.py"
-        shutil.copyfile(KERNELBENCH / "level1" / problem.name, problem)
+        name = "38_L1Norm_.py"
+        problem = self.folder_of("init", {name: KERNELBENCH / "level1" / name}) / name
         result = self._json(
             self.kernelblaster("init", str(problem), "--attempts", "2", "--json", env=self.llm_env)
         )
@@ -366,6 +363,14 @@ class FreshMachine:
         return f"wrote {Path(written).name}, verified; {_timed(check)}"
 
     # --- helpers -------------------------------------------------------------------------
+
+    def folder_of(self, name: str, files: dict[str, Path]) -> Path:
+        """A new folder of the run holding copies of `files` (its name: the file copied)."""
+        folder = self.root / name
+        folder.mkdir()
+        for copy, original in files.items():
+            shutil.copyfile(original, folder / copy)
+        return folder
 
     def _must(self, done: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
         if done.returncode != 0:
