@@ -10,6 +10,7 @@ from pathlib import Path
 
 import msgspec
 
+from kernelblaster.folders import made_folder
 from kernelblaster.settings import SettingsError, load_settings
 
 
@@ -138,7 +139,10 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
         )
     except ResultsMismatch as exc:
         return _error(str(exc))
-    work = args.work or settings.cache_root() / "kernelbench" / f"{slug(device)}-{slug(level)}"
+    if args.work:
+        work = made_folder(args.work, fix="Pass --work a folder you can write")
+    else:
+        work = settings.cache_folder("kernelbench", f"{slug(device)}-{slug(level)}")
     try:
         kb, kb_message = open_or_fallback(default_path(args.kb or settings.kb_path))
     except KBError as exc:

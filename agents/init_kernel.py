@@ -15,7 +15,7 @@ existing one unless asked).
 from __future__ import annotations
 
 import math
-import tempfile
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from kernelblaster.agents.evaluation import Evaluation, evaluate
 from kernelblaster.agents.llm import LlmClient, LlmError, LlmReply, Usage
 from kernelblaster.agents.lowering import compact, feedback_prompt, first_line
 from kernelblaster.agents.prompting import bullets, render_messages
+from kernelblaster.folders import CACHE_FIX, new_folder_in
 from kernelblaster.harness.analysis.cuda_source import extern_c_functions
 from kernelblaster.harness.protocol.init_protocol import InitResult
 from kernelblaster.harness.target.pairing import kernel_beside
@@ -106,10 +107,9 @@ class _Scratch:
     directory stays untouched until a candidate is verified."""
 
     def __init__(self, reference: Path, settings: Settings):
-        root = settings.cache_root() / "init"
-        root.mkdir(parents=True, exist_ok=True)
-        self._directory = tempfile.TemporaryDirectory(dir=root, prefix=f"{reference.stem}-")
-        folder = Path(self._directory.name)
+        folder = self._folder = new_folder_in(
+            settings.cache_folder("init"), f"{reference.stem}-", fix=CACHE_FIX
+        )
         (folder / reference.name).symlink_to(reference.resolve())
         self.source = kernel_beside(reference, folder)
 
@@ -118,7 +118,7 @@ class _Scratch:
         return evaluate_fn(self.source, text, "", settings, profile=False)
 
     def close(self) -> None:
-        self._directory.cleanup()
+        shutil.rmtree(self._folder, ignore_errors=True)
 
 
 def initial_kernel(

@@ -8,7 +8,8 @@ from typing import Literal
 
 import msgspec
 
-from kernelblaster.harness.protocol.optimize_protocol import PhaseTimes
+from kernelblaster.harness.protocol.optimize_protocol import PassedOver, PhaseTimes
+from kernelblaster.harness.protocol.records import SanitizerRun
 
 # verified: the final kernel passed verification and was timed.
 # init_failed: no verified first kernel within the init budget (the last error in `detail`).
@@ -72,6 +73,10 @@ class ProblemResult(msgspec.Struct, kw_only=True):
     # (ncu's pass follows a candidate the rollout goes on from: a success with depth left).
     step_outcomes: list[str] = []
     step_speedups: list[float | None] = []
+    # compute-sanitizer's run on the optimize run's offered kernel (None: optimize offered
+    # none), and the faster verified candidates it did not adopt, with why (OptimizeResult's)
+    sanitizer: SanitizerRun | None = None
+    passed_over: list[PassedOver] = []
 
 
 class Summary(msgspec.Struct, kw_only=True):

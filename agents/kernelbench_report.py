@@ -21,7 +21,7 @@ from kernelblaster.agents.kernelbench_records import KernelBenchRun, ProblemResu
 
 MECHANICS_BANNER = (
     "**Mechanics run, not a model's performance.** The LLM endpoint was the scripted "
-    "OpenAI-compatible test server (tests/openai_server.py) answering from prepared kernels: "
+    "OpenAI-compatible test server (bench/openai_server.py) answering from prepared kernels: "
     "these numbers show that init, the optimization loop, the shared knowledge base and the "
     "final timing work end to end on this GPU, not what any model achieves."
 )
@@ -71,8 +71,21 @@ def _problem_row(result: ProblemResult) -> str:
         f"{f' ({result.init_replies})' if result.started_from == 'init' else ''} | "
         f"{_number(result.initial_speedup)} | {_number(result.speedup)} "
         f"{result.baseline or ''} | {_number(result.optimize_speedup)} | {techniques} | "
-        f"{tokens:.1f}k | {result.wall_s:.0f} s | {detail} |"
+        f"{_memory_check(result)} | {tokens:.1f}k | {result.wall_s:.0f} s | {detail} |"
     )
+
+
+def _memory_check(result: ProblemResult) -> str:
+    """The compute-sanitizer column: its verdict on the offered kernel, and the faster
+    candidates passed over."""
+    run = result.sanitizer
+    said = "–" if run is None else f"{run.status.replace('_', ' ')}, {run.seconds:.1f} s"
+    if run is not None and run.status == "not_run":
+        said = f"not checked: {run.reason}"
+    elif run is not None and run.inputs:
+        said += f", {run.inputs}"
+    notes = [said, *(p.summary for p in result.passed_over)]
+    return "; ".join(notes).replace("|", "/").replace("\n", " ")[:300]
 
 
 def render_markdown(runs: list[KernelBenchRun], plot: str | None, plot_note: str = "") -> str:
@@ -114,8 +127,8 @@ def render_markdown(runs: list[KernelBenchRun], plot: str | None, plot_note: str
             "for the whole run.",
             "",
             "| problem | status | start (init replies) | first kernel | final | optimize gain "
-            "| techniques | tokens | wall | detail |",
-            "|---" * 10 + "|",
+            "| techniques | memory check | tokens | wall | detail |",
+            "|---" * 11 + "|",
         ]
         out += [_problem_row(result) for result in run.problems]
         out.append("")

@@ -41,6 +41,7 @@ from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.optimize_cli import optimized_copy_path
 from kernelblaster.agents.rollout_runners import runner_for
 from kernelblaster.atomic_files import save_file, write_atomically
+from kernelblaster.folders import made_folder
 from kernelblaster.harness.analysis.cuda_source import global_kernels
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
 from kernelblaster.harness.protocol.records import MACHINE_ERROR_KINDS, CheckResult
@@ -98,7 +99,7 @@ def open_run(
 
 
 def save_run(path: Path, run: KernelBenchRun) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    made_folder(path.parent, fix="Pass --results a folder you can write")
     text = msgspec.json.format(msgspec.json.encode(run).decode(), indent=2)
     write_atomically(path, text + "\n")
 
@@ -139,9 +140,12 @@ def progress_text(result: ProblemResult) -> str:
         if result.techniques and result.optimize_speedup
         else ", optimize found nothing faster"
     )
+    notes = [result.sanitizer.summary] if result.sanitizer else []
+    notes += [passed.summary for passed in result.passed_over]
     return (
         f"verified, {result.speedup:.2f}x vs {result.baseline} (first kernel "
         f"{result.initial_speedup or 0:.2f}x{gained}; {cost})"
+        + "".join(f"; {note}" for note in notes)
     )
 
 
@@ -176,7 +180,7 @@ def _solve(
     folder = services.work_dir / problem.name
     if folder.exists():  # a problem cut short in an earlier run starts over
         shutil.rmtree(folder)
-    folder.mkdir(parents=True)
+    made_folder(folder, fix="Pass --work a folder you can write")
     reference = folder / problem.path.name
     shutil.copyfile(problem.path, reference)
     source = kernel_beside(reference)
@@ -287,6 +291,7 @@ def _optimize(
     result.step_outcomes = [step.outcome for step in outcome.steps]
     result.step_speedups = [step.measured_speedup for step in outcome.steps]
     result.optimize_wall_s = outcome.wall_s
+    result.sanitizer, result.passed_over = outcome.sanitizer, outcome.passed_over
     result.detail = f"optimize: {outcome.error}" if outcome.error else ""
     best = text
     if outcome.improved and outcome.best_source is not None:
@@ -297,14 +302,19 @@ def _optimize(
 
     # Nothing faster: the first kernel's check is its final timing. The best candidate's is
     # the check of its compute-sanitizer run (verified on fresh inputs, timed, the baselines),
-    # made at the end of the loop: not made a second time.
+    # made at the end of the loop: not made a second time. Where that check did not run to
+    # its end (the sanitizer run failed for a reason of the machine), its step's timing, over
+    # the first check's baselines (the reference's, whichever kernel).
     final_check = check
-    if best != text:
-        assert outcome.best_check is not None  # an improved run's best passed its sanitizer run
+    if best != text and outcome.best_check is not None:
         final_check = outcome.best_check
     if not _degenerate(result, final_check):
         result.status = "verified"
-    _record_times(result, final_check)
+    if best != text and outcome.best_check is None:
+        assert outcome.best_time_ms is not None  # an improved run's best was timed
+        _record_times(result, check, final_ms=outcome.best_time_ms)
+    else:
+        _record_times(result, final_check)
 
 
 def _first_kernel(text: str) -> str | None:
@@ -334,9 +344,12 @@ def _join_baselines(result: ProblemResult, job: BaselinesJob) -> None:
         _speedups(result)
 
 
-def _record_times(result: ProblemResult, check: CheckResult) -> None:
+def _record_times(
+    result: ProblemResult, check: CheckResult, *, final_ms: float | None = None
+) -> None:
+    """The final time (`check`'s, or `final_ms`) and the baselines of `check`."""
     assert check.timing is not None
-    result.final_ms = check.timing.median_ms
+    result.final_ms = final_ms or check.timing.median_ms
     result.eager_ms = check.eager.median_ms if check.eager else None
     result.compile_ms = check.compiled.median_ms if check.compiled else None
     _speedups(result)

@@ -71,10 +71,11 @@ from kernelblaster.harness.protocol.optimize_protocol import (
     OptimizeRequest,
     OptimizeResult,
     OptimizeStep,
+    PassedOver,
     PhaseTimes,
     ProposalVerdict,
 )
-from kernelblaster.harness.protocol.records import CheckResult, PerfState
+from kernelblaster.harness.protocol.records import CheckResult, PerfState, SanitizerRun
 from kernelblaster.harness.protocol.worker_client import prewarm_harness_workers
 from kernelblaster.harness.target.targets import Target, kept_functions, resolve_target
 from kernelblaster.kb.catalog import enablers
@@ -325,7 +326,7 @@ def run_optimization(run: OptimizeRun) -> OptimizeResult:
         updating = None
         if run_attempts and not result.cancelled and result.error is None:
             updating = pool.submit(_timed_policy_update, client, kb, arch, run_attempts, result)
-        best, result.best_check = _memory_safe_best(plan, verified, services, result.phases)
+        best, result.best_check = _memory_safe_best(plan, verified, services, result)
         if updating is not None:
             result.policy_notes, waited = updating.result()
             result.phases.add(waited)  # here: the sanitizer run's phases were added meanwhile
@@ -504,13 +505,21 @@ class _Progress:
 
 
 def _memory_safe_best(
-    plan: RolloutPlan, verified: list[VerifiedKernel], services: RolloutServices, phases: PhaseTimes
+    plan: RolloutPlan,
+    verified: list[VerifiedKernel],
+    services: RolloutServices,
+    result: OptimizeResult,
 ) -> tuple[VerifiedKernel, CheckResult | None]:
     """The fastest verified candidate that also passes compute-sanitizer (memcheck, and
     racecheck with shared memory): numbers that happen to match don't prove memory safety.
-    Candidates that fail are recorded as rejected attempts from the original kernel. With it,
-    the check of its sanitizer run (verified on fresh inputs and timed before the sanitizer
-    ran, with the baselines): the best's final timing; None for the original."""
+    One the sanitizer finds memory errors in, or that fails its check on fresh inputs then,
+    is the candidate's own failure: recorded as a rejected attempt from the original kernel,
+    and named in `result.passed_over`. One the sanitizer could not check, for a reason of the
+    machine or of the harness (a missing tool, a folder, a bug of ours: Evaluation.error), is
+    no verdict on it: it is adopted, and `result.sanitizer` says it was not checked, why and
+    what to do; the KB learns nothing of it. With the candidate, the check of its sanitizer
+    run (verified on fresh inputs and timed before the sanitizer ran, with the baselines): the
+    best's final timing; None for the original, or where that check did not run to its end."""
     origin, request = plan.origin, plan.request
     for candidate in sorted(verified, key=lambda p: p.time_ms):
         if candidate.time_ms >= origin.time_ms:
@@ -523,25 +532,62 @@ def _memory_safe_best(
             sanitize=True,
             profile=False,
         )
-        phases.add(evaluation.phases)
+        result.phases.add(evaluation.phases)
+        check = evaluation.check
         if evaluation.verified:
-            return candidate, evaluation.check
+            result.sanitizer = check.sanitizer if check is not None else None
+            return candidate, check
+        if evaluation.error is not None:
+            result.sanitizer = _not_checked(evaluation)
+            return candidate, check if check is not None and _checked(check) else None
         assert candidate.made_by is not None  # every candidate but the original has its step
+        made_by = candidate.made_by
+        sanitized = check.sanitizer if check is not None else None
+        found = sanitized.summary if sanitized and sanitized.status == "failed" else None
+        reason = found or (
+            "failed its final check on fresh inputs: "
+            + (evaluation.feedback.message if evaluation.feedback else evaluation.outcome)
+        )
+        result.passed_over.append(
+            PassedOver(
+                rollout=made_by.rollout,
+                depth=made_by.depth,
+                technique=made_by.technique,
+                time_ms=candidate.time_ms,
+                speedup=origin.time_ms / candidate.time_ms,
+                reason=reason[:500],
+            )
+        )
         rejected = OptimizeStep(
-            rollout=candidate.made_by.rollout,
-            depth=candidate.made_by.depth,
-            technique=candidate.made_by.technique,
+            rollout=made_by.rollout,
+            depth=made_by.depth,
+            technique=made_by.technique,
             state_before=origin.state.state,
             predicted_speedup=1.0,
-            outcome="rejected",
-            detail=evaluation.feedback.message if evaluation.feedback else "",
+            outcome=evaluation.outcome,
+            detail=reason,
             source_hash=code_hash(origin.source),
-            candidate_hash=candidate.made_by.candidate_hash,
-            error_kind="sanitizer",
-            target_finding=_target_on(services.kb, candidate.made_by.technique, origin.state),
+            candidate_hash=made_by.candidate_hash,
+            error_kind="sanitizer" if found else "final_check",
+            target_finding=_target_on(services.kb, made_by.technique, origin.state),
         )
         services.kb.record(kb_attempt(rejected, arch=origin.state.arch, kernel=request.kernel))
     return origin, None
+
+
+def _checked(check: CheckResult) -> bool:
+    """Verified on fresh inputs and timed: a final timing, whatever stopped the run after."""
+    return check.timing is not None and check.verify is not None and check.verify.ok
+
+
+def _not_checked(evaluation: Evaluation) -> SanitizerRun:
+    """What a sanitizer evaluation that failed for a reason not the candidate's says: the
+    sanitizer's own record where it ran as far as that, else the error that stopped it."""
+    check, error = evaluation.check, evaluation.error
+    assert error is not None
+    if check is not None and check.sanitizer is not None and check.sanitizer.status == "not_run":
+        return check.sanitizer
+    return SanitizerRun(status="not_run", reason=error.message, fix=error.fix)
 
 
 def _measured(step: OptimizeStep) -> str:

@@ -54,8 +54,10 @@ def _print_result(result: OptimizeResult, original: str, source: Path, apply: bo
             + (f" → {step.state_after}" if step.state_after else "")
         )
     print(f"tokens: {result.prompt_tokens} prompt, {result.completion_tokens} completion")
+    for passed in result.passed_over:
+        print(f"passed over: {passed.summary}")
     if not result.improved or result.best_source is None:
-        print(result.message)
+        print(result.error or "no verified candidate beat the original")
         return
     versus = [f"{result.speedup:.2f}x vs the original"]
     if result.speedup_vs_eager:
@@ -63,6 +65,12 @@ def _print_result(result: OptimizeResult, original: str, source: Path, apply: bo
     if result.speedup_vs_compile:
         versus.append(f"{result.speedup_vs_compile:.2f}x vs torch.compile")
     print(f"best: {', '.join(versus)} via {' → '.join(result.techniques)}")
+    if result.sanitizer is not None and result.sanitizer.status == "passed":
+        print(f"memory: {result.sanitizer.summary} ({result.sanitizer.seconds:.1f} s)")
+    else:
+        # offered all the same: verified on fresh inputs, unchecked for a reason not its own
+        memory = result.sanitizer.summary if result.sanitizer else "not checked for memory errors"
+        print(f"warning: {memory}")
     target = source if apply else optimized_copy_path(source)
     write_atomically(target, result.best_source)
     print(f"{'applied to' if apply else 'written to'} {target}")

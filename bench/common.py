@@ -50,8 +50,8 @@ def bench_module(relative: str) -> ModuleType:
 
 
 def openai_server_module() -> ModuleType:
-    """tests/openai_server.py, the scripted OpenAI-compatible server (not an installed module)."""
-    return module_at(REPO / "tests/openai_server.py", "openai_server")
+    """bench/openai_server.py, the scripted OpenAI-compatible server (not an installed module)."""
+    return module_at(REPO / "bench/openai_server.py", "openai_server")
 
 
 def first_visible_gpu() -> str:

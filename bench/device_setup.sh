@@ -6,6 +6,14 @@ set -e
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD
+# ncu_report: the machine's Nsight Compute has it (extras/python) where .whl/ does not
+# (bench/device_wheels.sh leaves its 17 MB wheel out: see there)
+if ! ls .whl/ncu_report-*.whl >/dev/null 2>&1 && command -v ncu >/dev/null; then
+    ncu_home=$(dirname "$(readlink -f "$(command -v ncu)")")
+    for folder in "$ncu_home" "$(dirname "$ncu_home")"; do
+        [ -f "$folder/extras/python/ncu_report.py" ] && PYTHONPATH=$PYTHONPATH:$folder/extras/python
+    done
+fi
 export PYTHONUNBUFFERED=1
 # The `kernelblaster` command, as the console script would be.
 mkdir -p /tmp/bin
@@ -13,5 +21,5 @@ printf '#!/bin/sh\nexec python3 -m kernelblaster "$@"\n' > /tmp/bin/kernelblaste
 chmod +x /tmp/bin/kernelblaster
 export PATH=/tmp/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-python3 -c "import torch, kernelblaster; print('torch', torch.__version__, torch.cuda.get_device_name())"
+python3 -c "import torch, kernelblaster, ncu_report; print('torch', torch.__version__, torch.cuda.get_device_name())"
 set +e

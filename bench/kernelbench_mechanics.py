@@ -1,6 +1,6 @@
 """The KernelBench runner end to end on a GPU, with no model: `kernelblaster bench kernelbench`
 over 5 level-1 and 3 level-2 problems, against the scripted OpenAI-compatible test server
-(tests/openai_server.py) answering from prepared kernels. This proves the mechanics — init
+(bench/openai_server.py) answering from prepared kernels. This proves the mechanics — init
 writes and verifies a first kernel, the loop rewrites it with one shared KB, the final timing
 against the faster of eager and torch.compile, the results file and the report — and is
 labelled a mechanics run: its numbers are those of kernels we wrote, not of a model.

@@ -14,7 +14,7 @@ already holds for that GPU model (the parts can run on different machines of one
 - candidates: `kernelblaster bench kernelbench` (the real runner, real harness, fresh cache and
   KB) over plain-CUDA KernelBench pairs (bench/kernelbench/, sizes reduced), starting from the
   naive kernels of bench/kernelbench/answers/ (<problem>.init.cu), the scripted endpoint
-  (tests/openai_server.py) answering at once with the faster kernel (<problem>.fast.cu) plus one
+  (bench/openai_server.py) answering at once with the faster kernel (<problem>.fast.cu) plus one
   unused constant per reply (a real edit: every candidate is built, verified, timed and
   profiled; the first step of a rollout verifies faster and the rollout goes on from it, with
   ncu's pass, the later ones verify without a gain: one candidate in three gets ncu).

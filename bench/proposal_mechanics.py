@@ -1,6 +1,6 @@
 """A proposed technique end to end on a GPU, with no model (a mechanics run, labelled so):
 `kernelblaster optimize examples/row_sum.cu` (a copy, in a scratch folder, with a fresh KB)
-against the scripted OpenAI-compatible test server (tests/openai_server.py).
+against the scripted OpenAI-compatible test server (bench/openai_server.py).
 
 How the KB comes to have nothing left for the state, honestly: the scripted model declines
 every catalog technique (its reply holds no code), so the loop really tries each one the KB

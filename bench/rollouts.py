@@ -1,6 +1,6 @@
 """Wall time of `optimize` with its rollouts on one GPU, then on two (rollouts at once either way),
 for the same rollouts: the real harness builds, verifies, times and profiles every candidate on
-its rollout's GPU, and a scripted OpenAI-compatible server (tests/openai_server.py) answers each
+its rollout's GPU, and a scripted OpenAI-compatible server (bench/openai_server.py) answers each
 agent at once with real optimized CUDA (bench/scripted/), so the ratio is the harness's work.
 
     python3 bench/rollouts.py                          # needs 2 GPUs; ~8 min on an H200 pair

@@ -1,5 +1,5 @@
 """Token cost of the optimization loop, per step and per optimization, with the real harness
-and a scripted OpenAI-compatible server (tests/openai_server.py) that replies with real
+and a scripted OpenAI-compatible server (bench/openai_server.py) that replies with real
 optimized CUDA written for the examples (bench/scripted/). The server sends no `usage`, so the
 client's estimate (characters / 4) counts what our prompts actually contain.
 

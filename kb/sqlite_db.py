@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kernelblaster.folders import KB_FIX, FolderError, made_folder
 from kernelblaster.kb.database import KBUnwritableError
 from kernelblaster.kb.schema import APPLICATION_ID, KBError, check_file
 
@@ -30,12 +31,9 @@ class SQLiteDatabase:
     @classmethod
     def open(cls, path: Path) -> SQLiteDatabase:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise KBUnwritableError(
-                f"the folder of the knowledge base {path} can't be created "
-                f"({exc.strerror or exc}); set kb_path / KERNELBLASTER_KB to a writable place"
-            ) from exc
+            made_folder(path.parent, fix=KB_FIX, writable=False)  # read-only: said below
+        except FolderError as exc:
+            raise KBUnwritableError(f"the knowledge base {path}: {exc}") from exc
         check_file(path)
         try:
             conn = sqlite3.connect(

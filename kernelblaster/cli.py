@@ -15,6 +15,7 @@ import threading
 from typing import NoReturn
 
 from kernelblaster import __version__
+from kernelblaster.folders import FolderError
 from kernelblaster.trust import TRUST_ENV
 
 # Each command and the module that registers it. Only the running command's module is
@@ -89,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         return 141
     except KeyboardInterrupt:
         return 130
+    except FolderError as exc:  # a folder of ours this process writes (a worker's are its own)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

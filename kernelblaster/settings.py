@@ -18,6 +18,7 @@ import msgspec
 import platformdirs
 
 from kernelblaster.config_trust import assess, referenced_paths
+from kernelblaster.folders import CACHE_FIX, made_folder
 from kernelblaster.kb_location import password_problem
 from kernelblaster.trust import TrustListError, is_trusted
 
@@ -144,6 +145,11 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         if self.cache_dir:
             return Path(self.cache_dir)
         return Path(platformdirs.user_cache_dir("kernelblaster"))
+
+    def cache_folder(self, *parts: str) -> Path:
+        """The cache's folder `parts` (the cache itself without them), made when missing;
+        FolderError (kernelblaster/folders.py) when it can't be."""
+        return made_folder(self.cache_root().joinpath(*parts), fix=CACHE_FIX)
 
     def llm_api_key(self) -> str | None:
         """The API key, read from the environment at the moment it is needed."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import msgspec
 
+from kernelblaster.folders import BESIDE_FIX, made_folder
 from kernelblaster.harness.analysis.classify import kernel_states
 from kernelblaster.harness.protocol.records import PerfState
 from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
@@ -101,7 +102,7 @@ class ResultCache:
         path = self.file_for(Path(result.source))
         temporary: str | None = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            made_folder(path.parent, fix=BESIDE_FIX)
             fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
             with os.fdopen(fd, "wb") as handle:
                 handle.write(msgspec.json.encode(result))

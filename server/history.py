@@ -20,6 +20,7 @@ from pathlib import Path
 import msgspec
 
 from kernelblaster.atomic_files import write_atomically
+from kernelblaster.folders import BESIDE_FIX, made_folder
 from kernelblaster.harness.analysis import roofline
 from kernelblaster.harness.protocol.records import CheckResult, KernelProfile, Timing
 from kernelblaster.harness.target.pairing import reference_beside
@@ -229,7 +230,7 @@ class SaveHistory:
     def _save(self, history: TimingHistory) -> None:
         path = self.file_for(Path(history.source))
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            made_folder(path.parent, fix=BESIDE_FIX)
             write_atomically(path, msgspec.json.encode(history).decode())
         except OSError as exc:
             log.warning("could not save the timing history of %s: %s", history.source, exc)

@@ -12,6 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from kernelblaster.folders import BESIDE_FIX, made_folder
+
 log = logging.getLogger(__name__)
 
 KEEP = 5
@@ -26,7 +28,7 @@ def keep(report: Path, folder: Path, text_hash: str) -> str | None:
     kept = folder / f"{time.time_ns()}-{text_hash[:12]}{SUFFIX}"
     temporary: str | None = None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        made_folder(folder, fix=BESIDE_FIX)
         fd, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
         os.close(fd)
         shutil.copyfile(report, temporary)

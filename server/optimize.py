@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from lsprotocol import types
 
+from kernelblaster.folders import BESIDE_FIX, made_folder
 from kernelblaster.harness.protocol.optimize_protocol import (
     OptimizeMessage,
     OptimizeProgress,
@@ -46,11 +47,15 @@ class ShowDiffArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     kernel: str
 
 
-class OptimizeReply(msgspec.Struct, kw_only=True):
+class OptimizeReply(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The `kernelblaster.optimize` command's answer to the editor."""
 
     applied: bool
     message: str
+    # What the user must know before keeping the result (OptimizeResult.warning): the candidate
+    # was not checked for memory errors, or faster ones were passed over. The server has shown
+    # it already (window/showMessage, a warning), whichever way the command was run.
+    warning: str = ""
 
 
 def kept_candidate_path(source: Path, kernel: str) -> Path:
@@ -119,9 +124,8 @@ async def optimize_kernel(ls: KernelBlasterServer, args: OptimizeArgs) -> Optimi
     # An error after an improvement only says the policy update was skipped: the candidate stands.
     if not result.improved or not result.best_source:
         reporter.end("done", f"{args.kernel}: {result.message}")
-        return _tell(
-            ls, f"{args.kernel}: {result.message}", applied=False, kind=types.MessageType.Info
-        )
+        kind = types.MessageType.Warning if result.passed_over else types.MessageType.Info
+        return _tell(ls, f"{args.kernel}: {result.message}", applied=False, kind=kind)
     candidate = await _keep_candidate(ls, path, result, text_hash(base_text))
     reporter.end("done", f"{args.kernel}: {result.message}")
     return await _apply(ls, args, path, result, result.best_source, candidate)
@@ -152,7 +156,7 @@ async def _keep_candidate(
     target = kept_candidate_path(source, result.kernel)
 
     def write() -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        made_folder(target.parent, fix=BESIDE_FIX)
         target.write_text(result.best_source or "", encoding="utf-8")
 
     await asyncio.to_thread(write)
@@ -177,6 +181,8 @@ async def _apply(
 ) -> OptimizeReply:
     """Replace the text of `path` (open as `args.uri`) with `best_source`, `result`'s."""
     speedup = f" {formatting.factor(result.speedup)} faster" if result.speedup else ""
+    if result.warning:  # said before the edit, whichever way it goes
+        _tell(ls, f"{args.kernel}: {result.warning}", applied=False, kind=types.MessageType.Warning)
     document = ls.workspace.text_documents.get(args.uri)
     if document is None or document.version != args.version:
         now = "closed" if document is None else f"now version {document.version}"
@@ -206,9 +212,13 @@ async def _apply(
             ls, f"Not applied: {reason}. The candidate is in {candidate.path}.", applied=False
         )
     techniques = ", ".join(result.techniques)
+    memory = result.sanitizer.summary if result.sanitizer else "not checked for memory errors"
     return OptimizeReply(
         applied=True,
-        message=f"{args.kernel}{speedup}" + (f" ({techniques})" if techniques else "") + ".",
+        message=f"{args.kernel}{speedup}"
+        + (f" ({techniques})" if techniques else "")
+        + f"; {memory}.",
+        warning=result.warning,
     )
 
 

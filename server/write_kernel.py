@@ -22,6 +22,7 @@ import msgspec
 from lsprotocol import types
 
 from kernelblaster.atomic_files import save_file, write_atomically
+from kernelblaster.folders import BESIDE_FIX, made_folder
 from kernelblaster.harness.analysis.reference_source import (
     ReferenceOutline,
     describe_missing,
@@ -230,7 +231,7 @@ def _write(reference: Path, text: str, found_hash: str | None) -> str | None:
     except FileExistsError:
         pass
     kept = kept_kernel_beside(reference)
-    kept.parent.mkdir(parents=True, exist_ok=True)
+    made_folder(kept.parent, fix=BESIDE_FIX)
     write_atomically(kept, text)
     return "appeared" if found_hash is None else "changed"
 

@@ -1,6 +1,6 @@
 """Shared test configuration: the `gpu` marker skips tests when no usable NVIDIA GPU is present;
 `postgres_server` is a real PostgreSQL server for the session (skipped without its binaries);
-`openai_server` a scripted OpenAI-compatible HTTP server (tests/openai_server.py)."""
+`openai_server` a scripted OpenAI-compatible HTTP server (bench/openai_server.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from openai_server import OpenAITestServer
 from postgres_server import PostgresServer, find_bindir
+
+from bench.openai_server import OpenAITestServer
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-from openai_server import OpenAITestServer, reply
 
+from bench.openai_server import OpenAITestServer, reply
 from kernelblaster.cli import main
 from kernelblaster.config_trust import INERT_SETTINGS, RESTRICTED_SETTINGS
 from kernelblaster.settings import Settings, UntrustedConfigError, load_settings

@@ -87,7 +87,10 @@ async function optimizeAtCursor(session: ServerSession, output: vscode.OutputCha
     output.appendLine(`Optimize ${kernel}: ${result.message}`);
     return;
   }
-  const show = await vscode.window.showInformationMessage(`KernelBlaster: ${result.message}`, 'Show Diff');
+  // An edit whose memory safety was not checked (or that passed faster candidates over) is
+  // offered as a warning, not as plain good news; the server has said why already.
+  const offer = result.warning ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
+  const show = await offer(`KernelBlaster: ${result.message}`, 'Show Diff');
   if (show === 'Show Diff') {
     await connection.executeCommand('kernelblaster.showDiff', [{ uri, kernel }]);
   }
@@ -284,11 +287,14 @@ async function saved(document: vscode.TextDocument): Promise<boolean> {
   return false;
 }
 
-export function parseOptimizeResult(answer: unknown): { applied: boolean; message: string } {
+/** `kernelblaster.optimize`'s answer: `warning` (absent when there is none) says the candidate
+ * was not checked for memory errors or faster ones were passed over. */
+export function parseOptimizeResult(answer: unknown): { applied: boolean; message: string; warning: string } {
   if (!isRecord(answer) || typeof answer.applied !== 'boolean' || typeof answer.message !== 'string') {
     throw new Error(`the server answered ${JSON.stringify(answer)} instead of {"applied", "message"}`);
   }
-  return { applied: answer.applied, message: answer.message };
+  const warning = typeof answer.warning === 'string' ? answer.warning : '';
+  return { applied: answer.applied, message: answer.message, warning };
 }
 
 /** `kernelblaster.init`'s answer, as docs/protocol.md defines it. */

@@ -275,6 +275,18 @@ describe('commands', () => {
     assert.deepEqual(messages('information'), ['KernelBlaster: second: 1.9× faster (coalesced loads)']);
   });
 
+  it('offers an edit that was not checked for memory errors as a warning', async () => {
+    const { answers, activated } = activate();
+    answers.set('kernelblaster.kernelAt', kernelAt('second'));
+    const message = 'second 30.27× faster (coalesced loads); not checked for memory errors: compute-sanitizer could not be started.';
+    answers.set('kernelblaster.optimize', { applied: true, message, warning: 'not checked for memory errors' });
+    await activated.started;
+    openEditor(5, true);
+    await command('kernelblaster.optimizeAtCursor');
+    assert.deepEqual(messages('warning'), [`KernelBlaster: ${message}`]);
+    assert.deepEqual(messages('information'), []);
+  });
+
   it('takes the kernel the server names and leaves an unapplied result to the server', async () => {
     const { connections, answers, activated } = activate();
     answers.set('kernelblaster.kernelAt', { kernel: 'relu_k', range: null, kernels: ['relu_k'] });

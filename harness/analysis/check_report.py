@@ -39,6 +39,8 @@ def format_check_result(result: CheckResult) -> str:
             + (f" (line {warning.line})" if warning.line else "")
             for warning in result.verify.warnings
         )
+    if result.sanitizer is not None:
+        lines.append(f"sanitizer: {result.sanitizer.summary} ({result.sanitizer.seconds:.1f} s)")
     if result.timing is not None:
         lines.append("time (median of CUDA-event trials, L2 flushed):")
         lines.append(_timing_row("kernel", result.timing))

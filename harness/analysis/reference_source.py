@@ -76,3 +76,62 @@ def describe_missing(file_name: str, missing: list[str]) -> str:
     return f"{file_name} is not a KernelBench-style reference: it lacks {', '.join(named)}. " + (
         REFERENCE_FORMAT
     )
+
+
+# KernelBench's name for the leading dimension of get_inputs()' tensors, a module constant
+BATCH_SIZE = "batch_size"
+
+
+def batch_size_of(text: str) -> int | None:
+    """The value of the reference's one top-level `batch_size = <int>`; None when it has none,
+    assigns it more than once or from anything but an integer literal (then only running it
+    would tell, and a copy with another batch size can't be written)."""
+    assignment = _batch_assignment(text)
+    return None if assignment is None else assignment.value
+
+
+def with_batch_size(text: str, batch_size: int) -> str | None:
+    """`text` with its `batch_size = <int>` set to `batch_size`, everything else as written (so
+    what the file derives from it follows); None where `batch_size_of` finds none."""
+    assignment = _batch_assignment(text)
+    if assignment is None:
+        return None
+    lines = text.splitlines(keepends=True)
+    line = lines[assignment.line]
+    lines[assignment.line] = line[: assignment.start] + str(batch_size) + line[assignment.end :]
+    return "".join(lines)
+
+
+class _Assignment(NamedTuple):
+    value: int
+    line: int  # 0-based, the literal's
+    start: int  # the literal's columns on it (character offsets)
+    end: int
+
+
+def _batch_assignment(text: str) -> _Assignment | None:
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    found: list[ast.AST] = []
+    for node in tree.body:
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        if any(isinstance(t, ast.Name) and t.id == BATCH_SIZE for t in targets):
+            found.append(node)
+    if len(found) != 1 or not isinstance(found[0], ast.Assign) or len(found[0].targets) != 1:
+        return None
+    value = found[0].value
+    if not (isinstance(value, ast.Constant) and type(value.value) is int):
+        return None
+    if value.end_lineno != value.lineno or value.end_col_offset is None:
+        return None
+    # ast's columns are UTF-8 byte offsets: a line with non-ASCII text before the literal
+    line = text.splitlines(keepends=True)[value.lineno - 1].encode("utf-8")
+    start = len(line[: value.col_offset].decode("utf-8"))
+    end = len(line[: value.end_col_offset].decode("utf-8"))
+    return _Assignment(value.value, value.lineno - 1, start, end)

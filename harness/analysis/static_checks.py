@@ -46,7 +46,7 @@ def _line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
-def _strip_comments(code: str) -> str:
+def strip_comments(code: str) -> str:
     """Blank out // and /* */ comments, keeping offsets (so line numbers stay right)."""
 
     def blank(match: re.Match) -> str:
@@ -63,7 +63,7 @@ def _wraps_a_match(code: str, match: re.Match[str]) -> bool:
 
 
 def check_cuda_source(text: str, *, allow_library_calls: bool = False) -> list[VerifyWarning]:
-    code = _strip_comments(text)
+    code = strip_comments(text)
     findings: list[VerifyWarning] = []
     if not allow_library_calls:
         for match in _LIBRARY_CALLS.finditer(code):

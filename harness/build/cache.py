@@ -50,6 +50,7 @@ from pathlib import Path
 import msgspec
 import psutil
 
+from kernelblaster.folders import CACHE_FIX, made_folder, new_folder_in
 from kernelblaster.harness.analysis import nvcc_output, ptxas
 from kernelblaster.harness.protocol.records import BuildResult
 
@@ -194,9 +195,9 @@ class BuildCache:
             return result
         final = self.builds / key
         stored = msgspec.structs.replace(result, artifact=str(final / artifact.name), key=key)
-        self.builds.mkdir(parents=True, exist_ok=True)
+        made_folder(self.builds, fix=CACHE_FIX)
         self._remove_abandoned()
-        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=self.builds))
+        staging = new_folder_in(self.builds, ".staging-", fix=CACHE_FIX)
         try:
             shutil.move(artifact, staging / artifact.name)
             (staging / "deps.json").write_bytes(msgspec.json.encode(sorted(set(deps))))
@@ -213,17 +214,16 @@ class BuildCache:
     def keep_uncached(self, artifact: Path, result: BuildResult) -> BuildResult:
         """Move `artifact` where the caller can use it, outside any entry (no lookup finds it);
         for builds whose inputs can't be pinned down. Removed after an hour."""
-        self.builds.mkdir(parents=True, exist_ok=True)
+        made_folder(self.builds, fix=CACHE_FIX)
         self._remove_abandoned()
-        directory = Path(tempfile.mkdtemp(prefix=".uncached-", dir=self.builds))
+        directory = new_folder_in(self.builds, ".uncached-", fix=CACHE_FIX)
         shutil.move(artifact, directory / artifact.name)
         return msgspec.structs.replace(result, artifact=str(directory / artifact.name), key="")
 
     @contextlib.contextmanager
     def building(self, manifest_key: str) -> Iterator[None]:
         """Held while these inputs are built and stored; waits while another process holds it."""
-        path = self.builds.parent / "build-locks" / manifest_key
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = made_folder(self.builds.parent / "build-locks", fix=CACHE_FIX) / manifest_key
         with open(path, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes or its holder dies
             yield
@@ -232,8 +232,7 @@ class BuildCache:
     def scratch(self) -> Iterator[Path]:
         """A new directory for one nvcc run's intermediate files, removed after it; those of
         killed runs are removed here."""
-        root = self.builds.parent / "build-scratch"
-        root.mkdir(parents=True, exist_ok=True)
+        root = made_folder(self.builds.parent / "build-scratch", fix=CACHE_FIX)
         cutoff = time.time() - _ABANDONED_AFTER_S  # also when its number went to another process
         for directory in root.iterdir():
             owner, _, _ = directory.name.partition("-")
@@ -241,7 +240,7 @@ class BuildCache:
                 gone = owner.isdigit() and not psutil.pid_exists(int(owner))
                 if gone or directory.stat().st_mtime < cutoff:
                     shutil.rmtree(directory, ignore_errors=True)
-        directory = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))
+        directory = new_folder_in(root, f"{os.getpid()}-", fix=CACHE_FIX)
         try:
             yield directory
         finally:
@@ -257,7 +256,7 @@ class BuildCache:
 
     def _write_manifest(self, manifest_key: str, manifest: Manifest) -> None:
         path = self._manifest_path(manifest_key)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        made_folder(path.parent, fix=CACHE_FIX)
         handle, temporary = tempfile.mkstemp(prefix=".manifest-", dir=path.parent)
         with os.fdopen(handle, "wb") as out:
             out.write(msgspec.json.encode(manifest))

@@ -15,6 +15,7 @@ from pathlib import Path
 import msgspec
 import torch
 
+from kernelblaster.folders import CACHE_FIX, made_folder
 from kernelblaster.harness.check.timing import device_clock, time_callable
 from kernelblaster.harness.protocol.records import Timing
 from kernelblaster.harness.target.reference import Reference
@@ -62,7 +63,7 @@ def read_cached(path: Path) -> Baselines | None:
 
 
 def store(path: Path, baselines: Baselines) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    made_folder(path.parent, fix=CACHE_FIX)
     # Atomic replace: a concurrent reader sees the old file or the new one, never half of one.
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "wb") as handle:

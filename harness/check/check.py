@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from kernelblaster.folders import FolderError
 from kernelblaster.harness.analysis.cuda_source import kernel_names, read_source
 from kernelblaster.harness.analysis.ptxas import kernel_base_names
 from kernelblaster.harness.analysis.static_checks import check_cuda_source, check_python_solution
@@ -24,7 +25,7 @@ from kernelblaster.harness.protocol.records import (
     HarnessError,
     VerifyWarning,
 )
-from kernelblaster.harness.protocol.setup_errors import torch_cpu_only
+from kernelblaster.harness.protocol.setup_errors import folder_error, torch_cpu_only
 from kernelblaster.harness.target.candidate import Candidate, load_candidate
 from kernelblaster.harness.target.clean_reference import CleanReference
 from kernelblaster.harness.target.memory import (
@@ -136,7 +137,6 @@ def run_check(
         result.phase_seconds[name] = round(now - phase_began, 4)
         phase_began = now
 
-    work_dir = settings.cache_root() / "work"
     if target.kind == "standalone":
         progress("verify", "running the program")
         error = _check_standalone(target, built, settings, result)
@@ -165,8 +165,9 @@ def run_check(
     # write (into a neighbouring tensor: an input "modified", an output wrong), which memcheck
     # names with its line.
     if sanitize and error is None:
-        progress("sanitize", "compute-sanitizer memcheck")
-        findings, error = sanitizer.sanitize_target(target, built, settings, work_dir)
+        findings, result.sanitizer, error = sanitizer.sanitize_target(
+            target, built, settings, progress
+        )
         phase_done("sanitize")
         if findings and result.verify is not None:
             messages = [f.message for f in findings[:3]]
@@ -385,7 +386,7 @@ def add_baselines(
             str(settings.cache_root()),
         )
         _apply_baselines(result, measured)
-    except (ReferenceError_, RuntimeError) as exc:  # torch.OutOfMemoryError among the latter
+    except (ReferenceError_, RuntimeError, FolderError) as exc:  # OutOfMemoryError: Runtime
         return _baselines_error(exc, clean, phase=_phase(result))
     result.phase_seconds["baselines"] = round(time.perf_counter() - began, 4)
     return None
@@ -395,6 +396,8 @@ def _baselines_error(exc: Exception, clean: CleanReference, *, phase: str) -> Ha
     """What stopped the baselines in `clean`, as a check reports it."""
     if isinstance(exc, ReferenceError_):
         return exc.error
+    if isinstance(exc, FolderError):  # the baselines' cache folder
+        return folder_error(exc)
     if isinstance(exc, torch.OutOfMemoryError):
         return out_of_memory(
             exc, phase=phase, reference=None, output_templates=[], device=torch.device(clean.device)
@@ -433,7 +436,7 @@ def baselines_apart(
         progress("baseline", "timing PyTorch eager and torch.compile")  # budgeted again
         began = time.perf_counter()
         measured = clean.ask(clean_baselines.QUESTION, reference, seeds, cache_dir)
-    except (ReferenceError_, RuntimeError) as exc:  # torch.OutOfMemoryError among the latter
+    except (ReferenceError_, RuntimeError, FolderError) as exc:  # OutOfMemoryError: Runtime
         phase = "timing PyTorch eager and torch.compile"
         return result, _baselines_error(exc, clean, phase=phase)
     result.gpu = device_name(torch.device(clean.device))

@@ -31,12 +31,13 @@ def write_driver_inputs(
     work_dir: Path,
     *,
     seed: int = PROFILE_SEED,
+    batch_size: int | None = None,
 ) -> DriverSpec:
     """Write the data file into `work_dir` and return the spec of the launch (`device`: where
     the reference runs, as run_once runs it; the spec's GPU is its index). Raises
     ReferenceError_ where the reference and the launcher don't fit, as loading the candidate
-    would."""
-    reference = load_reference(Path(target.reference or ""), device)
+    would. `batch_size`: run_once's (RunOnceSpec.batch_size)."""
+    reference = load_reference(Path(target.reference or ""), device, batch_size=batch_size)
     probe_inputs = reference.inputs(0, device)
     templates = output_templates(reference, probe_inputs)
     launch = plain_launch(target, reference, probe_inputs, templates)

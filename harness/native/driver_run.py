@@ -41,10 +41,15 @@ def build_driver_ahead(target: Target, settings: Settings) -> None:
 
 
 def driver_command(
-    target: Target, built: BuildResult, settings: Settings, scratch: Path
+    target: Target,
+    built: BuildResult,
+    settings: Settings,
+    scratch: Path,
+    *,
+    batch_size: int | None = None,
 ) -> tuple[list[str] | None, str]:
     """The native driver's command line for a plain target, its spec and data written into
-    `scratch`; or None and why it can't be had."""
+    `scratch` (`batch_size`: RunOnceSpec's); or None and why it can't be had."""
     try:
         signature = signature_of(launcher_of(target))
     except UnsupportedSignature as exc:
@@ -57,7 +62,9 @@ def driver_command(
     assert built.artifact is not None  # a plain target's build is its shared library
     device = torch.device("cuda", settings.gpu)
     try:
-        spec = write_driver_inputs(target, Path(built.artifact), device, scratch)
+        spec = write_driver_inputs(
+            target, Path(built.artifact), device, scratch, batch_size=batch_size
+        )
         spec_path = write_driver_spec(spec, scratch)
     except (ReferenceError_, OSError, ValueError, RuntimeError) as exc:
         return None, f"the driver's inputs could not be written: {exc}"

@@ -135,8 +135,7 @@ def build_driver(
     use and taken from the build cache after (`cached`); a failed BuildResult says why not.
     `arch`: the plain target's (the driver is host code: any name nvcc takes; None detects)."""
     source_text = driver_source(signature)
-    directory = settings.cache_root() / "drivers"
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = settings.cache_folder("drivers")
     digest = hashlib.sha256(source_text.encode()).hexdigest()[:16]
     source = directory / f"driver_{digest}.cpp"
     if not source.is_file():

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kernelblaster.folders import CACHE_FIX, made_folder, scratch_folder
 from kernelblaster.harness.analysis.cuda_source import kernel_names
 from kernelblaster.harness.analysis.ncu_reader import read_report
 from kernelblaster.harness.native.driver_run import driver_command
@@ -63,11 +63,9 @@ def profile_target(
     # Beside the build in the cache; a KernelBench solution has no build of ours (load_inline
     # builds it), so a folder of its own in the cache. Never the user's folder.
     if built.artifact:
-        work_dir = Path(built.artifact).parent / "profile"
+        work_dir = made_folder(Path(built.artifact).parent / "profile", fix=CACHE_FIX)
     else:
-        folder = hashlib.sha256(bytes(source)).hexdigest()[:16]
-        work_dir = settings.cache_root() / "profile" / folder
-    work_dir.mkdir(parents=True, exist_ok=True)
+        work_dir = settings.cache_folder("profile", hashlib.sha256(bytes(source)).hexdigest()[:16])
     names = kernels or kernel_names(source)
     # Where the profile's seconds go (ProfileReport.phase_seconds): ncu's runs (run_ncu's
     # split, summed when the driver's run is followed by run_once's), the program's set-up
@@ -107,8 +105,8 @@ def profile_target(
     elif target.kind == "plain" and settings.native_profile_driver:
         used = "native_driver"
         # The driver's input data is as large as the inputs: written for this run only.
-        with tempfile.TemporaryDirectory(prefix="driver-", dir=work_dir) as scratch:
-            command, fallback_reason = driver_command(target, built, settings, Path(scratch))
+        with scratch_folder(work_dir, "driver-", fix=CACHE_FIX) as scratch:
+            command, fallback_reason = driver_command(target, built, settings, scratch)
             seconds["ncu_prepare"] = round(time.perf_counter() - began, 4)
             if command is not None:
                 report_path, error = profile(command)

@@ -17,7 +17,7 @@ from typing import Literal
 
 import msgspec
 
-from kernelblaster.harness.protocol.records import CheckResult
+from kernelblaster.harness.protocol.records import CheckResult, SanitizerRun
 from kernelblaster.settings import Settings
 
 
@@ -139,7 +139,10 @@ class OptimizeStep(msgspec.Struct, kw_only=True):
     completion_tokens: int = 0
     source_hash: str  # code_hash of the kernel the step started from
     candidate_hash: str = ""  # code_hash of the verified candidate; "" when none
-    error_kind: str | None = None  # "LLM", "harness", "unusable_reply", "sanitizer"
+    # "LLM", "harness", "unusable_reply"; a best candidate rejected at the end of the run:
+    # "sanitizer" (compute-sanitizer found memory errors or races), "final_check" (it failed
+    # its check on fresh inputs then)
+    error_kind: str | None = None
     # the kernel's finding the technique was aimed at ("" none; kb Attempt.target_finding)
     target_finding: str | None = None
     fatal: bool = False  # the LLM or the harness is unavailable: later steps would fail too
@@ -161,12 +164,33 @@ class ProposalVerdict(msgspec.Struct, kw_only=True):
     item: str = ""  # a rejected item's JSON, truncated
 
 
+class PassedOver(msgspec.Struct, kw_only=True):
+    """A verified candidate faster than the one a run adopted that was not adopted, and why."""
+
+    rollout: int  # 0-based, as OptimizeStep's
+    depth: int
+    technique: str  # of the step that made it
+    time_ms: float  # as its step timed it
+    speedup: float  # over the original, as its step timed it
+    reason: str  # e.g. what compute-sanitizer found in it
+
+    @property
+    def summary(self) -> str:
+        return (
+            f"{self.speedup:.2f}x candidate of rollout {self.rollout + 1} step {self.depth + 1} "
+            f"({self.technique}) not adopted: {self.reason}"
+        )
+
+
 class OptimizeResult(msgspec.Struct, kw_only=True, tag="result"):
     """The run's result, from the loop to the editor."""
 
     kernel: str
     arch: str = ""
-    improved: bool = False  # a verified, memory-safe candidate faster than the original exists
+    # A verified candidate faster than the original is offered (best_source): one that passed
+    # compute-sanitizer, or one it could not check for a reason of the machine or the harness
+    # (`sanitizer` says which)
+    improved: bool = False
     best_source: str | None = None  # full text of the best verified candidate
     best_time_ms: float | None = None
     # The best candidate's check in its compute-sanitizer run: verified again on fresh inputs,
@@ -192,16 +216,37 @@ class OptimizeResult(msgspec.Struct, kw_only=True, tag="result"):
     phases: PhaseTimes = msgspec.field(default_factory=PhaseTimes)
     wall_s: float = 0.0
     rollouts_wall_s: float = 0.0
+    # compute-sanitizer's run on the offered candidate (None when none is offered): passed, or
+    # not_run with why and its fix (the candidate is then "not checked for memory errors")
+    sanitizer: SanitizerRun | None = None
+    # Every verified candidate faster than the offered one (or than the original, when none is
+    # offered) that was not adopted, with why: never dropped silently
+    passed_over: list[PassedOver] = []
 
     @property
     def message(self) -> str:
         """One line for the user, to follow the kernel's name."""
         if self.improved and self.speedup is not None:
-            return (
-                f"{self.speedup:.2f}x faster ({' → '.join(self.techniques)}), "
-                "verified on fresh inputs and compute-sanitizer"
+            text = (
+                f"{self.speedup:.2f}x faster ({' → '.join(self.techniques)}), verified on "
+                f"fresh inputs; {self._memory}"
             )
-        return self.error or "no verified candidate beat the original"
+        else:
+            text = self.error or "no verified candidate beat the original"
+        return "; ".join([text, *(p.summary for p in self.passed_over)])
+
+    @property
+    def warning(self) -> str:
+        """What the user must know before taking the result, or "": the offered candidate was
+        not checked for memory errors, or faster ones were passed over."""
+        notes = [p.summary for p in self.passed_over]
+        if self.improved and (self.sanitizer is None or self.sanitizer.status != "passed"):
+            notes.insert(0, self._memory)
+        return "; ".join(notes)
+
+    @property
+    def _memory(self) -> str:
+        return self.sanitizer.summary if self.sanitizer else "not checked for memory errors"
 
 
 OptimizeMessage = OptimizeProgress | OptimizeResult

@@ -21,15 +21,19 @@ from pathlib import Path
 
 import platformdirs
 
+from kernelblaster.folders import made_folder
 from kernelblaster.harness.protocol.records import HarnessError
+
+# The lock is the user's whatever cache_dir says (two projects share one GPU): only
+# XDG_CACHE_HOME moves it.
+_LOCK_FIX = "Set XDG_CACHE_HOME to a folder you can write (the profiling lock is per user)"
 
 
 def lock_dir() -> Path:
     """The user's folder for machine-wide profiling state: this lock, and ncu's own lock file
     (ncu.run_ncu points its TMPDIR here)."""
     directory = Path(platformdirs.user_cache_dir("kernelblaster")) / "gpu-profiling"
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
+    return made_folder(directory, fix=_LOCK_FIX)
 
 
 @contextmanager

@@ -38,6 +38,15 @@ ErrorKind = Literal[
     "golden_missing",
     "cancelled",
     "out_of_memory",
+    # a folder KernelBlaster writes to could not be made or written (kernelblaster/folders.py)
+    "setup_path",
+    # compute-sanitizer is not installed where settings say, or could not run to its verdict
+    # (it exited without a report, ran past its limit, or its worker died): not a verdict on the
+    # kernel, which is then "not checked for memory errors"
+    "sanitizer_missing",
+    "sanitizer_failed",
+    # the harness's own code failed where no candidate code runs: a bug of KernelBlaster
+    "internal",
 ]
 
 # The error kinds the user fixes in their setup (the machine, its tools, the kernel's pairing
@@ -57,6 +66,8 @@ SETUP_ERROR_KINDS: frozenset[ErrorKind] = frozenset(
         "entry_missing",
         "torch_missing",
         "golden_missing",
+        "setup_path",
+        "sanitizer_missing",
     }
 )
 # Setup errors that are expected where they happen (no GPU on this machine): said once, quietly.
@@ -64,9 +75,18 @@ EXPECTED_ERROR_KINDS: frozenset[ErrorKind] = frozenset(
     {"no_gpu", "no_driver", "no_reference", "ncu_missing"}
 )
 # The error kinds that say this machine can run no kernel at all (or the user stopped): a batch
-# of problems stops instead of failing every one alike.
+# of problems stops instead of failing every one alike (a folder of the cache that can't be
+# made fails every build).
 MACHINE_ERROR_KINDS: frozenset[ErrorKind] = frozenset(
-    {"no_gpu", "no_driver", "torch_missing", "nvcc_missing", "wrong_arch", "cancelled"}
+    {
+        "no_gpu",
+        "no_driver",
+        "torch_missing",
+        "nvcc_missing",
+        "wrong_arch",
+        "cancelled",
+        "setup_path",
+    }
 )
 
 
@@ -223,6 +243,32 @@ class VerifyResult(msgspec.Struct, kw_only=True):
     message: str = ""  # one line a person can act on
 
 
+# passed: no finding; failed: memory errors or races found in the kernel (its verdict);
+# not_run: the tool could not run to a verdict, for a reason of the machine or the harness
+SanitizerStatus = Literal["passed", "failed", "not_run"]
+
+
+class SanitizerRun(msgspec.Struct, kw_only=True):
+    """compute-sanitizer's run on a kernel (`check --sanitize`; an optimize run's best
+    candidate): what it says, which tools ran, on which inputs (harness/check/sanitizer_inputs.py),
+    in how many seconds."""
+
+    status: SanitizerStatus
+    reason: str = ""  # failed: what it found; not_run: why it could not run
+    fix: str = ""  # not_run: what to do about it
+    tools: list[str] = []  # those that ran to their verdict: memcheck, racecheck
+    inputs: str = ""  # e.g. "get_inputs() at batch_size 32 instead of 512"
+    seconds: float = 0.0  # the whole sanitizer step, its set-up included
+
+    @property
+    def summary(self) -> str:
+        """One line for the user, e.g. "memcheck, racecheck passed on get_inputs() at ..."."""
+        if self.status == "not_run":
+            return f"not checked for memory errors: {self.reason} {self.fix}".strip()
+        verdict = "passed" if self.status == "passed" else f"found {self.reason}"
+        return f"compute-sanitizer {', '.join(self.tools)} {verdict} on {self.inputs}"
+
+
 class Timing(msgspec.Struct, kw_only=True):
     median_ms: float
     min_ms: float
@@ -247,6 +293,7 @@ class CheckResult(msgspec.Struct, kw_only=True):
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     phase_seconds: dict[str, float] = {}
+    sanitizer: SanitizerRun | None = None  # when the check ran compute-sanitizer
 
 
 # --- profiling ---------------------------------------------------------------------------

@@ -1,12 +1,15 @@
 """Setup errors of the machine rather than of the user's kernel, with their fixes: PyTorch in the
-worker's interpreter (with the install command for that interpreter) and the performance
-counters' permission, which both ncu and the in-process counters need. Torch-free: the worker
-reports a missing torch without importing it."""
+worker's interpreter (with the install command for that interpreter), the performance
+counters' permission, which both ncu and the in-process counters need, a folder that can't be
+made, and a failure of the harness's own code. Torch-free: the worker reports a missing torch
+without importing it."""
 
 from __future__ import annotations
 
 import sys
+import traceback
 
+from kernelblaster.folders import FolderError
 from kernelblaster.harness.protocol.records import HarnessError
 
 COUNTER_PERMISSION_FIX = (
@@ -49,3 +52,23 @@ def torch_cpu_only(version: str) -> HarnessError:
 def is_torch(exc: ModuleNotFoundError) -> bool:
     """Whether the missing module is torch (or part of it), not something torch needs."""
     return (exc.name or "").split(".")[0] == "torch"
+
+
+def folder_error(exc: FolderError) -> HarnessError:
+    """A folder KernelBlaster writes to that can't be made: the machine's setup, never the
+    kernel's fault."""
+    return HarnessError(kind="setup_path", message=exc.message, fix=f"{exc.fix}.")
+
+
+def internal_error(exc: BaseException, *, phase: str) -> HarnessError:
+    """The harness's own code raised `exc` during `phase`, where no candidate code runs: a bug
+    of KernelBlaster (or of the machine under it), reported with its traceback, never a
+    verdict on the kernel."""
+    return HarnessError(
+        kind="internal",
+        message=f"KernelBlaster's harness failed during {phase}: {type(exc).__name__}: {exc}. "
+        "Your kernel was not judged by this.",
+        fix="Run the command again; if it fails the same way, report it with the log "
+        "(`kernelblaster --version`, the command and this traceback).",
+        log="".join(traceback.format_exception(exc))[-4000:],
+    )

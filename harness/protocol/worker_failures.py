@@ -66,6 +66,20 @@ def worker_error(failure: WorkerFailed, settings: Settings) -> HarnessError:
     """What a worker that timed out, died or broke the protocol means for the user."""
     phase = failure.phase or "build"
     log = failure.log[-_LOG_TAIL:]
+    if phase == "sanitize":
+        # compute-sanitizer runs the kernel in a process of its own: the worker's death or
+        # overrun while it waits for the tool says nothing of the kernel's memory accesses.
+        what = "ran past its time" if failure.timed_out else f"died ({failure.exit_status})"
+        if failure.exit_status is None and not failure.timed_out:
+            what = f"failed: {failure.message}"
+        return HarnessError(
+            kind="sanitizer_failed",
+            message=f"The worker {what} while compute-sanitizer checked the kernel: the memory "
+            "check has no verdict.",
+            fix="See the log; raise profile_timeout_s (profileTimeoutS) if the tool is only "
+            "slow, and run `kernelblaster check --sanitize` to retry.",
+            log=log,
+        )
     if failure.timed_out:
         return HarnessError(
             kind="timeout",

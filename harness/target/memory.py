@@ -23,6 +23,7 @@ import psutil
 import torch
 
 from kernelblaster.atomic_files import write_atomically
+from kernelblaster.folders import CACHE_FIX, made_folder
 from kernelblaster.harness.protocol.cuda_errors import OUT_OF_MEMORY_FIX
 from kernelblaster.harness.protocol.records import HarnessError
 from kernelblaster.harness.target.compare import CHUNK_ELEMENTS
@@ -113,7 +114,7 @@ def _keep(path: Path, cache: Path, sized: tuple[int, int, int], *, replace: bool
     try:
         kept = _sizes_file(path, cache)
         if replace or not kept.exists():
-            kept.parent.mkdir(parents=True, exist_ok=True)
+            made_folder(kept.parent, fix=CACHE_FIX)
             write_atomically(kept, msgspec.json.encode(sized).decode())
     except OSError:
         pass  # not kept: measured again next time; only a spare's head start is at stake

@@ -11,7 +11,11 @@ from types import ModuleType
 
 import torch
 
-from kernelblaster.harness.analysis.reference_source import DEFINITIONS, REFERENCE_FORMAT
+from kernelblaster.harness.analysis.reference_source import (
+    DEFINITIONS,
+    REFERENCE_FORMAT,
+    with_batch_size,
+)
 from kernelblaster.harness.protocol.records import HarnessError
 
 
@@ -31,7 +35,9 @@ def target_error(kind, message: str, fix: str = "") -> ReferenceError_:
     return ReferenceError_(HarnessError(kind=kind, message=message, fix=fix))
 
 
-def load_module(path: Path, module_name: str) -> ModuleType:
+def load_module(path: Path, module_name: str, text: str | None = None) -> ModuleType:
+    """The module at `path`, run from `text` instead of the file's contents when given (a copy
+    with another batch size: `load_reference`)."""
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ReferenceError_(
@@ -40,7 +46,10 @@ def load_module(path: Path, module_name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        if text is None:
+            spec.loader.exec_module(module)
+        else:
+            exec(compile(text, str(path), "exec"), module.__dict__)
     except Exception as exc:
         raise ReferenceError_(
             HarnessError(
@@ -116,8 +125,23 @@ def as_outputs(result) -> list[torch.Tensor]:
     raise TypeError(f"forward() returned {type(result).__name__}, expected tensor(s)")
 
 
-def load_reference(path: Path, device: torch.device) -> Reference:
-    module = load_module(path, f"kernelblaster_reference_{abs(hash(str(path)))}")
+def load_reference(path: Path, device: torch.device, *, batch_size: int | None = None) -> Reference:
+    """The reference at `path`; with `batch_size`, as if its `batch_size = ...` said that
+    (compute-sanitizer's smaller run, harness/check/sanitizer_inputs.py)."""
+    name = f"kernelblaster_reference_{abs(hash(str(path)))}"
+    text = None
+    if batch_size is not None:
+        text = with_batch_size(path.read_text(encoding="utf-8"), batch_size)
+        if text is None:
+            raise ReferenceError_(
+                HarnessError(
+                    kind="bad_reference",
+                    message=f"{path.name} has no `batch_size = <int>` to set to {batch_size}.",
+                    fix="Run it at the size get_inputs() gives.",
+                )
+            )
+        name += f"_batch{batch_size}"
+    module = load_module(path, name, text)
     missing = [n for n in DEFINITIONS if not hasattr(module, n)]
     if missing:
         raise ReferenceError_(

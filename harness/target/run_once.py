@@ -12,6 +12,7 @@ from pathlib import Path
 
 import msgspec
 
+from kernelblaster.folders import CACHE_FIX, made_folder
 from kernelblaster.harness.target.targets import Target
 
 # The input set the profiled (and sanitized) launch runs on, whichever program makes it.
@@ -24,10 +25,13 @@ class RunOnceSpec(msgspec.Struct, kw_only=True):
     gpu_index: int = 0
     seed: int = PROFILE_SEED
     repeat: int = 1
+    # get_inputs() at this batch_size instead of the reference's (compute-sanitizer's run on a
+    # smaller set, harness/check/sanitizer_inputs.py); None: as written
+    batch_size: int | None = None
 
 
 def write_spec(spec: RunOnceSpec, directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
+    made_folder(directory, fix=CACHE_FIX)
     path = directory / "run_once.json"
     path.write_bytes(msgspec.json.encode(spec))
     return path
@@ -48,7 +52,9 @@ def prepare_call(spec: RunOnceSpec):
 
     device = torch.device("cuda", spec.gpu_index)
     torch.cuda.set_device(device)
-    reference = load_reference(Path(spec.target.reference or ""), device)
+    reference = load_reference(
+        Path(spec.target.reference or ""), device, batch_size=spec.batch_size
+    )
     artifact = Path(spec.artifact) if spec.artifact else None
     candidate = load_candidate(spec.target, artifact, reference, device)
     return candidate, reference.inputs(spec.seed, device)

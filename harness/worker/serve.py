@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from kernelblaster.folders import FolderError
 from kernelblaster.harness.analysis.classify import classify_report
 from kernelblaster.harness.analysis.cuda_source import read_source
 from kernelblaster.harness.build.beside import build_beside
@@ -35,7 +36,12 @@ from kernelblaster.harness.protocol.records import (
     PerfState,
     ProfileReport,
 )
-from kernelblaster.harness.protocol.setup_errors import is_torch, torch_missing
+from kernelblaster.harness.protocol.setup_errors import (
+    folder_error,
+    internal_error,
+    is_torch,
+    torch_missing,
+)
 from kernelblaster.harness.protocol.worker_protocol import (
     EXPECTED_REQUEST_ENV,
     GPU_FREE_FD_ENV,
@@ -71,10 +77,22 @@ _request_came = threading.Event()
 _clean: CleanReference | None = None
 _CLEAN_STARTING = threading.Lock()
 _log = logging.getLogger(__name__)
+# The phase of the last progress message sent, and whether the candidate's own code may have
+# run in this process (a KernelBench solution's build imports it; a check loads and calls it):
+# a Python exception escaping the request is the harness's own failure (`_answer`) unless the
+# candidate's code may be running in the phase it escaped from.
+_phase = "build"
+_candidate_loaded = False
+# Phases that run no candidate code in this process even once it is loaded: compute-sanitizer
+# runs it in a process of its own, the baselines are timed in the clean reference process.
+_HARNESS_ONLY_PHASES = frozenset({"sanitize", "baseline"})
 
 
 def emit(message: WorkerProgress | WorkerResponse) -> None:
+    global _phase
     assert _stream is not None
+    if isinstance(message, WorkerProgress):
+        _phase = message.phase
     _stream.emit(message)
 
 
@@ -88,8 +106,7 @@ def _materialize(request: WorkerRequest, settings: Settings) -> Path:
     source = Path(request.source).resolve()
     if request.source_text is None:
         return source
-    root = settings.cache_root() / "candidates"
-    root.mkdir(parents=True, exist_ok=True)
+    root = settings.cache_folder("candidates")
     digest = hashlib.sha256(request.source_text.encode("utf-8")).hexdigest()[:12]
     path = root / f"{source.stem}_{digest}{source.suffix}"
     path.write_text(request.source_text, encoding="utf-8")
@@ -292,6 +309,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
             from kernelblaster.harness.check.integrity import RuntimeSnapshot
 
         integrity = RuntimeSnapshot()
+        _loads_the_candidate()  # its build imports it
     warming = _warm_counters_up(settings) if _counters_apply(request, target, settings) else None
     if target.kind == "plain" and _drives_natively(request, settings):
         _build_driver_ahead(target, settings)
@@ -319,6 +337,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     if gpu_error is not None:
         return WorkerResponse(build=built, error=gpu_error)
     before_check_s = time.perf_counter() - began
+    _loads_the_candidate()
     result, error = check.run_check(
         target,
         built,
@@ -658,5 +677,26 @@ def main() -> int:
     _request_came.set()
     if _prewarming is not None:
         _spare_age_s = time.perf_counter() - started
-    emit(handle(request))
+    emit(_answer(request))
     return 0
+
+
+def _loads_the_candidate() -> None:
+    global _candidate_loaded
+    _candidate_loaded = True
+
+
+def _answer(request: WorkerRequest) -> WorkerResponse:
+    """`handle`'s response. A folder that can't be made, or a Python exception of the harness's
+    own code (one that escapes where no candidate code runs here), is the run's error with its
+    fix, never a verdict on the kernel; one that escapes where the candidate's code may run
+    ends the worker, which its caller reports as a crash, as any other death of it there."""
+    try:
+        return handle(request)
+    except FolderError as exc:
+        return WorkerResponse(error=folder_error(exc))
+    except Exception as exc:
+        if _candidate_loaded and _phase not in _HARNESS_ONLY_PHASES:
+            raise
+        _log.exception("the harness failed during %s", _phase)
+        return WorkerResponse(error=internal_error(exc, phase=_phase))

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from openai_server import FAKE_KEY, OpenAITestServer
 
+from bench.openai_server import FAKE_KEY, OpenAITestServer
 from kernelblaster.agents.llm import LlmClient, LlmConfig
 from kernelblaster.kb.store import KnowledgeBase
 

@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from openai_server import RecordedRequest, Scripted, reply, reply_by_agent
 from test_loop import RecordedHarness, cuda, soft
+
+from bench.openai_server import RecordedRequest, Scripted, reply, reply_by_agent
 
 FIRST_TOGETHER = 2  # how many first candidate evaluations wait for each other
 BARRIER_TIMEOUT_S = 60.0

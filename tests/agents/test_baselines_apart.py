@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from openai_server import reply, reply_by_agent
 from test_kernelbench import SOFTMAX_KERNEL, ProblemHarness, write_problems
 from test_llm_overlap import _overlap
 from test_loop import cuda, soft
 
+from bench.openai_server import reply, reply_by_agent
 from kernelblaster.agents.baselines_job import BaselinesJob
 from kernelblaster.agents.gpu_gates import GpuGates
 from kernelblaster.agents.kernelbench_problems import discover

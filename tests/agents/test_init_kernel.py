@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-from openai_server import HttpError, reply
 
+from bench.openai_server import HttpError, reply
 from kernelblaster.agents.evaluation import Evaluation
 from kernelblaster.agents.init_kernel import (
     describe_signature,

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from openai_server import HttpError, Reply, reply, reply_by_agent
 from test_loop import RecordedHarness, cuda, soft
 
+from bench.openai_server import HttpError, Reply, reply, reply_by_agent
 from kernelblaster.agents.evaluation import Evaluation
 from kernelblaster.agents.kernelbench_metrics import fast_p, geomean, summarize
 from kernelblaster.agents.kernelbench_problems import (
@@ -44,6 +44,7 @@ from kernelblaster.cli import main
 from kernelblaster.harness.protocol.records import (
     CheckResult,
     HarnessError,
+    SanitizerRun,
     VerifyResult,
     VerifyWarning,
 )
@@ -390,6 +391,48 @@ def test_an_improved_problem_is_timed_finally_in_its_sanitizer_run_not_checked_a
     after_rollouts = [options for _, options in harness.calls if not options.get("ncu_below_ms")]
     assert after_rollouts[-1] == {"sanitize": True, "profile": False}
     assert {"profile": False} not in [options for _, options in harness.calls]
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_a_best_the_sanitizer_could_not_check_keeps_its_gain_and_says_so(
+    openai_server, endpoint, make_client, tmp_path, checked
+):
+    """Issue 42's bench: compute-sanitizer could not check the 4x rewrite (a reason of the
+    machine). The problem keeps optimize's gain, and its line and the report say the kernel
+    was not checked for memory errors, why and the fix. Its final timing is the sanitizer
+    run's check where that verified and timed it (`checked`), else its step's, over the first
+    check's baselines."""
+    folder = write_problems(tmp_path / "level1", "1_Softmax")
+    (folder / "1_Softmax.cu").write_text(SOFTMAX_KERNEL)
+    not_run = SanitizerRun(
+        status="not_run",
+        reason="compute-sanitizer could not be started (compute-sanitizer: No such file).",
+        fix="Install the CUDA toolkit's compute-sanitizer.",
+    )
+
+    class NoSanitizer(ProblemHarness):
+        def __call__(self, source, text, kernel, settings, **options):
+            evaluation = super().__call__(source, text, kernel, settings, **options)
+            if not options.get("sanitize"):
+                return evaluation
+            error = HarnessError(kind="sanitizer_missing", message=not_run.reason, fix=not_run.fix)
+            assert evaluation.check is not None
+            check = msgspec.structs.replace(evaluation.check, sanitizer=not_run)
+            return Evaluation(outcome="error", error=error, check=check if checked else None)
+
+    lines: list[str] = []
+    run, results = run_level(
+        folder, tmp_path, make_client(timeout_s=10.0), lines=lines, harness=NoSanitizer()
+    )
+    solved = run.problems[0]
+    assert solved.status == "verified" and solved.techniques
+    assert solved.final_ms == 0.25 and solved.optimize_speedup == pytest.approx(4.0)
+    assert (solved.eager_ms, solved.compile_ms) == (0.8, 0.6)
+    assert solved.sanitizer == not_run and solved.passed_over == []
+    assert lines[-1].endswith(f"; {not_run.summary}")
+    report = results.parent / "kernelbench-nvidia-h100-80gb-hbm3.md"
+    write_report([results], results.parent)
+    assert f"| not checked: {not_run.reason} |" in report.read_text()
 
 
 def test_continuing_with_other_options_is_refused(tmp_path):

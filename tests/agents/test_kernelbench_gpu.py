@@ -10,10 +10,10 @@ import runpy
 import shutil
 from pathlib import Path
 
-import openai_server
 import pytest
-from openai_server import reply
 
+from bench import openai_server
+from bench.openai_server import reply
 from kernelblaster.cli import main
 
 pytestmark = pytest.mark.gpu

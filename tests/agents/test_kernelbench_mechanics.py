@@ -10,9 +10,9 @@ import runpy
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import openai_server
 import pytest
 
+from bench import openai_server
 from kernelblaster.agents.code_extract import extract_cuda_source
 from kernelblaster.agents.init_kernel import init_messages, plain_form_problem
 from kernelblaster.agents.kernelbench_problems import discover

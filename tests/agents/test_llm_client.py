@@ -8,7 +8,8 @@ import socket
 import time
 
 import pytest
-from openai_server import (
+
+from bench.openai_server import (
     FAKE_KEY,
     HttpError,
     OpenAITestServer,
@@ -18,7 +19,6 @@ from openai_server import (
     reply,
     server_error,
 )
-
 from kernelblaster.agents.llm import (
     LOCAL_PLACEHOLDER_KEY,
     LlmClient,

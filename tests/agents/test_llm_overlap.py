@@ -14,9 +14,9 @@ import time
 
 import msgspec
 import pytest
-from openai_server import reply, reply_by_agent
 from test_loop import RecordedHarness, cuda, run_loop, soft
 
+from bench.openai_server import reply, reply_by_agent
 from kernelblaster.agents.evaluation import harness_phases
 from kernelblaster.agents.rollout_runners import on_gpus, runner_for
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeResult, PhaseTimes, Span

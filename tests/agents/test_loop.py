@@ -10,21 +10,37 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from openai_server import rate_limited, reply
 
-from kernelblaster.agents.evaluation import Evaluation
+from bench.openai_server import rate_limited, reply
+from kernelblaster.agents.evaluation import Evaluation, evaluation_of
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.lowering import Feedback
 from kernelblaster.harness.analysis.classify import classify
 from kernelblaster.harness.analysis.ncu_reader import read_report
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeMessage, OptimizeRequest
-from kernelblaster.harness.protocol.records import CheckResult, Timing, VerifyResult
+from kernelblaster.harness.protocol.records import (
+    BuildResult,
+    CheckResult,
+    HackFinding,
+    SanitizerRun,
+    Timing,
+    VerifyResult,
+)
+from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from kernelblaster.kb.records import code_hash
 from kernelblaster.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 SOFTMAX = REPO / "examples" / "softmax.cu"
 H200 = REPO / "tests" / "fixtures" / "ncu" / "h200-naive3" / "probe.ncu-rep"
+
+
+SANITIZER_PASSED = SanitizerRun(
+    status="passed",
+    tools=["memcheck", "racecheck"],
+    inputs="get_inputs() at batch_size 32 instead of 512",
+    seconds=1.5,
+)
 
 
 def timing(ms: float) -> Timing:
@@ -58,16 +74,38 @@ class RecordedHarness:
                 eager=timing(0.8),
                 compiled=timing(0.6),
                 verify=VerifyResult(ok=True, trials=3, atol=1e-4, rtol=1e-4, message="matches"),
+                sanitizer=SANITIZER_PASSED if options.get("sanitize") else None,
             )
             return Evaluation(outcome="verified", check=check, state=state, time_ms=ms or 1.0)
+        if verdict == "unsafe":  # memcheck's finding, merged into the verification as a check does
+            found = "Invalid __global__ write of size 4 bytes in softmax_rowthread (line 12)"
+            check = CheckResult(
+                source=str(source),
+                target_kind="plain",
+                verify=VerifyResult(
+                    ok=False,
+                    trials=3,
+                    atol=1e-4,
+                    rtol=1e-4,
+                    message=found,
+                    hacks=[HackFinding(kind="memcheck", message=found, line=12)],
+                ),
+                sanitizer=SanitizerRun(
+                    status="failed", reason=found, tools=["memcheck"], inputs="get_inputs()"
+                ),
+            )
+            return evaluation_of(WorkerResponse(check=check), None)
         outcomes = {
             "broken": ("compile_error", "compile_error", "line 3: error: expected ';'"),
             "wrong": ("wrong_result", "wrong_result", "output 0 differs in 12 elements"),
             "hack": ("rejected", "hack", "calls `cublasSgemm` instead of its own kernel"),
-            "unsafe": ("rejected", "hack", "Invalid __global__ write of size 4 bytes"),
         }
         outcome, kind, message = outcomes[verdict]
         return Evaluation(outcome=outcome, feedback=Feedback(kind=kind, message=message))
+
+
+# the policy update's two calls, answered with no change
+POLICY_UPDATE = (reply(json.dumps({"analyses": []})), reply(json.dumps({"updates": []})))
 
 
 def cuda(result: str) -> str:
@@ -157,13 +195,24 @@ def test_loop_keeps_only_verified_faster_candidates_and_records_every_attempt(
 
 
 def test_a_candidate_failing_the_sanitizer_is_not_offered(openai_server, client, kb):
+    """compute-sanitizer ran and found an out-of-bounds write: a real rejection, recorded in
+    the KB against the technique, and said in the result (never silent): which candidate and
+    what the tool found."""
     harness = RecordedHarness()
-    openai_server.push(reply(cuda("unsafe 0.4")), reply(soft(True)))
+    openai_server.push(reply(cuda("unsafe 0.4")), reply(soft(True)), *POLICY_UPDATE)
     outcome = run_loop(client, kb, harness, rollouts=1, depth=1)
-    assert not outcome.improved and outcome.best_source is None
+    assert not outcome.improved and outcome.best_source is None and outcome.sanitizer is None
     assert [a.outcome for a in kb.attempts()].count("rejected") == 1
     rejected = next(a for a in kb.attempts() if a.outcome == "rejected")
     assert rejected.error_kind == "sanitizer"
+    (passed,) = outcome.passed_over
+    assert (passed.rollout, passed.depth, passed.speedup) == (0, 0, pytest.approx(2.5))
+    assert passed.reason.startswith("compute-sanitizer memcheck found Invalid __global__ write")
+    assert outcome.message == (
+        "no verified candidate beat the original; 2.50x candidate of rollout 1 step 1 "
+        f"({passed.technique}) not adopted: {passed.reason}"
+    )
+    assert outcome.warning == outcome.message.split("; ", 1)[1]
     # recorded against the original kernel, aimed at the finding its step was aimed at there
     (step,) = outcome.steps
     assert rejected.target_finding == step.target_finding
@@ -188,8 +237,10 @@ def test_the_loops_result_is_what_the_server_reads_and_each_step_is_a_kb_row(
     (step,) = result.steps
     assert result.techniques == [step.technique]
     assert result.message == (
-        f"2.00x faster ({step.technique}), verified on fresh inputs and compute-sanitizer"
+        f"2.00x faster ({step.technique}), verified on fresh inputs; compute-sanitizer "
+        "memcheck, racecheck passed on get_inputs() at batch_size 32 instead of 512"
     )
+    assert result.sanitizer == SANITIZER_PASSED and result.warning == ""
     (attempt,) = kb.attempts()
     assert (attempt.technique, attempt.outcome, attempt.after_state) == (
         step.technique,
@@ -275,3 +326,79 @@ def test_a_state_the_kb_lacks_is_mapped_by_the_state_extractor(openai_server, cl
     assert "classify the performance state" in openai_server.chat_requests[0].prompt_text
     (attempt,) = kb.attempts()
     assert attempt.before_state == "memory.l1" and attempt.outcome == "compile_error"
+
+
+class SanitizerCannotRun(RecordedHarness):
+    """The best candidate's sanitizer evaluation as the worker answers where compute-sanitizer
+    cannot check it, for a reason not the candidate's (`why`): the check verified and timed
+    the candidate, then the real sanitizer code met a compute_sanitizer_path naming no
+    program ("missing") or a cache whose work folder can't be made ("no_folder"); or the
+    worker died of a traceback in harness code while the tool ran ("worker_died", the
+    FileNotFoundError of issue 42). Each goes through the loop's own reading of a worker
+    response (evaluation_of)."""
+
+    def __init__(self, tmp_path: Path, why: str):
+        super().__init__()
+        self.tmp_path, self.why = tmp_path, why
+
+    def __call__(self, source, text, kernel, settings, **options):
+        evaluation = super().__call__(source, text, kernel, settings, **options)
+        if not options.get("sanitize"):
+            return evaluation
+        from kernelblaster.harness.check.sanitizer import sanitize_target
+        from kernelblaster.harness.protocol.worker_failures import WorkerFailed, worker_error
+        from kernelblaster.harness.target.targets import Target
+
+        if self.why == "worker_died":
+            failure = WorkerFailed(
+                "the worker exited (exit 1) without a result",
+                log="Traceback (most recent call last):\n  ...\nFileNotFoundError: [Errno 2] "
+                "No such file or directory: '/root/.cache/kernelblaster/work/sanitize-x'",
+                phase="sanitize",
+                exit_status="exit 1",
+            )
+            return evaluation_of(WorkerResponse(error=worker_error(failure, settings)), None)
+        (self.tmp_path / "blocker").write_text("a file where the cache should be")
+        missing = self.tmp_path / "nowhere" / "compute-sanitizer"
+        cache = self.tmp_path / ("blocker" if self.why == "no_folder" else "cache") / "kb"
+        target = Target(
+            kind="plain",
+            source=str(SOFTMAX),
+            entry="softmax",
+            reference=str(SOFTMAX.with_suffix(".py")),
+        )
+        built = BuildResult(ok=True, source=str(SOFTMAX), artifact="/x/libsoftmax.so", arch="sm_90")
+        tool = Settings(compute_sanitizer_path=str(missing), cache_dir=str(cache))
+        _, run, error = sanitize_target(target, built, tool)
+        assert evaluation.check is not None
+        check = msgspec.structs.replace(evaluation.check, sanitizer=run)
+        return evaluation_of(WorkerResponse(check=check, error=error), None)
+
+
+@pytest.mark.parametrize("why", ["missing", "no_folder", "worker_died"])
+def test_a_sanitizer_that_cannot_run_leaves_the_faster_candidate_offered_and_marked(
+    openai_server, client, kb, tmp_path, why
+):
+    """Issue 42: compute-sanitizer could not check the 2.5x candidate for a reason of the
+    machine or the harness. The candidate is still offered (improved, its speedup), marked
+    "not checked for memory errors: <why> <fix>" in the result and its message; the KB
+    records no rejection of the technique, only its success."""
+    harness = SanitizerCannotRun(tmp_path, why)
+    openai_server.push(reply(cuda("verified 0.4")), reply(soft(True)), *POLICY_UPDATE)
+    outcome = run_loop(client, kb, harness, rollouts=1, depth=1)
+    assert outcome.improved and outcome.speedup == pytest.approx(2.5)
+    assert outcome.best_source is not None and "KB_RESULT_verified_0.4" in outcome.best_source
+    assert outcome.sanitizer is not None and outcome.sanitizer.status == "not_run"
+    expected = {
+        "missing": ("compute-sanitizer could not be started", "compute_sanitizer_path"),
+        "no_folder": (f"{tmp_path / 'blocker'} is a file, not a folder", "cache_dir"),
+        "worker_died": ("died (exit 1) while compute-sanitizer checked", "profile_timeout_s"),
+    }[why]
+    assert expected[0] in outcome.sanitizer.reason and expected[1] in outcome.sanitizer.fix
+    assert outcome.passed_over == [] and outcome.error is None
+    assert outcome.message.startswith("2.50x faster")
+    assert "; not checked for memory errors: " in outcome.message
+    assert outcome.warning.startswith("not checked for memory errors: ")
+    assert [a.outcome for a in kb.attempts()] == ["success"]
+    # its final timing: the sanitizer run's check where it verified and timed the candidate
+    assert (outcome.best_check is None) == (why == "worker_died")

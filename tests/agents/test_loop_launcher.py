@@ -13,9 +13,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from openai_server import reply, server_error
 from test_loop import H200, SOFTMAX, RecordedHarness, cuda, run_loop, soft, timing
 
+from bench.openai_server import reply, server_error
 from kernelblaster.agents.evaluation import Evaluation, evaluation_of
 from kernelblaster.agents.loop import (
     CHAIN_DISCOUNT,

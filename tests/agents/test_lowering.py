@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from openai_server import reply, server_error
 
+from bench.openai_server import reply, server_error
 from kernelblaster.agents.llm import LlmError
 from kernelblaster.agents.lowering import Feedback, LoweringInput, lower
 from kernelblaster.harness.protocol.records import Finding, PerfState

@@ -8,8 +8,8 @@ import math
 import uuid
 
 import pytest
-from openai_server import reply
 
+from bench.openai_server import reply
 from kernelblaster.agents.policy_update import evaluate_policy, update_policy
 from kernelblaster.kb.records import Attempt
 

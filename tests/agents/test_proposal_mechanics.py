@@ -10,10 +10,10 @@ import runpy
 import shutil
 from pathlib import Path
 
-import openai_server
 import pytest
 from test_loop import RecordedHarness
 
+from bench import openai_server
 from kernelblaster.agents.llm import LlmClient, LlmConfig
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.harness.analysis.cuda_source import extern_c_functions

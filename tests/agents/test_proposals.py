@@ -10,9 +10,9 @@ import json
 
 import msgspec
 import pytest
-from openai_server import reply, reply_by_agent
 from test_loop import SOFTMAX, RecordedHarness, cuda, soft
 
+from bench.openai_server import reply, reply_by_agent
 from kernelblaster.agents.loop import OptimizeRun, run_optimization
 from kernelblaster.agents.proposals import (
     DUPLICATE_SIMILARITY,

@@ -11,10 +11,10 @@ import json
 import shutil
 from pathlib import Path
 
-import openai_server
 import pytest
-from openai_server import RecordedRequest, Scripted, reply, reply_by_agent
 
+from bench import openai_server
+from bench.openai_server import RecordedRequest, Scripted, reply, reply_by_agent
 from kernelblaster.cli import main
 from kernelblaster.kb.store import KnowledgeBase
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openai_server import reply
-
+from bench.openai_server import reply
 from kernelblaster.agents.soft_verify import UNPARSEABLE, soft_verify
 
 DATA = Path(__file__).parent / "data"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from openai_server import reply
 
+from bench.openai_server import reply
 from kernelblaster.agents.state_extractor import refine_state
 from kernelblaster.harness.protocol.records import Finding, Headroom, PerfState
 

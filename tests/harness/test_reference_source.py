@@ -64,3 +64,35 @@ def test_other_python_files_and_broken_ones_are_not_references():
     # `class Model` only inside a string
     text = 'def Model():\n    pass\nclass get_inputs:\n    pass\nDOC = """\nclass Model\n"""\n'
     assert outline(text) is None
+
+
+def test_the_batch_size_is_read_and_rewritten_where_it_is_one_integer_literal():
+    from kernelblaster.harness.analysis.reference_source import batch_size_of, with_batch_size
+
+    text = (REPO / "bench/kernelbench/level2/12_Gemm_Multiply_LeakyReLU.py").read_text()
+    assert batch_size_of(text) == 512
+    copy = with_batch_size(text, 32)
+    assert copy is not None and batch_size_of(copy) == 32
+    assert copy.replace("batch_size = 32", "batch_size = 512") == text  # nothing else changed
+    # columns are characters: a non-ASCII string before the literal on its line
+    assert (
+        with_batch_size('label = "µs"; batch_size = 4096\n', 40)
+        == 'label = "µs"; batch_size = 40\n'
+    )
+
+
+def test_a_batch_size_that_is_not_one_plain_integer_is_left_alone():
+    from kernelblaster.harness.analysis.reference_source import batch_size_of, with_batch_size
+
+    for text in [
+        "x = 1\n",  # none
+        "batch_size = 16\nbatch_size = 32\n",  # twice
+        "batch_size = 16\nbatch_size *= 2\n",  # changed after
+        "batch_size = 4 * 64\n",  # an expression
+        "batch_size: int = 64\n",  # annotated: left to the author
+        "batch_size = 64.0\n",
+        "batch_size = True\n",
+        "def f(:\n",  # broken
+    ]:
+        assert batch_size_of(text) is None, text
+        assert with_batch_size(text, 8) is None

@@ -31,10 +31,9 @@ def _findings(name: str, native: bool, tmp_path: Path) -> set[tuple[str, int | N
     assert isinstance(target, Target), target
     built = build(build_spec(target, settings), settings)
     assert built.ok, built.error
-    work = tmp_path / f"{name}-{native}"
-    work.mkdir()
-    findings, error = sanitize_target(target, built, settings, work)
+    findings, run, error = sanitize_target(target, built, settings)
     assert error is None, error
+    assert run.status == ("failed" if findings else "passed"), run
     return {(finding.kind, finding.line) for finding in findings}
 
 

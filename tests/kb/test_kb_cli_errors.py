@@ -43,7 +43,8 @@ def test_a_kb_folder_that_cannot_be_created_is_one_clear_line(tmp_path):
         command, env={**env, "XDG_DATA_HOME": str(blocker)}, capture_output=True, text=True
     )
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert "folder of the knowledge base" in done.stderr and "KERNELBLASTER_KB" in done.stderr
+    assert f"Cannot use the folder {blocker / 'kernelblaster'}: {blocker} is a file" in done.stderr
+    assert "KERNELBLASTER_KB" in done.stderr
 
 
 @pytest.mark.skipif(shutil.which("chattr") is None, reason="needs chattr (e2fsprogs)")

@@ -12,6 +12,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcRequestCancelled
 
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeResult
+from kernelblaster.harness.protocol.records import SanitizerRun
 from kernelblaster.server.documents import path_to_uri
 from tests.server.conftest import (
     alive,
@@ -25,7 +26,17 @@ from tests.server.conftest import (
 FASTER_TRANSPOSE = "// transpose through a shared-memory tile (verified candidate)\n"
 
 
-def record_candidate(workspace, source: Path) -> str:
+MEMCHECK_PASSED = SanitizerRun(
+    status="passed",
+    tools=["memcheck", "racecheck"],
+    inputs="get_inputs() at batch_size 32 instead of 512",
+    seconds=2.1,
+)
+
+
+def record_candidate(
+    workspace, source: Path, sanitizer: SanitizerRun | None = MEMCHECK_PASSED
+) -> str:
     best = source.read_text().replace("// 1. Naive transpose", FASTER_TRANSPOSE + "// 1. Naive")
     workspace.record(
         "optimize",
@@ -35,6 +46,7 @@ def record_candidate(workspace, source: Path) -> str:
             best_source=best,
             speedup=2.4,
             techniques=["shared_memory_tiling"],
+            sanitizer=sanitizer,
         ),
     )
     return best
@@ -79,8 +91,10 @@ async def test_optimize_applies_the_verified_candidate_against_its_version(clien
     result = await execute_optimize(client, uri, version=1)
     assert result == {
         "applied": True,
-        "message": "transpose_naive 2.40× faster (shared_memory_tiling).",
+        "message": "transpose_naive 2.40× faster (shared_memory_tiling); compute-sanitizer "
+        "memcheck, racecheck passed on get_inputs() at batch_size 32 instead of 512.",
     }
+    assert not [m for m in client.messages if m.type == types.MessageType.Warning]
     (run,) = optimize_runs(workspace)
     assert run["technique"] == "shared_memory_tiling" and run["rollouts"] == 2 and run["depth"] == 1
     (applied,) = client.applied_edits
@@ -111,6 +125,32 @@ async def test_optimize_applies_the_verified_candidate_against_its_version(clien
     # its progress: one token, begun cancellable, with the worker's step, then ended
     reports = [r for rs in client.progress_reports.values() for r in rs if r.kind == "report"]
     assert any("rollout 1 step 1 (replay)" in (r.message or "") for r in reports)
+
+
+async def test_a_candidate_not_checked_for_memory_errors_is_applied_with_a_warning(
+    client, workspace
+):
+    """The candidate compute-sanitizer could not check (the machine's reason) is offered all
+    the same, and the editor says so: a warning with why and the fix, in the notification
+    (window/showMessage) and in the command's answer."""
+    source = copy_five(workspace)
+    not_run = SanitizerRun(
+        status="not_run",
+        reason="compute-sanitizer could not be started (/opt/cuda/bin/compute-sanitizer: "
+        "No such file or directory).",
+        fix="Install the CUDA toolkit's compute-sanitizer.",
+    )
+    record_candidate(workspace, source, sanitizer=not_run)
+    await start(client, workspace)
+    uri = open_document(client, source)
+    await wait_for_states(client, uri, count=5)
+    result = await execute_optimize(client, uri, version=1)
+    assert result["applied"] is True
+    assert result["warning"] == not_run.summary
+    assert result["message"].endswith(f"; {not_run.summary}.")
+    warning = next(m for m in client.messages if m.type == types.MessageType.Warning)
+    assert warning.message == f"transpose_naive: {not_run.summary}"
+    assert len(client.applied_edits) == 1
 
 
 async def test_an_edit_is_refused_onto_a_document_that_changed(client, workspace):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from lsprotocol import types
-from openai_server import HttpError, reply
 
+from bench.openai_server import HttpError, reply
 from kernelblaster.harness.protocol.init_protocol import InitResult
 from kernelblaster.harness.protocol.records import VerifyResult
 from kernelblaster.server.documents import path_to_uri
