@@ -56,7 +56,7 @@ def test_other_settings_need_no_trust(tmp_path):
 
 def test_trust_holds_for_the_file_as_trusted_and_ends_with_an_edit(tmp_path):
     repo = _repo(tmp_path, 'nvcc = "/opt/cuda/bin/nvcc"\n')
-    trust(repo / "kernelblaster.toml", [])
+    trust(repo / "kernelblaster.toml", [], [])
     assert load_settings(repo, environ={}).nvcc == "/opt/cuda/bin/nvcc"
     (repo / "kernelblaster.toml").write_text('nvcc = "/tmp/evil"\n')
     with pytest.raises(UntrustedConfigError):
@@ -72,6 +72,7 @@ def test_a_corrupt_trust_list_is_reported_not_ignored(tmp_path):
 
 
 def test_a_broken_pyproject_of_another_project_above_is_passed_over(tmp_path):
+    (tmp_path / ".git").mkdir()  # the repository's root: its own pyproject.toml is read
     (tmp_path / "pyproject.toml").write_text("[project\nname = 'someone else'\n")
     (tmp_path / "work").mkdir()
     assert load_settings(tmp_path / "work", environ={}).rollouts == 4
@@ -128,7 +129,7 @@ def test_a_named_link_pointed_elsewhere_after_trust_needs_trust_again(tmp_path):
     for name in ("gcc-a", "gcc-b"):
         (repo / "tools" / name).write_text(f"#!/bin/sh\n# {name}\n")
     (repo / "tools" / "cc").symlink_to("gcc-a")
-    trust(repo / "kernelblaster.toml", [repo / "tools" / "cc"])
+    trust(repo / "kernelblaster.toml", [repo / "tools" / "cc"], [])
     assert load_settings(repo, environ={}).nvcc_flags == ["-ccbin", "tools/cc"]
     (repo / "tools" / "cc").unlink()
     (repo / "tools" / "cc").symlink_to("gcc-b")

@@ -187,12 +187,15 @@ def _listing(
             if '"' not in value:  # the quoted lists (INCLUDES, LIBRARIES) are nvcc's bookkeeping
                 own[name] = environ[name] = value
             continue
-        steps.append(_step(len(steps), line, own, environ))
+        steps.append(_step(len(steps), line, own, environ, cwd))
     return _Listing(said, steps)
 
 
-def _step(order: int, line: str, own: Mapping[str, str], environ: dict[str, str]) -> _Step:
-    """The line as a command to run without a shell, its program found on nvcc's PATH."""
+def _step(
+    order: int, line: str, own: Mapping[str, str], environ: dict[str, str], cwd: Path
+) -> _Step:
+    """The line as a command to run without a shell in `cwd`, its program found on nvcc's
+    PATH (or, named with a folder, `-ccbin`'s, from `cwd`)."""
     words = _words(line, own)
     stage = _stage(words) if words else None
     if stage is None:
@@ -201,7 +204,8 @@ def _step(order: int, line: str, own: Mapping[str, str], environ: dict[str, str]
             "Remove the flag that asks for it (e.g. -M, -MD: the build records the files it "
             "reads itself).",
         )
-    if stage != "rm" and shutil.which(words[0], path=environ.get("PATH")) is None:
+    program = cwd / words[0] if "/" in words[0] else words[0]
+    if stage != "rm" and shutil.which(program, path=environ.get("PATH")) is None:
         raise RefusedCommand(
             f"nvcc's step runs {words[0]}, which is not on nvcc's PATH",
             "Install it, or set the host compiler nvcc uses (-ccbin) to one that is installed.",
