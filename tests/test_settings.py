@@ -1,5 +1,8 @@
 """Settings: defaults, kernelblaster.toml, [tool.kernelblaster], environment, editor overrides."""
 
+from pathlib import Path
+
+import msgspec
 import pytest
 
 from kernelblaster.settings import Settings, SettingsError, load_settings
@@ -144,3 +147,18 @@ def test_the_environment_and_the_editor_are_bounded_too():
         Settings().merged({"depth": 100})
     with pytest.raises(SettingsError, match="parallel_gpu_jobs = '1000'"):
         load_settings(environ={"KERNELBLASTER_PARALLEL_GPU_JOBS": "1000"}, read_files=False)
+
+
+def test_the_readme_documents_every_counts_maximum():
+    """The maxima are documented where the trust section says what is bounded."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    bounded = {}
+    for field in msgspec.inspect.type_info(Settings).fields:
+        kinds = getattr(field.type, "types", (field.type,))
+        for kind in kinds:
+            if isinstance(kind, msgspec.inspect.IntType) and kind.le is not None:
+                bounded[field.name] = kind.le
+    assert {"trials", "rollouts", "depth", "top_k", "gpu_index"} <= bounded.keys()
+    assert [
+        f"`{name}` {most}" for name, most in bounded.items() if f"`{name}` {most}" not in readme
+    ] == []
