@@ -51,7 +51,7 @@ _NAME = re.compile(r"\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _HOST_CHAIN = ("gcc (preprocessing 4)", "cudafe++")
 _DEVICE_CHAIN = ("gcc (preprocessing 1)", "cicc", "ptxas", "fatbinary")
-_PREPROCESSING = frozenset({"gcc (preprocessing 1)", "gcc (preprocessing 4)"})
+_SOURCE_SUFFIXES = frozenset({".cu", ".cpp", ".cc", ".cxx", ".c"})
 
 
 class NvccRun(NamedTuple):
@@ -464,16 +464,15 @@ def _run_split(plan: _Plan, *, cwd: Path, deadline: float, command: list[str]) -
 def _run_in_order(
     listing: _Listing, *, cwd: Path, deadline: float, deps: Path, command: list[str]
 ) -> NvccRun:
-    """Every step in nvcc's order, one at a time, up to the first that fails; what the passes
-    that read the sources read (the preprocessing passes of a `.cu`, the compile of a `.cpp`)
-    is gathered into `deps`."""
+    """Every step in nvcc's order, one at a time, up to the first that fails; what the host
+    compiler's passes over the command's sources read (the preprocessing passes of a `.cu`, the
+    compile of a `.cpp`; not nvcc's own intermediates) is gathered into `deps`."""
     runner = _Runner(cwd=cwd, deadline=deadline)
-    stages = {step.stage for step in listing.steps}
-    reading = _PREPROCESSING & stages or {"gcc (compiling)"}
+    sources = {word for word in command if Path(word).suffix in _SOURCE_SUFFIXES}
     parts = {
         step.order: deps.with_name(f"{deps.name}.{step.order}")
         for step in listing.steps
-        if step.stage in reading
+        if step.stage.startswith("gcc (") and sources & set(step.words)
     }
     steps = [
         _writing_deps(step, parts[step.order]) if step.order in parts else step
