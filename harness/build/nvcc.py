@@ -16,9 +16,9 @@ file's key with the text as its content (harness/build/cache.py), so saving that
 The artifact differs from the saved file's build only in nvcc's record of its input path in the
 fatbinary (`--orig_src_path_name`), which nothing reads back.
 
-One source is built by one nvcc command, run as nvcc's own steps with the host front end beside
-the device compile where it can be (harness/build/nvcc_steps.py: the same bytes, ~0.37 s sooner on the
-H100 machine's host). Several (a torch extension's kernels and its bindings) are built in
+One source is built by one nvcc command, run as nvcc's own steps without nvcc's shell, the host
+front end beside the device compile where it can be (harness/build/nvcc_steps.py: the same bytes,
+~0.37 s sooner on the H100 machine's host). Several (a torch extension's kernels and its bindings) are built in
 parts: each source to an object, then one link, every step cached on its own, so an edit
 recompiles only the source it touched (each step has the build timeout).
 """

@@ -15,17 +15,8 @@ from pathlib import Path
 
 import pytest
 from lsprotocol import types
-from pytest_lsp import client_capabilities
 
-from kernelblaster.server.documents import path_to_uri
-from tests.server.conftest import (
-    Workspace,
-    by_code,
-    copy_five,
-    initialize,
-    open_document,
-    wait_until,
-)
+from tests.server.conftest import Workspace, by_code, copy_five, open_document, start, wait_until
 
 pytestmark = pytest.mark.usefixtures("own_trust_list")
 
@@ -46,20 +37,9 @@ def _canary_worker(workspace: Workspace, marker: Path) -> list[str]:
     return [str(script)]
 
 
-async def _session(client, workspace: Workspace, marker: Path, **options: object) -> None:
-    """initialize as Neovim's snippet does: no `trusted` unless `options` has one."""
-    client.set_configuration(
-        {"kernelblaster": workspace.settings(workerCommand=_canary_worker(workspace, marker))}
-    )
-    await initialize(
-        client,
-        types.InitializeParams(
-            capabilities=client_capabilities("neovim"),
-            root_uri=path_to_uri(workspace.root),
-            workspace_folders=[types.WorkspaceFolder(uri=path_to_uri(workspace.root), name="ws")],
-            initialization_options=options,
-        ),
-    )
+async def _session(client, workspace: Workspace, marker: Path, trusted: bool | None = None):
+    """A session whose worker is the canary; no `trusted` sent unless given."""
+    await start(client, workspace, trusted=trusted, workerCommand=_canary_worker(workspace, marker))
 
 
 def _trust(*args: str) -> str:
