@@ -133,9 +133,10 @@ def assess(
 
 
 def _above(key: str, value: Any, default: Any) -> bool:
+    """Whether `value` (as a file spells it: "5" converts too) spends more than `default`."""
     if key == "ncu_depth":
         return _DEPTHS.index(value) > _DEPTHS.index(default)
-    return value > default
+    return type(default)(value) > default
 
 
 def bases(table: dict[str, Any], config_dir: Path, start: Path | None) -> tuple[Path, ...]:

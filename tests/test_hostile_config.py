@@ -448,3 +448,10 @@ def test_a_model_other_than_the_default_needs_trust(home):
     repo = _repo(home, "llm_model = 'o1-pro'\n")
     with pytest.raises(UntrustedConfigError, match=r"llm_model = 'o1-pro' .*which model"):
         load_settings(repo / "k.cu")
+
+
+@pytest.mark.parametrize("spelled", ['"5"', "5.0"])
+def test_a_budget_spelled_as_another_type_is_judged_as_its_value(home, spelled):
+    repo = _repo(home, f"rollouts = {spelled}\n")
+    with pytest.raises(UntrustedConfigError, match=r"rollouts = \S+ \(above its default 4"):
+        load_settings(repo / "k.cu")
