@@ -45,14 +45,12 @@ class SettingsError(ValueError):
 
 
 # Ranges: a timeout is positive and at most a day (an "infinite" one would overflow the timers);
-# counts of trials, attempts and rollouts are at least one and at most a documented maximum
-# (README: Settings), each well past what the method gains from (the paper: 10 rollouts, 10
-# steps, diminishing past 8 and 4); tolerances are finite and >= 0.
+# counts of trials, attempts and rollouts are at least one and at most a maximum the README
+# documents, each well past what the method gains from (the paper: 10 rollouts, 10 steps,
+# diminishing past 8 and 4); tolerances are finite and >= 0.
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 Tolerance = Annotated[float, msgspec.Meta(ge=0, le=1e30)]
 GpuIndex = Annotated[int, msgspec.Meta(ge=0, le=255)]
-
-
 Trials = Annotated[int, msgspec.Meta(ge=1, le=100)]
 Rollouts = Annotated[int, msgspec.Meta(ge=1, le=64)]
 Steps = Annotated[int, msgspec.Meta(ge=1, le=32)]  # depth, top_k, init_attempts
@@ -231,7 +229,7 @@ def find_config_dir(start: Path, workspace: Path | None = None) -> Path | None:
     (the editor's workspace folder), holding kernelblaster.toml or a pyproject.toml with a
     [tool.kernelblaster] table. A pyproject.toml that doesn't parse is passed over when it
     doesn't mention kernelblaster (another project's broken file is not our error)."""
-    for directory in config_folders(start, workspace):
+    for directory in _config_folders(start, workspace):
         if (directory / CONFIG_FILE).is_file():
             return directory
         pyproject = directory / "pyproject.toml"
@@ -240,12 +238,13 @@ def find_config_dir(start: Path, workspace: Path | None = None) -> Path | None:
     return None
 
 
-def config_folders(start: Path, workspace: Path | None = None) -> list[Path]:
+def _config_folders(start: Path, workspace: Path | None) -> list[Path]:
     """The folders whose configuration may apply to `start`: its own, then each above it up to
     the first that is the repository's root (holds `.git`) or `workspace`; only its own when
     neither is above it. A folder others may write to ends the list before it: its files are
     anybody's (a kernelblaster.toml, or a .git, planted in /tmp)."""
     start = start if start.is_dir() else start.parent
+    workspace = workspace.resolve() if workspace is not None else None
     found: list[Path] = []
     for folder in (start, *start.parents):
         if _writable_by_others(folder):
