@@ -3,59 +3,68 @@ trust covers.
 
 Anyone who can commit to a repository writes its `kernelblaster.toml` (or the
 `[tool.kernelblaster]` table of its `pyproject.toml`). So the settings such a file may set on its
-own are an allow-list of ones known to be harmless: tolerances, budgets, timeouts, trial counts,
-which GPU, and nvcc flags that only change the code generated (kernelblaster/nvcc_flags.py).
+own are an allow-list of ones known to be harmless: tolerances, which GPU, budgets at or below
+their defaults, and nvcc flags that only change the code generated (kernelblaster/nvcc_flags.py).
 Every other setting — one added to Settings later included — needs the user's trust
 (kernelblaster/trust.py), because it names a program to run, a place to write, where network
-traffic goes, or which environment variable holds a secret.
+traffic goes, which secret is sent, or spends more GPU time or money than the defaults. A value
+equal to its default changes nothing and needs no trust.
 
 Trust covers the file as it is and every file or folder inside the repository that its
-restricted settings name (an options file, a host-compiler folder, a worker script): a change
-to any of them needs trusting again. Relative names are looked up from the configuration file's
-folder and from the folder of the source being built, where nvcc resolves them.
+restricted settings name (an options file, a host-compiler folder, a worker script), with the
+files an options file or a response file names in turn: a change to any of them needs trusting
+again. Places that are written (`kb_path`, `cache_dir`) are covered by where they are, not by
+what they hold, which changes with every use. Relative names are looked up from the
+configuration file's folder, from the folder of the source being built and from each target's,
+where nvcc resolves them.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+import shlex
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kernelblaster.nvcc_flags import refused_nvcc_flags
+from kernelblaster.nvcc_flags import Place, options_files, output_values, refused_nvcc_flags
 
-# Settings that decide nothing but how hard or how long to try, how closely to compare, and on
-# which GPU: harmless from any file.
+# Settings that decide nothing but how closely to compare, which switches are on and on which
+# GPU: harmless from any file.
 INERT_SETTINGS = frozenset(
     {
         "arch",  # checked as an architecture name before nvcc sees it (harness/build/nvcc.py)
         "build_on_change",
-        "ncu_depth",
         "native_profile_driver",
         "native_sanitizer_driver",
         "in_process_counters",
-        "build_timeout_s",
-        "run_timeout_s",
-        "profile_timeout_s",
-        "trials",
         "atol",
         "rtol",
         "allow_library_calls",
         "gpu_index",
-        "parallel_gpu_jobs",
-        "llm_model",  # a name sent to the user's own endpoint
         "llm_timeout_s",
-        "llm_max_retries",
-        "init_attempts",
-        "rollouts",
-        "depth",
-        "top_k",
         "code_lens",  # whether the editor shows a lens above each kernel
     }
 )
-# Why each other setting needs trust (the message names it). A setting in neither list needs
-# trust too: the list of harmless ones is the only one that lets anything through.
+# Settings that spend GPU time, LLM calls or money. Settings bounds each (kernelblaster/
+# settings.py); a file may lower them, a value above the default needs trust.
+BUDGET_SETTINGS = {
+    "trials": "runs each check more times",
+    "rollouts": "runs more LLM trajectories, each a chain of LLM calls and GPU runs",
+    "depth": "applies more optimizations in a row, each an LLM call and GPU runs",
+    "top_k": "ranks more techniques to try",
+    "init_attempts": "tries more LLM replies",
+    "llm_max_retries": "retries each LLM call more times",
+    "parallel_gpu_jobs": "runs more jobs on one GPU at once",
+    "build_timeout_s": "lets a build run longer",
+    "run_timeout_s": "lets the repository's kernel run longer",
+    "profile_timeout_s": "lets a profile run longer",
+    "ncu_depth": "profiles every section (several times the GPU time)",
+}
+_DEPTHS = ("quick", "full")
+# Why each other setting needs trust (the message names it). A setting in no list needs trust
+# too: the lists of harmless ones are the only ones that let anything through.
 RESTRICTED_SETTINGS = {
     "nvcc": "names a program to run",
     "ncu_path": "names a program to run",
@@ -64,14 +73,17 @@ RESTRICTED_SETTINGS = {
     "optimize_worker_command": "names a program to run",
     "llm_base_url": "decides where your prompts and API key are sent",
     "llm_api_key_env": "decides which environment variable is sent as the API key",
+    "llm_model": "decides which model your API key pays for",
     "kb_path": "decides where your knowledge base is written (or which server it goes to)",
     "cache_dir": "decides where builds are written",
 }
+# Settings naming a place that is written: trusted by where it is (kernelblaster/trust.py)
+WRITTEN_SETTINGS = ("kb_path", "cache_dir")
 # A target's keys: its files must be inside the repository (the kernel and its reference are
 # the repository's own code, which `check` runs by design); its flags pass the nvcc allow-list.
-_TARGET_FILES = ("source", "reference", "bindings", "golden")
+TARGET_FILES = ("source", "reference", "bindings", "golden")
 _INERT_TARGET_KEYS = frozenset(
-    {"entry", "kind", "args", "atol", "rtol", "allow_library_calls", *_TARGET_FILES}
+    {"entry", "kind", "args", "atol", "rtol", "allow_library_calls", *TARGET_FILES}
 )
 
 
@@ -86,56 +98,89 @@ def repository_of(config_dir: Path) -> Path:
 
 class Assessment(NamedTuple):
     problems: list[str]  # `setting = value (why)` for each setting that needs trust
-    words: list[str]  # every word of those settings' values (what trust must cover)
+    words: list[str]  # the words of those settings' values whose contents trust covers
+    places: list[Path]  # the places written that trust covers by where they are
 
 
-def assess(table: dict[str, Any], config_dir: Path) -> Assessment:
+def assess(
+    table: dict[str, Any], config_dir: Path, start: Path | None, defaults: Mapping[str, Any]
+) -> Assessment:
     """What in a configuration file's table (already checked against Settings' types) needs
-    the user's trust. `config_dir`: the configuration file's folder."""
-    repository = repository_of(config_dir)
-    assessment = Assessment([], [])
+    the user's trust. `config_dir`: the configuration file's folder; `start`: the source (or
+    folder) being worked on; `defaults`: each setting's default."""
+    place = Place(repository_of(config_dir).resolve(), bases(table, config_dir, start))
+    assessment = Assessment([], [], [])
     for key, value in table.items():
-        if key in INERT_SETTINGS:
+        if key in INERT_SETTINGS or value == defaults.get(key):
             continue
-        if key == "nvcc_flags":
-            _assess_flags(assessment, key, value, repository)
+        if key in BUDGET_SETTINGS:
+            if _above(key, value, defaults[key]):
+                why = f"above its default {defaults[key]!r}: it {BUDGET_SETTINGS[key]}"
+                assessment.problems.append(f"{key} = {value!r} ({why})")
+        elif key == "nvcc_flags":
+            _assess_flags(assessment, key, value, place)
         elif key == "targets":
             for number, target in enumerate(value):
-                where = f"targets[{number}]"
-                _assess_target(assessment, where, target, config_dir, repository)
+                _assess_target(assessment, f"targets[{number}]", target, config_dir, place)
         else:
             why = RESTRICTED_SETTINGS.get(key, "is not known to be harmless")
             assessment.problems.append(f"{key} = {value!r} ({why})")
-            assessment.words.extend(_strings(value))
+            if key in WRITTEN_SETTINGS:
+                assessment.places.append(Path(os.path.normpath(config_dir / value)))
+            else:
+                assessment.words.extend(_strings(value))
     return assessment
 
 
-def _assess_flags(assessment: Assessment, key: str, flags: list[str], repository: Path) -> None:
-    refused = refused_nvcc_flags(flags, repository)
+def _above(key: str, value: Any, default: Any) -> bool:
+    """Whether `value` (as a file spells it: "5" converts too) spends more than `default`."""
+    if key == "ncu_depth":
+        return _DEPTHS.index(value) > _DEPTHS.index(default)
+    return type(default)(value) > default
+
+
+def bases(table: dict[str, Any], config_dir: Path, start: Path | None) -> tuple[Path, ...]:
+    """The folders nvcc may run in for this configuration (it resolves relative paths from
+    the source's folder): the configuration's, `start`'s (a source, or a folder) and each
+    target source's."""
+    found = {config_dir}
+    if start is not None:
+        found.add(start if start.is_dir() else start.parent)
+    for target in table.get("targets", []):
+        if isinstance(target, dict) and isinstance(target.get("source"), str):
+            found.add((config_dir / target["source"]).parent)
+    return tuple(sorted(found))
+
+
+def _assess_flags(assessment: Assessment, key: str, flags: list[str], place: Place) -> None:
+    refused = refused_nvcc_flags(flags, place)
     if refused:
         assessment.problems.append(
             f"{key} with {', '.join(' '.join(words) for words in refused)} (nvcc flags beyond "
             "code generation, macros, warnings and include folders inside the repository)"
         )
-        assessment.words.extend(word for words in refused for word in words)
+        words = [word for group in refused for word in group]
+        # where nvcc writes is covered by the file's text; what it reads, by its contents
+        written = set(output_values(words))
+        assessment.words.extend(word for word in words if word not in written)
 
 
 def _assess_target(
-    assessment: Assessment, where: str, target: dict[str, Any], config_dir: Path, repository: Path
+    assessment: Assessment, where: str, target: dict[str, Any], config_dir: Path, place: Place
 ) -> None:
     for key, value in target.items():
         if key == "nvcc_flags":
-            _assess_flags(assessment, f"{where}.nvcc_flags", value, repository)
+            _assess_flags(assessment, f"{where}.nvcc_flags", value, place)
         elif key not in _INERT_TARGET_KEYS:
             assessment.problems.append(f"{where}.{key} = {value!r} (is not known to be harmless)")
             assessment.words.extend(_strings(value))
-        elif key in _TARGET_FILES and not _within(config_dir / value, repository):
+        elif key in TARGET_FILES and not _within(config_dir / value, place.repository):
             assessment.problems.append(f"{where}.{key} = {value!r} (a file outside the repository)")
             assessment.words.append(value)
 
 
 def _within(path: Path, repository: Path) -> bool:
-    return path.resolve().is_relative_to(repository.resolve())
+    return path.resolve().is_relative_to(repository)
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -149,28 +194,57 @@ def _strings(value: Any) -> Iterator[str]:
 # --- what trust covers -----------------------------------------------------------------------
 
 _SEPARATORS = re.compile(r"[=,]")
+_OPTIONS_FILE_LIMIT = 1 << 20  # bytes read of one options file
+_OPTIONS_FILE_DEPTH = 4  # options files naming options files, at most this deep
 
 
-def referenced_paths(
-    words: list[str], table: dict[str, Any], config_dir: Path, start: Path | None
-) -> list[Path]:
-    """The files and folders inside the repository that `words` (an assessment's) name, each
-    word whole and in its `=`/`,`-separated parts, looked up from the configuration file's
-    folder, from `start`'s (a source, or a folder) and from each target source's."""
-    repository = repository_of(config_dir)
-    bases = {config_dir}
-    if start is not None:
-        bases.add(start if start.is_dir() else start.parent)
-    for target in table.get("targets", []):
-        bases.add((config_dir / target["source"]).parent)
+def referenced_paths(words: list[str], repository: Path, folders: tuple[Path, ...]) -> list[Path]:
+    """The files and folders inside `repository` that `words` (an assessment's) name, each
+    word whole and in its `=`/`,`-separated parts, looked up from each of `folders`; and, in
+    turn, what the options files and response files among them name (an options file can hold
+    `-ccbin tools`, whose programs are what runs)."""
+    found: set[Path] = set()
+    pending: list[str] = words
+    read: set[Path] = set()
+    for _ in range(_OPTIONS_FILE_DEPTH + 1):
+        named = _named(pending, repository, folders)
+        found |= named
+        sources = {path for path in _option_sources(pending, folders) & named if path.is_file()}
+        pending = [word for path in sorted(sources - read) for word in _words_of(path)]
+        read |= sources
+    return sorted(found)
+
+
+def _named(words: list[str], repository: Path, folders: tuple[Path, ...]) -> set[Path]:
     found = set()
     for word in words:
         for piece in {word, *_SEPARATORS.split(word)}:
             name = piece.lstrip("@")  # a host compiler's @file holds options
-            for base in bases:
+            for folder in folders:
                 # Lexically, links not followed: a link in the repository is named by its own
                 # path, and its target is part of its digest (kernelblaster/trust.py).
-                path = Path(os.path.normpath(base / name))
+                path = Path(os.path.normpath(folder / name))
                 if name and path.is_relative_to(repository) and path.exists():
                     found.add(path)
-    return sorted(found)
+    return found
+
+
+def _option_sources(words: list[str], folders: tuple[Path, ...]) -> set[Path]:
+    """The files `words` name that hold more options: nvcc's options files, and response
+    files (`@file`, which gcc and the linker read)."""
+    response = {
+        piece[1:] for word in words for piece in _SEPARATORS.split(word) if piece.startswith("@")
+    }
+    named = [path for folder in folders for path in options_files(words, folder)]
+    named += [folder / name for name in response if name for folder in folders]
+    return {Path(os.path.normpath(path)) for path in named}
+
+
+def _words_of(path: Path) -> list[str]:
+    """The words of an options file, as its reader splits them (quotes honoured)."""
+    with path.open("rb") as handle:
+        text = handle.read(_OPTIONS_FILE_LIMIT).decode("utf-8", errors="replace")
+    try:
+        return shlex.split(text)
+    except ValueError:  # an unbalanced quote: its words as blanks separate them
+        return text.split()

@@ -16,8 +16,14 @@ pass on is read with the host compiler's and ptxas' own allow-lists; nvcc pools 
 every occurrence, so there only self-contained words count (`-Xptxas -maxrregcount=32`, not
 `-Xptxas -maxrregcount -Xptxas 32`).
 
-nvcc hands its options to its tools through a shell, so a value holding `$`, a backquote, a
-quote or a backslash could run a command: the patterns below admit none of them.
+Before any of that, every word must be plain (`_PLAIN`): printable ASCII without blanks,
+quotes, backslashes, `$`, backquotes or `@`. nvcc pastes `-X...` values unquoted into the
+steps it lists, so blanks, quotes and backslashes would make the tool see other words than the
+ones judged here; `@` starts a response file for gcc and the linker wherever a word of theirs
+begins (`-isystem @x`, `-Xcompiler -O3,@x`), which could hold any option. (No shell reads
+these words either way: the harness runs nvcc's steps itself, harness/build/nvcc_steps.py.)
+A folder is judged where nvcc will look: resolved, links followed, from every folder nvcc may
+run in (`Place.bases`), and inside the repository from each.
 """
 
 from __future__ import annotations
@@ -27,7 +33,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-Check = Callable[[str, Path], bool]  # (one value, the repository's folder) -> harmless
+
+class Place(NamedTuple):
+    """Where a repository's flags are used: the repository (resolved), and the folders nvcc may
+    run in, from which it resolves a relative path (the configuration's, the sources')."""
+
+    repository: Path
+    bases: tuple[Path, ...]
+
+
+Check = Callable[[str, Place], bool]  # (one value, where it is used) -> harmless
 
 
 class Option(NamedTuple):
@@ -39,25 +54,28 @@ class Option(NamedTuple):
 
 def _matches(pattern: str) -> Check:
     compiled = re.compile(pattern)
-    return lambda value, _repository: compiled.fullmatch(value) is not None
+    return lambda value, _place: compiled.fullmatch(value) is not None
 
 
 def _one_of(*choices: str) -> Check:
-    return lambda value, _repository: value in choices
+    return lambda value, _place: value in choices
 
 
-def _inside(value: str, repository: Path) -> bool:
-    """A folder in the repository: relative without `..` (nvcc resolves it from the source's
-    folder, somewhere in the repository), or absolute under it."""
+def _inside(value: str, place: Place) -> bool:
+    """A folder in the repository, seen from every folder nvcc may run in, links followed
+    (`inc` linking to ~/.ssh is outside); a relative one without `..`, which is unclear."""
     if not _PATH_WORD.fullmatch(value) or value.startswith("-"):
         return False  # nvcc would take `-I -x` as the folder "-x": refused as unclear
     path = Path(value)
-    if not path.is_absolute():
-        return ".." not in path.parts
-    return path.resolve().is_relative_to(repository.resolve())
+    if not path.is_absolute() and ".." in path.parts:
+        return False
+    seen = [path] if path.is_absolute() else [base / path for base in place.bases]
+    return all(where.resolve().is_relative_to(place.repository) for where in seen)
 
 
-_PATH_WORD = re.compile(r"[\w./+@%:=-]+")
+# Printable ASCII but blanks, quotes, backslashes, `$`, backquotes and `@` (the module's doc)
+_PLAIN = re.compile(r"[!#%&()*+,\-./0-9:;<=>?A-Z\[\]^_a-z{|}~]*")
+_PATH_WORD = re.compile(r"[\w./+%:=-]+")
 _ARCH = r"(?:sm|compute|lto)_\d+[af]?"
 _NUMBER = _matches(r"\d{1,5}")
 _BOOLEAN = _one_of("true", "false")
@@ -120,9 +138,7 @@ PTXAS = _table(
 def _passed_to(table: dict[str, Option]) -> Check:
     """The value of -Xcompiler / -Xptxas: each comma-separated word checked as the tool's own,
     self-contained (see the module's docstring)."""
-    return lambda value, repository: (
-        not refused(value.split(","), table, repository, separate_values=False)
-    )
+    return lambda value, place: not refused(value.split(","), table, place, separate_values=False)
 
 
 NVCC = _table(
@@ -219,16 +235,19 @@ def _lookup(word: str, table: dict[str, Option]) -> tuple[Option | None, str | N
 
 
 def refused(
-    flags: list[str], table: dict[str, Option], repository: Path, *, separate_values: bool = True
+    flags: list[str], table: dict[str, Option], place: Place, *, separate_values: bool = True
 ) -> list[list[str]]:
     """The flags of `flags` that are not known to be harmless, each as its words (the option,
-    and its value when that is the next word); empty when all are harmless. `repository`: the
-    folder of the configuration file that sets them."""
+    and its value when that is the next word); empty when all are harmless. `place`: where
+    they are used."""
     found: list[list[str]] = []
     position = 0
     while position < len(flags):
         words = [flags[position]]
         position += 1
+        if not _PLAIN.fullmatch(words[0]):
+            found.append(words)
+            continue
         option, value = _lookup(words[0], table)
         if option is None or (option.check is None and value is not None):
             found.append(words)
@@ -242,29 +261,39 @@ def refused(
             value = flags[position]
             words.append(value)
             position += 1
+            if not _PLAIN.fullmatch(value):
+                found.append(words)
+                continue
         parts = value.split(",") if option.listed else [value]
-        if not all(part and option.check(part, repository) for part in parts):
+        if not all(part and option.check(part, place) for part in parts):
             found.append(words)
     return found
 
 
-def refused_nvcc_flags(flags: list[str], repository: Path) -> list[list[str]]:
-    return refused(flags, NVCC, repository)
+def refused_nvcc_flags(flags: list[str], place: Place) -> list[list[str]]:
+    return refused(flags, NVCC, place)
 
 
 # Where nvcc reads more options from: a file of them, or a comma list of files
 _OPTIONS_FILES = _table(Option(("--options-file", "-optf"), _matches(".+"), listed=True))
+# Where nvcc writes: its output, intermediate and dependency files, its timing
+_OUTPUTS = _table(
+    Option(("--output-file", "-o"), _matches(".+")),
+    Option(("--output-directory", "-odir"), _matches(".+")),
+    Option(("--keep-dir", "-keep-dir"), _matches(".+")),
+    Option(("--dependency-output", "-MF"), _matches(".+")),
+    Option(("--time", "-time"), _matches(".+")),
+    Option(("--fdevice-time-trace", "-fdevice-time-trace"), _matches(".+")),
+)
 
 
-def options_files(flags: list[str], folder: Path) -> list[Path]:
-    """The files nvcc reads more options from (`--options-file`/`-optf`, every spelling
-    `_lookup` reads, comma lists included), relative ones resolved from `folder`, nvcc's
-    working directory: what a build's result depends on besides its sources and the headers
-    they include."""
+def _values(flags: list[str], table: dict[str, Option]) -> list[str]:
+    """The values `flags` give the options of `table`, in every spelling `_lookup` reads
+    (comma lists split), as nvcc reads them: a value not in the word is the next word."""
     found: list[str] = []
     position = 0
     while position < len(flags):
-        option, value = _lookup(flags[position], _OPTIONS_FILES)
+        option, value = _lookup(flags[position], table)
         position += 1
         if option is None:
             continue
@@ -273,5 +302,17 @@ def options_files(flags: list[str], folder: Path) -> list[Path]:
                 break
             value = flags[position]
             position += 1
-        found += [part for part in value.split(",") if part]
-    return [folder / path for path in found]
+        found += [part for part in (value.split(",") if option.listed else [value]) if part]
+    return found
+
+
+def options_files(flags: list[str], folder: Path) -> list[Path]:
+    """The files nvcc reads more options from (`--options-file`/`-optf`), relative ones
+    resolved from `folder`, nvcc's working directory: what a build's result depends on besides
+    its sources and the headers they include."""
+    return [folder / path for path in _values(flags, _OPTIONS_FILES)]
+
+
+def output_values(flags: list[str]) -> list[str]:
+    """The places `flags` make nvcc write to (`-o`, `-odir`, `--keep-dir`, `-MF`, `--time`)."""
+    return _values(flags, _OUTPUTS)

@@ -5,11 +5,18 @@ Precedence, lowest first: defaults, `[tool.kernelblaster]` in the workspace's `p
 sends over LSP (applied by the server with `Settings.merged`). API keys are never a field here:
 only the *name* of the environment variable that holds one, so a key can't end up in a file,
 a log or the knowledge base by way of this record.
+
+Configuration files are looked for from the source's folder up to the repository's root (the
+folder with `.git`) or the editor's workspace folder, never above it (outside both, in the
+source's own folder only), and never in a folder anyone may write to (/tmp): a file there is
+anybody's. Every budget has a maximum, so no value, from any source, spends without bound.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -17,9 +24,17 @@ from typing import Annotated, Any, Literal
 import msgspec
 import platformdirs
 
-from kernelblaster.config_trust import assess, referenced_paths
+from kernelblaster.config_trust import (
+    TARGET_FILES,
+    WRITTEN_SETTINGS,
+    Assessment,
+    assess,
+    bases,
+    referenced_paths,
+    repository_of,
+)
 from kernelblaster.folders import CACHE_FIX, made_folder
-from kernelblaster.kb_location import password_problem
+from kernelblaster.kb_location import is_postgres_url, password_problem
 from kernelblaster.trust import TrustListError, is_trusted
 
 CONFIG_FILE = "kernelblaster.toml"
@@ -31,11 +46,34 @@ class SettingsError(ValueError):
 
 
 # Ranges: a timeout is positive and at most a day (an "infinite" one would overflow the timers);
-# counts of trials, attempts and rollouts are at least one; tolerances are finite and >= 0.
+# counts of trials, attempts and rollouts are at least one and at most a maximum the README
+# documents, each well past what the method gains from (the paper: 10 rollouts, 10 steps,
+# diminishing past 8 and 4); tolerances are finite and >= 0.
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
-AtLeastOne = Annotated[int, msgspec.Meta(ge=1)]
 Tolerance = Annotated[float, msgspec.Meta(ge=0, le=1e30)]
-GpuIndex = Annotated[int, msgspec.Meta(ge=0)]
+GpuIndex = Annotated[int, msgspec.Meta(ge=0, le=255)]
+Trials = Annotated[int, msgspec.Meta(ge=1, le=100)]
+Rollouts = Annotated[int, msgspec.Meta(ge=1, le=64)]
+Steps = Annotated[int, msgspec.Meta(ge=1, le=32)]  # depth, top_k, init_attempts
+Retries = Annotated[int, msgspec.Meta(ge=0, le=10)]
+GpuJobs = Annotated[int, msgspec.Meta(ge=1, le=32)]
+
+# Command lines: nvcc hands every flag to gcc, which passes them on to its own programs in one
+# environment variable of at most 128 KiB (Linux); the bounds keep two such lists (the
+# settings' and a target's) and nvcc's own words well under it.
+MAX_WORDS = 1024
+MAX_WORD = 4096
+MAX_CHARACTERS = 32_768
+Word = Annotated[str, msgspec.Meta(max_length=MAX_WORD)]
+Words = Annotated[list[Word], msgspec.Meta(max_length=MAX_WORDS)]
+
+
+def _too_long(name: str, words: list[str]) -> None:
+    if (total := sum(map(len, words))) > MAX_CHARACTERS:
+        raise ValueError(
+            f"{name}: {total:,} characters in all, at most {MAX_CHARACTERS:,} (longer command "
+            "lines than the machine takes)"
+        )
 
 
 class TargetConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -49,17 +87,21 @@ class TargetConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     entry: str | None = None
     kind: Literal["auto", "extension", "plain", "kernelbench", "standalone"] = "auto"
     golden: str | None = None
-    args: list[str] = []
-    nvcc_flags: list[str] = []
+    args: Words = []
+    nvcc_flags: Words = []
     atol: Tolerance | None = None
     rtol: Tolerance | None = None
     allow_library_calls: bool = False
+
+    def __post_init__(self) -> None:
+        _too_long("args", self.args)
+        _too_long("nvcc_flags", self.nvcc_flags)
 
 
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # build
     nvcc: str = "nvcc"
-    nvcc_flags: list[str] = []
+    nvcc_flags: Words = []
     arch: str | None = None  # e.g. "sm_90"; detected from the GPU when unset
     # The server builds an open source's unsaved text when typing pauses, so that saving that
     # text finds its build in the cache (server/build_ahead.py).
@@ -86,27 +128,27 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     run_timeout_s: Seconds = 60.0
     profile_timeout_s: Seconds = 180.0
     # verification
-    trials: AtLeastOne = 3
+    trials: Trials = 3
     atol: Tolerance | None = None
     rtol: Tolerance | None = None
     allow_library_calls: bool = False
     # GPU: one index, or a list of them that `optimize` spreads its rollouts over (rollout r on
     # the r-th in turn). parallel_gpu_jobs: the jobs one GPU runs at once (the server's saves
     # and optimizations; the candidates `optimize` evaluates, agents/gpu_gates.py).
-    gpu_index: GpuIndex | list[GpuIndex] = 0
-    parallel_gpu_jobs: AtLeastOne = 1
+    gpu_index: GpuIndex | Annotated[list[GpuIndex], msgspec.Meta(max_length=64)] = 0
+    parallel_gpu_jobs: GpuJobs = 1
     # LLM (OpenAI-compatible endpoint)
     llm_base_url: str | None = None
     llm_model: str = "gpt-4o"
     llm_api_key_env: str = "OPENAI_API_KEY"
     llm_timeout_s: Seconds = 120.0
-    llm_max_retries: Annotated[int, msgspec.Meta(ge=0)] = 3
+    llm_max_retries: Retries = 3
     # `init`: LLM replies tried (each built and verified) for a module's first kernel
-    init_attempts: AtLeastOne = 4
+    init_attempts: Steps = 4
     # optimization loop
-    rollouts: AtLeastOne = 4
-    depth: AtLeastOne = 3
-    top_k: AtLeastOne = 3
+    rollouts: Rollouts = 4
+    depth: Steps = 3
+    top_k: Steps = 3
     # editor: a code lens above each kernel (time, state, headroom; Optimize, Show profile,
     # Open in Nsight Compute)
     code_lens: bool = True
@@ -115,11 +157,13 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     cache_dir: str | None = None
     # how the server starts its workers (empty: this Python, `-m kernelblaster.harness.worker` /
     # `-m kernelblaster.agents.optimize_worker`); e.g. to run them in a container or on a GPU host
-    worker_command: list[str] = []
-    optimize_worker_command: list[str] = []
-    targets: list[TargetConfig] = []
+    worker_command: Words = []
+    optimize_worker_command: Words = []
+    targets: Annotated[list[TargetConfig], msgspec.Meta(max_length=MAX_WORDS)] = []
 
     def __post_init__(self) -> None:
+        for name in ("nvcc_flags", "worker_command", "optimize_worker_command"):
+            _too_long(name, getattr(self, name))
         # A team KB's password belongs to PGPASSWORD or a password file, never to settings
         # (which are files, environment dumps and LSP traffic): refuse it here, before it goes
         # anywhere.
@@ -160,24 +204,68 @@ def _convert(data: dict[str, Any], origin: str) -> Settings:
     try:
         return msgspec.convert(data, Settings, strict=False)
     except msgspec.ValidationError as exc:
-        # msgspec says "Expected `int` >= 1 - at `$.trials`": name the setting first
+        # msgspec says "Expected `int` <= 64 - at `$.rollouts`": name the setting and the
+        # value first, then the limit
         what, at, where = str(exc).partition(" - at `$.")
-        setting = f"{where.rstrip('`')}: " if at else ""
-        raise SettingsError(f"{origin}: {setting}{what}") from exc
+        setting = where.rstrip("`")
+        named = f"{setting} = {_shown(_at(data, setting))}: " if at else ""
+        raise SettingsError(f"{origin}: {named}{what}") from exc
 
 
-def find_config_dir(start: Path) -> Path | None:
-    """The nearest directory at or above `start` holding kernelblaster.toml or a pyproject.toml
-    with a [tool.kernelblaster] table. A pyproject.toml that doesn't parse is passed over when
-    it doesn't mention kernelblaster (another project's broken file is not our error)."""
-    start = start if start.is_dir() else start.parent
-    for directory in (start, *start.parents):
+def _at(data: Any, path: str) -> Any:
+    """The value at msgspec's path (`targets[0].nvcc_flags[3]`) in `data`, or None."""
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path):
+        try:
+            data = data[int(index)] if index else data[name]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str) and len(value) > 60:
+        return f"a string of {len(value):,} characters"
+    if isinstance(value, list) and len(repr(value)) > 60:
+        return f"a list of {len(value):,} items"
+    return repr(value)
+
+
+def find_config_dir(start: Path, workspace: Path | None = None) -> Path | None:
+    """The nearest directory at or above `start`, up to its repository's root or `workspace`
+    (the editor's workspace folder), holding kernelblaster.toml or a pyproject.toml with a
+    [tool.kernelblaster] table. A pyproject.toml that doesn't parse is passed over when it
+    doesn't mention kernelblaster (another project's broken file is not our error)."""
+    for directory in _config_folders(start, workspace):
         if (directory / CONFIG_FILE).is_file():
             return directory
         pyproject = directory / "pyproject.toml"
         if pyproject.is_file() and "kernelblaster" in _pyproject_tool_table(pyproject):
             return directory
     return None
+
+
+def _config_folders(start: Path, workspace: Path | None) -> list[Path]:
+    """The folders whose configuration may apply to `start`: its own, then each above it up to
+    the first that is the repository's root (holds `.git`) or `workspace`; only its own when
+    neither is above it. A folder others may write to ends the list before it: its files are
+    anybody's (a kernelblaster.toml, or a .git, planted in /tmp)."""
+    start = start if start.is_dir() else start.parent
+    workspace = workspace.resolve() if workspace is not None else None
+    found: list[Path] = []
+    for folder in (start, *start.parents):
+        if _writable_by_others(folder):
+            break
+        found.append(folder)
+        if (folder / ".git").exists() or folder == workspace:
+            return found
+    return found[:1]
+
+
+def _writable_by_others(folder: Path) -> bool:
+    try:
+        return bool(folder.stat().st_mode & stat.S_IWOTH)
+    except OSError:
+        return True
 
 
 def _pyproject_tool_table(pyproject: Path) -> dict[str, Any]:
@@ -227,6 +315,7 @@ def load_settings(
     read_files: bool = True,
     trusted: bool | None = None,
     only: frozenset[str] | None = None,
+    workspace: Path | None = None,
 ) -> Settings:
     """Settings for the workspace containing `start` (a file or directory; default: cwd).
 
@@ -234,12 +323,13 @@ def load_settings(
     sets more than the harmless settings (kernelblaster/config_trust.py) is refused unless
     `trusted`, or, when that is None, unless the user trusts that file and what it names
     (kernelblaster/trust.py). `only`: the settings the caller uses; the files' other settings
-    are neither read nor judged (`kb` needs kb_path alone). Relative paths in target entries
-    are resolved against the config file's directory."""
+    are neither read nor judged (`kb` needs kb_path alone). `workspace`: the editor's
+    workspace folder, above which no file is read. Relative paths in target entries, and a
+    relative `kb_path` or `cache_dir`, are resolved against the config file's directory."""
     environ = dict(os.environ) if environ is None else environ
     start = (start or Path.cwd()).resolve()
     data: dict[str, Any] = {}
-    config_dir = find_config_dir(start) if read_files else None
+    config_dir = find_config_dir(start, workspace) if read_files else None
     if config_dir is not None:
         for config, table in _config_tables(config_dir):
             if only is not None:
@@ -249,13 +339,24 @@ def load_settings(
                 _require_trust(config, table, start, environ, ask=trusted is None)
             data.update(table)
         for target in data.get("targets", []):
-            for key in ("source", "reference", "bindings", "golden"):
+            for key in TARGET_FILES:
                 if isinstance(target.get(key), str):
                     target[key] = str((config_dir / target[key]).resolve())
+        for key in WRITTEN_SETTINGS:
+            if isinstance(data.get(key), str) and not _kept_as_written(data[key]):
+                data[key] = os.path.normpath(config_dir / data[key])
     overrides = _env_overrides(environ)
     _convert(overrides, f"{ENV_PREFIX}* environment variables")
     data.update(overrides)
     return _convert(data, str(config_dir or "environment"))
+
+
+def _kept_as_written(value: str) -> bool:
+    """A place named as the user's own (`~/kb.sqlite3`), absolutely, or a team KB's URL."""
+    return value.startswith("~") or Path(value).is_absolute() or is_postgres_url(value)
+
+
+_DEFAULTS = msgspec.to_builtins(Settings())
 
 
 def _require_trust(
@@ -263,25 +364,35 @@ def _require_trust(
 ) -> None:
     """Raise UntrustedConfigError when the table sets more than the harmless settings and the
     user does not trust it as it is (`ask`: consult the trust list; else it is untrusted)."""
-    assessment = assess(table, config.parent)
+    assessment = assess(table, config.parent, start, _DEFAULTS)
     if not assessment.problems:
         return
     if ask:
-        named = referenced_paths(assessment.words, table, config.parent, start)
+        named, places = _covered(config, table, start, assessment)
         try:
-            if is_trusted(config, named, environ):
+            if is_trusted(config, named, places, environ):
                 return
         except (TrustListError, OSError) as exc:
             raise SettingsError(str(exc)) from exc
     raise UntrustedConfigError(config, assessment.problems, start)
 
 
-def config_references(config: Path, start: Path) -> list[Path]:
-    """The files and folders of the repository that `config`'s restricted settings name, seen
-    from `start` (what `kernelblaster trust` records beside the file's own digest)."""
+def _covered(
+    config: Path, table: dict[str, Any], start: Path, assessment: Assessment
+) -> tuple[list[Path], list[Path]]:
+    """What trust in `config` covers: the files and folders of the repository its restricted
+    settings name, and the places they write to."""
+    folders = bases(table, config.parent, start)
+    named = referenced_paths(assessment.words, repository_of(config.parent), folders)
+    return named, assessment.places
+
+
+def config_references(config: Path, start: Path) -> tuple[list[Path], list[Path]]:
+    """The files and folders of the repository that `config`'s restricted settings name, and
+    the places they write to, seen from `start` (what `kernelblaster trust` records beside the
+    file's own digest)."""
     table = dict(_config_tables(config.parent)).get(config, {})
-    words = assess(table, config.parent).words
-    return referenced_paths(words, table, config.parent, start)
+    return _covered(config, table, start, assess(table, config.parent, start, _DEFAULTS))
 
 
 def _config_tables(config_dir: Path) -> list[tuple[Path, dict[str, Any]]]:

@@ -1,5 +1,6 @@
-"""`kernelblaster trust`: consent, per configuration file, to the settings beyond the harmless
-ones that it sets (kernelblaster/config_trust.py says which, kernelblaster/trust.py why)."""
+"""`kernelblaster trust`: consent, per folder, that the language server may build and run its
+kernels, and per configuration file, to the settings beyond the harmless ones that it sets
+(kernelblaster/config_trust.py says which, kernelblaster/trust.py why)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import sys
 from pathlib import Path
 
 from kernelblaster.settings import CONFIG_FILE, SettingsError, config_references, find_config_dir
-from kernelblaster.trust import TrustListError, revoke, trust, trusted_files
+from kernelblaster.trust import (
+    TrustListError,
+    revoke,
+    revoke_folder,
+    trust,
+    trust_folder,
+    trusted_files,
+    trusted_folders,
+)
 
 
 def _config_files(directory: Path) -> list[Path]:
@@ -23,6 +32,8 @@ def cmd_trust(args: argparse.Namespace) -> int:
         if args.list:
             for path in trusted_files():
                 print(path)
+            for path in trusted_folders():
+                print(f"{path}{'' if path.endswith('/') else '/'} (workspace folder)")
             return 0
         directory = Path(args.directory).resolve()
         if not directory.is_dir():
@@ -30,20 +41,17 @@ def cmd_trust(args: argparse.Namespace) -> int:
                 f"error: {args.directory} is not a folder; pass the repository's", file=sys.stderr
             )
             return 2
-        files = _config_files(directory)
-        if not files:
-            print(
-                f"error: no {CONFIG_FILE} or [tool.kernelblaster] at or above {args.directory}: "
-                "nothing to trust",
-                file=sys.stderr,
-            )
-            return 2
-        for config in files:
+        if args.revoke:
+            print(f"{'revoked' if revoke_folder(directory) else 'was not trusted'}: {directory}/")
+        else:
+            trust_folder(directory)
+            print(f"trusted: {directory}/ (the language server builds and runs its kernels)")
+        for config in _config_files(directory):
             if args.revoke:
                 print(f"{'revoked' if revoke(config) else 'was not trusted'}: {config}")
             else:
-                named = config_references(config, directory)
-                trust(config, named)
+                named, places = config_references(config, directory)
+                trust(config, named, places)
                 also = f" and {len(named)} file(s) or folder(s) it names" if named else ""
                 print(f"trusted: {config}{also} (as they are now; an edit needs trusting again)")
     except (OSError, SettingsError, TrustListError) as exc:
@@ -55,10 +63,11 @@ def cmd_trust(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "trust",
-        help="let a repository's kernelblaster.toml set more than the harmless settings "
-        "(programs, nvcc flags, endpoints, paths)",
+        help="trust a folder: the language server builds and runs its kernels, and its "
+        f"{CONFIG_FILE} may set more than the harmless settings (programs, nvcc flags, "
+        "endpoints, paths)",
     )
-    parser.add_argument("directory", nargs="?", default=".", help="the repository (default: .)")
+    parser.add_argument("directory", nargs="?", default=".", help="the folder (default: .)")
     parser.add_argument("--revoke", action="store_true", help="withdraw the trust")
-    parser.add_argument("--list", action="store_true", help="list the trusted files")
+    parser.add_argument("--list", action="store_true", help="list what is trusted")
     parser.set_defaults(func=cmd_trust)

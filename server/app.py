@@ -45,7 +45,7 @@ from kernelblaster.server.documents import (
 from kernelblaster.server.hover import kernel_hover
 from kernelblaster.server.kernel_locator import enclosing, kernel_meant, locate
 from kernelblaster.server.language_server import KernelBlasterServer
-from kernelblaster.server.trust import TrustGate
+from kernelblaster.server.trust import workspace_trust
 from kernelblaster.server.watcher import CONFIG_NAMES, SourceWatcher
 
 HOVER_TECHNIQUES = 5
@@ -70,13 +70,14 @@ def _document(ls: KernelBlasterServer, uri: str):
 def initialize(ls: KernelBlasterServer, params: types.InitializeParams) -> None:
     options, problem = parse_init_options(params.initialization_options)
     ls.init_options = options
-    ls.trust = TrustGate(options.trusted)
+    ls.trust, trust_problem = workspace_trust(options.trusted, ls.workspace_root())
     # Usable at once (e.g. the worker command), before the full refresh in `initialized`.
     ls.settings, _ = apply_client_settings(ls.settings, options.settings)
-    if problem:
-        ls.window_show_message(
-            types.ShowMessageParams(type=types.MessageType.Warning, message=problem)
-        )
+    for said in (problem, trust_problem):
+        if said:
+            ls.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Warning, message=said)
+            )
 
 
 @server.feature(types.INITIALIZED)

@@ -18,7 +18,8 @@ _FIELDS = frozenset(Settings.__struct_fields__)
 
 
 class InitOptions(msgspec.Struct, kw_only=True):
-    trusted: bool = False
+    # The client's Workspace Trust; None (not sent): `kernelblaster trust`'s folders decide
+    trusted: bool | None = None
     settings: dict[str, Any] = {}
     # The client's own commands the server may put in code lenses (code_lens.py), as
     # rust-analyzer's clients declare theirs; other clients get the server's commands.

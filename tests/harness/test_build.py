@@ -384,6 +384,25 @@ def test_timeout_kills_nvcc_and_leaves_no_entry(tmp_path):
 
 
 @pytest.mark.nvcc
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["-DBIG=" + "x" * 200_000], "longer than this machine accepts"),
+        (["-Xcompiler", "-DX=$(id)"], "a shell would expand or run"),
+    ],
+    ids=["a-200k-character-macro", "a-command-substitution"],
+)
+def test_a_command_that_cannot_run_is_one_clear_build_error(tmp_path, flags, said):
+    """No traceback and no unrelated hint: what is wrong with the flags, and what to do."""
+    source = copy_fixtures(tmp_path, "good.cu")
+    spec = BuildSpec(source=str(source), output_kind="shared", flags=flags)
+    result = build(spec, SM90, cache_dir=tmp_path / "cache")
+    assert not result.ok and result.error.kind == "bad_target"
+    assert said in result.error.message and "flags" in result.error.fix
+    assert entries(tmp_path / "cache") == []
+
+
+@pytest.mark.nvcc
 def test_a_store_interrupted_before_the_rename_leaves_no_entry(tmp_path, monkeypatch):
     source = copy_fixtures(tmp_path, "good.cu")
     spec = BuildSpec(source=str(source), output_kind="shared")

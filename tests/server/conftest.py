@@ -184,8 +184,14 @@ def _fix_code_action_structuring(client: LanguageClient) -> None:
 
 
 async def start(
-    client: LanguageClient, workspace: Workspace, *, trusted: bool = True, **settings: object
+    client: LanguageClient,
+    workspace: Workspace,
+    *,
+    trusted: bool | None = True,
+    **settings: object,
 ) -> None:
+    """initialize and initialized; `trusted` None sends no `trusted` (as the README's Neovim,
+    Emacs and Helix set-ups don't)."""
     client.set_configuration({"kernelblaster": workspace.settings(**settings)})
     await initialize(
         client,
@@ -193,7 +199,7 @@ async def start(
             capabilities=client_capabilities("visual-studio-code"),
             root_uri=path_to_uri(workspace.root),
             workspace_folders=[types.WorkspaceFolder(uri=path_to_uri(workspace.root), name="ws")],
-            initialization_options={"trusted": trusted},
+            initialization_options={} if trusted is None else {"trusted": trusted},
         ),
     )
 

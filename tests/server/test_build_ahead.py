@@ -77,7 +77,7 @@ class CountedNvcc:
 
     def compiles(self) -> int:
         """nvcc runs on scale.cu (or a copy of its unsaved text): one each, its steps listed
-        (`--dryrun`) to be run split (harness/build/nvcc_steps.py), or the build run whole; the
+        (`--dryrun`) to be run split or step by step (harness/build/nvcc_steps.py); the
         worker also builds its own CUPTI helper with it."""
         lines = self.log.read_text().splitlines() if self.log.exists() else []
         return sum(line.removesuffix(" --dryrun").endswith("/scale.cu") for line in lines)

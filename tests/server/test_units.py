@@ -39,7 +39,7 @@ def test_camel_case_keys_map_to_settings_fields_and_bad_values_are_skipped_alone
 
 def test_init_options_are_validated():
     options, problem = parse_init_options({"trusted": "yes"})
-    assert options.trusted is False and problem.startswith("initializationOptions ignored")
+    assert options.trusted is None and problem.startswith("initializationOptions ignored")
     options, problem = parse_init_options({"trusted": True, "settings": {"topK": 2}})
     assert options.trusted is True and options.settings == {"topK": 2} and problem is None
 

@@ -42,7 +42,7 @@ async def test_untrusted_workspace_runs_nothing_and_explains_once(client, worksp
     explained = [m for m in client.messages if "this workspace is not trusted" in m.message]
     # once for the saves and opens, once more as the answer to the explicit command
     assert len(explained) == 2
-    assert 'initializationOptions {"trusted": true}' in explained[0].message
+    assert "run `kernelblaster trust FOLDER` once for it" in explained[0].message
     assert workspace.runs() == []
 
 
