@@ -9,9 +9,14 @@ export PYTHONPATH=/tmp/site:$PWD
 # ncu_report: the machine's Nsight Compute has it (extras/python) where .whl/ does not
 # (bench/device_wheels.sh leaves its 17 MB wheel out: see there)
 if ! ls .whl/ncu_report-*.whl >/dev/null 2>&1 && command -v ncu >/dev/null; then
-    ncu_home=$(dirname "$(readlink -f "$(command -v ncu)")")
-    for folder in "$ncu_home" "$(dirname "$ncu_home")"; do
-        [ -f "$folder/extras/python/ncu_report.py" ] && PYTHONPATH=$PYTHONPATH:$folder/extras/python
+    # CUDA's bin/ncu is a script that runs nsight-compute-*/ncu: look there and beside it
+    ncu_bin=$(dirname "$(readlink -f "$(command -v ncu)")")
+    for folder in "$ncu_bin" "$(dirname "$ncu_bin")" "$(dirname "$ncu_bin")"/nsight-compute* \
+        /opt/nvidia/nsight-compute/*; do
+        if [ -f "$folder/extras/python/ncu_report.py" ]; then
+            PYTHONPATH=$PYTHONPATH:$folder/extras/python
+            break
+        fi
     done
 fi
 export PYTHONUNBUFFERED=1

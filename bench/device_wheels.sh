@@ -26,8 +26,9 @@ WHEELS=(
     h11==0.16.0 anyio==4.16.0 idna==3.20 sniffio==1.3.1 jiter==0.19.0 pydantic==2.14.4
     pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
     typing-extensions==4.16.0
-    # the build of the project itself (pyproject.toml [build-system]; wheel needs packaging)
-    setuptools==84.2.1 wheel==0.48.0 packaging==26.4
+    # the build of the project itself (pyproject.toml [build-system]; wheel needs packaging);
+    # setuptools below 82, which the machine's torch 2.11 requires
+    setuptools==81.0.0 wheel==0.48.0 packaging==26.4
 )
 PLATFORMS=(manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_25_x86_64 manylinux_2_24_x86_64
     manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64)

@@ -484,11 +484,19 @@ def table(steps: list[Step]) -> str:
 
 
 def _ncu_report_folder() -> Path | None:
-    """Nsight Compute's own `ncu_report` module (extras/python beside the ncu on PATH)."""
+    """Nsight Compute's own `ncu_report` module: extras/python of the installation whose `ncu`
+    is on PATH (CUDA's bin/ncu is a script that runs it from nsight-compute-*/, so the
+    toolkit's and NVIDIA's standalone install folders are looked at too)."""
     ncu = shutil.which("ncu")
     if ncu is None:
         return None
-    for folder in Path(ncu).resolve().parents[:3]:
+    beside = list(Path(ncu).resolve().parents[:3])
+    installs = [
+        *beside,
+        *(p for folder in beside for p in sorted(folder.glob("nsight-compute*"))),
+        *sorted(Path("/opt/nvidia/nsight-compute").glob("*")),
+    ]
+    for folder in installs:
         if (folder / "extras" / "python" / "ncu_report.py").is_file():
             return folder / "extras" / "python"
     return None

@@ -47,6 +47,9 @@ ErrorKind = Literal[
     "sanitizer_failed",
     # the harness's own code failed where no candidate code runs: a bug of KernelBlaster
     "internal",
+    # a Python package KernelBlaster needs (not torch) is not importable in the worker's
+    # interpreter: an install problem, never the kernel's
+    "dependency_missing",
 ]
 
 # The error kinds the user fixes in their setup (the machine, its tools, the kernel's pairing
@@ -68,6 +71,7 @@ SETUP_ERROR_KINDS: frozenset[ErrorKind] = frozenset(
         "golden_missing",
         "setup_path",
         "sanitizer_missing",
+        "dependency_missing",
     }
 )
 # Setup errors that are expected where they happen (no GPU on this machine): said once, quietly.
@@ -86,6 +90,7 @@ MACHINE_ERROR_KINDS: frozenset[ErrorKind] = frozenset(
         "wrong_arch",
         "cancelled",
         "setup_path",
+        "dependency_missing",
     }
 )
 

@@ -54,6 +54,32 @@ def is_torch(exc: ModuleNotFoundError) -> bool:
     return (exc.name or "").split(".")[0] == "torch"
 
 
+# The distributions of the modules KernelBlaster imports under another name (pyproject.toml).
+_DISTRIBUTIONS = {
+    "ncu_report": "ncu-report",
+    "tree_sitter": "tree-sitter",
+    "tree_sitter_cuda": "tree-sitter-cuda",
+    "psycopg": "psycopg[binary]",
+}
+
+
+def module_missing(exc: ModuleNotFoundError) -> HarnessError:
+    """A dependency other than torch that the worker's interpreter cannot import (an install
+    that skipped dependencies, another venv): named with the pip command for that interpreter."""
+    if is_torch(exc):
+        return torch_missing()
+    module = (exc.name or str(exc)).split(".")[0]
+    package = _DISTRIBUTIONS.get(module, module)
+    python = sys.executable or "python3"
+    return HarnessError(
+        kind="dependency_missing",
+        message=f"The Python module `{module}` that KernelBlaster needs is not installed in "
+        f"{python}: nothing was judged.",
+        fix=f"Install it there: `{python} -m pip install '{package}'` (or reinstall KernelBlaster "
+        "with its dependencies).",
+    )
+
+
 def folder_error(exc: FolderError) -> HarnessError:
     """A folder KernelBlaster writes to that can't be made: the machine's setup, never the
     kernel's fault."""

@@ -40,6 +40,7 @@ from kernelblaster.harness.protocol.setup_errors import (
     folder_error,
     internal_error,
     is_torch,
+    module_missing,
     torch_missing,
 )
 from kernelblaster.harness.protocol.worker_protocol import (
@@ -695,6 +696,9 @@ def _answer(request: WorkerRequest) -> WorkerResponse:
         return handle(request)
     except FolderError as exc:
         return WorkerResponse(error=folder_error(exc))
+    except ModuleNotFoundError as exc:  # our own import statements: an install problem
+        _log.exception("a module is missing during %s", _phase)
+        return WorkerResponse(error=module_missing(exc))
     except Exception as exc:
         if _candidate_loaded and _phase not in _HARNESS_ONLY_PHASES:
             raise

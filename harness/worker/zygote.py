@@ -52,8 +52,11 @@ def _preload() -> str | None:
     from this process is refused after them, if it is."""
     from kernelblaster.harness.worker.serve import import_past_build
 
-    if not import_past_build():
-        return "no torch to import ahead"
+    try:
+        if not import_past_build():
+            return "no torch to import ahead"
+    except ModuleNotFoundError as exc:  # each exec'd worker then reports it (dependency_missing)
+        return f"a module the worker needs is missing: {exc.name}"
     if driver := _driver_opened(Path("/proc/self/fd")):
         # An import asked the driver something (a device count, say: CUDA or NVML initialized,
         # which opens its device files): a child's CUDA calls could then fail.

@@ -54,6 +54,21 @@ def test_an_exception_once_the_candidate_is_loaded_still_ends_the_worker(tmp_pat
     assert "exit 1" in error.message and "a bug in the harness's check step" in error.log
 
 
+@pytest.mark.nvcc
+def test_a_missing_dependency_is_an_install_problem_wherever_it_is_met(tmp_path):
+    """A module of ours that is not installed (ncu_report on a fresh machine, met by the check's
+    imports after the candidate was loaded) is named with its install command: no candidate
+    can make our import statements fail, so it is never the kernel's crash."""
+    response = answer(tmp_path, "missing-module", "check")
+    error = response.error
+    assert error is not None and error.kind == "dependency_missing"
+    assert error.message == (
+        f"The Python module `ncu_report` that KernelBlaster needs is not installed in "
+        f"{sys.executable}: nothing was judged."
+    )
+    assert error.fix.startswith(f"Install it there: `{sys.executable} -m pip install 'ncu-report'`")
+
+
 @pytest.mark.parametrize(
     ("timed_out", "exit_status", "said"),
     [(False, "exit 1", "died (exit 1)"), (True, None, "ran past its time")],
