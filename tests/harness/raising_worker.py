@@ -2,7 +2,8 @@
 `python raising_worker.py WHERE`, WHERE being "build" (the harness's build step, before any
 candidate code ran here), "check" (the check, once the candidate is loaded: its code may be
 what raised) or "missing-module" (the check's import of a dependency that is not installed, as
-ncu_report was on a fresh machine). What the worker answers then is the test's (test_worker_harness_failures.py)."""
+ncu_report was on a fresh machine). What the worker answers then is the test's
+(test_worker_harness_failures.py)."""
 
 from __future__ import annotations
 
