@@ -456,9 +456,11 @@ class FreshMachine:
 
 
 # Run in the venv after the install: every dependency the project declares is there (ncu-report
-# as the machine's module), and so is the machine's CUDA PyTorch.
+# as the machine's module), and so is the machine's CUDA PyTorch. torch first, as in a worker:
+# Nsight Compute's own ncu_report imported before torch crashed the interpreter (SIGSEGV) on
+# an H200 machine (2026-11-29); the product imports them in this order only.
 _INSTALLED_PROBE = r"""
-import importlib.metadata as metadata, re, ncu_report, torch
+import importlib.metadata as metadata, re, torch, ncu_report
 wanted = [re.split(r"[ ;<>=!~\[]", r)[0] for r in metadata.requires("kernelblaster")
           if "extra ==" not in r and not r.startswith("ncu-report")]
 missing = []
