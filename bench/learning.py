@@ -1,5 +1,5 @@
 """Does the knowledge base learn? Learning curves of the real optimization loop replayed on a
-measured table (agents/replay.py): the loop, KB, ranking, selection and write-back are the
+measured table (agents/replay/mode.py): the loop, KB, ranking, selection and write-back are the
 real ones; the lowering agent returns the library's variant for the chosen technique (the loop
 is offered only the library's rewrites), and the harness's verdicts and times come from the
 table, with noise at the measured spread.
@@ -55,9 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common
 import learning_eval as evaluation
 from common import REPO, RESULTS, repo_relative, slug
 
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
-from kernelblaster.agents.replay import ReplayModel, ReplayStep, ReplayTask
-from kernelblaster.agents.replay_table import (
+from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
+from kernelblaster.agents.replay.mode import ReplayModel, ReplayStep, ReplayTask
+from kernelblaster.agents.replay.table import (
     NAIVE,
     LearningTable,
     LibraryError,

@@ -37,8 +37,8 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common
 from common import bench_module
 
-from kernelblaster.agents.replay import ReplayStep
-from kernelblaster.agents.replay_table import (
+from kernelblaster.agents.replay.mode import ReplayStep
+from kernelblaster.agents.replay.table import (
     NAIVE,
     LearningTable,
     LibraryError,

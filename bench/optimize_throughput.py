@@ -29,8 +29,8 @@ already holds for that GPU model (the parts can run on different machines of one
   best, whose check is also its final timing, the policy update's LLM calls, answered at
   once), each problem's split in `fixed_parts`; the baselines are measured apart from the
   checks from the problem's start, their compilation beside the checks and their timing on a
-  GPU turn of their own (agents/baselines_job.py: `fixed_parts.baselines_apart`). What happens
-  once per machine, the CUPTI counter library's build, is done
+  GPU turn of their own (agents/kernelbench/baselines.py: `fixed_parts.baselines_apart`). What
+  happens once per machine, the CUPTI counter library's build, is done
   before the first problem and stated apart (`one_time_s`), not in any problem's time.
 - overlap: `optimize` on examples/softmax.cu, 4 rollouts x depth 3 on one GPU, the endpoint
   answering every call after --llm-delay seconds (10). `llm_overlap_ratio`: the run's wall
@@ -70,10 +70,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, RESULTS, device_name, openai_server_module, slug
 from kernelbench_mechanics import ANSWERS, PROBLEMS, prepared_answers
 
-from kernelblaster.agents.evaluation import evaluate
-from kernelblaster.agents.llm import LlmClient, LlmConfig
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
-from kernelblaster.agents.rollout_runners import runner_for
+from kernelblaster.agents.llm.client import LlmClient, LlmConfig
+from kernelblaster.agents.loop.evaluation import evaluate
+from kernelblaster.agents.loop.rollout_runners import runner_for
+from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
 from kernelblaster.harness.check import cupti
 from kernelblaster.harness.protocol.optimize_protocol import (
     OptimizeRequest,
@@ -329,7 +329,7 @@ def _fixed_parts(problem: dict, run: PhaseTimes) -> dict:
 
 
 def _baselines_apart(problem: dict) -> dict | None:
-    """The baselines measured apart (agents/baselines_job.py): their compilation, which ran
+    """The baselines measured apart (agents/kernelbench/baselines.py): their compilation, which ran
     beside the checks (concurrent: part of no other figure's cost), their wait for the GPU,
     their turn on it (inside the rollouts' wall when it came between two of their steps: then
     it is in rollouts_wall_s, not in fixed_s) and what the problem's end waited for them (in

@@ -43,10 +43,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, openai_server_module, write_result
 
-from kernelblaster.agents.evaluation import evaluate
-from kernelblaster.agents.llm import LlmClient, LlmConfig
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
-from kernelblaster.agents.rollout_runners import runner_for
+from kernelblaster.agents.llm.client import LlmClient, LlmConfig
+from kernelblaster.agents.loop.evaluation import evaluate
+from kernelblaster.agents.loop.rollout_runners import runner_for
+from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
 from kernelblaster.harness.protocol.worker_client import keep_spare_workers
 from kernelblaster.kb.store import KnowledgeBase

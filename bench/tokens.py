@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import openai_server_module, write_result
 
-from kernelblaster.agents.llm import LlmClient, LlmConfig
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
+from kernelblaster.agents.llm.client import LlmClient, LlmConfig
+from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings

@@ -134,7 +134,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     allow_library_calls: bool = False
     # GPU: one index, or a list of them that `optimize` spreads its rollouts over (rollout r on
     # the r-th in turn). parallel_gpu_jobs: the jobs one GPU runs at once (the server's saves
-    # and optimizations; the candidates `optimize` evaluates, agents/gpu_gates.py).
+    # and optimizations; the candidates `optimize` evaluates, agents/loop/gpu_gates.py).
     gpu_index: GpuIndex | Annotated[list[GpuIndex], msgspec.Meta(max_length=64)] = 0
     parallel_gpu_jobs: GpuJobs = 1
     # LLM (OpenAI-compatible endpoint)

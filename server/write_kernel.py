@@ -1,7 +1,7 @@
 """`kernelblaster.init`: "Write a CUDA kernel for this module" on a KernelBench-style reference
 `.py`. The agents worker has the LLM write a plain-CUDA kernel and verifies it, retrying with
-the harness's feedback, exactly as `kernelblaster init` does (agents/init_kernel.py); the server
-then writes `<stem>.cu` beside the reference, atomically, and opens it, so the save pipeline
+the harness's feedback, exactly as `kernelblaster init` does (agents/loop/init_kernel.py); the
+server then writes `<stem>.cu` beside the reference, atomically, and opens it, so the save pipeline
 builds, verifies and profiles it like any kernel.
 
 An existing `.cu` is never replaced by "Write a CUDA kernel": that action is offered only while

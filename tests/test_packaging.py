@@ -32,10 +32,10 @@ def _python(code: str, site, cwd) -> subprocess.CompletedProcess:
 def test_every_subpackage_imports(installed, tmp_path, where):
     cwd = REPO if where == "checkout root" else tmp_path
     code = (
-        "import kernelblaster.agents.loop, kernelblaster.harness.worker.serve, "
+        "import kernelblaster.agents.loop.run, kernelblaster.harness.worker.serve, "
         "kernelblaster.kb.store, "
         "kernelblaster.server.app; from kernelblaster.kb.catalog import load_catalog; "
-        "from kernelblaster.agents.prompting import load_template; load_template('lowering'); "
+        "from kernelblaster.agents.llm.prompting import load_template; load_template('lowering'); "
         "from importlib.resources import files; "
         "assert files('kernelblaster.harness.native').joinpath('native_driver.cpp').is_file(); "
         "assert files('kernelblaster.harness.check').joinpath('cupti_counters.cpp').is_file(); "

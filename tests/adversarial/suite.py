@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from kernelblaster.agents.baselines_job import BaselinesJob
-from kernelblaster.agents.gpu_gates import GpuGates
+from kernelblaster.agents.kernelbench.baselines import BaselinesJob
+from kernelblaster.agents.loop.gpu_gates import GpuGates
 from kernelblaster.harness.protocol.optimize_protocol import PhaseTimes
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import (
@@ -491,8 +491,8 @@ def prepare(
       extension cache, which their checks' imports find (torch rebuilds nothing whose
       sources and flags are unchanged);
     - each reference's PyTorch baselines (eager, torch.compile), measured apart as a
-      KernelBench run measures them (agents/baselines_job.py: the harness's "baselines" task,
-      in its clean reference process): torch.compile compiles beside the builds, and the
+      KernelBench run measures them (agents/kernelbench/baselines.py: the harness's "baselines"
+      task, in its clean reference process): torch.compile compiles beside the builds, and the
       timing waits until the builds are done (the GPU gate, held meanwhile). The checks then
       read them from the cache, as every check after a reference's first did before. A case
       aimed at the baselines (`fresh_cache`) is left to measure its own in its check.

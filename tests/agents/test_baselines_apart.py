@@ -1,7 +1,7 @@
-"""The PyTorch baselines measured apart from a problem's checks (agents/baselines_job.py): a real
-harness worker (task "baselines", the CPU standing in for the GPU: tests/harness/cpu_worker.py)
-compiles torch.compile's code while the "GPU" is held by other evaluations, then waits for its
-turn at the GPU's gate and times the baselines, never while another evaluation holds it. What is
+"""The PyTorch baselines measured apart from a problem's checks (agents/kernelbench/baselines.py):
+a real harness worker (task "baselines", the CPU standing in for the GPU:
+tests/harness/cpu_worker.py) compiles torch.compile's code while the "GPU" is held by other
+evaluations, then waits for its turn at the GPU's gate and times the baselines, never while another evaluation holds it. What is
 asserted is the intervals each side records (PhaseTimes.spans), never a duration. torch.compile
 runs for real on the CPU (~10 s per test on 2 cores)."""
 
@@ -21,11 +21,11 @@ from test_llm_overlap import _overlap
 from test_loop import cuda, soft
 
 from bench.openai_server import reply, reply_by_agent
-from kernelblaster.agents.baselines_job import BaselinesJob
-from kernelblaster.agents.gpu_gates import GpuGates
-from kernelblaster.agents.kernelbench_problems import discover
-from kernelblaster.agents.kernelbench_records import RunConfig
-from kernelblaster.agents.kernelbench_runner import RunServices, open_run, run_kernelbench
+from kernelblaster.agents.kernelbench.baselines import BaselinesJob
+from kernelblaster.agents.kernelbench.problems import discover
+from kernelblaster.agents.kernelbench.records import RunConfig
+from kernelblaster.agents.kernelbench.runner import RunServices, open_run, run_kernelbench
+from kernelblaster.agents.loop.gpu_gates import GpuGates
 from kernelblaster.harness.check.baselines import compile_ahead, measure_baselines
 from kernelblaster.harness.check.timing import timing_input_sets
 from kernelblaster.harness.protocol.optimize_protocol import Span

@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from kernelblaster.agents.baselines_job import BaselinesJob
-from kernelblaster.agents.gpu_gates import GpuGates
+from kernelblaster.agents.kernelbench.baselines import BaselinesJob
+from kernelblaster.agents.loop.gpu_gates import GpuGates
 from kernelblaster.harness.check.baselines import compile_ahead, measure_baselines
 from kernelblaster.harness.check.timing import timing_input_sets
 from kernelblaster.harness.target.reference import load_reference

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.agents.code_extract import ExtractError, extract_cuda_source, fenced_blocks
+from kernelblaster.agents.llm.code_extract import ExtractError, extract_cuda_source, fenced_blocks
 
 DATA = Path(__file__).parent / "data"
 NAIVE = (DATA.parents[2] / "examples" / "softmax.cu").read_text()  # the naive example

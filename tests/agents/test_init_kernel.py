@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from bench.openai_server import HttpError, reply
-from kernelblaster.agents.evaluation import Evaluation
-from kernelblaster.agents.init_kernel import (
+from kernelblaster.agents.llm.lowering import Feedback
+from kernelblaster.agents.loop.evaluation import Evaluation
+from kernelblaster.agents.loop.init_kernel import (
     describe_signature,
     initial_kernel,
     plain_form_problem,
 )
-from kernelblaster.agents.lowering import Feedback
 from kernelblaster.atomic_files import save_file
 from kernelblaster.cli import main
 from kernelblaster.harness.protocol.records import CheckResult, HarnessError, Timing, VerifyResult

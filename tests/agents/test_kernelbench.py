@@ -16,23 +16,22 @@ import pytest
 from test_loop import RecordedHarness, cuda, soft
 
 from bench.openai_server import HttpError, Reply, reply, reply_by_agent
-from kernelblaster.agents.evaluation import Evaluation
-from kernelblaster.agents.kernelbench_metrics import fast_p, geomean, summarize
-from kernelblaster.agents.kernelbench_problems import (
+from kernelblaster.agents.kernelbench.metrics import fast_p, geomean, summarize
+from kernelblaster.agents.kernelbench.problems import (
     ProblemsError,
     discover,
     is_problem,
     level_name,
 )
-from kernelblaster.agents.kernelbench_records import ProblemResult, RunConfig
-from kernelblaster.agents.kernelbench_report import (
+from kernelblaster.agents.kernelbench.records import ProblemResult, RunConfig
+from kernelblaster.agents.kernelbench.report import (
     MECHANICS_BANNER,
     load_runs,
     render_markdown,
     results_name,
     write_report,
 )
-from kernelblaster.agents.kernelbench_runner import (
+from kernelblaster.agents.kernelbench.runner import (
     ResultsMismatch,
     RunAborted,
     RunServices,
@@ -40,6 +39,7 @@ from kernelblaster.agents.kernelbench_runner import (
     open_run,
     run_kernelbench,
 )
+from kernelblaster.agents.loop.evaluation import Evaluation
 from kernelblaster.cli import main
 from kernelblaster.harness.protocol.records import (
     CheckResult,

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from bench import openai_server
-from kernelblaster.agents.code_extract import extract_cuda_source
-from kernelblaster.agents.init_kernel import init_messages, plain_form_problem
-from kernelblaster.agents.kernelbench_problems import discover
-from kernelblaster.agents.llm import LlmClient, LlmConfig
-from kernelblaster.agents.prompting import render_messages
+from kernelblaster.agents.kernelbench.problems import discover
+from kernelblaster.agents.llm.client import LlmClient, LlmConfig
+from kernelblaster.agents.llm.code_extract import extract_cuda_source
+from kernelblaster.agents.llm.prompting import render_messages
+from kernelblaster.agents.loop.init_kernel import init_messages, plain_form_problem
 from kernelblaster.harness.analysis.cuda_source import extern_c_functions, global_kernels
 from kernelblaster.harness.build.nvcc import BuildSpec, build
 from kernelblaster.harness.target.plain_launch import POINTER_DTYPES, SCALAR_CTYPES

@@ -19,7 +19,7 @@ from bench.openai_server import (
     reply,
     server_error,
 )
-from kernelblaster.agents.llm import (
+from kernelblaster.agents.llm.client import (
     LOCAL_PLACEHOLDER_KEY,
     LlmClient,
     LlmConfig,

@@ -1,5 +1,5 @@
 """Rollouts on one GPU (or a few) run at once: their LLM calls overlap, only their candidates'
-evaluations queue, one at a time per GPU (agents/gpu_gates.py). Against the scripted
+evaluations queue, one at a time per GPU (agents/loop/gpu_gates.py). Against the scripted
 OpenAI-compatible server answering every call after a fixed delay, with a harness that holds
 its "GPU" for a while per candidate; what is asserted is the intervals each step records
 (OptimizeStep.phases.spans), never a wall time. Also: the phases every step and run record,
@@ -17,8 +17,8 @@ import pytest
 from test_loop import RecordedHarness, cuda, run_loop, soft
 
 from bench.openai_server import reply, reply_by_agent
-from kernelblaster.agents.evaluation import harness_phases
-from kernelblaster.agents.rollout_runners import on_gpus, runner_for
+from kernelblaster.agents.loop.evaluation import harness_phases
+from kernelblaster.agents.loop.rollout_runners import on_gpus, runner_for
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeResult, PhaseTimes, Span
 from kernelblaster.harness.protocol.records import BuildResult, CheckResult, ProfileReport
 from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
@@ -209,8 +209,8 @@ def _held_spans(slots: int) -> list[Span]:
     """Four threads evaluating on GPU 0 through one GatedEvaluate of `slots`."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kernelblaster.agents.evaluation import Evaluation
-    from kernelblaster.agents.gpu_gates import GatedEvaluate
+    from kernelblaster.agents.loop.evaluation import Evaluation
+    from kernelblaster.agents.loop.gpu_gates import GatedEvaluate
 
     def hold(*_args, **_options) -> Evaluation:
         time.sleep(GPU_HOLD_S)
@@ -233,7 +233,7 @@ def test_parallel_gpu_jobs_lets_that_many_evaluations_share_a_gpu():
 def test_gates_travel_by_value_with_locks_of_their_own():
     import pickle
 
-    from kernelblaster.agents.gpu_gates import GatedEvaluate
+    from kernelblaster.agents.loop.gpu_gates import GatedEvaluate
 
     gated = GatedEvaluate(print, slots=2)
     with gated.gates.turn(0), gated.gates.turn(0):  # both held here: a copy shares neither

@@ -12,9 +12,9 @@ import msgspec
 import pytest
 
 from bench.openai_server import rate_limited, reply
-from kernelblaster.agents.evaluation import Evaluation, evaluation_of
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
-from kernelblaster.agents.lowering import Feedback
+from kernelblaster.agents.llm.lowering import Feedback
+from kernelblaster.agents.loop.evaluation import Evaluation, evaluation_of
+from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
 from kernelblaster.harness.analysis.classify import classify
 from kernelblaster.harness.analysis.ncu_reader import read_report
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeMessage, OptimizeRequest
@@ -262,7 +262,7 @@ def test_a_run_without_a_better_candidate_says_so_or_says_why(openai_server, cli
 
 
 def test_unreachable_llm_stops_the_run_and_records_the_error(kb):
-    from kernelblaster.agents.llm import LlmClient, LlmConfig
+    from kernelblaster.agents.llm.client import LlmClient, LlmConfig
 
     client = LlmClient(
         LlmConfig(

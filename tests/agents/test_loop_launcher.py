@@ -16,8 +16,8 @@ import pytest
 from test_loop import H200, SOFTMAX, RecordedHarness, cuda, run_loop, soft, timing
 
 from bench.openai_server import reply, server_error
-from kernelblaster.agents.evaluation import Evaluation, evaluation_of
-from kernelblaster.agents.loop import (
+from kernelblaster.agents.loop.evaluation import Evaluation, evaluation_of
+from kernelblaster.agents.loop.run import (
     CHAIN_DISCOUNT,
     OptimizeRun,
     constraints_for,

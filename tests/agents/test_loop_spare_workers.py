@@ -19,8 +19,8 @@ from process_leaks import leftovers, none_left
 from rollout_harness import by_prompt
 from test_loop import H200, SOFTMAX, run_loop, timing
 
-from kernelblaster.agents.evaluation import evaluate
-from kernelblaster.agents.rollout_runners import runner_for
+from kernelblaster.agents.loop.evaluation import evaluate
+from kernelblaster.agents.loop.rollout_runners import runner_for
 from kernelblaster.harness.analysis.classify import classify_report
 from kernelblaster.harness.analysis.ncu_reader import read_report
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeResult

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bench.openai_server import reply, server_error
-from kernelblaster.agents.llm import LlmError
-from kernelblaster.agents.lowering import Feedback, LoweringInput, lower
+from kernelblaster.agents.llm.client import LlmError
+from kernelblaster.agents.llm.lowering import Feedback, LoweringInput, lower
 from kernelblaster.harness.protocol.records import Finding, PerfState
 from kernelblaster.kb.records import Technique
 

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from bench.openai_server import reply
-from kernelblaster.agents.policy_update import evaluate_policy, update_policy
+from kernelblaster.agents.policy.update import evaluate_policy, update_policy
 from kernelblaster.kb.records import Attempt
 
 ARCH = "sm_90"

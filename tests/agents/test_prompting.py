@@ -6,7 +6,7 @@ from importlib import resources
 
 import pytest
 
-from kernelblaster.agents.prompting import (
+from kernelblaster.agents.llm.prompting import (
     PromptError,
     describe_state,
     load_template,
@@ -50,7 +50,7 @@ def memory_state(findings: list[Finding] | None = None) -> PerfState:
 
 
 def test_shipped_templates_are_package_data():
-    shipped = {p.name for p in (resources.files("kernelblaster.agents") / "prompts").iterdir()}
+    shipped = {p.name for p in (resources.files("kernelblaster.agents.llm") / "prompts").iterdir()}
     assert {f"{name}.md" for name in TEMPLATES} <= shipped
 
 
@@ -81,7 +81,7 @@ def test_missing_and_unused_values_are_errors():
 
 
 def test_unknown_template():
-    with pytest.raises(PromptError, match=r"agents/prompts/nonexistent\.md"):
+    with pytest.raises(PromptError, match=r"agents/llm/prompts/nonexistent\.md"):
         load_template("nonexistent")
 
 

@@ -14,8 +14,8 @@ import pytest
 from test_loop import RecordedHarness
 
 from bench import openai_server
-from kernelblaster.agents.llm import LlmClient, LlmConfig
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
+from kernelblaster.agents.llm.client import LlmClient, LlmConfig
+from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
 from kernelblaster.harness.analysis.cuda_source import extern_c_functions
 from kernelblaster.harness.build.nvcc import BuildSpec, build
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest

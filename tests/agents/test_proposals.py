@@ -13,14 +13,14 @@ import pytest
 from test_loop import SOFTMAX, RecordedHarness, cuda, soft
 
 from bench.openai_server import reply, reply_by_agent
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
-from kernelblaster.agents.proposals import (
+from kernelblaster.agents.llm.reply_json import text_problem
+from kernelblaster.agents.loop.rollout_runners import runner_for
+from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
+from kernelblaster.agents.policy.proposals import (
     DUPLICATE_SIMILARITY,
     description_similarity,
     why_propose,
 )
-from kernelblaster.agents.reply_json import text_problem
-from kernelblaster.agents.rollout_runners import runner_for
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest, OptimizeResult
 from kernelblaster.harness.protocol.records import Finding
 from kernelblaster.kb.proposal_status import RETIRE_AFTER

@@ -18,7 +18,7 @@ import pytest
 from rollout_harness import GpuLoggingHarness, by_prompt
 from test_loop import run_loop
 
-from kernelblaster.agents.rollout_runners import OnGpus, on_gpus, runner_for
+from kernelblaster.agents.loop.rollout_runners import OnGpus, on_gpus, runner_for
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
@@ -51,7 +51,7 @@ def _three_failed_steps(outcome, kb):
 
 def _assert_rollouts_at_once_tried_different_techniques(outcome, kb) -> None:
     """Rollouts that rank at once (threads of one process) each take a technique none of the
-    others is trying on the same kernel (agents/in_flight.py): three greedy rollouts, three
+    others is trying on the same kernel (agents/loop/in_flight.py): three greedy rollouts, three
     techniques, where ranking alone would have given all three the KB's best."""
     steps = _three_failed_steps(outcome, kb)
     assert len({s.technique for s in steps}) == 3
@@ -82,7 +82,7 @@ def test_an_error_in_one_rollout_stops_the_others(openai_server, client, tmp_pat
     class Gone(GpuLoggingHarness):
         def __call__(self, source, text, kernel, settings, **options):
             if "KB_RESULT" in text:
-                from kernelblaster.agents.evaluation import Evaluation
+                from kernelblaster.agents.loop.evaluation import Evaluation
                 from kernelblaster.harness.protocol.records import HarnessError
 
                 error = HarnessError(kind="no_gpu", message="no CUDA device", fix="attach one")
@@ -150,7 +150,7 @@ def ray_cluster():
 def test_rollouts_as_ray_tasks_on_fake_gpus_land_in_the_same_kb(
     ray_cluster, openai_server, client, tmp_path, monkeypatch
 ):
-    from kernelblaster.agents.ray_rollouts import on_ray
+    from kernelblaster.agents.loop.ray_rollouts import on_ray
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     openai_server.responder = by_prompt("broken")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.openai_server import reply
-from kernelblaster.agents.soft_verify import UNPARSEABLE, soft_verify
+from kernelblaster.agents.llm.soft_verify import UNPARSEABLE, soft_verify
 
 DATA = Path(__file__).parent / "data"
 NAIVE = (DATA.parents[2] / "examples" / "softmax.cu").read_text()  # the naive example

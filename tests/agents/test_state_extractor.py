@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bench.openai_server import reply
-from kernelblaster.agents.state_extractor import refine_state
+from kernelblaster.agents.llm.state_extractor import refine_state
 from kernelblaster.harness.protocol.records import Finding, Headroom, PerfState
 
 KNOWN = ["memory.dram", "memory.l1", "latency.long_scoreboard", "occupancy.registers"]

@@ -191,7 +191,7 @@ def test_exploration_brings_an_untried_technique_into_the_shortlist(kb):
 def test_the_loop_explores_by_the_requests_coefficient(kb, tmp_path):
     """agents.loop's choice of technique follows the request's exploration: a state whose best
     techniques were tried many times gets an untried one at exploration > 0, greedily."""
-    from kernelblaster.agents.loop import _choose
+    from kernelblaster.agents.loop.run import _choose
     from kernelblaster.harness.protocol.records import PerfState
 
     state = PerfState(
@@ -213,7 +213,7 @@ def test_a_technique_that_failed_on_this_very_kernel_is_not_chosen_again(kb):
     """avoid_failed: the loop's choice skips techniques already tried without success on the
     kernel the step starts from (its source hash), not those that failed on other kernels of
     the same state; a success stays choosable; when everything failed here, all come back."""
-    from kernelblaster.agents.loop import _choose
+    from kernelblaster.agents.loop.run import _choose
     from kernelblaster.harness.protocol.records import PerfState
 
     state = PerfState(

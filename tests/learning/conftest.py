@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fixture_table import LIBRARY, fixture_table
 
-from kernelblaster.agents.replay import ReplayTask
-from kernelblaster.agents.replay_table import LearningTable, Task, load_library, write_table
+from kernelblaster.agents.replay.mode import ReplayTask
+from kernelblaster.agents.replay.table import LearningTable, Task, load_library, write_table
 from kernelblaster.kb.store import KnowledgeBase
 
 

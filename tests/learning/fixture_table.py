@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelblaster.agents.replay_table import (
+from kernelblaster.agents.replay.table import (
     LearningTable,
     Measurement,
     load_library,

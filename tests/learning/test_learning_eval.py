@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from bench_scripts import load_script
 
-from kernelblaster.agents.loop import credited_speedup
-from kernelblaster.agents.replay_table import NAIVE, transitions
+from kernelblaster.agents.loop.run import credited_speedup
+from kernelblaster.agents.replay.table import NAIVE, transitions
 from kernelblaster.harness.protocol.records import Finding
 
 evaluation = load_script("bench/learning_eval.py")

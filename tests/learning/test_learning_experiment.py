@@ -13,7 +13,7 @@ import pytest
 from bench_scripts import REPO
 from fixture_table import LIBRARY
 
-from kernelblaster.agents.replay_table import load_library
+from kernelblaster.agents.replay.table import load_library
 
 # the bench scripts these tests run draw their plots with matplotlib (the [dev] extra)
 pytest.importorskip("matplotlib", reason="the bench scripts draw plots: pip install -e '.[dev]'")
@@ -101,7 +101,7 @@ def test_without_a_table_it_says_what_to_do(tmp_path):
 def test_with_a_second_gpus_table_the_transfer_arm_runs(tmp_path, table_path, table):
     import msgspec
 
-    from kernelblaster.agents.replay_table import write_table
+    from kernelblaster.agents.replay.table import write_table
 
     other = msgspec.structs.replace(
         table,
@@ -135,7 +135,7 @@ def test_a_task_measured_in_part_is_left_out(tmp_path, table):
     treat them as unreachable, so the task takes no part (and the result says so)."""
     import msgspec
 
-    from kernelblaster.agents.replay_table import write_table
+    from kernelblaster.agents.replay.table import write_table
 
     partial = msgspec.structs.replace(
         table,

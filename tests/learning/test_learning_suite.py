@@ -12,7 +12,7 @@ import pytest
 from bench_scripts import load_script
 from fixture_table import LIBRARY
 
-from kernelblaster.agents.replay_table import NAIVE, LibraryError, load_task
+from kernelblaster.agents.replay.table import NAIVE, LibraryError, load_task
 
 learning = load_script("bench/learning.py")
 suite = load_script("bench/learning_suite.py")

@@ -16,7 +16,7 @@ import pytest
 from bench_scripts import REPO, load_script
 from fixture_table import LIBRARY, perf_state
 
-from kernelblaster.agents.replay_table import (
+from kernelblaster.agents.replay.table import (
     LearningTable,
     Measurement,
     load_library,

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from fixture_table import LIBRARY
 
-from kernelblaster.agents.replay_table import (
+from kernelblaster.agents.replay.table import (
     FAMILIES,
     NAIVE,
     LibraryError,

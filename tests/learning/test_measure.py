@@ -13,7 +13,7 @@ import msgspec
 import pytest
 from bench_scripts import REPO, load_script
 
-from kernelblaster.agents.replay_table import NAIVE, LearningTable, read_table
+from kernelblaster.agents.replay.table import NAIVE, LearningTable, read_table
 from kernelblaster.harness.protocol.records import HarnessError
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse

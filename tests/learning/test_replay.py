@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from kernelblaster.agents.llm import LlmError
-from kernelblaster.agents.loop import (
+from kernelblaster.agents.llm.client import LlmError
+from kernelblaster.agents.loop.run import (
     CHAIN_DISCOUNT,
     MIN_SPEEDUP,
     OptimizeRun,
@@ -16,8 +16,8 @@ from kernelblaster.agents.loop import (
     every_technique,
     run_optimization,
 )
-from kernelblaster.agents.replay import ReplayModel
-from kernelblaster.agents.replay_table import LibraryError, transitions
+from kernelblaster.agents.replay.mode import ReplayModel
+from kernelblaster.agents.replay.table import LibraryError, transitions
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
 from kernelblaster.settings import Settings
 
@@ -163,7 +163,7 @@ def test_the_replayed_state_carries_the_chain_the_variant_launches(library, tabl
 
     import msgspec
 
-    from kernelblaster.agents.replay import ReplayTask
+    from kernelblaster.agents.replay.mode import ReplayTask
 
     task = next(t for t in library if t.task == "softmax")
     naive = table.measurement("softmax", "naive")

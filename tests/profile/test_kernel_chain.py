@@ -10,7 +10,7 @@ import msgspec
 import pytest
 from tests_paths import REPO
 
-from kernelblaster.agents.evaluation import evaluation_of
+from kernelblaster.agents.loop.evaluation import evaluation_of
 from kernelblaster.harness.analysis.classify import classify_report
 from kernelblaster.harness.analysis.findings import CHAIN_MIN_SHARE, with_kernel_chain
 from kernelblaster.harness.analysis.ncu_reader import read_report

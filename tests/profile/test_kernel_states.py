@@ -1,5 +1,5 @@
 """One rule for which launch describes a kernel launched several times, shared by the editor
-(server/cache.py) and the optimization loop (agents/evaluation.py): its longest launch. Built
+(server/cache.py) and the optimization loop (agents/loop/evaluation.py): its longest launch. Built
 from the real H200 report of three naive kernels, two of them relaunched under one name."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import msgspec
 import pytest
 from tests_paths import REPO
 
-from kernelblaster.agents.evaluation import launched_kernels
+from kernelblaster.agents.loop.evaluation import launched_kernels
 from kernelblaster.harness.analysis.classify import classify_report, kernel_states
 from kernelblaster.harness.analysis.ncu_reader import read_report
 from kernelblaster.harness.protocol.worker_protocol import WorkerResponse

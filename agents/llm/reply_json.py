@@ -20,9 +20,9 @@ from typing import Generic, NamedTuple, TypeVar
 
 import msgspec
 
-from kernelblaster.agents.code_extract import fenced_blocks
-from kernelblaster.agents.llm import LlmClient, Usage
-from kernelblaster.agents.prompting import render_messages
+from kernelblaster.agents.llm.client import LlmClient, Usage
+from kernelblaster.agents.llm.code_extract import fenced_blocks
+from kernelblaster.agents.llm.prompting import render_messages
 
 T = TypeVar("T")
 

@@ -1,4 +1,5 @@
-"""Prompt templates: one Markdown file per agent under agents/prompts/, rendered into chat messages.
+"""Prompt templates: one Markdown file per agent under agents/llm/prompts/, rendered into chat
+messages.
 
 A template is split into messages by marker lines `<!-- role: system -->` and
 `<!-- role: user -->`; placeholders are `string.Template` ones (`$source`, `${kernel}`; a literal
@@ -25,13 +26,13 @@ class PromptError(ValueError):
 
 @functools.cache
 def load_template(name: str) -> tuple[tuple[str, Template], ...]:
-    """The (role, template) sections of agents/prompts/<name>.md."""
-    resource = resources.files("kernelblaster.agents") / "prompts" / f"{name}.md"
+    """The (role, template) sections of agents/llm/prompts/<name>.md."""
+    resource = resources.files("kernelblaster.agents.llm") / "prompts" / f"{name}.md"
     try:
         text = resource.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PromptError(
-            f"no prompt template {name!r}: expected agents/prompts/{name}.md in the package"
+            f"no prompt template {name!r}: expected agents/llm/prompts/{name}.md in the package"
         ) from None
     parts = ROLE_MARKER.split(text)
     if parts[0].strip():

@@ -3,7 +3,7 @@ that torch.compile's compilation (tens of seconds cold, CPU work) does not sit i
 fixed time: a harness worker of their own (task "baselines", harness/check/check.py:
 baselines_apart), started with the problem, compiles while the GPU checks and profiles the
 kernels (launching nothing on the GPU meanwhile), then asks for the GPU and waits for its turn
-at the GPU's gate (agents/gpu_gates.py), which the candidates' evaluations take too: the
+at the GPU's gate (agents/loop/gpu_gates.py), which the candidates' evaluations take too: the
 baselines are timed between two evaluations, never beside one. The checks of the problem meanwhile
 measure none (WorkerRequest.baselines = False) and apply them from the cache once timed.
 
@@ -23,8 +23,8 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from kernelblaster.agents.evaluation import harness_phases
-from kernelblaster.agents.gpu_gates import GpuGates
+from kernelblaster.agents.loop.evaluation import harness_phases
+from kernelblaster.agents.loop.gpu_gates import GpuGates
 from kernelblaster.harness.protocol.optimize_protocol import PhaseTimes, Span
 from kernelblaster.harness.protocol.records import CheckResult, HarnessError
 from kernelblaster.harness.protocol.worker_client import run_harness

@@ -17,8 +17,8 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelblaster.agents.llm import LlmClient, LlmConfig
-from kernelblaster.agents.loop import (
+from kernelblaster.agents.llm.client import LlmClient, LlmConfig
+from kernelblaster.agents.loop.run import (
     Evaluate,
     Lower,
     RolloutPlan,

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.agents.kernelbench_metrics import (
+from kernelblaster.agents.kernelbench.metrics import (
     FAST_P_THRESHOLDS,
     PAPER_ANCHOR_SOURCE,
     PAPER_ANCHORS,
     p_key,
     verified_speedups,
 )
-from kernelblaster.agents.kernelbench_records import KernelBenchRun, ProblemResult, Summary
+from kernelblaster.agents.kernelbench.records import KernelBenchRun, ProblemResult, Summary
 
 MECHANICS_BANNER = (
     "**Mechanics run, not a model's performance.** The LLM endpoint was the scripted "

@@ -14,7 +14,7 @@ from typing import Literal
 
 import msgspec
 
-from kernelblaster.agents.lowering import Feedback
+from kernelblaster.agents.llm.lowering import Feedback
 from kernelblaster.harness.analysis.classify import kernel_states, launch_durations
 from kernelblaster.harness.analysis.findings import with_kernel_chain
 from kernelblaster.harness.protocol.optimize_protocol import LaunchedKernel, PhaseTimes
@@ -114,7 +114,8 @@ def evaluate(
     """`kernel`: whose state to take when the text launches it (the original kernel the user
     chose); None, or a kernel it no longer launches, takes the dominant one. `ncu_below_ms`:
     WorkerRequest's (ncu's pass after the in-process state only for a kernel faster than it);
-    `baselines`: WorkerRequest's (False where they are measured apart, agents/baselines_job.py)."""
+    `baselines`: WorkerRequest's (False where they are measured apart,
+    agents/kernelbench/baselines.py)."""
     request = WorkerRequest(
         task="profile" if profile else "check",
         source=str(source),

@@ -4,11 +4,11 @@ only their candidates' evaluations queue, each GPU evaluating `slots` candidates
 another's build, verification, timing or profile).
 
 `GpuGates` are the gates; whatever else must not share a GPU with a candidate's evaluation
-takes its turn there too (the baselines' timing, agents/baselines_job.py). `GatedEvaluate`
-wraps the loop's `evaluate` (agents/evaluation.py, or a scripted stand-in): it waits for the
+takes its turn there too (the baselines' timing, agents/kernelbench/baselines.py). `GatedEvaluate`
+wraps the loop's `evaluate` (agents/loop/evaluation.py, or a scripted stand-in): it waits for the
 GPU the settings name, runs the evaluation, and adds to its phases the wait (`gpu_queue`), the
 wall time it held the GPU (`evaluation`) and that interval as a "gpu" span. It pickles without
-its gates (a Ray task, agents/ray_rollouts.py, gets gates of its own: one task, one GPU)."""
+its gates (a Ray task, agents/loop/ray_rollouts.py, gets gates of its own: one task, one GPU)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from kernelblaster.agents.evaluation import Evaluation
+from kernelblaster.agents.loop.evaluation import Evaluation
 from kernelblaster.harness.protocol.optimize_protocol import Span
 
 Evaluate = Callable[..., Evaluation]

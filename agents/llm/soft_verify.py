@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import msgspec
 
-from kernelblaster.agents.llm import LlmClient, Usage
-from kernelblaster.agents.prompting import bullets, render_messages
-from kernelblaster.agents.reply_json import ask_json
+from kernelblaster.agents.llm.client import LlmClient, Usage
+from kernelblaster.agents.llm.prompting import bullets, render_messages
+from kernelblaster.agents.llm.reply_json import ask_json
 
 UNPARSEABLE = "verifier reply unparseable"
 

@@ -18,7 +18,7 @@ from collections import Counter
 
 import msgspec
 
-from kernelblaster.agents.kernelbench_records import ProblemResult, Summary
+from kernelblaster.agents.kernelbench.records import ProblemResult, Summary
 
 FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
 

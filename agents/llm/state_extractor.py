@@ -13,9 +13,9 @@ from typing import Literal
 
 import msgspec
 
-from kernelblaster.agents.llm import LlmClient, Usage
-from kernelblaster.agents.prompting import describe_state, render_messages
-from kernelblaster.agents.reply_json import ask_json
+from kernelblaster.agents.llm.client import LlmClient, Usage
+from kernelblaster.agents.llm.prompting import describe_state, render_messages
+from kernelblaster.agents.llm.reply_json import ask_json
 from kernelblaster.harness.protocol.records import PerfState
 
 # `<bottleneck>.<aspect>[.<detail>]`, the shape of the catalog's ids ("latency.long_scoreboard").

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.agents.evaluation import Evaluation
-from kernelblaster.agents.llm import LlmError, LlmReply, Usage
-from kernelblaster.agents.lowering import FailureKind, Feedback, LoweringInput, LoweringResult
-from kernelblaster.agents.replay_table import (
+from kernelblaster.agents.llm.client import LlmError, LlmReply, Usage
+from kernelblaster.agents.llm.lowering import FailureKind, Feedback, LoweringInput, LoweringResult
+from kernelblaster.agents.loop.evaluation import Evaluation
+from kernelblaster.agents.replay.table import (
     NAIVE,
     LearningTable,
     LibraryError,
@@ -39,7 +39,7 @@ from kernelblaster.harness.analysis.findings import with_kernel_chain
 from kernelblaster.harness.protocol.records import CheckResult, Timing, VerifyResult
 from kernelblaster.settings import Settings
 
-# Verdicts of the model calls the replay answers, by purpose (see agents/prompts).
+# Verdicts of the model calls the replay answers, by purpose (see agents/llm/prompts).
 _SCRIPTED_REPLIES = {
     "soft_verify": '{"ok": true, "reasons": []}',  # the harness verified the variant
     "perf_gap": '{"analyses": []}',

@@ -63,7 +63,7 @@ class ProblemResult(msgspec.Struct, kw_only=True):
     first_phases: PhaseTimes | None = None
     optimize_wall_s: float = 0.0
     # The baselines (eager_ms, compile_ms), measured apart from the checks from the problem's
-    # start (agents/baselines_job.py): their compilation beside the checks (a "cpu" span:
+    # start (agents/kernelbench/baselines.py): their compilation beside the checks (a "cpu" span:
     # concurrent, not a cost of its own), their wait for the GPU (gpu_queue) and their turn on
     # it between two evaluations (evaluation, a "gpu" span: inside the rollouts' wall when it
     # came during them), the measurement's parts and `baselines_joined_wait` (the seconds the

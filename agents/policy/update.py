@@ -20,9 +20,9 @@ from typing import Annotated, Protocol
 
 import msgspec
 
-from kernelblaster.agents.llm import LlmClient, Usage
-from kernelblaster.agents.prompting import render_messages
-from kernelblaster.agents.reply_json import RejectedItem, ask_json, text_problem, validate_items
+from kernelblaster.agents.llm.client import LlmClient, Usage
+from kernelblaster.agents.llm.prompting import render_messages
+from kernelblaster.agents.llm.reply_json import RejectedItem, ask_json, text_problem, validate_items
 from kernelblaster.kb.ranking import kernels_described
 from kernelblaster.kb.records import VERIFIED_OUTCOMES, Attempt, EntryStats, target_of
 

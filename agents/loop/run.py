@@ -13,11 +13,11 @@ or Ray tasks (agents.ray_rollouts). The user's file is never touched here.
 A run is an OptimizeRun: the worker's OptimizeRequest and the live objects it runs with. Its
 result is the OptimizeResult the worker sends to the editor, unchanged; each step is an
 OptimizeStep, and the KB's Attempt row is made from it (`kb_attempt`). The harness (`evaluate`)
-and the lowering agent (`lower`) are injection points: the replay mode (agents/replay.py)
+and the lowering agent (`lower`) are injection points: the replay mode (agents/replay/mode.py)
 answers both from a measured table.
 
 A candidate is whatever the target's launcher launches: it is profiled in full, and its state is
-its dominant kernel's by GPU time (agents/evaluation.py), so a rewrite that renames, splits or
+its dominant kernel's by GPU time (agents/loop/evaluation.py), so a rewrite that renames, splits or
 fuses kernels is verified and ranked like any other, and the next step starts from the
 candidate under its new kernel name. Every LLM call's tokens land in its step and the run's
 totals, whatever the outcome. A failure of the harness or the endpoint themselves (no GPU, ncu
@@ -40,8 +40,8 @@ library is neither a step spent nor a failure recorded against the technique.
 
 An open action space: when the KB has no technique left for a step's state (none addresses its
 findings, or all were tried on this source), the LLM proposes new ones first
-(agents/proposals.py), once per state and source in a rollout, and the step tries one of those
-it accepted; the verdicts, kept or not, are the result's `proposals`."""
+(agents/policy/proposals.py), once per state and source in a rollout, and the step tries one of
+those it accepted; the verdicts, kept or not, are the result's `proposals`."""
 
 from __future__ import annotations
 
@@ -56,16 +56,16 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.agents.evaluation import Evaluation, evaluate
-from kernelblaster.agents.gpu_gates import GatedEvaluate, GpuGates
-from kernelblaster.agents.in_flight import InFlight
-from kernelblaster.agents.llm import LlmClient, LlmError, Usage
-from kernelblaster.agents.lowering import Feedback, LoweringInput, LoweringResult, lower
-from kernelblaster.agents.policy_update import update_policy
-from kernelblaster.agents.proposals import propose_where_needed
-from kernelblaster.agents.soft_verify import soft_verify
-from kernelblaster.agents.state_extractor import refine_state
-from kernelblaster.agents.step_clock import StepClock
+from kernelblaster.agents.llm.client import LlmClient, LlmError, Usage
+from kernelblaster.agents.llm.lowering import Feedback, LoweringInput, LoweringResult, lower
+from kernelblaster.agents.llm.soft_verify import soft_verify
+from kernelblaster.agents.llm.state_extractor import refine_state
+from kernelblaster.agents.loop.evaluation import Evaluation, evaluate
+from kernelblaster.agents.loop.gpu_gates import GatedEvaluate, GpuGates
+from kernelblaster.agents.loop.in_flight import InFlight
+from kernelblaster.agents.loop.step_clock import StepClock
+from kernelblaster.agents.policy.proposals import propose_where_needed
+from kernelblaster.agents.policy.update import update_policy
 from kernelblaster.harness.protocol.optimize_protocol import (
     LaunchedKernel,
     OptimizeRequest,
@@ -206,8 +206,13 @@ class OptimizeRun:
     # runner's check of a given kernel): the run starts from it instead of evaluating again.
     origin: Evaluation | None = None
     # The GPUs' gates, when the caller shares them with work of its own that must not run
-    # beside an evaluation (the KernelBench runner's baselines, agents/baselines_job.py)
+    # beside an evaluation (the KernelBench runner's baselines, agents/kernelbench/baselines.py)
     gates: GpuGates | None = None
+
+
+def optimized_copy_path(source: Path) -> Path:
+    """Where the best candidate goes without --apply: beside the source, as NAME.optimized.cu."""
+    return source.with_name(f"{source.stem}.optimized{source.suffix}")
 
 
 def constraints_for(target: Target, settings: Settings) -> list[str]:
@@ -624,7 +629,7 @@ def _proposed(
     asked: set[tuple[str, str]],
 ) -> list[str]:
     """The ids of new techniques proposed for `current`'s state when the KB has none left for
-    it (agents/proposals.py), asked once per state and source in a rollout; [] otherwise."""
+    it (agents/policy/proposals.py), asked once per state and source in a rollout; [] otherwise."""
     key = (current.state.state, code_hash(current.source))
     if plan.request.proposals <= 0 or key in asked:
         return []
@@ -694,7 +699,7 @@ def _choose(
     ranked = [r for r in ranked if r.technique in among] or ranked
     if source_hash is not None:
         ranked = _untried_or_successful(kb, state, source_hash, ranked)
-    # What rollouts running alongside are trying on this kernel right now (agents/in_flight.py)
+    # What rollouts running alongside are trying on this kernel right now (agents/loop/in_flight.py)
     ranked = [r for r in ranked if r.technique not in busy] or ranked
     picked = select(
         ranked, 1, top_k=max(k, 1), temperature=temperature, exploration=exploration, seed=seed

@@ -23,9 +23,9 @@ from typing import Annotated
 
 import msgspec
 
-from kernelblaster.agents.llm import LlmClient, LlmError, Usage
-from kernelblaster.agents.prompting import bullets, describe_state, render_messages
-from kernelblaster.agents.reply_json import ask_json, text_problem, validate_items
+from kernelblaster.agents.llm.client import LlmClient, LlmError, Usage
+from kernelblaster.agents.llm.prompting import bullets, describe_state, render_messages
+from kernelblaster.agents.llm.reply_json import ask_json, text_problem, validate_items
 from kernelblaster.harness.protocol.optimize_protocol import ProposalVerdict
 from kernelblaster.harness.protocol.records import PerfState
 from kernelblaster.kb.catalog import finding_kinds

@@ -3,7 +3,7 @@
 Every rollout is a thread from the start: its LLM calls wait on the network, and the heavy part
 of a step (build, verify, time, profile) runs in a harness worker process on the rollout's GPU
 (`gpu_index` in the settings it passes on), queued behind the other rollouts' candidates on
-that GPU by the run's GPU gates (agents/gpu_gates.py). So while one candidate is evaluated, the
+that GPU by the run's GPU gates (agents/loop/gpu_gates.py). So while one candidate is evaluated, the
 other rollouts' replies are being written, and N GPUs evaluate N candidates at once. Rollout r
 runs on gpus[r % len(gpus)]: a rollout's steps are timed on one GPU.
 
@@ -19,7 +19,7 @@ import dataclasses
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from kernelblaster.agents.loop import (
+from kernelblaster.agents.loop.run import (
     RolloutPlan,
     RolloutResult,
     RolloutServices,

@@ -1,5 +1,5 @@
-"""Timing a step's phases as the loop runs it (agents/loop.py): the waits for the LLM, each as
-an "llm" span, and the harness's measurements of each evaluation (agents/gpu_gates.py adds the
+"""Timing a step's phases as the loop runs it (agents/loop/run.py): the waits for the LLM, each as
+an "llm" span, and the harness's measurements of each evaluation (agents/loop/gpu_gates.py adds the
 GPU's queue and span to them). What it measures lands in the step's PhaseTimes, the record the
 editor and `optimize --json` get."""
 
@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kernelblaster.agents.evaluation import Evaluation
+from kernelblaster.agents.loop.evaluation import Evaluation
 from kernelblaster.harness.protocol.optimize_protocol import PhaseTimes, Span
 
 

@@ -15,9 +15,9 @@ from typing import Literal
 
 import msgspec
 
-from kernelblaster.agents.code_extract import ExtractError, code_skeleton, extract_cuda_source
-from kernelblaster.agents.llm import LlmClient, Usage
-from kernelblaster.agents.prompting import bullets, describe_state, render_messages
+from kernelblaster.agents.llm.client import LlmClient, Usage
+from kernelblaster.agents.llm.code_extract import ExtractError, code_skeleton, extract_cuda_source
+from kernelblaster.agents.llm.prompting import bullets, describe_state, render_messages
 from kernelblaster.harness.protocol.records import PerfState
 from kernelblaster.kb.records import Technique
 

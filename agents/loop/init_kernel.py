@@ -19,11 +19,11 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from kernelblaster.agents.code_extract import ExtractError, extract_cuda_source
-from kernelblaster.agents.evaluation import Evaluation, evaluate
-from kernelblaster.agents.llm import LlmClient, LlmError, LlmReply, Usage
-from kernelblaster.agents.lowering import compact, feedback_prompt, first_line
-from kernelblaster.agents.prompting import bullets, render_messages
+from kernelblaster.agents.llm.client import LlmClient, LlmError, LlmReply, Usage
+from kernelblaster.agents.llm.code_extract import ExtractError, extract_cuda_source
+from kernelblaster.agents.llm.lowering import compact, feedback_prompt, first_line
+from kernelblaster.agents.llm.prompting import bullets, render_messages
+from kernelblaster.agents.loop.evaluation import Evaluation, evaluate
 from kernelblaster.folders import CACHE_FIX, new_folder_in
 from kernelblaster.harness.analysis.cuda_source import extern_c_functions
 from kernelblaster.harness.protocol.init_protocol import InitResult

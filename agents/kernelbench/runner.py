@@ -23,23 +23,22 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.agents.baselines_job import BaselinesJob
-from kernelblaster.agents.evaluation import Evaluation, evaluate
-from kernelblaster.agents.gpu_gates import GatedEvaluate, GpuGates
-from kernelblaster.agents.init_kernel import initial_kernel
-from kernelblaster.agents.kernelbench_metrics import summarize
-from kernelblaster.agents.kernelbench_problems import Problem
-from kernelblaster.agents.kernelbench_records import (
+from kernelblaster.agents.kernelbench.baselines import BaselinesJob
+from kernelblaster.agents.kernelbench.metrics import summarize
+from kernelblaster.agents.kernelbench.problems import Problem
+from kernelblaster.agents.kernelbench.records import (
     Baseline,
     KernelBenchRun,
     ProblemResult,
     RunConfig,
     Status,
 )
-from kernelblaster.agents.llm import LlmClient, Usage
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
-from kernelblaster.agents.optimize_cli import optimized_copy_path
-from kernelblaster.agents.rollout_runners import runner_for
+from kernelblaster.agents.llm.client import LlmClient, Usage
+from kernelblaster.agents.loop.evaluation import Evaluation, evaluate
+from kernelblaster.agents.loop.gpu_gates import GatedEvaluate, GpuGates
+from kernelblaster.agents.loop.init_kernel import initial_kernel
+from kernelblaster.agents.loop.rollout_runners import runner_for
+from kernelblaster.agents.loop.run import OptimizeRun, optimized_copy_path, run_optimization
 from kernelblaster.atomic_files import save_file, write_atomically
 from kernelblaster.folders import made_folder
 from kernelblaster.harness.analysis.cuda_source import global_kernels
@@ -73,8 +72,8 @@ class RunServices:
     signature_fn: Callable[..., SignatureResponse] = measure_signature
     seed: int | None = None
     # The baselines measured apart from the checks, from each problem's start, timed on their
-    # GPU turn (agents/baselines_job.py); None: each check measures them where none are cached
-    # (a scripted evaluate_fn's checks carry its own)
+    # GPU turn (agents/kernelbench/baselines.py); None: each check measures them where none are
+    # cached (a scripted evaluate_fn's checks carry its own)
     baselines_fn: StartBaselines | None = BaselinesJob
 
 
