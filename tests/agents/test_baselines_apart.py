@@ -1,9 +1,10 @@
 """The PyTorch baselines measured apart from a problem's checks (agents/kernelbench/baselines.py):
 a real harness worker (task "baselines", the CPU standing in for the GPU:
 tests/harness/cpu_worker.py) compiles torch.compile's code while the "GPU" is held by other
-evaluations, then waits for its turn at the GPU's gate and times the baselines, never while another evaluation holds it. What is
-asserted is the intervals each side records (PhaseTimes.spans), never a duration. torch.compile
-runs for real on the CPU (~10 s per test on 2 cores)."""
+evaluations, then waits for its turn at the GPU's gate and times the baselines, never while
+another evaluation holds it. What is asserted is the intervals each side records
+(PhaseTimes.spans), never a duration. torch.compile runs for real on the CPU (~10 s per test on
+2 cores)."""
 
 from __future__ import annotations
 
