@@ -144,7 +144,7 @@ async def start_language_server(root: Path, settings: dict, log: Path | None = N
     from lsprotocol import types
     from pytest_lsp import ClientServerConfig, client_capabilities
 
-    from kernelblaster.server.documents import path_to_uri
+    from kernelblaster.server.editor.documents import path_to_uri
 
     command = [sys.executable, "-m", "kernelblaster", "serve"]
     if log is not None:

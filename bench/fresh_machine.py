@@ -532,7 +532,7 @@ def lsp_save(source: Path, timeout_s: float) -> dict[str, Any]:
     from lsprotocol import types
     from pygls.lsp.client import LanguageClient
 
-    from kernelblaster.server.documents import path_to_uri
+    from kernelblaster.server.editor.documents import path_to_uri
 
     async def session() -> dict[str, Any]:
         client = LanguageClient("fresh-machine", "1")

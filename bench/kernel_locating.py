@@ -31,7 +31,7 @@ from pathlib import Path
 
 from kernelblaster.atomic_files import write_atomically
 from kernelblaster.harness.analysis import cuda_source
-from kernelblaster.server import kernel_locator
+from kernelblaster.server.editor import kernel_locator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, git_commit

@@ -50,9 +50,9 @@ from lsprotocol import types
 
 from kernelblaster.harness.protocol.worker_client import SpareWorkers, run_harness, run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
-from kernelblaster.server.cache import ResultCache
-from kernelblaster.server.documents import path_to_uri, text_hash
-from kernelblaster.server.pipeline import TIMED_LINE
+from kernelblaster.server.editor.documents import path_to_uri, text_hash
+from kernelblaster.server.pipeline.save import TIMED_LINE
+from kernelblaster.server.results.cache import ResultCache
 from kernelblaster.settings import Settings
 
 SERVER_EXAMPLES = ["relu", "softmax"]
@@ -116,7 +116,7 @@ PHASES = {
 }
 EARLIER = "(profile of an earlier version of this file)"
 # A user's pause between the last keystroke and the save; the server builds an edit ahead of
-# its save once typing has paused 0.15 s (server/build_ahead.py). Saves right after the edit
+# its save once typing has paused 0.15 s (server/session/build_ahead.py). Saves right after the edit
 # (no pause) are measured too.
 PAUSE_BEFORE_SAVE_S = 0.5
 
@@ -407,7 +407,7 @@ def idle_rhythm(server: dict) -> dict:
     }
 
 
-# The server's line for each run that reached its timing (server/pipeline.py: TIMED_LINE)
+# The server's line for each run that reached its timing (server/pipeline/save.py: TIMED_LINE)
 _TIMED = re.compile(
     re.escape(TIMED_LINE)
     .replace("%s", "(?P<file>\\S+)", 1)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 from lsprotocol import types  # noqa: E402
 
 from bench.common import start_language_server, write_result  # noqa: E402
-from kernelblaster.server.documents import path_to_uri  # noqa: E402
+from kernelblaster.server.editor.documents import path_to_uri  # noqa: E402
 from tests.server.conftest import FIVE, Workspace, five_response, wait_until  # noqa: E402
 
 TARGET_P99_MS = 50.0

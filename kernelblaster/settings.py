@@ -104,7 +104,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     nvcc_flags: Words = []
     arch: str | None = None  # e.g. "sm_90"; detected from the GPU when unset
     # The server builds an open source's unsaved text when typing pauses, so that saving that
-    # text finds its build in the cache (server/build_ahead.py).
+    # text finds its build in the cache (server/session/build_ahead.py).
     build_on_change: bool = True
     # profiling
     ncu_path: str = "ncu"

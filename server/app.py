@@ -17,22 +17,13 @@ from kernelblaster.harness.analysis.reference_source import outline
 from kernelblaster.harness.protocol.records import ProfileDepth
 from kernelblaster.harness.protocol.worker_client import harness_command
 from kernelblaster.harness.target.pairing import REFERENCE_SUFFIX, kernel_beside
-from kernelblaster.server import (
-    code_actions,
-    code_lens,
-    optimize,
-    pipeline,
-    profile_view,
-    settings_sync,
-    write_kernel,
-)
-from kernelblaster.server.configuration import (
+from kernelblaster.server.editor.configuration import (
     apply_client_settings,
     llm_missing_message,
     parse_init_options,
     results_change,
 )
-from kernelblaster.server.documents import (
+from kernelblaster.server.editor.documents import (
     BINDINGS_SUFFIX,
     from_client_position,
     is_header,
@@ -42,11 +33,15 @@ from kernelblaster.server.documents import (
     to_client_range,
     uri_to_path,
 )
-from kernelblaster.server.hover import kernel_hover
-from kernelblaster.server.kernel_locator import enclosing, kernel_meant, locate
-from kernelblaster.server.language_server import KernelBlasterServer
-from kernelblaster.server.trust import workspace_trust
-from kernelblaster.server.watcher import CONFIG_NAMES, SourceWatcher
+from kernelblaster.server.editor.kernel_locator import enclosing, kernel_meant, locate
+from kernelblaster.server.editor.trust import workspace_trust
+from kernelblaster.server.editor.watcher import CONFIG_NAMES, SourceWatcher
+from kernelblaster.server.pipeline import optimize, write_kernel
+from kernelblaster.server.pipeline import save as pipeline
+from kernelblaster.server.session import settings_sync
+from kernelblaster.server.session.language_server import KernelBlasterServer
+from kernelblaster.server.views import code_actions, code_lens, profile_view
+from kernelblaster.server.views.hover import kernel_hover
 
 HOVER_TECHNIQUES = 5
 

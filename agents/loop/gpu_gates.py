@@ -51,7 +51,7 @@ class _Gate:
 
 class GpuGates:
     def __init__(self, *, slots: int = 1):
-        # at least one, as the server's job slots (server/jobs.py) take parallel_gpu_jobs
+        # at least one, as the server's job slots (server/session/jobs.py) take parallel_gpu_jobs
         self.slots = max(1, slots)
         self._gates: dict[int, _Gate] = {}
         self._lock = threading.Lock()

@@ -32,9 +32,9 @@ from kernelblaster.harness.protocol.records import BuildResult, CheckResult, Tim
 from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from kernelblaster.kb.records import Attempt, code_hash
 from kernelblaster.kb.store import KnowledgeBase
-from kernelblaster.server.cache import ResultCache, new_result
-from kernelblaster.server.documents import text_hash
-from kernelblaster.server.optimize import kept_candidate_path
+from kernelblaster.server.results.cache import ResultCache, new_result
+from kernelblaster.server.editor.documents import text_hash
+from kernelblaster.server.pipeline.optimize import kept_candidate_path
 
 REPO = Path(__file__).resolve().parents[2]
 REPORT = REPO / "tests" / "fixtures" / "ncu" / "h100-examples" / "softmax.ncu-rep"

@@ -118,7 +118,7 @@ def test_the_timing_goes_out_before_the_profile_and_the_baselines_after_it(recor
     assert [s.state for s in early.states] == [s.state for s in response.states]
     assert order[-1] == "baselines"  # after the profile: the state doesn't wait for them
     # what follows the state (ncu's pass, the baselines) is said to be background work, which
-    # the language server stops for another file's save (server/jobs.py)
+    # the language server stops for another file's save (server/session/jobs.py)
     (marker,) = [m for m in _progress(recorded) if m.background]
     assert recorded.index(("emit", early)) < recorded.index(("emit", marker))
     assert recorded.index(("emit", marker)) < order.index("profile")

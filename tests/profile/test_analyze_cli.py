@@ -81,7 +81,7 @@ def test_json_ranks_each_kernel_as_the_hover_does(capsys, fresh_kb):
     from kernelblaster.harness.analysis.classify import classify
     from kernelblaster.harness.analysis.ncu_reader import read_report
     from kernelblaster.kb.store import KnowledgeBase
-    from kernelblaster.server.knowledge import rank_states
+    from kernelblaster.server.results.knowledge import rank_states
 
     report_path = FIXTURES / "ncu" / "h100-examples" / "softmax.ncu-rep"
     assert main(["analyze", str(report_path), "--json"]) == 0

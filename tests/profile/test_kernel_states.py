@@ -1,6 +1,6 @@
 """One rule for which launch describes a kernel launched several times, shared by the editor
-(server/cache.py) and the optimization loop (agents/loop/evaluation.py): its longest launch. Built
-from the real H200 report of three naive kernels, two of them relaunched under one name."""
+(server/results/cache.py) and the optimization loop (agents/loop/evaluation.py): its longest launch.
+Built from the real H200 report of three naive kernels, two of them relaunched under one name."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from kernelblaster.agents.loop.evaluation import launched_kernels
 from kernelblaster.harness.analysis.classify import classify_report, kernel_states
 from kernelblaster.harness.analysis.ncu_reader import read_report
 from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
-from kernelblaster.server.cache import FileResult
+from kernelblaster.server.results.cache import FileResult
 
 H200 = REPO / "tests" / "fixtures" / "ncu" / "h200-naive3" / "probe.ncu-rep"
 

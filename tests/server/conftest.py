@@ -27,7 +27,7 @@ from kernelblaster.harness.analysis.ncu_reader import read_report
 from kernelblaster.harness.analysis.ptxas import parse_ptxas_resources
 from kernelblaster.harness.protocol.records import BuildResult, CheckResult, Timing
 from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
-from kernelblaster.server.documents import path_to_uri
+from kernelblaster.server.editor.documents import path_to_uri
 
 HERE = Path(__file__).resolve().parent
 NCU_FIXTURES = HERE.parent / "fixtures" / "ncu"

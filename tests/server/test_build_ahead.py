@@ -1,5 +1,5 @@
-"""Build ahead on edit (server/build_ahead.py) through a real LSP client: an edit's unsaved text
-is built when typing pauses, so that saving it finds the build in the cache; a newer edit
+"""Build ahead on edit (server/session/build_ahead.py) through a real LSP client: an edit's unsaved
+text is built when typing pauses, so that saving it finds the build in the cache; a newer edit
 kills the older build, a save of other text cancels it, a save that comes with its edit
 starts it at once, and the `buildOnChange` setting turns it off. The nvcc tests run the real
 worker and the real nvcc (through a script that logs each compile); the others the replay
@@ -20,8 +20,8 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import client_capabilities
 
-from kernelblaster.server.cache import FileResult
-from kernelblaster.server.documents import path_to_uri
+from kernelblaster.server.editor.documents import path_to_uri
+from kernelblaster.server.results.cache import FileResult
 from tests.server.conftest import (
     Workspace,
     alive,

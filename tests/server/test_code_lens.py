@@ -8,10 +8,10 @@ import msgspec
 from lsprotocol import types
 from pytest_lsp import client_capabilities
 
-from kernelblaster.server import kept_reports
-from kernelblaster.server.cache import ResultCache
-from kernelblaster.server.documents import path_to_uri
-from kernelblaster.server.history import SaveHistory
+from kernelblaster.server.editor.documents import path_to_uri
+from kernelblaster.server.results import kept_reports
+from kernelblaster.server.results.cache import ResultCache
+from kernelblaster.server.results.history import SaveHistory
 from tests.server.conftest import (
     FIVE,
     copy_five,

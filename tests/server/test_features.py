@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelblaster.harness.analysis.classify import classify
-from kernelblaster.server.cache import KeptCandidate
-from kernelblaster.server.candidates import KeptCandidates
-from kernelblaster.server.documents import OpenDocuments
-from kernelblaster.server.knowledge import KnowledgeFeature
+from kernelblaster.server.editor.documents import OpenDocuments
+from kernelblaster.server.results.cache import KeptCandidate
+from kernelblaster.server.results.candidates import KeptCandidates
+from kernelblaster.server.results.knowledge import KnowledgeFeature
 from tests.server.conftest import softmax_response
 
 

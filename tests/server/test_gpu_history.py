@@ -14,8 +14,8 @@ import shutil
 import pytest
 from lsprotocol import types
 
-from kernelblaster.server.cache import ResultCache
-from kernelblaster.server.history import SaveHistory
+from kernelblaster.server.results.cache import ResultCache
+from kernelblaster.server.results.history import SaveHistory
 from tests.conftest import REPO
 from tests.server.conftest import by_code, edit_and_save, open_document, start, wait_until
 

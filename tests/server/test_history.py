@@ -11,8 +11,8 @@ import msgspec
 from lsprotocol import types
 
 from kernelblaster.harness.protocol.records import Timing, VerifyResult
-from kernelblaster.server.cache import ResultCache
-from kernelblaster.server.history import SaveHistory
+from kernelblaster.server.results.cache import ResultCache
+from kernelblaster.server.results.history import SaveHistory
 from tests.server.conftest import (
     by_code,
     edit_and_save,

@@ -13,7 +13,7 @@ from kernelblaster.harness.protocol.records import PerfState
 from kernelblaster.kb.ranking import finding_gains, target_finding
 from kernelblaster.kb.records import Attempt
 from kernelblaster.kb.store import KnowledgeBase
-from kernelblaster.server.code_actions import optimize_title
+from kernelblaster.server.views.code_actions import optimize_title
 from tests.server.conftest import (
     open_document,
     softmax_response,

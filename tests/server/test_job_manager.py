@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kernelblaster.server.jobs import GpuSlots, JobManager
+from kernelblaster.server.session.jobs import GpuSlots, JobManager
 
 
 async def test_a_job_the_user_asked_for_starts_without_the_debounce():

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from lsprotocol import types
 
-from kernelblaster.server.jobs import DEBOUNCE_S as JOB_DEBOUNCE_S
+from kernelblaster.server.session.jobs import DEBOUNCE_S as JOB_DEBOUNCE_S
 from tests.server.conftest import (
     alive,
     by_code,

@@ -7,7 +7,7 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from kernelblaster.server.documents import path_to_uri
+from kernelblaster.server.editor.documents import path_to_uri
 from tests.server.conftest import open_document, start
 
 TWO_KERNELS = """#include <cuda_runtime.h>

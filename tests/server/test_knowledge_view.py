@@ -12,7 +12,7 @@ from lsprotocol import types
 
 from kernelblaster.kb.records import code_hash
 from kernelblaster.kb.store import KnowledgeBase
-from kernelblaster.server.optimize import kept_candidate_path
+from kernelblaster.server.pipeline.optimize import kept_candidate_path
 from tests.kb.kb_helpers import make_attempt
 from tests.server.conftest import (
     open_document,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from lsprotocol import types
 
-from kernelblaster.server.documents import path_to_uri
+from kernelblaster.server.editor.documents import path_to_uri
 from tests.server.conftest import by_code, edit_and_save, open_document, start, wait_until
 
 BROKEN = """#include <cuda_runtime.h>

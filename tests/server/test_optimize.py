@@ -13,7 +13,7 @@ from pygls.exceptions import JsonRpcRequestCancelled
 
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeResult
 from kernelblaster.harness.protocol.records import SanitizerRun
-from kernelblaster.server.documents import path_to_uri
+from kernelblaster.server.editor.documents import path_to_uri
 from tests.server.conftest import (
     alive,
     copy_five,

@@ -1,4 +1,4 @@
-"""The server's log line for each run that reached its timing (server/pipeline.py TIMED_LINE)
+"""The server's log line for each run that reached its timing (server/pipeline/save.py TIMED_LINE)
 and the editing-rhythm bench's reading of it (bench/latency.py worker_runs), which attributes
 each save's seconds (a young spare, a reference side made for another file, ...); and its
 count of how the spares taken were started (bench/latency.py spares_taken)."""
@@ -12,7 +12,7 @@ from learning.bench_scripts import load_script
 
 from kernelblaster.harness.protocol import worker_client
 from kernelblaster.harness.protocol.worker_client import SpareWorkers
-from kernelblaster.server import pipeline
+from kernelblaster.server.pipeline import save as pipeline
 from tests.server.conftest import wait_until
 
 latency = load_script("bench/latency.py")

@@ -14,10 +14,14 @@ from kernelblaster.harness.protocol.records import (
     VerifyWarning,
 )
 from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
-from kernelblaster.server.cache import FileResult
-from kernelblaster.server.configuration import apply_client_settings, parse_init_options, snake_case
-from kernelblaster.server.diagnostics import FileContext, file_diagnostics, severity_for_gain
-from kernelblaster.server.kernel_locator import enclosing, locate
+from kernelblaster.server.editor.configuration import (
+    apply_client_settings,
+    parse_init_options,
+    snake_case,
+)
+from kernelblaster.server.editor.kernel_locator import enclosing, locate
+from kernelblaster.server.results.cache import FileResult
+from kernelblaster.server.views.diagnostics import FileContext, file_diagnostics, severity_for_gain
 from kernelblaster.settings import Settings
 
 
@@ -121,7 +125,7 @@ def test_a_hack_fails_with_an_error_and_warnings_stay_warnings():
 def test_hover_marks_a_proposed_technique_ranked_below_the_catalog(tmp_path):
     from kernelblaster.kb.records import Proposal, Technique
     from kernelblaster.kb.store import KnowledgeBase
-    from kernelblaster.server.hover import kernel_hover
+    from kernelblaster.server.views.hover import kernel_hover
 
     technique = Technique(
         id="streaming_store_hints",

@@ -9,7 +9,7 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from kernelblaster.server.jobs import DEBOUNCE_S as JOB_DEBOUNCE_S
+from kernelblaster.server.session.jobs import DEBOUNCE_S as JOB_DEBOUNCE_S
 from tests.server.conftest import (
     by_code,
     copy_five,

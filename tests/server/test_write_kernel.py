@@ -17,8 +17,8 @@ from lsprotocol import types
 from bench.openai_server import HttpError, reply
 from kernelblaster.harness.protocol.init_protocol import InitResult
 from kernelblaster.harness.protocol.records import VerifyResult
-from kernelblaster.server.documents import path_to_uri
-from kernelblaster.server.trust import UNTRUSTED_MESSAGE
+from kernelblaster.server.editor.documents import path_to_uri
+from kernelblaster.server.editor.trust import UNTRUSTED_MESSAGE
 from tests.conftest import REPO
 from tests.server.conftest import (
     alive,

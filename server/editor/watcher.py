@@ -18,7 +18,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from kernelblaster.harness.target.pairing import REFERENCE_SUFFIX
-from kernelblaster.server.documents import (
+from kernelblaster.server.editor.documents import (
     BINDINGS_SUFFIX,
     KERNEL_SUFFIXES,
     in_state_dir,

@@ -20,7 +20,7 @@ from kernelblaster.folders import BESIDE_FIX, made_folder
 from kernelblaster.harness.analysis.classify import kernel_states
 from kernelblaster.harness.protocol.records import PerfState
 from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
-from kernelblaster.server.documents import STATE_DIR
+from kernelblaster.server.editor.documents import STATE_DIR
 
 log = logging.getLogger(__name__)
 

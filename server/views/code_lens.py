@@ -17,10 +17,10 @@ import msgspec
 from lsprotocol import types
 
 from kernelblaster.harness.protocol.records import Headroom
-from kernelblaster.server import formatting
-from kernelblaster.server.cache import FileResult
-from kernelblaster.server.code_actions import OPTIMIZE
-from kernelblaster.server.kernel_locator import KernelSpan
+from kernelblaster.server.editor.kernel_locator import KernelSpan
+from kernelblaster.server.results.cache import FileResult
+from kernelblaster.server.views import formatting
+from kernelblaster.server.views.code_actions import OPTIMIZE
 
 # The extension's commands (client-vscode/src/commands.ts), used when the client declares them.
 SHOW_PROFILE_CLIENT = "kernelblaster.showProfile"

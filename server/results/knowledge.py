@@ -19,9 +19,9 @@ from kernelblaster.kb.records import Attempt, RankedTechnique, code_hash
 from kernelblaster.kb.schema import KBError
 from kernelblaster.kb.store import KnowledgeBase, default_path
 from kernelblaster.kb.view import KBView, kb_view
-from kernelblaster.server.cache import KeptCandidate
-from kernelblaster.server.documents import path_to_uri
-from kernelblaster.server.kernel_locator import locate
+from kernelblaster.server.editor.documents import path_to_uri
+from kernelblaster.server.editor.kernel_locator import locate
+from kernelblaster.server.results.cache import KeptCandidate
 
 
 def resolve_path(kb_path_setting: str | None) -> Path | str:

@@ -19,18 +19,18 @@ from kernelblaster.harness.protocol.optimize_protocol import (
     OptimizeResult,
 )
 from kernelblaster.harness.protocol.worker_failures import WorkerFailed
-from kernelblaster.server import formatting
-from kernelblaster.server.agents_worker import run_agents_worker
-from kernelblaster.server.cache import KeptCandidate
-from kernelblaster.server.configuration import llm_missing_message
-from kernelblaster.server.documents import STATE_DIR, path_to_uri, text_hash, uri_to_path
-from kernelblaster.server.kernel_locator import by_name, locate
-from kernelblaster.server.pipeline import refresh_ranking
-from kernelblaster.server.progress import JobReporter
-from kernelblaster.server.trust import UNTRUSTED_MESSAGE
+from kernelblaster.server.editor.configuration import llm_missing_message
+from kernelblaster.server.editor.documents import STATE_DIR, path_to_uri, text_hash, uri_to_path
+from kernelblaster.server.editor.kernel_locator import by_name, locate
+from kernelblaster.server.editor.progress import JobReporter
+from kernelblaster.server.editor.trust import UNTRUSTED_MESSAGE
+from kernelblaster.server.pipeline.agents_worker import run_agents_worker
+from kernelblaster.server.pipeline.save import refresh_ranking
+from kernelblaster.server.results.cache import KeptCandidate
+from kernelblaster.server.views import formatting
 
 if TYPE_CHECKING:
-    from kernelblaster.server.language_server import KernelBlasterServer
+    from kernelblaster.server.session.language_server import KernelBlasterServer
 
 _decoder = msgspec.json.Decoder(OptimizeMessage)
 

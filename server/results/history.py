@@ -24,8 +24,8 @@ from kernelblaster.folders import BESIDE_FIX, made_folder
 from kernelblaster.harness.analysis import roofline
 from kernelblaster.harness.protocol.records import CheckResult, KernelProfile, Timing
 from kernelblaster.harness.target.pairing import reference_beside
-from kernelblaster.server import kept_reports
-from kernelblaster.server.cache import FileResult, ResultCache
+from kernelblaster.server.results import kept_reports
+from kernelblaster.server.results.cache import FileResult, ResultCache
 from kernelblaster.settings import Settings
 
 log = logging.getLogger(__name__)

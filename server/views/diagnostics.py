@@ -24,11 +24,11 @@ from kernelblaster.harness.protocol.records import (
     SourcePosition,
     VerifyWarning,
 )
-from kernelblaster.server import formatting
-from kernelblaster.server.cache import FileResult
-from kernelblaster.server.documents import line_range, path_to_uri, same_source
-from kernelblaster.server.history import SaveDelta
-from kernelblaster.server.kernel_locator import KernelSpan, by_name
+from kernelblaster.server.editor.documents import line_range, path_to_uri, same_source
+from kernelblaster.server.editor.kernel_locator import KernelSpan, by_name
+from kernelblaster.server.results.cache import FileResult
+from kernelblaster.server.results.history import SaveDelta
+from kernelblaster.server.views import formatting
 
 SOURCE = "kernelblaster"
 # ncu's estimated gain (percent of the kernel's time) from which a line finding is a warning.

@@ -34,18 +34,18 @@ from pygls.lsp.server import LanguageServer
 
 from kernelblaster import __version__
 from kernelblaster.harness.protocol.worker_client import SpareWorkers
-from kernelblaster.server.build_ahead import AheadBuilds
-from kernelblaster.server.cache import ResultCache
-from kernelblaster.server.candidates import KeptCandidates
-from kernelblaster.server.configuration import InitOptions
-from kernelblaster.server.documents import OpenDocuments
-from kernelblaster.server.history import SaveHistory
-from kernelblaster.server.jobs import JobManager
-from kernelblaster.server.knowledge import KnowledgeFeature
-from kernelblaster.server.progress import CancelRegistry
-from kernelblaster.server.protocol import KernelBlasterProtocol, report_out_of_band
-from kernelblaster.server.trust import TrustGate
-from kernelblaster.server.watcher import SourceWatcher
+from kernelblaster.server.editor.configuration import InitOptions
+from kernelblaster.server.editor.documents import OpenDocuments
+from kernelblaster.server.editor.progress import CancelRegistry
+from kernelblaster.server.editor.protocol import KernelBlasterProtocol, report_out_of_band
+from kernelblaster.server.editor.trust import TrustGate
+from kernelblaster.server.editor.watcher import SourceWatcher
+from kernelblaster.server.results.cache import ResultCache
+from kernelblaster.server.results.candidates import KeptCandidates
+from kernelblaster.server.results.history import SaveHistory
+from kernelblaster.server.results.knowledge import KnowledgeFeature
+from kernelblaster.server.session.build_ahead import AheadBuilds
+from kernelblaster.server.session.jobs import JobManager
 from kernelblaster.settings import Settings
 
 if TYPE_CHECKING:

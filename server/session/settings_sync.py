@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from kernelblaster.server import knowledge
-from kernelblaster.server.configuration import SECTION, apply_client_settings
+from kernelblaster.server.editor.configuration import SECTION, apply_client_settings
+from kernelblaster.server.results import knowledge
 from kernelblaster.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
-    from kernelblaster.server.language_server import KernelBlasterServer
+    from kernelblaster.server.session.language_server import KernelBlasterServer
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from lsprotocol import types
 
 from kernelblaster.kb.records import RankedTechnique
-from kernelblaster.server import formatting
-from kernelblaster.server.cache import KeptCandidate
+from kernelblaster.server.results.cache import KeptCandidate
+from kernelblaster.server.views import formatting
 
 OPTIMIZE = "kernelblaster.optimize"
 SHOW_DIFF = "kernelblaster.showDiff"

@@ -19,16 +19,16 @@ from kernelblaster.harness.protocol.worker_protocol import (
     WorkerRequest,
     WorkerResponse,
 )
-from kernelblaster.server import diagnostics, formatting
-from kernelblaster.server.cache import FileResult, new_result
-from kernelblaster.server.documents import text_hash, to_client_range
-from kernelblaster.server.jobs import Slot
-from kernelblaster.server.kernel_locator import locate
-from kernelblaster.server.progress import JobReporter
-from kernelblaster.server.trust import UNTRUSTED_DIAGNOSTIC, UNTRUSTED_MESSAGE
+from kernelblaster.server.editor.documents import text_hash, to_client_range
+from kernelblaster.server.editor.kernel_locator import locate
+from kernelblaster.server.editor.progress import JobReporter
+from kernelblaster.server.editor.trust import UNTRUSTED_DIAGNOSTIC, UNTRUSTED_MESSAGE
+from kernelblaster.server.results.cache import FileResult, new_result
+from kernelblaster.server.session.jobs import Slot
+from kernelblaster.server.views import diagnostics, formatting
 
 if TYPE_CHECKING:
-    from kernelblaster.server.language_server import KernelBlasterServer
+    from kernelblaster.server.session.language_server import KernelBlasterServer
 
 log = logging.getLogger(__name__)
 # Logged once per run when its kernel is timed (bench/latency.py reads it back to say where

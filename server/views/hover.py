@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from kernelblaster.harness.protocol.records import CheckResult, KernelProfile, PerfState
 from kernelblaster.kb.records import RankedTechnique
-from kernelblaster.server import formatting
-from kernelblaster.server.cache import FileResult
-from kernelblaster.server.history import HistoryPoint, SaveDelta
+from kernelblaster.server.results.cache import FileResult
+from kernelblaster.server.results.history import HistoryPoint, SaveDelta
+from kernelblaster.server.views import formatting
 
 _NOT_PROFILED = "Not profiled yet: save the file to build, check and profile it."
 

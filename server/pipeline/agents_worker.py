@@ -13,11 +13,11 @@ import msgspec
 
 from kernelblaster.harness.protocol.worker_client import run_worker
 from kernelblaster.harness.protocol.worker_failures import WorkerFailed
-from kernelblaster.server.configuration import optimize_worker_command
-from kernelblaster.server.progress import JobReporter
+from kernelblaster.server.editor.configuration import optimize_worker_command
+from kernelblaster.server.editor.progress import JobReporter
 
 if TYPE_CHECKING:
-    from kernelblaster.server.language_server import KernelBlasterServer
+    from kernelblaster.server.session.language_server import KernelBlasterServer
 
 Result = TypeVar("Result")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelblaster.server.cache import KeptCandidate
+from kernelblaster.server.results.cache import KeptCandidate
 
 
 class KeptCandidates:

@@ -27,7 +27,7 @@ from pathlib import Path
 from kernelblaster.harness.protocol.worker_client import SpareWorkers, harness_command, run_harness
 from kernelblaster.harness.protocol.worker_failures import WorkerFailed
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
-from kernelblaster.server.documents import text_hash
+from kernelblaster.server.editor.documents import text_hash
 from kernelblaster.settings import Settings
 
 log = logging.getLogger(__name__)

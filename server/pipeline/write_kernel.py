@@ -36,15 +36,15 @@ from kernelblaster.harness.protocol.init_protocol import (
 )
 from kernelblaster.harness.protocol.worker_failures import WorkerFailed
 from kernelblaster.harness.target.pairing import kernel_beside
-from kernelblaster.server.agents_worker import run_agents_worker
-from kernelblaster.server.configuration import llm_missing_message
-from kernelblaster.server.documents import STATE_DIR, path_to_uri, text_hash, uri_to_path
-from kernelblaster.server.formatting import timing_line
-from kernelblaster.server.progress import JobReporter
-from kernelblaster.server.trust import UNTRUSTED_MESSAGE
+from kernelblaster.server.editor.configuration import llm_missing_message
+from kernelblaster.server.editor.documents import STATE_DIR, path_to_uri, text_hash, uri_to_path
+from kernelblaster.server.editor.progress import JobReporter
+from kernelblaster.server.editor.trust import UNTRUSTED_MESSAGE
+from kernelblaster.server.pipeline.agents_worker import run_agents_worker
+from kernelblaster.server.views.formatting import timing_line
 
 if TYPE_CHECKING:
-    from kernelblaster.server.language_server import KernelBlasterServer
+    from kernelblaster.server.session.language_server import KernelBlasterServer
 
 _decoder = msgspec.json.Decoder(InitMessage)
 NEEDS_LLM = "Writing a kernel"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kernelblaster.harness.analysis.ptxas import short_name
 from kernelblaster.harness.protocol.records import CheckResult, KernelProfile, KernelResources
 from kernelblaster.kb.records import RankedTechnique
-from kernelblaster.server.history import Change, SaveDelta
+from kernelblaster.server.results.history import Change, SaveDelta
 
 
 def milliseconds(value: float) -> str:

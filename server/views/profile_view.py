@@ -13,10 +13,10 @@ import msgspec
 from kernelblaster.harness.analysis import roofline
 from kernelblaster.harness.analysis.roofline import RooflinePoint, Roofs
 from kernelblaster.harness.protocol.records import KernelProfile, PerfState
-from kernelblaster.server import formatting
-from kernelblaster.server.cache import FileResult
-from kernelblaster.server.documents import same_source
-from kernelblaster.server.history import HistoryPoint, SaveDelta
+from kernelblaster.server.editor.documents import same_source
+from kernelblaster.server.results.cache import FileResult
+from kernelblaster.server.results.history import HistoryPoint, SaveDelta
+from kernelblaster.server.views import formatting
 
 NCU_UI = "ncu-ui"
 NCU_DOWNLOAD = "https://developer.nvidia.com/nsight-compute"
