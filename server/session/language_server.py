@@ -35,7 +35,7 @@ from pygls.lsp.server import LanguageServer
 from kernelblaster import __version__
 from kernelblaster.harness.protocol.worker_client import SpareWorkers
 from kernelblaster.server.editor.configuration import InitOptions
-from kernelblaster.server.editor.documents import OpenDocuments
+from kernelblaster.server.editor.documents import OpenDocuments, is_kernel_source, uri_to_path
 from kernelblaster.server.editor.progress import CancelRegistry
 from kernelblaster.server.editor.protocol import KernelBlasterProtocol, report_out_of_band
 from kernelblaster.server.editor.trust import TrustGate
@@ -79,6 +79,14 @@ class KernelBlasterServer(LanguageServer):
     def report_server_error(self, error: Exception, source: ServerErrors) -> None:
         # Out-of-band errors are logged, never shown as pygls' "Error in server" popup.
         report_out_of_band(self.protocol, error)
+
+    def kernel_source(self, uri: str):
+        """The open kernel source at `uri` and its path, or (None, None)."""
+        document = self.workspace.text_documents.get(uri)
+        path = uri_to_path(uri)
+        if document is None or not is_kernel_source(path, document.language_id):
+            return None, None
+        return document, path
 
     def workspace_root(self) -> Path | None:
         root = self.workspace.root_path

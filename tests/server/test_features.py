@@ -10,6 +10,7 @@ from kernelblaster.server.editor.documents import OpenDocuments
 from kernelblaster.server.results.cache import KeptCandidate
 from kernelblaster.server.results.candidates import KeptCandidates
 from kernelblaster.server.results.knowledge import KnowledgeFeature
+from kernelblaster.server.views.knowledge import knowledge_base_answer
 from tests.server.conftest import softmax_response
 
 
@@ -24,7 +25,7 @@ async def test_the_knowledge_feature_ranks_with_the_kb_it_opened_and_keeps_it_on
     source = tmp_path / "softmax.cu"
     states = softmax_states(source)
     knowledge = KnowledgeFeature()
-    assert await knowledge.answer({}, {}) is None  # no KB yet: the view says so
+    assert knowledge.kb is None  # no KB yet: the view says so
     await knowledge.refresh(source, states)
     assert knowledge.for_kernel(source, "softmax_rowthread") == []
 
@@ -41,8 +42,10 @@ async def test_the_knowledge_feature_ranks_with_the_kb_it_opened_and_keeps_it_on
     assert problem.endswith("set kernelblaster.kbPath")
     await knowledge.refresh(source, states)  # still ranked by the KB that was open
     assert knowledge.for_kernel(source, "softmax_rowthread") == ranked
-    answer = await knowledge.answer({source: "__global__ void k(float* x) { x[0] = 1.f; }\n"}, {})
-    assert answer is not None and answer.kb.summary.path == str(tmp_path / "kb.sqlite3")
+    assert knowledge.kb is not None
+    text = "__global__ void k(float* x) { x[0] = 1.f; }\n"
+    answer = knowledge_base_answer(knowledge.kb, {source: text}, {})
+    assert answer.kb.summary.path == str(tmp_path / "kb.sqlite3")
     assert [link.kernel for link in answer.workspace.kernels] == ["k"]
 
     knowledge.forget(source)
