@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelblaster.agents.llm.client import LlmClient, LlmConfig
-from kernelblaster.agents.loop.run import (
+from kernelblaster.agents.loop.plan import (
     Evaluate,
     Lower,
     RolloutPlan,
     RolloutResult,
     RolloutServices,
     RunRollouts,
-    run_rollout,
 )
+from kernelblaster.agents.loop.rollout import run_rollout
 from kernelblaster.harness.protocol.worker_client import keep_spare_workers
 from kernelblaster.kb.fallback import open_or_fallback
 from kernelblaster.kb_location import is_postgres_url

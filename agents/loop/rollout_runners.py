@@ -19,13 +19,8 @@ import dataclasses
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from kernelblaster.agents.loop.run import (
-    RolloutPlan,
-    RolloutResult,
-    RolloutServices,
-    RunRollouts,
-    run_rollout,
-)
+from kernelblaster.agents.loop.plan import RolloutPlan, RolloutResult, RolloutServices, RunRollouts
+from kernelblaster.agents.loop.rollout import run_rollout
 from kernelblaster.settings import Settings
 
 

@@ -1,4 +1,4 @@
-"""Timing a step's phases as the loop runs it (agents/loop/run.py): the waits for the LLM, each as
+"""Timing a step's phases as the loop runs it (agents/loop/step.py): the waits for the LLM, each as
 an "llm" span, and the harness's measurements of each evaluation (agents/loop/gpu_gates.py adds the
 GPU's queue and span to them). What it measures lands in the step's PhaseTimes, the record the
 editor and `optimize --json` get."""

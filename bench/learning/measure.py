@@ -34,7 +34,7 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common
 from common import RESULTS, device_name, host_gpu_models, slug
 
-from kernelblaster.agents.loop.run import MIN_SPEEDUP
+from kernelblaster.agents.loop.plan import MIN_SPEEDUP
 from kernelblaster.agents.replay.table import (
     NAIVE,
     LearningTable,

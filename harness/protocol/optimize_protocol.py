@@ -30,7 +30,7 @@ class OptimizeRequest(msgspec.Struct, kw_only=True, tag="optimize"):
     depth: int = 3
     top_k: int = 3
     seed: int | None = None
-    # The selection (kb.ranking.select, agents/loop/run.py), tuned with bench/learning_tune.py on
+    # The selection (kb.ranking.select, agents/loop/choice.py), tuned with bench/learning_tune.py on
     # the H100 learning table (README, "Does the knowledge base learn?"): greedy, and never
     # the same failure twice on one kernel; the UCB bonus never helped there.
     temperature: float = 0.0  # of the weighted random top-k selection; 0: the best first

@@ -17,12 +17,8 @@ from test_loop import H200, SOFTMAX, RecordedHarness, cuda, run_loop, soft, timi
 
 from bench.openai_server import reply, server_error
 from kernelblaster.agents.loop.evaluation import Evaluation, evaluation_of
-from kernelblaster.agents.loop.run import (
-    CHAIN_DISCOUNT,
-    OptimizeRun,
-    constraints_for,
-    run_optimization,
-)
+from kernelblaster.agents.loop.plan import CHAIN_DISCOUNT
+from kernelblaster.agents.loop.run import OptimizeRun, constraints_for, run_optimization
 from kernelblaster.harness.analysis.classify import classify_report
 from kernelblaster.harness.analysis.ncu_reader import read_report
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from bench_scripts import load_script
 
-from kernelblaster.agents.loop.run import credited_speedup
+from kernelblaster.agents.loop.rollout import credited_speedup
 from kernelblaster.agents.replay.table import NAIVE, transitions
 from kernelblaster.harness.protocol.records import Finding
 

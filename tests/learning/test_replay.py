@@ -8,14 +8,9 @@ import math
 import pytest
 
 from kernelblaster.agents.llm.client import LlmError
-from kernelblaster.agents.loop.run import (
-    CHAIN_DISCOUNT,
-    MIN_SPEEDUP,
-    OptimizeRun,
-    credited_speedup,
-    every_technique,
-    run_optimization,
-)
+from kernelblaster.agents.loop.plan import CHAIN_DISCOUNT, MIN_SPEEDUP, every_technique
+from kernelblaster.agents.loop.rollout import credited_speedup
+from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
 from kernelblaster.agents.replay.mode import ReplayModel
 from kernelblaster.agents.replay.table import LibraryError, transitions
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
