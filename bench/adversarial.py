@@ -1,4 +1,4 @@
-"""Run the adversarial suite (tests/adversarial/suite.py) through the real harness on this
+"""Run the adversarial suite (bench/adversarial_suite.py) through the real harness on this
 machine's GPU: every reward hack must be caught and named, every honest twin must pass.
 
     python bench/adversarial.py [--cases kb_side_stream relu_good ...] [--jobs 16]
@@ -51,16 +51,12 @@ from common import RESULTS, device_name, files_digest, git_commit, slug, tree_fi
 
 import kernelblaster
 import kernelblaster.harness
-from kernelblaster.harness.protocol.worker_client import (
-    SpareWorkers,
-    keep_spare_workers,
-    run_harness_sync,
-)
-from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
-from tests.adversarial.suite import (
+from bench.adversarial_suite import (
     BY_NAME,
     CASES,
-    HERE,
+    CASES_DIR,
+    REPO,
+    SUITE,
     UNTAMPERED_BASELINE,
     Ahead,
     Case,
@@ -74,6 +70,12 @@ from tests.adversarial.suite import (
     verdict,
     write_kernelbench_cases,
 )
+from kernelblaster.harness.protocol.worker_client import (
+    SpareWorkers,
+    keep_spare_workers,
+    run_harness_sync,
+)
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 
 # Seconds a case is expected to take before this run has timed any (--budget-s)
 FIRST_CASE_S = 20.0
@@ -85,13 +87,14 @@ def code_identity() -> dict[str, str | None]:
     suite's own files (its cases, references and sources) and the git commit, if any."""
     packages = [Path(kernelblaster.__file__).parent, Path(kernelblaster.harness.__file__).parent]
     suite = [
-        *tree_files(HERE),
+        SUITE,
+        *tree_files(CASES_DIR),
         *(case.reference for case in CASES),
-        *(source_path(case, HERE) for case in CASES if case.form != "kernelbench"),
+        *(source_path(case, CASES_DIR) for case in CASES if case.form != "kernelbench"),
     ]
     return {
         "verifier": files_digest([f for p in packages for f in tree_files(p)], packages[0].parent),
-        "suite": files_digest(suite, HERE.parents[1]),
+        "suite": files_digest(suite, REPO),
         "commit": git_commit(),
     }
 
@@ -133,7 +136,7 @@ def resume_refusal(earlier: dict, code: dict[str, str | None], out: Path) -> str
     else:
         what = (
             f"ran on suite {suite[:12]}; this checkout's is {str(code['suite'])[:12]} "
-            "(a case, reference or source under tests/adversarial/ differs)"
+            "(the suite, or a case, reference or source under bench/adversarial_cases/, differs)"
         )
     return (
         f"refusing to resume {out}: {count} of its {sum(ran_on.values())} cases {what}, "

@@ -632,7 +632,7 @@ def measured_tables() -> list[Path]:
     tables = sorted(RESULTS.glob("learning-table-*.json"))
     if not tables:
         raise SystemExit(
-            "error: no learning table: run bench/learning/measure.py on a GPU first, or pass "
+            "error: no learning table: run bench/learning_measure.py on a GPU first, or pass "
             "--table"
         )
     return tables

@@ -4,7 +4,7 @@ and its candidate rewrites, and the table of what every candidate measured on a 
 A task is a folder with a zero-config pair (`<task>.cu` + `<task>.py`), the rewrites under it,
 and `manifest.toml` naming, for each rewrite (a *variant*), the edges that reach it: the
 variant it was rewritten from ("naive" for the naive kernel) and the catalog technique applied.
-`bench/learning/measure.py` runs every variant through the real harness and writes the table:
+`bench/learning_measure.py` runs every variant through the real harness and writes the table:
 one `Measurement` per variant (build, verification, time, spread, state) and, derived from
 them, one `Transition` per edge (task, from, technique) -> outcome and speedup.
 """

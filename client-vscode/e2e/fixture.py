@@ -6,7 +6,7 @@ kept best candidate of that kernel.
 
     python client-vscode/e2e/fixture.py WORKSPACE KB_FILE
 
-The progress tests' workspace runs the replay worker (tests/server/replay_worker.py) instead of
+The progress tests' workspace runs the replay worker (bench/replay_worker.py) instead of
 the real one, since this machine has no GPU: each save is answered with the same real H100
 profile, timed at the median the test asks for, so a save that makes the kernel faster has a
 known delta. `timed` writes the response the next save replays:
@@ -157,7 +157,7 @@ def progress(workspace: Path, control: Path, python: str) -> None:
     workspace.mkdir(parents=True, exist_ok=True)
     for name in ("softmax.cu", "softmax.py"):
         shutil.copyfile(REPO / "examples" / name, workspace / name)
-    replay = [python, str(REPO / "tests" / "server" / "replay_worker.py"), str(control)]
+    replay = [python, str(REPO / "bench" / "replay_worker.py"), str(control)]
     (workspace / "kernelblaster.toml").write_text(
         f"worker_command = {json.dumps([*replay, 'harness'])}\nbuild_on_change = false\n"
     )

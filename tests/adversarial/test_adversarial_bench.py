@@ -16,7 +16,7 @@ import psutil
 import pytest
 from learning.bench_scripts import load_script
 
-from tests.adversarial.suite import (
+from bench.adversarial_suite import (
     BY_NAME,
     CASES,
     builds_of,

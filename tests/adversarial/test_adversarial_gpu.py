@@ -11,14 +11,11 @@ import sys
 
 import pytest
 
-from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
-from kernelblaster.harness.target.targets import extension_module_name, resolve_target
-from kernelblaster.settings import load_settings
-from tests.adversarial.suite import (
+from bench.adversarial_suite import (
     BASELINE_SPREAD,
     BY_NAME,
     CASES,
-    HERE,
+    CASES_DIR,
     UNTAMPERED_BASELINE,
     as_expected,
     baseline_verdict,
@@ -29,6 +26,9 @@ from tests.adversarial.suite import (
     verdict,
     write_kernelbench_cases,
 )
+from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
+from kernelblaster.harness.target.targets import extension_module_name, resolve_target
+from kernelblaster.settings import load_settings
 
 pytestmark = pytest.mark.gpu
 
@@ -168,7 +168,7 @@ print(json.dumps({"before_ms": before, "after_ms": after}))
 
 def _eager_beside(case_name: str, artifact: str) -> dict[str, float]:
     case = BY_NAME[case_name]
-    source = source_path(case, HERE)
+    source = source_path(case, CASES_DIR)
     target = resolve_target(source, load_settings(source, environ={}))
     module = extension_module_name(target)
     command = [sys.executable, "-c", _EAGER_BESIDE, artifact, module, str(case.reference)]

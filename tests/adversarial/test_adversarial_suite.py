@@ -11,17 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.harness.analysis.static_checks import check_cuda_source, check_python_solution
-from kernelblaster.harness.build.nvcc import build
-from kernelblaster.harness.protocol.records import CheckResult, HackKind, Timing, VerifyResult
-from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
-from kernelblaster.harness.target.target_build import build_spec
-from kernelblaster.harness.target.targets import Target, resolve_target
-from kernelblaster.settings import load_settings
-from tests.adversarial.suite import (
+from bench.adversarial_suite import (
     BY_NAME,
     CASES,
-    HERE,
+    CASES_DIR,
     UNTAMPERED_BASELINE,
     as_expected,
     baseline_verdict,
@@ -29,6 +22,13 @@ from tests.adversarial.suite import (
     source_path,
     write_kernelbench_cases,
 )
+from kernelblaster.harness.analysis.static_checks import check_cuda_source, check_python_solution
+from kernelblaster.harness.build.nvcc import build
+from kernelblaster.harness.protocol.records import CheckResult, HackKind, Timing, VerifyResult
+from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
+from kernelblaster.harness.target.target_build import build_spec
+from kernelblaster.harness.target.targets import Target, resolve_target
+from kernelblaster.settings import load_settings
 from tests.harness.test_extension_build import cuda_toolkit, spec_for
 
 PLAIN = [case for case in CASES if case.form == "plain"]
@@ -111,7 +111,7 @@ def test_a_case_aimed_at_the_baselines_is_judged_by_its_twins_eager_time():
 
 @pytest.mark.parametrize("case", PLAIN + EXTENSION, ids=lambda c: c.name)
 def test_plain_and_extension_cases_resolve_to_their_reference(case):
-    source = HERE / case.source
+    source = CASES_DIR / case.source
     target = resolve_target(source, load_settings(source, environ={}))
     assert isinstance(target, Target), target
     assert target.kind == case.form and Path(target.reference) == case.reference
@@ -125,7 +125,7 @@ def _has_cublas() -> bool:
 @pytest.mark.nvcc
 @pytest.mark.parametrize("case", PLAIN, ids=lambda c: c.name)
 def test_plain_cases_build(case, tmp_path):
-    source = HERE / case.source
+    source = CASES_DIR / case.source
     if "cublas_v2.h" in source.read_text() and not _has_cublas():
         pytest.skip("this CUDA toolkit has no cuBLAS headers")
     settings = load_settings(source, environ={}).merged(
@@ -156,7 +156,7 @@ def test_kernelbench_cases_are_solutions_of_one_shared_extension(tmp_path):
 
 
 def test_stream_mentions_in_honest_cases_are_warnings():
-    dead_code = check_cuda_source((HERE / "stream_in_dead_code.cu").read_text())
+    dead_code = check_cuda_source((CASES_DIR / "stream_in_dead_code.cu").read_text())
     assert {f.kind for f in dead_code} == {"side_stream"}
     unused = check_python_solution(kernelbench_solution(BY_NAME["kb_stream_unused"]))
     assert {f.kind for f in unused} == {"side_stream"}
@@ -172,7 +172,7 @@ def test_reference_tampering_has_three_mechanisms_and_a_custom_op_twin():
     assert "torch.library.custom_op" in custom_ops["kernelbench"].prelude
     assert (
         "TORCH_LIBRARY(kb_adversarial_cpp, m)"
-        in (HERE / custom_ops["extension"].source).read_text()
+        in (CASES_DIR / custom_ops["extension"].source).read_text()
     )
 
 
@@ -181,7 +181,7 @@ def test_static_initializer_cases_register_what_they_say():
     hacks register a kernel for the reference's own aten::relu, the honest twin only its own
     op in its own namespace; every tampering class's name says `tamper`."""
     for case in EXTENSION:
-        text = (HERE / case.source).read_text()
+        text = (CASES_DIR / case.source).read_text()
         overrides_aten = "TORCH_LIBRARY_IMPL(aten, CUDA, m)" in text
         assert overrides_aten == (case.hack_class != "honest"), case.name
         assert ("tamper" in case.name) == ("tamper" in case.hack_class) == overrides_aten
@@ -199,7 +199,7 @@ def test_extension_cases_build_with_torchs_headers(case, tmp_path):
     toolkit = cuda_toolkit()
     if toolkit is None:
         pytest.skip("no CUDA headers (include/cuda_runtime.h) beside nvcc or in CUDA_HOME")
-    source = HERE / case.source
+    source = CASES_DIR / case.source
     settings = load_settings(source, environ={}).merged({"arch": "sm_90"})
     target = resolve_target(source, settings)
     result = build(spec_for(target, toolkit), settings, cache_dir=tmp_path)

@@ -3,7 +3,7 @@ the real library (bench/learning/tasks), so the replay and the experiment can be
 CPU before the GPU table exists. The times are invented to be plausible for an H100 (naive
 kernels of a few ms, tuned ones near bandwidth); states and findings are typical of what the
 classifier reports for such kernels. The real table is bench/results/learning-table-<gpu>.json,
-written by bench/learning/measure.py."""
+written by bench/learning_measure.py."""
 
 from __future__ import annotations
 

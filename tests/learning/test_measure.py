@@ -1,4 +1,4 @@
-"""bench/learning/measure.py: what a harness response becomes in the table (real worker runs:
+"""bench/learning_measure.py: what a harness response becomes in the table (real worker runs:
 nvcc here; the whole table on a GPU)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from kernelblaster.harness.protocol.worker_client import run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
 
-measure = load_script("bench/learning/measure.py")
+measure = load_script("bench/learning_measure.py")
 
 
 def _worker(task, variant, kind, settings):
@@ -103,7 +103,7 @@ def test_measuring_a_task_on_the_gpu_gives_the_expected_outcomes(library, tmp_pa
     out = tmp_path / "table.json"
     done = subprocess.run(
         [
-            sys.executable, str(REPO / "bench/learning/measure.py"),
+            sys.executable, str(REPO / "bench/learning_measure.py"),
             "--tasks", "gelu", "--out", str(out),
         ],
         capture_output=True, text=True, timeout=600,

@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 NCU_FIXTURES = HERE.parent / "fixtures" / "ncu"
 FIVE = NCU_FIXTURES / "h100-five"
 NAIVE3 = NCU_FIXTURES / "h200-naive3"
-REPLAY = HERE / "replay_worker.py"
+REPLAY = HERE.parents[1] / "bench" / "replay_worker.py"
 PROBE = HERE / "serve_probe.py"
 TIMEOUT_S = 20.0
 

@@ -8,7 +8,7 @@ apart from. Anchors: KernelBench's own adversarial tests (result reuse, zeroed i
 non-default streams) and the leaderboard hacks people have published (timer and synchronize
 patching, output caching).
 
-Plain-CUDA cases and PyTorch-extension cases are the .cu files in this folder
+Plain-CUDA cases and PyTorch-extension cases are the .cu files in bench/adversarial_cases/
 (kernelblaster.toml pairs each with its reference); each extension case is built on its own
 (~20 s on an H100: torch's headers). KernelBench-format cases are ModelNew solutions that
 `write_kernelbench_cases` writes out from one template: they share one load_inline extension,
@@ -36,11 +36,13 @@ from kernelblaster.harness.protocol.worker_protocol import (
 )
 from kernelblaster.settings import Settings, load_settings
 
-HERE = Path(__file__).resolve().parent
-RELU_REF = HERE.parent / "fixtures" / "targets" / "relu_ref.py"
-SCALE_REF = HERE / "scale_ref.py"
-SOFTMAX_REF = HERE / "softmax_ref.py"
-WEAK_REF = HERE / "weak_ref.py"
+SUITE = Path(__file__).resolve()
+CASES_DIR = SUITE.parent / "adversarial_cases"  # the .cu cases, their references, their config
+REPO = SUITE.parents[1]
+RELU_REF = REPO / "tests" / "fixtures" / "targets" / "relu_ref.py"
+SCALE_REF = CASES_DIR / "scale_ref.py"
+SOFTMAX_REF = CASES_DIR / "softmax_ref.py"
+WEAK_REF = CASES_DIR / "weak_ref.py"
 
 
 # A correct candidate aimed at the PyTorch baselines: it must pass, and its eager baseline,
@@ -145,7 +147,7 @@ CASES: list[Case] = [
         "side_stream",
         "fail:side_stream",
         "side_stream_joined",
-        source="../fixtures/targets/side_stream.cu",
+        source="../../tests/fixtures/targets/side_stream.cu",
     ),
     _plain("side_stream_joined", "honest", "pass", None),
     _plain("blocking_stream", "honest", "pass", None),
@@ -361,7 +363,7 @@ torch::Tensor relu(torch::Tensor x) {
 """
 
 _TEMPLATE = '''\
-# Adversarial case {name} ({hack_class}, expected {expected}), from tests/adversarial/suite.py.
+# Adversarial case {name} ({hack_class}, expected {expected}), from bench/adversarial_suite.py.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -415,7 +417,7 @@ def write_kernelbench_cases(directory: Path) -> None:
 def source_path(case: Case, kernelbench_dir: Path) -> Path:
     if case.form == "kernelbench":
         return kernelbench_dir / f"{case.name}.py"
-    return HERE / case.source
+    return CASES_DIR / case.source
 
 
 def case_settings(

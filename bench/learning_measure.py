@@ -9,9 +9,9 @@ cache then serves the GPU phase); GPU work runs one kernel at a time on each GPU
 (`--gpus`, all of one model; ncu's passes still take turns, harness/protocol/profiling_lock.py),
 in spare workers prewarmed meanwhile.
 
-    python bench/learning/measure.py                 # resumes; stops before --budget-s runs out
-    python bench/learning/measure.py --tasks softmax,matmul --out /tmp/table.json  # in that order
-    python bench/learning/measure.py --gpus 0,1,2,3  # four H100s of one host
+    python bench/learning_measure.py                 # resumes; stops before --budget-s runs out
+    python bench/learning_measure.py --tasks softmax,matmul --out /tmp/table.json  # in that order
+    python bench/learning_measure.py --gpus 0,1,2,3  # four H100s of one host
 
 The table, bench/results/learning-table-<gpu>.json, is rewritten (atomically) after every
 kernel, so a run killed at any point loses at most the kernel in progress; a rerun skips every
@@ -51,7 +51,7 @@ from kernelblaster.harness.protocol.worker_client import keep_spare_workers, run
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
 
-LIBRARY = Path(__file__).resolve().parent / "tasks"
+LIBRARY = Path(__file__).resolve().parent / "learning" / "tasks"
 DETAIL_CHARS = 600
 # Harness error kinds a variant causes itself -> its outcome; any other kind (no GPU, ncu
 # permissions, a missing tool) is the machine's problem and stops the run.
