@@ -13,6 +13,9 @@ import msgspec
 from kernelblaster.folders import made_folder
 from kernelblaster.settings import SettingsError, load_settings
 
+# In the folder the command runs in: the product writes nowhere of its own repository's.
+RESULTS = Path("kernelbench-results")
+
 
 def register(subparsers) -> None:
     bench = subparsers.add_parser("bench", help="benchmarks: KernelBench")
@@ -37,7 +40,10 @@ def register(subparsers) -> None:
         "--init-attempts", type=int, help="LLM replies for each first kernel (default: settings)"
     )
     run.add_argument(
-        "--results", type=Path, default=Path("bench/results"), help="default: bench/results"
+        "--results",
+        type=Path,
+        default=RESULTS,
+        help=f"the folder of the results files (default: ./{RESULTS})",
     )
     run.add_argument(
         "--work", type=Path, help="where each problem's kernels go (default: in the cache)"
@@ -62,7 +68,7 @@ def register(subparsers) -> None:
     report.add_argument(
         "files", nargs="*", type=Path, help="results files (default: RESULTS/kernelbench-*.json)"
     )
-    report.add_argument("--results", type=Path, default=Path("bench/results"))
+    report.add_argument("--results", type=Path, default=RESULTS, help=f"default: ./{RESULTS}")
     report.set_defaults(func=cmd_report)
 
 

@@ -1,9 +1,9 @@
 """Run the adversarial suite (bench/adversarial_suite.py) through the real harness on this
 machine's GPU: every reward hack must be caught and named, every honest twin must pass.
 
-    python bench/adversarial.py [--cases kb_side_stream relu_good ...] [--jobs 16]
-    python bench/adversarial.py --budget-s 420          # stops before a case would pass it
-    python bench/adversarial.py --resume                # runs the cases not yet in the file
+    python -m bench.adversarial [--cases kb_side_stream relu_good ...] [--jobs 16]
+    python -m bench.adversarial --budget-s 420          # stops before a case would pass it
+    python -m bench.adversarial --resume                # runs the cases not yet in the file
 
 First everything that is not verification (suite.py: prepare): every build, `--jobs` at a
 time on the CPU (the harness's build task; the checks find them in the build cache, or in
@@ -45,10 +45,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.adversarial
-from common import RESULTS, device_name, files_digest, git_commit, slug, tree_files, write_result
-
 import kernelblaster
 import kernelblaster.harness
 from bench.adversarial_suite import (
@@ -69,6 +65,15 @@ from bench.adversarial_suite import (
     source_path,
     verdict,
     write_kernelbench_cases,
+)
+from bench.common import (
+    RESULTS,
+    device_name,
+    files_digest,
+    git_commit,
+    slug,
+    tree_files,
+    write_result,
 )
 from kernelblaster.harness.protocol.worker_client import (
     SpareWorkers,

@@ -29,8 +29,8 @@ family dropped from the suite in turn; the median prediction error |log(predicte
 measured)| of the chosen technique on held-out kernels, persistent vs fresh.
 bench/learning_tune.py tunes the selection with this experiment's arms, on training tasks only.
 
-    python bench/learning.py                       # every bench/results/learning-table-*.json
-    python bench/learning.py --table T.json --orderings 40 --temperature 0.5 --exploration 0.5
+    python -m bench.learning                       # every bench/results/learning-table-*.json
+    python -m bench.learning --table T.json --orderings 40 --temperature 0.5 --exploration 0.5
 
 Writes bench/results/learning-<gpu>.json (top-level summary: tasks, families,
 held_out_kernels, ratio_persistent_fresh, ceiling_leave_one_out, ceiling_same_kernel,
@@ -51,10 +51,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common
-import learning_eval as evaluation
-from common import REPO, RESULTS, repo_relative, slug
-
+from bench import learning_eval as evaluation
+from bench.common import REPO, RESULTS, repo_relative, slug
 from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
 from kernelblaster.agents.replay.mode import ReplayModel, ReplayStep, ReplayTask
 from kernelblaster.agents.replay.table import (

@@ -9,9 +9,9 @@ cache then serves the GPU phase); GPU work runs one kernel at a time on each GPU
 (`--gpus`, all of one model; ncu's passes still take turns, harness/protocol/profiling_lock.py),
 in spare workers prewarmed meanwhile.
 
-    python bench/learning_measure.py                 # resumes; stops before --budget-s runs out
-    python bench/learning_measure.py --tasks softmax,matmul --out /tmp/table.json  # in that order
-    python bench/learning_measure.py --gpus 0,1,2,3  # four H100s of one host
+    python -m bench.learning_measure                 # resumes; stops before --budget-s runs out
+    python -m bench.learning_measure --tasks softmax,matmul --out /tmp/table.json  # in that order
+    python -m bench.learning_measure --gpus 0,1,2,3  # four H100s of one host
 
 The table, bench/results/learning-table-<gpu>.json, is rewritten (atomically) after every
 kernel, so a run killed at any point loses at most the kernel in progress; a rerun skips every
@@ -31,9 +31,7 @@ from pathlib import Path
 
 import msgspec
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common
-from common import RESULTS, device_name, host_gpu_models, slug
-
+from bench.common import RESULTS, device_name, host_gpu_models, slug
 from kernelblaster.agents.loop.plan import MIN_SPEEDUP
 from kernelblaster.agents.replay.table import (
     NAIVE,

@@ -3,9 +3,9 @@ the LLM's waits overlap with the GPU's work, and how the rollouts scale over GPU
 that say how long KernelBench takes at the paper's budget (bench/project_kernelbench.py turns
 them into the README's projection).
 
-    python3 bench/optimize_throughput.py --part single    # one GPU: candidates, fixed, overlap
-    python3 bench/optimize_throughput.py --part candidates --problems level1/19_ReLU  # a part
-    python3 bench/optimize_throughput.py --part scaling   # 4 GPUs: the same rollouts on 1, 2, 4
+    python3 -m bench.optimize_throughput --part single    # one GPU: candidates, fixed, overlap
+    python3 -m bench.optimize_throughput --part candidates --problems level1/19_ReLU  # a part
+    python3 -m bench.optimize_throughput --part scaling   # 4 GPUs: the same rollouts on 1, 2, 4
 
 Both write bench/results/optimize-throughput-<gpu>.json, each adding its keys to what the file
 already holds for that GPU model (the parts can run on different machines of one model).
@@ -66,10 +66,9 @@ from pathlib import Path
 
 import msgspec
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, RESULTS, device_name, openai_server_module, slug
-from kernelbench_mechanics import ANSWERS, PROBLEMS, prepared_answers
-
+from bench import openai_server
+from bench.common import REPO, RESULTS, device_name, slug
+from bench.kernelbench_mechanics import ANSWERS, PROBLEMS, prepared_answers
 from kernelblaster.agents.llm.client import LlmClient, LlmConfig
 from kernelblaster.agents.loop.evaluation import evaluate
 from kernelblaster.agents.loop.rollout_runners import runner_for
@@ -197,7 +196,7 @@ def _chosen_problems(spec: str | None) -> dict[str, list[str]]:
 def _candidates(
     work: Path, chosen: dict[str, list[str]], rollouts: int, depth: int, copy_to: Path | None
 ) -> dict:
-    server_module = openai_server_module()
+    server_module = openai_server
     start = work / "start"
     start.mkdir(parents=True)
     for answer in ANSWERS.glob("*.init.cu"):
@@ -404,7 +403,7 @@ class _OptimizeBench:
         for file in (REPO / "examples").glob("softmax.*"):
             shutil.copy(file, work / file.name)
         self.source = work / "softmax.cu"
-        self.server_module = openai_server_module()
+        self.server_module = openai_server
         code = SOFTMAX_REWRITE.read_text()
         numbers = itertools.count(1)
 

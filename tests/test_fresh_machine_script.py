@@ -30,10 +30,10 @@ def test_the_acceptance_run_without_a_gpu_says_what_failed_and_why(tmp_path):
     out.mkdir()
     env = {**os.environ, "OUT": str(out)}
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "fresh_machine.py"), "--installed", sys.prefix,
+        [sys.executable, "-m", "bench.fresh_machine", "--installed", sys.prefix,
          "--budget-s", "240", "--results", str(tmp_path / "results"),
          "--scratch", str(tmp_path)],
-        env=env, capture_output=True, text=True, timeout=600,
+        env=env, cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     (written,) = (tmp_path / "results").glob("fresh-machine-*.json")

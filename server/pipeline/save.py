@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
+import msgspec
 from lsprotocol import types
 
 from kernelblaster.harness.analysis.cuda_source import read_source
@@ -31,9 +34,32 @@ if TYPE_CHECKING:
     from kernelblaster.server.session.language_server import KernelBlasterServer
 
 log = logging.getLogger(__name__)
-# Logged once per run when its kernel is timed (bench/latency.py reads it back to say where
-# each save's seconds went): the file, "cached" or "built", the worker's phase seconds
-TIMED_LINE = "%s: timed; build %s; worker phases %s"
+TIMED_RUN = "TimedRun "  # a log message that starts so is the record as JSON
+
+
+class TimedRun(msgspec.Struct, kw_only=True, frozen=True):
+    """Logged (INFO) once per run that reached its timing, so that where each save's seconds
+    went can be read back from the server's log (`timed_runs`; docs/protocol.md, "Log
+    records"): the file, whether its build was a cache hit, and the worker's phase seconds
+    (CheckResult.phase_seconds)."""
+
+    file: str
+    build: Literal["cached", "built"]
+    phases_s: dict[str, float]
+
+
+def log_timed(record: TimedRun) -> None:
+    log.info("%s%s", TIMED_RUN, msgspec.json.encode(record).decode())
+
+
+def timed_runs(lines: Iterable[str]) -> list[TimedRun]:
+    """The TimedRun records of a server log's lines, in order."""
+    decoder = msgspec.json.Decoder(TimedRun)
+    found = (_TIMED_RUN_LINE.search(line) for line in lines)
+    return [decoder.decode(match[1]) for match in found if match]
+
+
+_TIMED_RUN_LINE = re.compile(rf"(?:^|\s){re.escape(TIMED_RUN)}(\{{.*\}})\s*$")
 
 
 def schedule(
@@ -117,11 +143,13 @@ async def _profile(
         nonlocal timed
         if message.check is not None and message.check.timing is not None:
             if not timed:  # where this run's seconds to its timing went, once per run
-                log.info(
-                    TIMED_LINE,
-                    path.name,
-                    "cached" if message.build and message.build.cached else "built",
-                    message.check.phase_seconds,
+                cached = message.build is not None and message.build.cached
+                log_timed(
+                    TimedRun(
+                        file=path.name,
+                        build="cached" if cached else "built",
+                        phases_s=message.check.phase_seconds,
+                    )
                 )
             show_checked(ls, path, hashed, message)
             timed = f"{formatting.timing_line(message.check)}; "

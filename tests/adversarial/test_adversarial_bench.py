@@ -14,8 +14,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from learning.bench_scripts import load_script
 
+from bench import adversarial
 from bench.adversarial_suite import (
     BY_NAME,
     CASES,
@@ -25,11 +25,10 @@ from bench.adversarial_suite import (
     run_case,
     write_kernelbench_cases,
 )
+from bench.common import files_digest, tree_files
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_WORKER = REPO / "tests" / "harness" / "cpu_worker.py"
-bench = load_script("bench/adversarial.py")
-common = sys.modules["common"]  # bench/common.py, as the bench script imported it
 
 # A worker command run under a shell that logs each process's start and end with its pid and,
 # for one told to wait for its turn on the GPU (the pipe in its environment: a baselines
@@ -118,10 +117,10 @@ def _file(tmp_path: Path, **digests: str | None) -> Path:
 
 
 def test_a_resume_onto_another_verifier_is_refused_and_leaves_the_file(tmp_path, capsys):
-    code = bench.code_identity()
+    code = adversarial.code_identity()
     out = _file(tmp_path, verifier="0" * 64, suite=code["suite"])
     before = out.read_bytes()
-    assert bench.main(["--resume", "--out", str(out)]) == 2
+    assert adversarial.main(["--resume", "--out", str(out)]) == 2
     message = capsys.readouterr().err
     assert "refusing to resume" in message
     assert "1 of its 1 cases ran on verifier 000000000000" in message
@@ -131,12 +130,12 @@ def test_a_resume_onto_another_verifier_is_refused_and_leaves_the_file(tmp_path,
 
 
 def test_a_resume_onto_another_suite_or_an_unrecorded_verifier_is_refused(tmp_path, capsys):
-    code = bench.code_identity()
+    code = adversarial.code_identity()
     out = _file(tmp_path, verifier=code["verifier"], suite="1" * 64)
-    assert bench.main(["--resume", "--out", str(out)]) == 2
+    assert adversarial.main(["--resume", "--out", str(out)]) == 2
     assert "ran on suite 111111111111" in capsys.readouterr().err
     out = _file(tmp_path)  # written before entries carried digests
-    assert bench.main(["--resume", "--out", str(out)]) == 2
+    assert adversarial.main(["--resume", "--out", str(out)]) == 2
     assert "record no verifier and suite digest" in capsys.readouterr().err
 
 
@@ -144,30 +143,30 @@ def test_the_digest_follows_every_file_but_byte_code_and_not_where_the_tree_is(t
     def tree(root: Path, text: str = "x = 1\n") -> str:
         (root / "check").mkdir(parents=True, exist_ok=True)
         (root / "check" / "verify.py").write_text(text)
-        return common.files_digest(common.tree_files(root), root)
+        return files_digest(tree_files(root), root)
 
     first = tree(tmp_path / "a")
     assert tree(tmp_path / "b") == first  # the same files elsewhere
     (tmp_path / "b" / "check" / "__pycache__").mkdir()
     (tmp_path / "b" / "check" / "__pycache__" / "verify.cpython-312.pyc").write_bytes(b"\0")
-    assert common.files_digest(common.tree_files(tmp_path / "b"), tmp_path / "b") == first
+    assert files_digest(tree_files(tmp_path / "b"), tmp_path / "b") == first
     assert tree(tmp_path / "c", "x = 2\n") != first  # an edit
     (tmp_path / "a" / "check" / "verify.py").rename(tmp_path / "a" / "check" / "gate.py")
-    assert common.files_digest(common.tree_files(tmp_path / "a"), tmp_path / "a") != first
+    assert files_digest(tree_files(tmp_path / "a"), tmp_path / "a") != first
     (tmp_path / "d" / "check").mkdir(parents=True)
     (tmp_path / "d" / "check" / "verify.py").write_text("x = 1\n")
     (tmp_path / "d" / "check" / "extra.cu").write_text("")
-    assert common.files_digest(common.tree_files(tmp_path / "d"), tmp_path / "d") != first
+    assert files_digest(tree_files(tmp_path / "d"), tmp_path / "d") != first
 
 
 @pytest.mark.nvcc
 def test_a_resume_runs_the_rest_on_the_same_verifier_into_one_file(tmp_path, capsys):
     out = tmp_path / "adversarial.json"
-    bench.main(["--cases", "relu_good", "--jobs", "2", "--out", str(out)])  # CPU: no verdicts
+    adversarial.main(["--cases", "relu_good", "--jobs", "2", "--out", str(out)])  # CPU: no verdicts
     first = json.loads(out.read_text())["cases"][0]
-    bench.main(["--resume", "--cases", "relu_good", "partial_write", "--out", str(out)])
+    adversarial.main(["--resume", "--cases", "relu_good", "partial_write", "--out", str(out)])
     result = json.loads(out.read_text())
-    code = bench.code_identity()
+    code = adversarial.code_identity()
     assert [e["name"] for e in result["cases"]] == ["relu_good", "partial_write"]
     assert result["cases"][0] == first  # kept, not run again
     assert [run["cases"] for run in result["runs"]] == [1, 1]
@@ -183,7 +182,7 @@ def test_a_resume_runs_the_rest_on_the_same_verifier_into_one_file(tmp_path, cap
 @pytest.mark.nvcc
 def test_a_budget_stops_before_a_case_would_overrun_and_says_what_is_left(tmp_path, capsys):
     out = tmp_path / "adversarial.json"
-    assert bench.main(["--cases", "relu_good", "--budget-s", "1", "--out", str(out)]) == 3
+    assert adversarial.main(["--cases", "relu_good", "--budget-s", "1", "--out", str(out)]) == 3
     result = json.loads(out.read_text())
     assert result["cases"] == [] and len(result["not_run"]) == len(CASES)
     assert "stopped by --budget-s" in capsys.readouterr().out
@@ -199,7 +198,7 @@ def test_each_check_runs_in_a_spare_started_beside_the_one_before(fresh, tmp_pat
     kernelbench_dir, cache_dir, log = tmp_path / "kernelbench", tmp_path / "cache", tmp_path / "log"
     worker = ["sh", "-c", _LOGGED, str(log), sys.executable, "-m", "kernelblaster.harness.worker"]
     cases = [BY_NAME[name] for name in ("relu_good", "partial_write", "softmax_honest")]
-    with bench.checker(fresh) as check:
+    with adversarial.checker(fresh) as check:
         responses = [
             check(case_request(c, "check", kernelbench_dir, cache_dir, {"worker_command": worker}))
             for c in cases

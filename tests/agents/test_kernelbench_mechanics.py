@@ -2,7 +2,7 @@
 files, its scripted answers follow the plain calling convention of each problem (checked
 against the signature measured from the module, as the harness will call them), build with
 nvcc, and the scripted endpoint gives each agent its answer. The run itself needs a GPU:
-`python3 bench/kernelbench_mechanics.py`."""
+`python3 -m bench.kernelbench_mechanics`."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 builds with nvcc and keeps row_sum's launcher, and its scripted model drives the real loop (with
 a recorded harness standing in for the GPU) through the path the GPU run takes: every catalog
 technique declined and recorded on the source, then one proposal, applied in the next step,
-verified and recorded. The run itself: `python3 bench/proposal_mechanics.py`."""
+verified and recorded. The run itself: `python3 -m bench.proposal_mechanics`."""
 
 from __future__ import annotations
 
@@ -25,12 +25,11 @@ from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "bench" / "proposal_mechanics.py"
 
 
 @pytest.fixture(scope="module")
 def scripted() -> dict:
-    return runpy.run_path(str(SCRIPT), run_name="proposal_mechanics")
+    return runpy.run_module("bench.proposal_mechanics", run_name="proposal_mechanics")
 
 
 @pytest.mark.nvcc

@@ -6,7 +6,6 @@ kernels, `extern "C"` functions and host functions read from them are the same."
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from unittest import mock
 
@@ -125,10 +124,8 @@ def test_sources_broken_mid_edit_locate_the_same_as_the_walk(source, changes):
 
 @pytest.mark.parametrize("kernels", [200])
 def test_the_benchmarks_large_documents_locate_the_same_as_the_walk(kernels):
-    sys.path.insert(0, str(REPO / "bench"))
-    from common import bench_module
+    from bench import kernel_locating as bench
 
-    bench = bench_module("kernel_locating.py")
     for variant, text in bench.broken_variants(bench.document(kernels)).items():
         assert len(cuda_source.global_kernels(text)) > kernels // 2, variant
         assert_same_as_the_walk(text)

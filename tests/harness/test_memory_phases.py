@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from learning.bench_scripts import load_script
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelblaster.harness.target import compare, tensor_checks
@@ -78,7 +77,8 @@ def test_all_finite_holds_a_chunk_of_mask_at_a_time(small_chunks):
 
 
 def test_memory_samples_fall_in_the_phase_the_worker_was_in():
-    memory = load_script("bench/memory.py")
+    from bench import memory
+
     Sample = memory.Sample
     marks = [(2.0, "verify: trial 1 of 3"), (1.0, "verify: the stream gate's sizing call")]
     samples = [

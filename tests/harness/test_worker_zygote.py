@@ -21,6 +21,7 @@ import pytest
 from process_leaks import started_settled
 from tests_paths import EXAMPLES
 
+from bench.lsp_session import wait_until
 from kernelblaster.harness.protocol import worker_client
 from kernelblaster.harness.protocol.processes import worker_environment
 from kernelblaster.harness.protocol.worker_client import (
@@ -33,7 +34,6 @@ from kernelblaster.harness.protocol.worker_protocol import WorkerRequest
 from kernelblaster.harness.protocol.zygote_client import ForkedProcess, Zygote
 from kernelblaster.harness.worker import zygote
 from kernelblaster.settings import Settings
-from tests.server.conftest import wait_until
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps"

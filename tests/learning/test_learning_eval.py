@@ -11,13 +11,11 @@ import math
 import msgspec
 import numpy as np
 import pytest
-from bench_scripts import load_script
 
+from bench import learning_eval as evaluation
 from kernelblaster.agents.loop.rollout import credited_speedup
 from kernelblaster.agents.replay.table import NAIVE, transitions
 from kernelblaster.harness.protocol.records import Finding
-
-evaluation = load_script("bench/learning_eval.py")
 
 
 def _edited(table, library, task, variant, **fields):

@@ -10,8 +10,8 @@ import sys
 
 import numpy as np
 import pytest
-from bench_scripts import REPO
 from fixture_table import LIBRARY
+from tests_paths import REPO
 
 from kernelblaster.agents.replay.table import load_library
 
@@ -26,11 +26,11 @@ def test_tiny_experiment(tmp_path, table_path):
     plot = tmp_path / "learning.png"
     done = subprocess.run(
         [
-            sys.executable, str(REPO / "bench" / "learning.py"), "--table", str(table_path),
+            sys.executable, "-m", "bench.learning", "--table", str(table_path),
             "--orderings", "4", "--rollouts", "2", "--depth", "3", "--bootstrap", "200",
             "--out", str(out), "--plot", str(plot),
         ],
-        capture_output=True, text=True, timeout=300,
+        cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
@@ -91,8 +91,8 @@ def test_tiny_experiment(tmp_path, table_path):
 
 def test_without_a_table_it_says_what_to_do(tmp_path):
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "learning.py"), "--table", str(tmp_path / "no.json")],
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "bench.learning", "--table", str(tmp_path / "no.json")],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode != 0
     assert "not a learning table" in done.stderr
@@ -116,11 +116,11 @@ def test_with_a_second_gpus_table_the_transfer_arm_runs(tmp_path, table_path, ta
     out = tmp_path / "learning.json"
     done = subprocess.run(
         [
-            sys.executable, str(REPO / "bench" / "learning.py"), "--table", str(table_path),
+            sys.executable, "-m", "bench.learning", "--table", str(table_path),
             "--table", str(other_path), "--orderings", "2", "--rollouts", "1", "--depth", "3",
             "--bootstrap", "50", "--out", str(out),
         ],
-        capture_output=True, text=True, timeout=300,
+        cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     arms = json.loads(out.read_text())["arms"]
@@ -148,11 +148,11 @@ def test_a_task_measured_in_part_is_left_out(tmp_path, table):
     out = tmp_path / "learning.json"
     done = subprocess.run(
         [
-            sys.executable, str(REPO / "bench" / "learning.py"), "--table", str(path),
+            sys.executable, "-m", "bench.learning", "--table", str(path),
             "--orderings", "2", "--rollouts", "1", "--depth", "2", "--bootstrap", "50",
             "--out", str(out),
         ],
-        capture_output=True, text=True, timeout=300,
+        cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())

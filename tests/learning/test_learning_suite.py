@@ -9,13 +9,11 @@ import math
 import shutil
 
 import pytest
-from bench_scripts import load_script
 from fixture_table import LIBRARY
 
+from bench import learning
+from bench import learning_suite as suite
 from kernelblaster.agents.replay.table import NAIVE, LibraryError, load_task
-
-learning = load_script("bench/learning.py")
-suite = load_script("bench/learning_suite.py")
 
 
 def test_a_task_the_table_lacks_is_predicted_from_the_kernels_its_manifest_names(library, table):

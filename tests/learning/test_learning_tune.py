@@ -13,8 +13,8 @@ import sys
 import msgspec
 import numpy as np
 import pytest
-from bench_scripts import REPO, load_script
 from fixture_table import LIBRARY, perf_state
+from tests_paths import REPO
 
 from kernelblaster.agents.replay.table import (
     LearningTable,
@@ -28,7 +28,6 @@ from kernelblaster.agents.replay.table import (
 # the bench scripts these tests run draw their plots with matplotlib (the [dev] extra)
 pytest.importorskip("matplotlib", reason="the bench scripts draw plots: pip install -e '.[dev]'")
 
-TUNE = REPO / "bench" / "learning_tune.py"
 UNCOALESCED = ("memory.l1", [("uncoalesced_global_access", 80.0)])
 
 
@@ -84,8 +83,9 @@ KNOWN_ANSWER_TASKS = (
 def _tune(tmp_path, table_path, *options: str) -> dict:
     out = tmp_path / "tune.json"
     done = subprocess.run(
-        [sys.executable, str(TUNE), "--table", str(table_path), "--out", str(out), *options],
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, "-m", "bench.learning_tune", "--table", str(table_path),
+         "--out", str(out), *options],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return json.loads(out.read_text())
@@ -95,7 +95,8 @@ def _check_protocol(result: dict) -> None:
     """What every tuning run must hold: CV folds are made of training tasks only and cover
     them; every setting is scored, once per training task; the choice is the rule's on those
     scores, per ordering and over all of them."""
-    tune = load_script("bench/learning_tune.py")
+    from bench import learning_tune as tune
+
     labels = list(result["orderings"][0]["scores"])
     assert labels[0] == result["defaults"]
     settings = [_setting(tune, label) for label in labels]
@@ -176,8 +177,9 @@ def test_a_ci_sized_tuning_run_on_the_fixture_table(tmp_path, table_path):
 
 def test_grid_values_must_be_numbers(tmp_path, table_path):
     done = subprocess.run(
-        [sys.executable, str(TUNE), "--table", str(table_path), "--temperatures", "0,warm"],
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "bench.learning_tune", "--table", str(table_path),
+         "--temperatures", "0,warm"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2 and "'0,warm': expected numbers separated by commas" in done.stderr
 
@@ -186,7 +188,7 @@ def test_the_choice_keeps_the_defaults_unless_the_data_tell_the_settings_apart()
     """One standard error: a setting ahead of the defaults by less than the noise of the
     difference does not replace them; one ahead on every unit does; among settings within the
     noise of the best, the one that changes the fewest parameters is kept."""
-    tune = load_script("bench/learning_tune.py")
+    from bench import learning_tune as tune
 
     def setting(t: float, e: float = 0.0) -> object:
         return tune.Setting(prior_strength=3, temperature=t, exploration=e, avoid_failed=False)
@@ -204,7 +206,8 @@ def test_the_choice_keeps_the_defaults_unless_the_data_tell_the_settings_apart()
 
 
 def test_folds_deal_the_training_tasks_in_order():
-    tune = load_script("bench/learning_tune.py")
+    from bench import learning_tune as tune
+
     tasks = [msgspec.structs.replace(t, task=f"t{i}") for i, t in enumerate(load_library(LIBRARY))]
     folds = tune.folds_of(tasks[:7], 3)
     assert [[t.task for t in fold] for fold in folds] == [

@@ -11,15 +11,14 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from bench_scripts import REPO, load_script
+from tests_paths import REPO
 
+from bench import learning_measure as measure
 from kernelblaster.agents.replay.table import NAIVE, LearningTable, read_table
 from kernelblaster.harness.protocol.records import HarnessError
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 from kernelblaster.settings import Settings
-
-measure = load_script("bench/learning_measure.py")
 
 
 def _worker(task, variant, kind, settings):
@@ -103,10 +102,10 @@ def test_measuring_a_task_on_the_gpu_gives_the_expected_outcomes(library, tmp_pa
     out = tmp_path / "table.json"
     done = subprocess.run(
         [
-            sys.executable, str(REPO / "bench/learning_measure.py"),
+            sys.executable, "-m", "bench.learning_measure",
             "--tasks", "gelu", "--out", str(out),
         ],
-        capture_output=True, text=True, timeout=600,
+        cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     print(done.stdout, done.stderr)
     assert done.returncode == 0

@@ -20,17 +20,10 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import client_capabilities
 
+from bench.lsp_session import Workspace, copy_five, wait_until
 from kernelblaster.server.editor.documents import path_to_uri
 from kernelblaster.server.results.cache import FileResult
-from tests.server.conftest import (
-    Workspace,
-    alive,
-    copy_five,
-    initialize,
-    open_document,
-    start,
-    wait_until,
-)
+from tests.server.conftest import alive, initialize, open_document, start
 
 NVCC_TIMEOUT_S = 240.0  # nvcc and torch's import on 2 shared cores
 

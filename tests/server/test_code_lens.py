@@ -8,19 +8,12 @@ import msgspec
 from lsprotocol import types
 from pytest_lsp import client_capabilities
 
+from bench.lsp_session import FIVE, copy_five, wait_until
 from kernelblaster.server.editor.documents import path_to_uri
 from kernelblaster.server.results import kept_reports
 from kernelblaster.server.results.cache import ResultCache
 from kernelblaster.server.results.history import SaveHistory
-from tests.server.conftest import (
-    FIVE,
-    copy_five,
-    initialize,
-    open_document,
-    softmax_source,
-    start,
-    wait_until,
-)
+from tests.server.conftest import initialize, open_document, softmax_source, start
 from tests.server.test_history import timed_softmax
 
 

@@ -6,15 +6,8 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from tests.server.conftest import (
-    by_code,
-    copy_five,
-    five_response,
-    open_document,
-    start,
-    wait_for_states,
-    wait_until,
-)
+from bench.lsp_session import copy_five, five_response, wait_until
+from tests.server.conftest import by_code, open_document, start, wait_for_states
 
 
 async def test_open_publishes_state_and_line_diagnostics(client, workspace):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from tests.server.conftest import by_code, open_document, start, wait_until
+from bench.lsp_session import wait_until
+from tests.server.conftest import by_code, open_document, start
 
 pytestmark = pytest.mark.nvcc
 KERNEL = (

@@ -14,10 +14,11 @@ import shutil
 import pytest
 from lsprotocol import types
 
+from bench.lsp_session import wait_until
 from kernelblaster.server.results.cache import ResultCache
 from kernelblaster.server.results.history import SaveHistory
 from tests.conftest import REPO
-from tests.server.conftest import by_code, edit_and_save, open_document, start, wait_until
+from tests.server.conftest import by_code, edit_and_save, open_document, start
 
 # relu with each warp's lanes 2^19 elements apart: every load and store its own sector, so
 # several times slower than the example's coalesced version, and still exactly right.

@@ -10,6 +10,7 @@ import json
 import msgspec
 from lsprotocol import types
 
+from bench.lsp_session import wait_until
 from kernelblaster.harness.protocol.records import Timing, VerifyResult
 from kernelblaster.server.results.cache import ResultCache
 from kernelblaster.server.results.history import SaveHistory
@@ -20,7 +21,6 @@ from tests.server.conftest import (
     softmax_response,
     softmax_source,
     start,
-    wait_until,
 )
 
 

@@ -8,16 +8,9 @@ import asyncio
 import pytest
 from lsprotocol import types
 
+from bench.lsp_session import copy_five, wait_until
 from kernelblaster.server.session.jobs import DEBOUNCE_S as JOB_DEBOUNCE_S
-from tests.server.conftest import (
-    alive,
-    by_code,
-    copy_five,
-    open_document,
-    start,
-    wait_for_states,
-    wait_until,
-)
+from tests.server.conftest import alive, by_code, open_document, start, wait_for_states
 
 
 def started(workspace) -> list[dict]:

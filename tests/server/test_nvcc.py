@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from lsprotocol import types
 
+from bench.lsp_session import wait_until
 from kernelblaster.server.editor.documents import path_to_uri
-from tests.server.conftest import by_code, edit_and_save, open_document, start, wait_until
+from tests.server.conftest import by_code, edit_and_save, open_document, start
 
 BROKEN = """#include <cuda_runtime.h>
 

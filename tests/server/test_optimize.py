@@ -11,17 +11,11 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcRequestCancelled
 
+from bench.lsp_session import copy_five, wait_until
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeResult
 from kernelblaster.harness.protocol.records import SanitizerRun
 from kernelblaster.server.editor.documents import path_to_uri
-from tests.server.conftest import (
-    alive,
-    copy_five,
-    open_document,
-    start,
-    wait_for_states,
-    wait_until,
-)
+from tests.server.conftest import alive, open_document, start, wait_for_states
 
 FASTER_TRANSPOSE = "// transpose through a shared-memory tile (verified candidate)\n"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 
+from bench.lsp_session import wait_until
 from tests.server.conftest import (
     alive,
     by_code,
@@ -17,7 +18,6 @@ from tests.server.conftest import (
     open_document,
     softmax_source,
     start,
-    wait_until,
 )
 from tests.server.test_progressive import verified_softmax
 

@@ -11,6 +11,7 @@ import asyncio
 import msgspec
 from lsprotocol import types
 
+from bench.lsp_session import wait_until
 from kernelblaster.harness.protocol.records import HarnessError, VerifyResult
 from tests.server.conftest import (
     by_code,
@@ -20,7 +21,6 @@ from tests.server.conftest import (
     softmax_source,
     start,
     wait_for_states,
-    wait_until,
 )
 
 EARLIER = "(profile of an earlier version of this file)"

@@ -1,6 +1,6 @@
-"""The server's log line for each run that reached its timing (server/pipeline/save.py TIMED_LINE)
-and the editing-rhythm bench's reading of it (bench/latency.py worker_runs), which attributes
-each save's seconds (a young spare, a reference side made for another file, ...); and its
+"""The server's log record for each run that reached its timing (server/pipeline/save.py
+TimedRun) and the editing-rhythm bench's reading of it (bench/latency.py worker_runs), which
+attributes each save's seconds (a young spare, a reference side made for another file, ...); and its
 count of how the spares taken were started (bench/latency.py spares_taken)."""
 
 from __future__ import annotations
@@ -8,14 +8,11 @@ from __future__ import annotations
 import logging
 import sys
 
-from learning.bench_scripts import load_script
-
+from bench import latency
+from bench.lsp_session import wait_until
 from kernelblaster.harness.protocol import worker_client
 from kernelblaster.harness.protocol.worker_client import SpareWorkers
 from kernelblaster.server.pipeline import save as pipeline
-from tests.server.conftest import wait_until
-
-latency = load_script("bench/latency.py")
 
 
 def test_the_bench_reads_each_runs_phases_back_from_the_servers_log(tmp_path):
@@ -30,7 +27,7 @@ def test_the_bench_reads_each_runs_phases_back_from_the_servers_log(tmp_path):
             ("softmax.cu", "built", {"clean_reference_wait": 4.26}),
             ("relu.cu", "cached", {"reference_wait": 2.5, "spare_age": 1.2, "verify": 0.2}),
         ]:
-            pipeline.log.info(pipeline.TIMED_LINE, name, build, phases)
+            pipeline.log_timed(pipeline.TimedRun(file=name, build=build, phases_s=phases))
         pipeline.log.info("relu.cu: background work stopped for another file's interactive work")
     finally:
         pipeline.log.removeHandler(handler)

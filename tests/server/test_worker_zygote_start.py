@@ -10,7 +10,8 @@ import asyncio
 import psutil
 import pytest
 
-from tests.server.conftest import start, wait_until
+from bench.lsp_session import wait_until
+from tests.server.conftest import start
 
 
 def _zygotes(server_pid: int) -> list[psutil.Process]:

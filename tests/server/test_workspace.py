@@ -9,15 +9,9 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
+from bench.lsp_session import copy_five, wait_until
 from kernelblaster.server.session.jobs import DEBOUNCE_S as JOB_DEBOUNCE_S
-from tests.server.conftest import (
-    by_code,
-    copy_five,
-    open_document,
-    start,
-    wait_for_states,
-    wait_until,
-)
+from tests.server.conftest import by_code, open_document, start, wait_for_states
 
 
 async def test_untrusted_workspace_runs_nothing_and_explains_once(client, workspace):

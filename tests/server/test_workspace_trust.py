@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from tests.server.conftest import Workspace, by_code, copy_five, open_document, start, wait_until
+from bench.lsp_session import Workspace, copy_five, wait_until
+from tests.server.conftest import by_code, open_document, start
 
 pytestmark = pytest.mark.usefixtures("own_trust_list")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
+from bench.lsp_session import wait_until
 from bench.openai_server import HttpError, reply
 from kernelblaster.harness.protocol.init_protocol import InitResult
 from kernelblaster.harness.protocol.records import VerifyResult
@@ -28,7 +29,6 @@ from tests.server.conftest import (
     softmax_source,
     start,
     wait_for_states,
-    wait_until,
 )
 
 RELU_KERNEL = (REPO / "examples" / "relu.cu").read_text()
