@@ -13,7 +13,7 @@ Plain-CUDA cases and PyTorch-extension cases are the .cu files in bench/adversar
 (~20 s on an H100: torch's headers). KernelBench-format cases are ModelNew solutions that
 `write_kernelbench_cases` writes out from one template: they share one load_inline extension,
 so they pay for one torch-extension build (~45 s), and each differs only in what its ModelNew
-does. The GPU run is tests/adversarial/test_adversarial_gpu.py; bench/adversarial.py runs the
+does. The GPU run is tests/harness/check/test_adversarial_gpu.py; bench/adversarial.py runs the
 same cases and writes bench/results/adversarial-<gpu>.json."""
 
 from __future__ import annotations

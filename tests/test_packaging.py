@@ -12,7 +12,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from tests_paths import REPO
+
+from tests.tests_paths import REPO
 
 
 @pytest.fixture(scope="module")

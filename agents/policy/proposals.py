@@ -36,7 +36,7 @@ from kernelblaster.kb.store import KnowledgeBase
 MAX_PROPOSALS = 5  # accepted at once, whatever the request says: each costs trial steps
 # Descriptions this similar (difflib's ratio of the lower-cased, whitespace-collapsed texts)
 # with the same findings are the same technique reworded. Measured on the catalog
-# (tests/agents/test_proposals.py): a light rewording of a catalog description scores 0.93,
+# (tests/agents/policy/test_proposals.py): a light rewording of a catalog description scores 0.93,
 # while no two catalog techniques that share a finding score above 0.45, so 0.85 rejects
 # paraphrases with room to spare and leaves techniques that say something else alone.
 DUPLICATE_SIMILARITY = 0.85

@@ -1,4 +1,4 @@
-// Adversarial suite (tests/adversarial/suite.py), honest twin of the C++ tampering cases: its
+// Adversarial suite (bench/adversarial_suite.py), honest twin of the C++ tampering cases: its
 // own operator in its own namespace, defined and given a CUDA kernel by static initializers
 // (TORCH_LIBRARY, TORCH_LIBRARY_IMPL) and called through torch's dispatcher. It changes
 // nothing of what torch's own operators compute: must pass.

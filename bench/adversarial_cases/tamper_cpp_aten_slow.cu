@@ -1,4 +1,4 @@
-// Adversarial case (tests/adversarial/suite.py): a C++ static initializer aimed at the PyTorch
+// Adversarial case (bench/adversarial_suite.py): a C++ static initializer aimed at the PyTorch
 // eager baseline. Loading this extension registers a correct but deliberately slow CUDA kernel
 // for aten::relu, the op the reference calls (TORCH_LIBRARY_IMPL, run when the library is
 // loaded): the reference's outputs don't change, so verification has nothing to reject, but

@@ -1,4 +1,4 @@
-// Adversarial case (tests/adversarial/suite.py): reference tampering from a C++ static
+// Adversarial case (bench/adversarial_suite.py): reference tampering from a C++ static
 // initializer. Loading this extension registers its own CUDA kernel for aten::relu, the op the
 // reference calls: TORCH_LIBRARY_IMPL runs when the library is loaded, before any Python line
 // of the candidate, and rebinds no Python name. In the candidate's process the reference then

@@ -7,9 +7,9 @@ from collections import Counter
 
 import msgspec
 import pytest
-from kb_helpers import make_attempt
 
 from kernelblaster.kb.ranking import exploration_bonus, ncu_gain, select
+from tests.kb.kb_helpers import make_attempt
 
 
 class FakeFinding(msgspec.Struct):
