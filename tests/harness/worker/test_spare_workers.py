@@ -52,7 +52,9 @@ async def test_second_job_uses_the_worker_started_after_the_first():
     spares = SpareWorkers()
     try:
         _, first_pid, prewarm = await _run(spares)
-        await asyncio.sleep(1.0)  # the spare is up and waiting by now
+        # The spare up and waiting: its own clock must read earlier than the request's, and
+        # no event says its Python has started
+        await asyncio.sleep(1.0)
         requested = time.time()
         started, second_pid, _ = await _run(spares)
         assert prewarm == "0"  # the GPU index to prewarm

@@ -139,7 +139,7 @@ async def test_a_setting_the_harness_reads_reruns_the_open_files_and_others_do_n
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
 
     reconfigure(topK=1, codeLens=False)  # the editor's own: nothing to build again
-    await asyncio.sleep(4 * JOB_DEBOUNCE_S)
+    await asyncio.sleep(4 * JOB_DEBOUNCE_S)  # no event marks a rerun not scheduled
     assert len(saves(workspace)) == 1
     reconfigure(topK=1, codeLens=False, nvccFlags=["-O3"])
     await wait_until(lambda: len(saves(workspace)) == 2)

@@ -66,7 +66,8 @@ async def test_an_untrusted_folder_runs_nothing(client, workspace, tmp_path):
     await _session(client, workspace, marker)
     uri = _saved(client, source)
     await wait_until(lambda: by_code(client.diagnostics.get(uri, []), "setup"))
-    await asyncio.sleep(1.5)  # as long as a trusted session takes to start its worker, and more
+    # No event marks a worker not started: as long as a trusted session takes to start it, and more
+    await asyncio.sleep(1.5)
     assert not marker.exists() and workspace.runs() == []
     [message] = [m.message for m in client.messages if "not trusted" in m.message]
     assert "kernelblaster trust FOLDER" in message
@@ -91,7 +92,7 @@ async def test_the_clients_word_wins_over_the_folder_list(client, workspace, tmp
     await _session(client, workspace, marker, trusted=False)
     uri = _saved(client, source)
     await wait_until(lambda: by_code(client.diagnostics.get(uri, []), "setup"))
-    await asyncio.sleep(1.5)
+    await asyncio.sleep(1.5)  # as above: no event marks a worker not started
     assert not marker.exists() and workspace.runs() == []
 
 

@@ -4,6 +4,7 @@ becomes a diagnostic and the next save works, and changes made outside the edito
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from lsprotocol import types
@@ -108,15 +109,20 @@ async def test_companion_changed_outside_the_editor_reruns_the_job(client, works
 
 async def test_unchanged_kernel_file_touched_outside_the_editor_is_not_rerun(client, workspace):
     source = copy_five(workspace)
+    other = workspace.add("other.cu", source.read_text())
     await start(client, workspace)
-    uri = open_document(client, source)
+    uri, other_uri = open_document(client, source), open_document(client, other)
     await wait_for_states(client, uri, count=5)
+    await wait_for_states(client, other_uri, count=5)
+    assert len(started(workspace)) == 2
     source.write_text(source.read_text())  # same content: e.g. a checkout of the same commit
-    await asyncio.sleep(3 * JOB_DEBOUNCE_S)  # the watcher's event has arrived by now
-    assert len(started(workspace)) == 1
+    # other.cu changed after it: other.cu's rerun starts after five.cu's change was looked at
+    other.write_text(other.read_text() + "\n// appended by a generator\n")
+    await wait_until(lambda: len(started(workspace)) == 3)
+    assert [Path(run["source"]).name for run in started(workspace)][2:] == ["other.cu"]
     # a changed kernel file is rerun
     source.write_text(source.read_text() + "\n// appended by a generator\n")
-    await wait_until(lambda: len(started(workspace)) == 2)
+    await wait_until(lambda: len(started(workspace)) == 4)
 
 
 async def test_a_file_closed_as_soon_as_opened_runs_nothing(client, workspace):
@@ -129,6 +135,7 @@ async def test_a_file_closed_as_soon_as_opened_runs_nothing(client, workspace):
     client.text_document_did_close(
         types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
     )
+    # No event marks an open that decided to run nothing: waited past the debounce instead.
     await asyncio.sleep(3 * JOB_DEBOUNCE_S)
     assert started(workspace) == []
     assert client.job_status == []
@@ -155,10 +162,11 @@ async def test_a_save_superseding_a_queued_job_leaves_the_file_shown_as_running(
 
     save(client, uri)
     await wait_until(lambda: len([s for s in client.job_status if s.uri == uri]) >= 2)
-    await asyncio.sleep(3 * JOB_DEBOUNCE_S)
+    # Its progress (a token per job) is ended all the same, after any status the job sends.
+    ended = await wait_until(
+        lambda: [r for r in client.progress_reports.values() if r[-1].kind == "end"]
+    )
+    assert len(ended) == 1 and ended[0][-1].message == "five.cu: cancelled"
     mine = [s for s in client.job_status if s.uri == uri]
     assert (mine[-1].running, mine[-1].phase) == (True, "queued")
     assert not [s for s in mine if not s.running]
-    # its progress (a token per job) was ended all the same
-    ended = [r for r in client.progress_reports.values() if r[-1].kind == "end"]
-    assert len(ended) == 1 and ended[0][-1].message == "five.cu: cancelled"

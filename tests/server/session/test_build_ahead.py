@@ -186,7 +186,7 @@ async def test_the_first_edit_is_built_in_a_worker_started_when_the_file_was_ope
 ):
     """Not one started at the edit, whose Python start-up would eat the pause's head start."""
     uri, source = await open_replayed(client, workspace)
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(1.0)  # the worker started at the open is a second old at the edit
     workspace.control_file("delay_once", "60")  # keeps it alive to be looked at
     edited = time.time()
     change(client, uri, source.read_text() + "// edited\n", version=2)
@@ -228,7 +228,8 @@ async def test_nothing_is_built_ahead_when_build_on_change_is_off(client, worksp
     uri, source = await open_replayed(client, workspace, buildOnChange=False)
     edited = source.read_text() + "// edited\n"
     change(client, uri, edited, version=2)
-    await asyncio.sleep(1.0)  # well past the pause after which it would have started
+    # No event marks a build not started: well past the pause after which it would have
+    await asyncio.sleep(1.0)
     source.write_text(edited)
     save(client, uri)
     await wait_until(lambda: len(runs(workspace, "done")) == 2)
@@ -239,7 +240,7 @@ async def test_a_header_builds_nothing_ahead(client, workspace):
     await open_replayed(client, workspace)
     header_uri = open_document(client, workspace.add("five.cuh", "#pragma once\n"))
     change(client, header_uri, "#pragma once\n// edited\n", version=2)
-    await asyncio.sleep(1.0)  # well past the pause
+    await asyncio.sleep(1.0)  # well past the pause: no event marks a build not started
     assert runs(workspace, "start", "build") == []
 
 
@@ -248,5 +249,5 @@ async def test_an_untrusted_workspace_builds_nothing_ahead(client, workspace):
     await start(client, workspace, trusted=False)
     uri = open_document(client, source)
     change(client, uri, source.read_text() + "// edited\n", version=2)
-    await asyncio.sleep(1.0)  # well past the pause
+    await asyncio.sleep(1.0)  # well past the pause: no event marks a build not started
     assert workspace.runs() == []
