@@ -1,4 +1,4 @@
-"""`kernelblaster bench kernelbench PATH...`: the KernelBench runner (agents/kernelbench_runner.py)
+"""`kernelblaster bench kernelbench PATH...`: the KernelBench runner (agents/kernelbench/runner.py)
 from the command line; `kernelblaster bench report` renders the Markdown report and plot
 from results files."""
 
@@ -12,6 +12,9 @@ import msgspec
 
 from kernelblaster.folders import made_folder
 from kernelblaster.settings import SettingsError, load_settings
+
+# In the folder the command runs in: the product writes nowhere of its own repository's.
+RESULTS = Path("kernelbench-results")
 
 
 def register(subparsers) -> None:
@@ -37,7 +40,10 @@ def register(subparsers) -> None:
         "--init-attempts", type=int, help="LLM replies for each first kernel (default: settings)"
     )
     run.add_argument(
-        "--results", type=Path, default=Path("bench/results"), help="default: bench/results"
+        "--results",
+        type=Path,
+        default=RESULTS,
+        help=f"the folder of the results files (default: ./{RESULTS})",
     )
     run.add_argument(
         "--work", type=Path, help="where each problem's kernels go (default: in the cache)"
@@ -62,7 +68,7 @@ def register(subparsers) -> None:
     report.add_argument(
         "files", nargs="*", type=Path, help="results files (default: RESULTS/kernelbench-*.json)"
     )
-    report.add_argument("--results", type=Path, default=Path("bench/results"))
+    report.add_argument("--results", type=Path, default=RESULTS, help=f"default: ./{RESULTS}")
     report.set_defaults(func=cmd_report)
 
 
@@ -72,7 +78,7 @@ def _error(message: str) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from kernelblaster.agents.kernelbench_report import write_report
+    from kernelblaster.agents.kernelbench.report import write_report
 
     files = args.files or sorted(args.results.glob("kernelbench-*.json"))
     if not files:
@@ -86,17 +92,17 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_kernelbench(args: argparse.Namespace) -> int:
     # Imported here: the LLM stack and the loop are heavy, and every command shares start-up.
-    from kernelblaster.agents.kernelbench_problems import ProblemsError, discover, level_name
-    from kernelblaster.agents.kernelbench_records import RunConfig
-    from kernelblaster.agents.kernelbench_report import results_name, slug, write_report
-    from kernelblaster.agents.kernelbench_runner import (
+    from kernelblaster.agents.kernelbench.problems import ProblemsError, discover, level_name
+    from kernelblaster.agents.kernelbench.records import RunConfig
+    from kernelblaster.agents.kernelbench.report import results_name, slug, write_report
+    from kernelblaster.agents.kernelbench.runner import (
         ResultsMismatch,
         RunAborted,
         RunServices,
         open_run,
         run_kernelbench,
     )
-    from kernelblaster.agents.llm import LlmClient, LlmConfig, LlmError
+    from kernelblaster.agents.llm.client import LlmClient, LlmConfig, LlmError
     from kernelblaster.harness.build.gpu_arch import detect_arch
     from kernelblaster.harness.protocol.worker_client import keep_spare_workers
     from kernelblaster.kb.fallback import open_or_fallback

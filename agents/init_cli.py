@@ -1,5 +1,5 @@
 """`kernelblaster init problem.py`: have the LLM write the first, verified plain-CUDA kernel
-for a PyTorch reference, saved as problem.cu beside it (agents/init_kernel.py)."""
+for a PyTorch reference, saved as problem.cu beside it (agents/loop/init_kernel.py)."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def register(subparsers) -> None:
 
 def cmd_init(args: argparse.Namespace) -> int:
     # Imported here: the openai client is heavy, and every command shares this start-up.
-    from kernelblaster.agents.init_kernel import initial_kernel
-    from kernelblaster.agents.llm import LlmClient, LlmConfig, LlmError
+    from kernelblaster.agents.llm.client import LlmClient, LlmConfig, LlmError
+    from kernelblaster.agents.loop.init_kernel import initial_kernel
     from kernelblaster.harness.protocol.worker_client import keep_spare_workers
 
     reference = Path(args.file).resolve()

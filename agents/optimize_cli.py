@@ -20,11 +20,6 @@ if TYPE_CHECKING:
     from kernelblaster.harness.protocol.optimize_protocol import OptimizeResult
 
 
-def optimized_copy_path(source: Path) -> Path:
-    """Where the best candidate goes without --apply: beside the source, as NAME.optimized.cu."""
-    return source.with_name(f"{source.stem}.optimized{source.suffix}")
-
-
 def with_reference(settings: Settings, source: Path, reference: Path) -> Settings:
     """`settings` with `reference` as `source`'s reference: its [[targets]] entry's replaced,
     or a new entry with the settings' tolerances, as a file paired by name gets. Through the
@@ -46,6 +41,8 @@ def with_reference(settings: Settings, source: Path, reference: Path) -> Setting
 
 
 def _print_result(result: OptimizeResult, original: str, source: Path, apply: bool) -> None:
+    from kernelblaster.agents.loop.run import optimized_copy_path  # loaded with the loop
+
     for step in result.steps:
         measured = f"{step.measured_speedup:.2f}x" if step.measured_speedup else "-"
         print(
@@ -87,9 +84,9 @@ def _print_result(result: OptimizeResult, original: str, source: Path, apply: bo
 def cmd_optimize(args: argparse.Namespace) -> int:
     # Imported here: the openai client and the loop are heavy, and every other command (the
     # language server among them) shares this process's start-up.
-    from kernelblaster.agents.llm import LlmClient, LlmConfig
-    from kernelblaster.agents.loop import OptimizeRun, run_optimization
-    from kernelblaster.agents.rollout_runners import runner_for
+    from kernelblaster.agents.llm.client import LlmClient, LlmConfig
+    from kernelblaster.agents.loop.rollout_runners import runner_for
+    from kernelblaster.agents.loop.run import OptimizeRun, optimized_copy_path, run_optimization
     from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
     from kernelblaster.harness.protocol.worker_client import keep_spare_workers
     from kernelblaster.kb.fallback import open_or_fallback
@@ -119,7 +116,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         settings = with_reference(settings, source, reference)
     if args.ray:
         try:
-            from kernelblaster.agents.ray_rollouts import on_ray
+            from kernelblaster.agents.loop.ray_rollouts import on_ray
         except ImportError:
             print("error: --ray needs ray: pip install 'kernelblaster[ray]'", file=sys.stderr)
             return 2

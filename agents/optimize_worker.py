@@ -14,10 +14,10 @@ from pathlib import Path
 
 import msgspec
 
-from kernelblaster.agents.init_kernel import initial_kernel
-from kernelblaster.agents.llm import LlmClient, LlmConfig, LlmError
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
-from kernelblaster.agents.rollout_runners import runner_for
+from kernelblaster.agents.llm.client import LlmClient, LlmConfig, LlmError
+from kernelblaster.agents.loop.init_kernel import initial_kernel
+from kernelblaster.agents.loop.rollout_runners import runner_for
+from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
 from kernelblaster.harness.protocol.init_protocol import InitProgress, InitRequest, InitResult
 from kernelblaster.harness.protocol.optimize_protocol import (
     OptimizeProgress,

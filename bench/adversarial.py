@@ -1,9 +1,9 @@
-"""Run the adversarial suite (tests/adversarial/suite.py) through the real harness on this
+"""Run the adversarial suite (bench/adversarial_suite.py) through the real harness on this
 machine's GPU: every reward hack must be caught and named, every honest twin must pass.
 
-    python bench/adversarial.py [--cases kb_side_stream relu_good ...] [--jobs 16]
-    python bench/adversarial.py --budget-s 420          # stops before a case would pass it
-    python bench/adversarial.py --resume                # runs the cases not yet in the file
+    python -m bench.adversarial [--cases kb_side_stream relu_good ...] [--jobs 16]
+    python -m bench.adversarial --budget-s 420          # stops before a case would pass it
+    python -m bench.adversarial --resume                # runs the cases not yet in the file
 
 First everything that is not verification (suite.py: prepare): every build, `--jobs` at a
 time on the CPU (the harness's build task; the checks find them in the build cache, or in
@@ -45,22 +45,14 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.adversarial
-from common import RESULTS, device_name, files_digest, git_commit, slug, tree_files, write_result
-
 import kernelblaster
 import kernelblaster.harness
-from kernelblaster.harness.protocol.worker_client import (
-    SpareWorkers,
-    keep_spare_workers,
-    run_harness_sync,
-)
-from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
-from tests.adversarial.suite import (
+from bench.adversarial_suite import (
     BY_NAME,
     CASES,
-    HERE,
+    CASES_DIR,
+    REPO,
+    SUITE,
     UNTAMPERED_BASELINE,
     Ahead,
     Case,
@@ -74,6 +66,21 @@ from tests.adversarial.suite import (
     verdict,
     write_kernelbench_cases,
 )
+from bench.common import (
+    RESULTS,
+    device_name,
+    files_digest,
+    git_commit,
+    slug,
+    tree_files,
+    write_result,
+)
+from kernelblaster.harness.protocol.worker_client import (
+    SpareWorkers,
+    keep_spare_workers,
+    run_harness_sync,
+)
+from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
 
 # Seconds a case is expected to take before this run has timed any (--budget-s)
 FIRST_CASE_S = 20.0
@@ -85,13 +92,14 @@ def code_identity() -> dict[str, str | None]:
     suite's own files (its cases, references and sources) and the git commit, if any."""
     packages = [Path(kernelblaster.__file__).parent, Path(kernelblaster.harness.__file__).parent]
     suite = [
-        *tree_files(HERE),
+        SUITE,
+        *tree_files(CASES_DIR),
         *(case.reference for case in CASES),
-        *(source_path(case, HERE) for case in CASES if case.form != "kernelbench"),
+        *(source_path(case, CASES_DIR) for case in CASES if case.form != "kernelbench"),
     ]
     return {
         "verifier": files_digest([f for p in packages for f in tree_files(p)], packages[0].parent),
-        "suite": files_digest(suite, HERE.parents[1]),
+        "suite": files_digest(suite, REPO),
         "commit": git_commit(),
     }
 
@@ -133,7 +141,7 @@ def resume_refusal(earlier: dict, code: dict[str, str | None], out: Path) -> str
     else:
         what = (
             f"ran on suite {suite[:12]}; this checkout's is {str(code['suite'])[:12]} "
-            "(a case, reference or source under tests/adversarial/ differs)"
+            "(the suite, or a case, reference or source under bench/adversarial_cases/, differs)"
         )
     return (
         f"refusing to resume {out}: {count} of its {sum(ran_on.values())} cases {what}, "

@@ -1,7 +1,7 @@
 """nvcc as one command against its steps with the host front end beside the device compile
 (harness/build/nvcc_steps.py), on the plain examples' builds as the harness runs them.
 
-    python bench/build_steps.py [--examples relu softmax ...] [--builds 10]
+    python -m bench.build_steps [--examples relu softmax ...] [--builds 10]
 
 Each example is built once through the harness (harness/build/nvcc.py) for its exact nvcc command,
 which is then run `--builds` times each way, alternating, each time into a fresh directory
@@ -16,14 +16,11 @@ import argparse
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result
-
+from bench.common import write_result
 from kernelblaster.harness.build.nvcc import BuildSpec, build
 from kernelblaster.harness.build.nvcc_steps import run_nvcc
 from kernelblaster.settings import Settings

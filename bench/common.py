@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import platform
@@ -13,7 +12,6 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from types import ModuleType
 
 from kernelblaster.atomic_files import write_atomically
 
@@ -26,32 +24,6 @@ def repo_relative(path: Path) -> str:
     result reads the same on every machine."""
     resolved = path.resolve()
     return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else str(path)
-
-
-def module_at(path: Path, name: str) -> ModuleType:
-    """The Python file at `path` as the module `name`, loaded once. bench/ and tests/ are not
-    packages: a bench script's plain `import learning` would find tests/learning instead of
-    bench/learning.py once the test suite has imported that folder."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while defining
-    spec.loader.exec_module(module)
-    return module
-
-
-def bench_module(relative: str) -> ModuleType:
-    """bench/<relative> (e.g. "learning.py", "learning/measure.py") as `bench_<its stem>`, the
-    one name the bench scripts and the tests (tests/learning/bench_scripts.py) load it by."""
-    path = REPO / "bench" / relative
-    return module_at(path, f"bench_{path.stem}")
-
-
-def openai_server_module() -> ModuleType:
-    """bench/openai_server.py, the scripted OpenAI-compatible server (not an installed module)."""
-    return module_at(REPO / "bench/openai_server.py", "openai_server")
 
 
 def first_visible_gpu() -> str:
@@ -144,7 +116,7 @@ async def start_language_server(root: Path, settings: dict, log: Path | None = N
     from lsprotocol import types
     from pytest_lsp import ClientServerConfig, client_capabilities
 
-    from kernelblaster.server.documents import path_to_uri
+    from kernelblaster.server.editor.documents import path_to_uri
 
     command = [sys.executable, "-m", "kernelblaster", "serve"]
     if log is not None:

@@ -1,7 +1,7 @@
 """The quick profile's counters collected in process with CUPTI (harness/profile/counters.py)
 against ncu's quick profile through run_once, on a GPU, for the plain examples (issue 14):
 
-    . bench/device_setup.sh > /tmp/setup.log 2>&1; python3 bench/counters_probe.py
+    . bench/device_setup.sh > /tmp/setup.log 2>&1; python3 -m bench.counters_probe
 
 [--examples relu softmax matmul row_sum] [--replay kernel user] [--runs 2] [--no-ncu]
 [--variants default toolkit-cupti]
@@ -41,10 +41,9 @@ import time
 import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import msgspec
-from common import REPO, write_result
 
+from bench.common import REPO, write_result
 from kernelblaster.harness.analysis import ncu_metrics as m
 from kernelblaster.harness.analysis.counter_metrics import COUNTER_METRICS, LAUNCH_METRICS
 from kernelblaster.harness.build.nvcc import build
@@ -350,7 +349,8 @@ def run_child(variant: str, args, sources: list[str], work: Path) -> dict:
     out = work / f"child-{variant}.json"
     command = [
         sys.executable,
-        str(Path(__file__).resolve()),
+        "-m",
+        "bench.counters_probe",
         "--child",
         variant,
         "--out",

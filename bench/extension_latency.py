@@ -2,7 +2,7 @@
 (examples/bias_gelu_scale.cu) and kernels apart from their bindings
 (examples/bias_gelu_scale_split.cu + .cpp, README: "Kernel targets").
 
-    python bench/extension_latency.py --form two_file|single_file [--saves 2]
+    python -m bench.extension_latency --form two_file|single_file [--saves 2]
 
 Through the real worker, as the CLI runs it: cold (empty cache), then a one-line code edit to
 the .cu (`build_steps` says which parts were compiled again). Through the real language server
@@ -21,10 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result
-from latency import EXAMPLES, measure, through_server
-
+from bench.common import write_result
+from bench.latency import EXAMPLES, measure, through_server
 from kernelblaster.settings import Settings
 
 FORMS = {"two_file": "bias_gelu_scale_split", "single_file": "bias_gelu_scale"}

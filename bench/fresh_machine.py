@@ -23,8 +23,8 @@ It writes bench/results/fresh-machine-<gpu>.json ({"gpu", "home_empty", "steps":
 is set (a lent machine returns only $OUT), prints a table last, and exits 1 when a step failed.
 The first call of every device session (CONTRIBUTING.md); it fits one 10-minute call:
 
-    python3 bench/fresh_machine.py                 # on the GPU machine, .whl/ carried
-    python3 bench/fresh_machine.py --installed .venv --budget-s 300   # a dry run elsewhere
+    python3 -m bench.fresh_machine                 # on the GPU machine, .whl/ carried
+    python3 -m bench.fresh_machine --installed .venv --budget-s 300   # a dry run elsewhere
 
 The machine's own Nsight Compute provides `ncu_report` (its extras/python, by a .pth in the
 venv): the 17 MB wheel would take the call past the 64 MiB a device call carries."""
@@ -46,9 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from common import REPO, RESULTS, device_name, module_at, openai_server_module, slug
+from bench import kernelbench_mechanics, openai_server
+from bench.common import REPO, RESULTS, device_name, slug
 
 EXAMPLES = REPO / "examples"
 KERNELBENCH = REPO / "bench" / "kernelbench"
@@ -336,12 +335,14 @@ class FreshMachine:
         done = self.run(
             [
                 python,
-                str(Path(__file__).resolve()),
+                "-m",
+                "bench.fresh_machine",
                 "lsp-save",
                 str(folder / "softmax.cu"),
                 "--timeout-s",
                 str(int(self._step_deadline - time.monotonic())),
-            ]
+            ],
+            cwd=REPO,
         )
         answer = self._json(done)
         if not answer.get("ok"):
@@ -400,11 +401,16 @@ class FreshMachine:
         """The environment pointing the command at the scripted endpoint, started on first use
         in the venv's interpreter (the server reads the product's prompt templates)."""
         if self._endpoint is None:
-            command = [str(self.venv / "bin" / "python"), str(Path(__file__).resolve()),
-                       "llm-endpoint"]  # fmt: skip
+            python = str(self.venv / "bin" / "python")
+            command = [python, "-m", "bench.fresh_machine", "llm-endpoint"]
             self.log("$ " + shlex.join(command))
             self._endpoint = subprocess.Popen(
-                command, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+                command,
+                cwd=REPO,
+                env=self.env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
             )
             assert self._endpoint.stdout is not None
             self._base_url = self._endpoint.stdout.readline().strip()
@@ -532,7 +538,7 @@ def lsp_save(source: Path, timeout_s: float) -> dict[str, Any]:
     from lsprotocol import types
     from pygls.lsp.client import LanguageClient
 
-    from kernelblaster.server.documents import path_to_uri
+    from kernelblaster.server.editor.documents import path_to_uri
 
     async def session() -> dict[str, Any]:
         client = LanguageClient("fresh-machine", "1")
@@ -592,10 +598,8 @@ def lsp_save(source: Path, timeout_s: float) -> dict[str, Any]:
 def llm_endpoint() -> None:
     """The scripted OpenAI-compatible endpoint (bench/kernelbench_mechanics.py's answers): its
     base URL on stdout, then serving until stdin closes."""
-    server_module = openai_server_module()
-    mechanics = module_at(REPO / "bench" / "kernelbench_mechanics.py", "bench_mechanics")
-    with server_module.OpenAITestServer(
-        responder=mechanics.responder(server_module, ANSWERS)
+    with openai_server.OpenAITestServer(
+        responder=kernelbench_mechanics.responder(openai_server, ANSWERS)
     ) as server:
         print(server.base_url, flush=True)
         sys.stdin.read()
@@ -606,7 +610,7 @@ def main() -> int:
         llm_endpoint()
         return 0
     if sys.argv[1:2] == ["lsp-save"]:
-        parser = argparse.ArgumentParser(prog="fresh_machine.py lsp-save")
+        parser = argparse.ArgumentParser(prog="python -m bench.fresh_machine lsp-save")
         parser.add_argument("source", type=Path)
         parser.add_argument("--timeout-s", type=float, default=150.0)
         args = parser.parse_args(sys.argv[2:])

@@ -4,7 +4,7 @@ Fills a fresh KB with N attempts (default 100k) spread over architectures, state
 techniques the way an active team's KB would be, plus notes, then times each call many times
 and writes percentiles to bench/results/kb-<host>.json. Target: rank() p99 < 5 ms.
 
-    python bench/kb.py [--attempts 100000] [--calls 2000] [--out bench/results]
+    python -m bench.kb [--attempts 100000] [--calls 2000] [--out bench/results]
 """
 
 from __future__ import annotations

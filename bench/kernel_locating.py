@@ -12,7 +12,7 @@ deletions). Each call is timed many times on the same text with the kernel locat
 bypassed; medians and p90 go to bench/results/kernel-locating-cpu-vm.json under the label
 given (e.g. `before` and `after` a change), so one file holds both runs and their commits.
 
-    python bench/kernel_locating.py --label after [--repeats 25] [--kernels 40 200]
+    python -m bench.kernel_locating --label after [--repeats 25] [--kernels 40 200]
 """
 
 from __future__ import annotations
@@ -23,18 +23,15 @@ import os
 import platform
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
+from bench.common import RESULTS, git_commit
 from kernelblaster.atomic_files import write_atomically
 from kernelblaster.harness.analysis import cuda_source
-from kernelblaster.server import kernel_locator
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, git_commit
+from kernelblaster.server.editor import kernel_locator
 
 RESULT = RESULTS / "kernel-locating-cpu-vm.json"
 

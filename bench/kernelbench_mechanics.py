@@ -10,8 +10,8 @@ its format, with sizes reduced so that the run fits a few minutes; bench/kernelb
 holds, per problem, the naive kernel the "LLM" answers init with (<problem>.init.cu) and the
 faster one it answers the optimization step with (<problem>.fast.cu).
 
-    python3 bench/kernelbench_mechanics.py                      # both levels
-    python3 bench/kernelbench_mechanics.py --level level1 --copy-to "$OUT"
+    python3 -m bench.kernelbench_mechanics                      # both levels
+    python3 -m bench.kernelbench_mechanics --level level1 --copy-to "$OUT"
 
 Writes bench/results/kernelbench-<gpu>-level1.json and -level2.json after every problem (a
 rerun continues; --restart starts over), then kernelbench-<gpu>.md and, with matplotlib,
@@ -31,8 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, openai_server_module
+from bench import openai_server
+from bench.common import REPO
 
 PROBLEMS = REPO / "bench" / "kernelbench"
 ANSWERS = PROBLEMS / "answers"
@@ -107,7 +107,7 @@ def main() -> int:
     parser.add_argument("--copy-to", type=Path, help="copy the results here after each level")
     parser.add_argument("--restart", action="store_true", help="start the results over")
     args = parser.parse_args()
-    server_module = openai_server_module()
+    server_module = openai_server
     levels = LEVELS if args.level == "all" else (args.level,)
     failed = []
     with server_module.OpenAITestServer(responder=responder(server_module, ANSWERS)) as server:

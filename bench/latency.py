@@ -1,9 +1,9 @@
 """Wall time of each harness phase (build, verify, time) for every example, cold and warm cache,
 measured through the real worker process, as the language server runs it on save.
 
-    python bench/latency.py [--examples relu softmax ...]
-    python bench/latency.py --server-only --examples relu softmax --part rhythms
-    python bench/latency.py --server-only --examples relu --part per-file
+    python -m bench.latency [--examples relu softmax ...]
+    python -m bench.latency --server-only --examples relu softmax --part rhythms
+    python -m bench.latency --server-only --examples relu --part per-file
 
 Writes bench/results/latency-<gpu>.json. Cold: an empty cache (nvcc build, and the eager /
 torch.compile baselines measured); warm: the same inputs again (build cached, baselines
@@ -30,7 +30,6 @@ open (`open_while_busy`): the second example opened while the first's background
 from __future__ import annotations
 
 import argparse
-import ast
 import asyncio
 import collections
 import json
@@ -43,16 +42,14 @@ import time
 from pathlib import Path
 
 import msgspec
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, device_name, slug, start_language_server, write_result
 from lsprotocol import types
 
+from bench.common import RESULTS, device_name, slug, start_language_server, write_result
 from kernelblaster.harness.protocol.worker_client import SpareWorkers, run_harness, run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import WorkerRequest, WorkerResponse
-from kernelblaster.server.cache import ResultCache
-from kernelblaster.server.documents import path_to_uri, text_hash
-from kernelblaster.server.pipeline import TIMED_LINE
+from kernelblaster.server.editor.documents import path_to_uri, text_hash
+from kernelblaster.server.pipeline.save import timed_runs
+from kernelblaster.server.results.cache import ResultCache
 from kernelblaster.settings import Settings
 
 SERVER_EXAMPLES = ["relu", "softmax"]
@@ -116,7 +113,7 @@ PHASES = {
 }
 EARLIER = "(profile of an earlier version of this file)"
 # A user's pause between the last keystroke and the save; the server builds an edit ahead of
-# its save once typing has paused 0.15 s (server/build_ahead.py). Saves right after the edit
+# its save once typing has paused 0.15 s (server/session/build_ahead.py). Saves right after the edit
 # (no pause) are measured too.
 PAUSE_BEFORE_SAVE_S = 0.5
 
@@ -407,16 +404,6 @@ def idle_rhythm(server: dict) -> dict:
     }
 
 
-# The server's line for each run that reached its timing (server/pipeline.py: TIMED_LINE)
-_TIMED = re.compile(
-    re.escape(TIMED_LINE)
-    .replace("%s", "(?P<file>\\S+)", 1)
-    .replace("%s", "(?P<build>cached|built)", 1)
-    .replace("%s", "(?P<phases>\\{.*\\})", 1)
-    + "$"
-)
-
-
 # The server's line for each spare a request took (harness/protocol/worker_client.py)
 _TAKEN = re.compile(r"spare worker \d+ taken on GPU \d+: [\d.]+ s old, (?P<how>[^,]+),")
 
@@ -436,10 +423,9 @@ def worker_runs(log: Path, name: str) -> list[dict]:
     language server logged it: whether its build was cached, and the worker's phase seconds
     (`PHASES`: spare_age, reference_wait, clean_reference_wait, ... say why a save was slow)."""
     runs = []
-    for line in log.read_text(errors="replace").splitlines():
-        found = _TIMED.search(line)
-        if found and found["file"] == f"{name}.cu":
-            runs.append({"build": found["build"], "phases_s": ast.literal_eval(found["phases"])})
+    for run in timed_runs(log.read_text(errors="replace").splitlines()):
+        if run.file == f"{name}.cu":
+            runs.append({"build": run.build, "phases_s": run.phases_s})
     return runs
 
 

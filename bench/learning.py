@@ -1,5 +1,5 @@
 """Does the knowledge base learn? Learning curves of the real optimization loop replayed on a
-measured table (agents/replay.py): the loop, KB, ranking, selection and write-back are the
+measured table (agents/replay/mode.py): the loop, KB, ranking, selection and write-back are the
 real ones; the lowering agent returns the library's variant for the chosen technique (the loop
 is offered only the library's rewrites), and the harness's verdicts and times come from the
 table, with noise at the measured spread.
@@ -29,8 +29,8 @@ family dropped from the suite in turn; the median prediction error |log(predicte
 measured)| of the chosen technique on held-out kernels, persistent vs fresh.
 bench/learning_tune.py tunes the selection with this experiment's arms, on training tasks only.
 
-    python bench/learning.py                       # every bench/results/learning-table-*.json
-    python bench/learning.py --table T.json --orderings 40 --temperature 0.5 --exploration 0.5
+    python -m bench.learning                       # every bench/results/learning-table-*.json
+    python -m bench.learning --table T.json --orderings 40 --temperature 0.5 --exploration 0.5
 
 Writes bench/results/learning-<gpu>.json (top-level summary: tasks, families,
 held_out_kernels, ratio_persistent_fresh, ceiling_leave_one_out, ceiling_same_kernel,
@@ -51,13 +51,11 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common
-import learning_eval as evaluation
-from common import REPO, RESULTS, repo_relative, slug
-
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
-from kernelblaster.agents.replay import ReplayModel, ReplayStep, ReplayTask
-from kernelblaster.agents.replay_table import (
+from bench import learning_eval as evaluation
+from bench.common import REPO, RESULTS, repo_relative, slug
+from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
+from kernelblaster.agents.replay.mode import ReplayModel, ReplayStep, ReplayTask
+from kernelblaster.agents.replay.table import (
     NAIVE,
     LearningTable,
     LibraryError,
@@ -632,7 +630,7 @@ def measured_tables() -> list[Path]:
     tables = sorted(RESULTS.glob("learning-table-*.json"))
     if not tables:
         raise SystemExit(
-            "error: no learning table: run bench/learning/measure.py on a GPU first, or pass "
+            "error: no learning table: run bench/learning_measure.py on a GPU first, or pass "
             "--table"
         )
     return tables

@@ -7,7 +7,7 @@
   that was faster (within the timing spread) or made by an enabler;
 - the memory ceilings: a KB seeded with table edges (`seed_kb`): the task's own (the best
   memory there is, same kernel) or every other task's (leave-one-out, the best cross-task
-  memory), each edge credited as the loop credits it (kernelblaster.agents.loop
+  memory), each edge credited as the loop credits it (kernelblaster.agents.loop.rollout
   .credited_speedup);
 - statistics over tasks, not only over orderings: per-task contributions and a task-level
   bootstrap of the persistent / fresh ratio; the prediction error of the chosen technique.
@@ -22,8 +22,9 @@ from functools import cache
 
 import numpy as np
 
-from kernelblaster.agents.loop import MIN_SPEEDUP, credited_speedup
-from kernelblaster.agents.replay_table import LearningTable, Measurement, Task, Transition
+from kernelblaster.agents.loop.plan import MIN_SPEEDUP
+from kernelblaster.agents.loop.rollout import credited_speedup
+from kernelblaster.agents.replay.table import LearningTable, Measurement, Task, Transition
 from kernelblaster.kb import ranking
 from kernelblaster.kb.catalog import enablers, load_catalog
 from kernelblaster.kb.records import Attempt, Technique, code_hash

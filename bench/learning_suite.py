@@ -20,8 +20,8 @@ speedup over its task's naive kernel. Tasks with a kernel that has no prediction
 terms), to see whether the gate survives predictions that were too optimistic. A what-if is an
 estimate, not a measurement: it says whether the next GPU run is worth spending, not the result.
 
-    python bench/learning_suite.py --table bench/results/learning-table-nvidia-h100-80gb-hbm3.json
-    python bench/learning_suite.py --table T.json --what-if --shrink 0.5 --out /tmp/suite.json
+    python -m bench.learning_suite --table bench/results/learning-table-nvidia-h100-80gb-hbm3.json
+    python -m bench.learning_suite --table T.json --what-if --shrink 0.5 --out /tmp/suite.json
 """
 
 from __future__ import annotations
@@ -34,11 +34,10 @@ from pathlib import Path
 
 import msgspec
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common
-from common import bench_module
-
-from kernelblaster.agents.replay import ReplayStep
-from kernelblaster.agents.replay_table import (
+from bench import learning
+from bench import learning_eval as evaluation
+from kernelblaster.agents.replay.mode import ReplayStep
+from kernelblaster.agents.replay.table import (
     NAIVE,
     LearningTable,
     LibraryError,
@@ -50,9 +49,6 @@ from kernelblaster.agents.replay_table import (
 )
 from kernelblaster.kb import ranking
 from kernelblaster.kb.store import KnowledgeBase
-
-learning = bench_module("learning.py")
-evaluation = bench_module("learning_eval.py")
 
 BUDGETS = (1, 2, 4)
 SAME = 1.02  # a room below this is none (MIN_SPEEDUP: within the timing spread)

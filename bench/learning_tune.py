@@ -1,7 +1,7 @@
 """Tune the optimization loop's selection on the learning environment: PRIOR_STRENGTH (how many
 observations the prior is worth), the sampling temperature and the exploration rule (the UCB
 bonus of kb.ranking.select, and whether a step skips techniques that already failed on the
-kernel it starts from: agents/loop.py), chosen by cross-validation on training tasks only.
+kernel it starts from: agents/loop/choice.py), chosen by cross-validation on training tasks only.
 
 It runs bench/learning.py's experiment (the same table, tasks, orderings and train/held-out
 splits, the same replay of the real loop): for each ordering, every setting of the grid is
@@ -13,8 +13,8 @@ its held-out tasks; then its held-out curves (persistent KB and fresh KB) are me
 bench/learning.py measures them, beside those of the defaults. The tuning is nested inside
 each ordering, so the tuned curves estimate what tuning buys on tasks it has not seen.
 
-    python bench/learning_tune.py     # bench/results/learning-tune-<gpu>.json and a plot beside it
-    python bench/learning_tune.py --orderings 4 --prior-strengths 3 --temperatures 0,1 \\
+    python -m bench.learning_tune     # bench/results/learning-tune-<gpu>.json and a plot beside it
+    python -m bench.learning_tune --orderings 4 --prior-strengths 3 --temperatures 0,1 \\
         --explorations 0,0.25 --avoid-failed-values 0,1 --jobs 2
 
 Choices follow the one-standard-error rule (`choose`). The same rule over all orderings' CV
@@ -38,18 +38,15 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common and learning
-from common import REPO, RESULTS, bench_module, slug
-
-from kernelblaster.agents.replay_table import (
+from bench import learning as experiment
+from bench.common import REPO, RESULTS, slug
+from kernelblaster.agents.replay.table import (
     LearningTable,
     LibraryError,
     Task,
     load_library,
     read_table,
 )
-
-experiment = bench_module("learning.py")
 
 SMALL_BUDGET = 4  # the budgets a user waits for: one rollout's steps
 GRID = {  # 48 settings: 3-6 minutes for 20 orderings of 10 tasks with --jobs 2 on 2 cores

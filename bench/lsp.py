@@ -5,7 +5,7 @@ five.cu and the recorded response of its real H100 ncu report (the replay worker
 tests, kept computing for the whole burst so the job competes for the CPU). Writes
 bench/results/lsp-<device>.json. Target: p99 < 50 ms.
 
-    python bench/lsp.py [--requests 500]
+    python -m bench.lsp [--requests 500]
 """
 
 from __future__ import annotations
@@ -19,14 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from lsprotocol import types
 
-from lsprotocol import types  # noqa: E402
-
-from bench.common import start_language_server, write_result  # noqa: E402
-from kernelblaster.server.documents import path_to_uri  # noqa: E402
-from tests.server.conftest import FIVE, Workspace, five_response, wait_until  # noqa: E402
+from bench.common import start_language_server, write_result
+from bench.lsp_session import Workspace, copy_five, wait_until
+from kernelblaster.server.editor.documents import path_to_uri
 
 TARGET_P99_MS = 50.0
 
@@ -51,10 +48,7 @@ async def run(requests: int) -> dict:
     scratch = Path(tempfile.mkdtemp(prefix="kb-lsp-bench-"))
     try:
         workspace = Workspace(scratch)
-        source = workspace.root / "five.cu"
-        shutil.copyfile(FIVE / "five.cu", source)
-        source.chmod(0o644)
-        workspace.record("harness", five_response(source))
+        source = copy_five(workspace)
         client = await start_language_server(workspace.root, workspace.settings())
         statuses: list = []
 

@@ -1,6 +1,6 @@
 """GPU memory `check` holds on KernelBench problems at their real sizes (issue 32).
 
-    python bench/memory.py [--problems 19_ReLU 23_Softmax 47_Sum_reduction_over_a_dimension]
+    python -m bench.memory [--problems 19_ReLU 23_Softmax 47_Sum_reduction_over_a_dimension]
 
 Each problem is KernelBench's level-1 file as published (ScalingIntelligence/KernelBench,
 KernelBench/level1, sizes unchanged: a 6.4 GB input for ReLU and Softmax, 8.6 GB for the sum),
@@ -43,9 +43,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import first_visible_gpu, write_result
-
+from bench.common import first_visible_gpu, write_result
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import WorkerProgress, WorkerRequest
 from kernelblaster.settings import load_settings

@@ -292,11 +292,11 @@ Responder = Callable[[RecordedRequest], Scripted]
 
 def reply_by_agent(replies: dict[str, Scripted | Responder]) -> Responder:
     """A responder that gives each of our agents its reply, whatever order their requests come
-    in. An agent is named by its prompt template (agents/prompts/<name>.md: "lowering",
+    in. An agent is named by its prompt template (agents/llm/prompts/<name>.md: "lowering",
     "soft_verify", "perf_gap", ...) and recognised by the opening of its system message; its
     reply is given, or made from the request by a function. Any other request gets a 400,
     which the client does not retry."""
-    from kernelblaster.agents.prompting import load_template
+    from kernelblaster.agents.llm.prompting import load_template
 
     openings = {
         name: load_template(name)[0][1].template.split("$")[0].splitlines()[0] for name in replies

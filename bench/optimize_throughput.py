@@ -3,9 +3,9 @@ the LLM's waits overlap with the GPU's work, and how the rollouts scale over GPU
 that say how long KernelBench takes at the paper's budget (bench/project_kernelbench.py turns
 them into the README's projection).
 
-    python3 bench/optimize_throughput.py --part single    # one GPU: candidates, fixed, overlap
-    python3 bench/optimize_throughput.py --part candidates --problems level1/19_ReLU  # a part
-    python3 bench/optimize_throughput.py --part scaling   # 4 GPUs: the same rollouts on 1, 2, 4
+    python3 -m bench.optimize_throughput --part single    # one GPU: candidates, fixed, overlap
+    python3 -m bench.optimize_throughput --part candidates --problems level1/19_ReLU  # a part
+    python3 -m bench.optimize_throughput --part scaling   # 4 GPUs: the same rollouts on 1, 2, 4
 
 Both write bench/results/optimize-throughput-<gpu>.json, each adding its keys to what the file
 already holds for that GPU model (the parts can run on different machines of one model).
@@ -29,8 +29,8 @@ already holds for that GPU model (the parts can run on different machines of one
   best, whose check is also its final timing, the policy update's LLM calls, answered at
   once), each problem's split in `fixed_parts`; the baselines are measured apart from the
   checks from the problem's start, their compilation beside the checks and their timing on a
-  GPU turn of their own (agents/baselines_job.py: `fixed_parts.baselines_apart`). What happens
-  once per machine, the CUPTI counter library's build, is done
+  GPU turn of their own (agents/kernelbench/baselines.py: `fixed_parts.baselines_apart`). What
+  happens once per machine, the CUPTI counter library's build, is done
   before the first problem and stated apart (`one_time_s`), not in any problem's time.
 - overlap: `optimize` on examples/softmax.cu, 4 rollouts x depth 3 on one GPU, the endpoint
   answering every call after --llm-delay seconds (10). `llm_overlap_ratio`: the run's wall
@@ -66,14 +66,13 @@ from pathlib import Path
 
 import msgspec
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, RESULTS, device_name, openai_server_module, slug
-from kernelbench_mechanics import ANSWERS, PROBLEMS, prepared_answers
-
-from kernelblaster.agents.evaluation import evaluate
-from kernelblaster.agents.llm import LlmClient, LlmConfig
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
-from kernelblaster.agents.rollout_runners import runner_for
+from bench import openai_server
+from bench.common import REPO, RESULTS, device_name, slug
+from bench.kernelbench_mechanics import ANSWERS, PROBLEMS, prepared_answers
+from kernelblaster.agents.llm.client import LlmClient, LlmConfig
+from kernelblaster.agents.loop.evaluation import evaluate
+from kernelblaster.agents.loop.rollout_runners import runner_for
+from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
 from kernelblaster.harness.check import cupti
 from kernelblaster.harness.protocol.optimize_protocol import (
     OptimizeRequest,
@@ -197,7 +196,7 @@ def _chosen_problems(spec: str | None) -> dict[str, list[str]]:
 def _candidates(
     work: Path, chosen: dict[str, list[str]], rollouts: int, depth: int, copy_to: Path | None
 ) -> dict:
-    server_module = openai_server_module()
+    server_module = openai_server
     start = work / "start"
     start.mkdir(parents=True)
     for answer in ANSWERS.glob("*.init.cu"):
@@ -329,7 +328,7 @@ def _fixed_parts(problem: dict, run: PhaseTimes) -> dict:
 
 
 def _baselines_apart(problem: dict) -> dict | None:
-    """The baselines measured apart (agents/baselines_job.py): their compilation, which ran
+    """The baselines measured apart (agents/kernelbench/baselines.py): their compilation, which ran
     beside the checks (concurrent: part of no other figure's cost), their wait for the GPU,
     their turn on it (inside the rollouts' wall when it came between two of their steps: then
     it is in rollouts_wall_s, not in fixed_s) and what the problem's end waited for them (in
@@ -404,7 +403,7 @@ class _OptimizeBench:
         for file in (REPO / "examples").glob("softmax.*"):
             shutil.copy(file, work / file.name)
         self.source = work / "softmax.cu"
-        self.server_module = openai_server_module()
+        self.server_module = openai_server
         code = SOFTMAX_REWRITE.read_text()
         numbers = itertools.count(1)
 

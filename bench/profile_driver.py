@@ -1,7 +1,7 @@
 """Nsight Compute on a plain-CUDA target through the native driver vs through run_once (issue
 14), on a GPU, for the same built kernel and the same seeded inputs:
 
-    python3 bench/profile_driver.py [--examples relu softmax] [--repeats 5]
+    python3 -m bench.profile_driver [--examples relu softmax] [--repeats 5]
 
 Per example, each measured `--repeats` times, the two programs alternating:
 - `ncu_s`: ncu's wall time on the program alone (the quick sections, the target's kernels),
@@ -24,11 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import msgspec
 import torch
-from common import REPO, write_result
 
+from bench.common import REPO, write_result
 from kernelblaster.harness.analysis.classify import classify_report
 from kernelblaster.harness.analysis.cuda_source import kernel_names
 from kernelblaster.harness.build.nvcc import build

@@ -2,8 +2,8 @@
 from what bench/optimize_throughput.py measured: the README's table, made from the results file,
 never by hand.
 
-    python3 bench/project_kernelbench.py                 # prints the table for every GPU measured
-    python3 bench/project_kernelbench.py --readme        # and rewrites the README's table
+    python3 -m bench.project_kernelbench                 # prints the table for every GPU measured
+    python3 -m bench.project_kernelbench --readme        # and rewrites the README's table
 
 Per problem, with c the candidate's cost besides the LLM (per_candidate_overhead_p50_s, the
 level's own where measured), F the problem's fixed cost (per_problem_fixed_s), S_N the rollouts'
@@ -26,8 +26,7 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, RESULTS
+from bench.common import REPO, RESULTS
 
 ROLLOUTS, DEPTH = 10, 10  # the paper's budget
 PROBLEMS = {"level1": 100, "level2": 100}

@@ -18,7 +18,7 @@ What it does not: that a model proposes good techniques. The proposed idea is ou
 coalescing and a warp-shuffle reduction (both in the catalog) with an evict-first cache policy
 (not in it); its description is far enough from every catalog entry's to pass the duplicate check.
 
-    python3 bench/proposal_mechanics.py [--copy-to "$OUT"]
+    python3 -m bench.proposal_mechanics [--copy-to "$OUT"]
 
 Writes bench/results/proposal-mechanics-<gpu>.json; exits 1 unless the proposed technique's
 step verified and its attempt is in the KB."""
@@ -40,9 +40,8 @@ from types import ModuleType
 
 import msgspec
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, openai_server_module, write_result
-
+from bench import openai_server
+from bench.common import REPO, write_result
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeResult
 from kernelblaster.kb.catalog import load_catalog
 from kernelblaster.kb.proposals import proposal_views
@@ -137,7 +136,7 @@ def main() -> int:
     kb_path = args.work / "kb.sqlite3"
     # one step per catalog technique (each declined), one for the proposal, one to spare
     depth = len(load_catalog().technique) + 2
-    server_module = openai_server_module()
+    server_module = openai_server
     script = Script(server_module)
     command = [
         sys.executable, "-m", "kernelblaster", "optimize", str(args.work / "row_sum.cu"),

@@ -3,9 +3,9 @@ for the same rollouts: the real harness builds, verifies, times and profiles eve
 its rollout's GPU, and a scripted OpenAI-compatible server (bench/openai_server.py) answers each
 agent at once with real optimized CUDA (bench/scripted/), so the ratio is the harness's work.
 
-    python3 bench/rollouts.py                          # needs 2 GPUs; ~8 min on an H200 pair
-    python3 bench/rollouts.py --rollouts 8 --depth 3 --example softmax --gpus 0,1
-    python3 bench/rollouts.py --fresh-workers   # a fresh worker per evaluation, to compare
+    python3 -m bench.rollouts                          # needs 2 GPUs; ~8 min on an H200 pair
+    python3 -m bench.rollouts --rollouts 8 --depth 3 --example softmax --gpus 0,1
+    python3 -m bench.rollouts --fresh-workers   # a fresh worker per evaluation, to compare
 
 Every step gets the same rewrite, made distinct per call by one unused constant (a real edit,
 so each step builds, verifies, times and profiles it; a reply identical to the current source
@@ -40,13 +40,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, openai_server_module, write_result
-
-from kernelblaster.agents.evaluation import evaluate
-from kernelblaster.agents.llm import LlmClient, LlmConfig
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
-from kernelblaster.agents.rollout_runners import runner_for
+from bench import openai_server
+from bench.common import REPO, write_result
+from kernelblaster.agents.llm.client import LlmClient, LlmConfig
+from kernelblaster.agents.loop.evaluation import evaluate
+from kernelblaster.agents.loop.rollout_runners import runner_for
+from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
 from kernelblaster.harness.protocol.worker_client import keep_spare_workers
 from kernelblaster.kb.store import KnowledgeBase
@@ -73,7 +72,7 @@ def main() -> int:
     args = parser.parse_args()
     gpus = [int(g) for g in args.gpus.split(",")]
     kernel, rewrite = CASES[args.example]
-    server_module = openai_server_module()
+    server_module = openai_server
     code = (SCRIPTED / rewrite).read_text()
     replies = {
         "lowering": server_module.reply(f"```cuda\n{code}```", usage=None),

@@ -2,7 +2,7 @@
 and a torch import of its own) against forked by the worker zygote (harness/worker/zygote.py,
 torch imported once, before).
 
-    python bench/spare_start.py [--runs 8]
+    python -m bench.spare_start [--runs 8]
 
 First one check builds examples/relu.cu into the cache. Then each run starts one spare, as
 the language server does (SpareWorkers), and hands it a check of relu at once (taken 0 s old):
@@ -28,9 +28,7 @@ from pathlib import Path
 
 import msgspec
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import git_commit, write_result
-
+from bench.common import git_commit, write_result
 from kernelblaster.harness.protocol.worker_client import (
     SpareWorkers,
     default_harness_command,

@@ -2,7 +2,7 @@
 figure? On a GPU, for each example's kernel, built and loaded as a check loads it, on the same
 three input sets (the reference's, seeds 1-3):
 
-    python3 bench/timing_plan.py [--examples relu softmax row_sum matmul] [--rounds 10]
+    python3 -m bench.timing_plan [--examples relu softmax row_sum matmul] [--rounds 10]
 
 Each round times the kernel twice, in turn: `pinned`, the stop rule (from 20 repetitions, until
 the median's 95% interval is within ±0.5%), and `full`, every repetition that fits in one
@@ -22,10 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch
-from common import REPO, write_result
 
+from bench.common import REPO, write_result
 from kernelblaster.harness.build.nvcc import build
 from kernelblaster.harness.check.timing import CudaClock, time_callable
 from kernelblaster.harness.target.candidate import load_candidate

@@ -3,7 +3,7 @@ and a scripted OpenAI-compatible server (bench/openai_server.py) that replies wi
 optimized CUDA written for the examples (bench/scripted/). The server sends no `usage`, so the
 client's estimate (characters / 4) counts what our prompts actually contain.
 
-    python bench/tokens.py        # needs a GPU: every candidate is built, verified, timed, profiled
+    python -m bench.tokens        # needs a GPU: every candidate is built, verified, timed, profiled
 
 Writes bench/results/tokens-<gpu>.json and prints each step and the KB entries it updated."""
 
@@ -15,11 +15,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import openai_server_module, write_result
-
-from kernelblaster.agents.llm import LlmClient, LlmConfig
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
+from bench import openai_server
+from bench.common import write_result
+from kernelblaster.agents.llm.client import LlmClient, LlmConfig
+from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
 from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
@@ -34,7 +33,7 @@ CASES = {
 
 
 def main() -> int:
-    server_module = openai_server_module()
+    server_module = openai_server
     results = {}
     with tempfile.TemporaryDirectory() as scratch, server_module.OpenAITestServer() as server:
         kb_path = Path(scratch) / "kb.sqlite3"

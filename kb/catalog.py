@@ -39,7 +39,7 @@ class CatalogFinding(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class Enabler(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A technique that prepares the code for others and may not pay on its own (tiling before
     tensor cores). The loop keeps its verified step although it is not yet faster and judges
-    it by the best candidate reached from it (agents/loop.py)."""
+    it by the best candidate reached from it (agents/loop/rollout.py)."""
 
     technique: str
     enables: list[str]  # the techniques it prepares for

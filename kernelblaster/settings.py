@@ -104,24 +104,25 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     nvcc_flags: Words = []
     arch: str | None = None  # e.g. "sm_90"; detected from the GPU when unset
     # The server builds an open source's unsaved text when typing pauses, so that saving that
-    # text finds its build in the cache (server/build_ahead.py).
+    # text finds its build in the cache (server/session/build_ahead.py).
     build_on_change: bool = True
     # profiling
     ncu_path: str = "ncu"
     ncu_depth: Literal["quick", "full"] = "quick"
     compute_sanitizer_path: str = "compute-sanitizer"
     # Plain targets under ncu through the native driver (harness/native/native_driver.py) instead
-    # of Python + torch: on since tests/harness/test_native_driver_gpu.py, which compares both
-    # paths' kernels, launch configurations and states, passed on an H100 (2026-11-27).
+    # of Python + torch: on since tests/harness/native/test_native_driver_gpu.py, which compares
+    # both paths' kernels, launch configurations and states, passed on an H100 (2026-11-27).
     native_profile_driver: bool = True
     # compute-sanitizer's run of a plain target through the same native driver instead of
     # run_once (harness/check/check.py: _sanitize). Off until
-    # tests/harness/test_sanitizer_driver_gpu.py, which plants out-of-bounds accesses and a
+    # tests/harness/native/test_sanitizer_driver_gpu.py, which plants out-of-bounds accesses and a
     # race for both paths to find, has passed on a GPU.
     native_sanitizer_driver: bool = False
     # A plain target's quick state from counters the worker collects itself with CUPTI
     # (harness/profile/counters.py, ~1 s), shown before ncu's pass adds the source lines and its
-    # rules' estimates. Same states as ncu on the examples (tests/harness/test_counters_gpu.py).
+    # rules' estimates. Same states as ncu on the examples
+    # (tests/harness/profile/test_counters_gpu.py).
     in_process_counters: bool = True
     # timeouts, seconds
     build_timeout_s: Seconds = 300.0
@@ -134,7 +135,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     allow_library_calls: bool = False
     # GPU: one index, or a list of them that `optimize` spreads its rollouts over (rollout r on
     # the r-th in turn). parallel_gpu_jobs: the jobs one GPU runs at once (the server's saves
-    # and optimizations; the candidates `optimize` evaluates, agents/gpu_gates.py).
+    # and optimizations; the candidates `optimize` evaluates, agents/loop/gpu_gates.py).
     gpu_index: GpuIndex | Annotated[list[GpuIndex], msgspec.Meta(max_length=64)] = 0
     parallel_gpu_jobs: GpuJobs = 1
     # LLM (OpenAI-compatible endpoint)

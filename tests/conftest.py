@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from postgres_server import PostgresServer, find_bindir
 
 from bench.openai_server import OpenAITestServer
+from tests.postgres_server import PostgresServer, find_bindir
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -7,7 +7,7 @@ request it got.
     worker_command = [sys.executable, ".../tests/logging_worker.py", LOG, ANSWER]
 
 ANSWER is a file holding a WorkerResponse as JSON, whose timings take the milliseconds of the
-request's `KB_RESULT_verified_<ms>` line (the candidates of tests/agents/test_loop.py; 1.0 for
+request's `KB_RESULT_verified_<ms>` line (the candidates of tests/agents/loop/test_loop.py; 1.0 for
 the original); or the word `hang`: the worker then never answers, like a profile that runs
 until it is killed. `events(LOG)` reads the log back."""
 

@@ -3,9 +3,9 @@
 import json
 
 import pytest
-from tests_paths import EXAMPLES, TARGETS
 
 from kernelblaster.cli import COMMANDS, build_parser, main
+from tests.tests_paths import EXAMPLES, TARGETS
 
 pytestmark = pytest.mark.nvcc
 

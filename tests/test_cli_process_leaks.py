@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from logging_worker import events
-from process_leaks import compilers_running, none_left, slow_nvcc, wait_for
-from tests_paths import EXAMPLES
+
+from tests.logging_worker import events
+from tests.process_leaks import compilers_running, none_left, slow_nvcc, wait_for
+from tests.tests_paths import EXAMPLES
 
 TESTS = Path(__file__).resolve().parent
 

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests_paths import EXAMPLES
 
 from bench.openai_server import OpenAITestServer, reply
+from tests.tests_paths import EXAMPLES
 
 KERNELBLASTER = shutil.which("kernelblaster", path=str(Path(sys.executable).parent))
 TIMEOUT_S = 300

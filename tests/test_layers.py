@@ -2,6 +2,9 @@
 
 - harness/ is a stack of subpackages, lowest first (HARNESS_LAYERS): a module imports only its
   own layer and the layers below it;
+- agents/ and server/ are stacks of rooms, lowest first (AGENTS_ROOMS, SERVER_ROOMS): a module
+  imports only its own room and the rooms of lower ranks (rooms of one rank not each other);
+  their top-level modules (CLIs, the agents worker, app.py) are the top rank;
 - kb/ knows harness's protocol and analysis only, the server also no more (it never loads the
   worker's layers, torch or the LLM stack), agents/ reaches down to harness's target layer and
   runs the rest through worker processes; nothing below the command line imports it;
@@ -36,6 +39,19 @@ PACKAGE_DIRS = {
 # harness's layers, lowest first
 HARNESS_LAYERS = ["protocol", "analysis", "build", "target", "native", "check", "profile", "worker"]
 TORCH_FREE_LAYERS = ["protocol", "analysis", "build"]
+# agents/'s and server/'s rooms, by rank, lowest first; "" is the package's own folder (the top)
+AGENTS_ROOMS = [["llm"], ["policy"], ["loop"], ["kernelbench", "replay"], [""]]
+SERVER_ROOMS = [
+    ["editor"],
+    ["results"],
+    ["views"],
+    ["session"],
+    ["pipeline"],
+    ["requests", "notifications", "commands"],
+    [""],
+]
+ROOMS = {"agents": AGENTS_ROOMS, "server": SERVER_ROOMS}
+MAX_MODULES = 16  # per folder: a flat folder larger than this is several rooms in one
 # kernelblaster/'s own modules are below everything (settings, trust, atomic writes, ...: what
 # every layer may import), except its command line, above everything: cli, *_cli, __main__.
 # harness/__init__.py is a docstring.
@@ -92,7 +108,8 @@ def _imports(name: str, *, runtime_only: bool) -> set[str]:
 
 
 def _place(module: str) -> str:
-    """Which layer a module is in: a harness layer's name, kb, agents, server, base or cli."""
+    """Which layer a module is in: a harness layer's name, kb, a room of agents or server
+    ("agents.loop"; "agents" for its top), base or cli."""
     parts = module.split(".")
     if module in BASE_PACKAGES:
         return "base"
@@ -104,7 +121,33 @@ def _place(module: str) -> str:
     if parts[1:2] == ["harness"]:
         assert len(parts) >= 3, f"{module}: harness/ holds only subpackages"
         return parts[2]
-    return parts[1]  # kb, agents, server
+    if (parts[1] in ROOMS and len(parts) >= 4) or module in _ROOM_PACKAGES:
+        return ".".join(parts[1:3])  # agents.loop, server.views, ...
+    return parts[1]  # kb, or agents' or server's top
+
+
+def _room_places(package: str) -> list[list[str]]:
+    """The places of `package`'s rooms by rank ("agents.loop"; "agents" for its top)."""
+    return [[f"{package}.{room}" if room else package for room in rank] for rank in ROOMS[package]]
+
+
+_ROOM_PACKAGES = {
+    f"kernelblaster.{place}"
+    for package in ROOMS
+    for rank in _room_places(package)
+    for place in rank
+}
+
+
+def _rooms_below(place: str) -> set[str]:
+    """`place`'s own room and every room of a lower rank of its package."""
+    ranks = _room_places(place.split(".")[0])
+    rank = next(i for i, names in enumerate(ranks) if place in names)
+    return {place, *(name for names in ranks[:rank] for name in names)}
+
+
+def _every_room(package: str) -> set[str]:
+    return {name for names in _room_places(package) for name in names}
 
 
 def _allowed(place: str) -> set[str]:
@@ -112,18 +155,23 @@ def _allowed(place: str) -> set[str]:
         return {"base"}
     if place in HARNESS_LAYERS:
         return {"base", "pairing", *HARNESS_LAYERS[: HARNESS_LAYERS.index(place) + 1]}
+    if place.split(".")[0] == "server":
+        return {"base", "kb", "protocol", "analysis", "pairing", *_rooms_below(place)}
+    if place.split(".")[0] == "agents":
+        harness = HARNESS_LAYERS[: HARNESS_LAYERS.index("target") + 1]
+        return {"base", "kb", "pairing", *harness, *_rooms_below(place)}
     return {
         "base": {"base"},
         "kb": {"base", "kb", "protocol", "analysis"},  # (and not the pairing: kb knows no files)
-        "server": {"base", "kb", "server", "protocol", "analysis", "pairing"},
-        "agents": {
+        "cli": {
             "base",
+            "cli",
             "kb",
-            "agents",
             "pairing",
-            *HARNESS_LAYERS[: HARNESS_LAYERS.index("target") + 1],
+            *_every_room("agents"),
+            *_every_room("server"),
+            *HARNESS_LAYERS,
         },
-        "cli": {"base", "cli", "kb", "agents", "server", "pairing", *HARNESS_LAYERS},
     }[place]
 
 
@@ -135,7 +183,31 @@ def test_harness_holds_only_its_layers():
         assert len(modules) <= 16, f"harness/{layer} has {len(modules)} modules: split it"
 
 
-@pytest.mark.parametrize("place", [*HARNESS_LAYERS, "pairing", "kb", "agents", "server", "base"])
+def test_agents_and_server_hold_only_their_rooms():
+    for package, ranks in ROOMS.items():
+        rooms = {room for rank in ranks for room in rank if room}
+        folder = REPO / package
+        found = {
+            p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+        }
+        assert found == rooms, f"{package}/ has rooms the layer test lacks"
+        for room in ["", *rooms]:
+            modules = list((folder / room).glob("*.py"))
+            assert len(modules) <= MAX_MODULES, f"{package}/{room} has {len(modules)}: split it"
+
+
+PLACES = [
+    *HARNESS_LAYERS,
+    "pairing",
+    "kb",
+    *sorted(_every_room("agents")),
+    *sorted(_every_room("server")),
+    "base",
+    "cli",
+]
+
+
+@pytest.mark.parametrize("place", PLACES)
 def test_each_layer_imports_only_the_layers_below_it(place):
     offenders = [
         f"{module} imports {imported} ({_place(imported)})"
@@ -184,3 +256,28 @@ def test_the_layer_check_sees_a_violation(tmp_path, monkeypatch):
         "kernelblaster.harness.analysis.fake", runtime_only=False
     )
     assert "worker" not in _allowed(_place("kernelblaster.harness.analysis.fake"))
+
+
+@pytest.mark.parametrize(
+    ("module", "imported"),
+    [
+        # a lower room importing a higher one (the KernelBench runner importing the CLI)
+        ("kernelblaster.agents.kernelbench.runner", "kernelblaster.agents.optimize_cli"),
+        ("kernelblaster.agents.llm.lowering", "kernelblaster.agents.loop.evaluation"),
+        # rooms of one rank
+        ("kernelblaster.agents.replay.mode", "kernelblaster.agents.kernelbench.runner"),
+        ("kernelblaster.server.requests.hover", "kernelblaster.server.commands.optimize"),
+        # the views are pure: no session, no pipeline
+        ("kernelblaster.server.views.hover", "kernelblaster.server.session.language_server"),
+        ("kernelblaster.server.results.cache", "kernelblaster.server.views.diagnostics"),
+    ],
+)
+def test_the_room_check_sees_an_upward_import(module, imported):
+    assert _place(imported) not in _allowed(_place(module))
+
+
+def test_the_room_check_allows_a_downward_import():
+    assert _place("kernelblaster.server.editor.documents") in _allowed(
+        _place("kernelblaster.server.commands.optimize")
+    )
+    assert _place("kernelblaster.agents.llm.client") in _allowed(_place("kernelblaster.agents"))

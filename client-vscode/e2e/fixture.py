@@ -6,7 +6,7 @@ kept best candidate of that kernel.
 
     python client-vscode/e2e/fixture.py WORKSPACE KB_FILE
 
-The progress tests' workspace runs the replay worker (tests/server/replay_worker.py) instead of
+The progress tests' workspace runs the replay worker (bench/replay_worker.py) instead of
 the real one, since this machine has no GPU: each save is answered with the same real H100
 profile, timed at the median the test asks for, so a save that makes the kernel faster has a
 known delta. `timed` writes the response the next save replays:
@@ -32,9 +32,9 @@ from kernelblaster.harness.protocol.records import BuildResult, CheckResult, Tim
 from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
 from kernelblaster.kb.records import Attempt, code_hash
 from kernelblaster.kb.store import KnowledgeBase
-from kernelblaster.server.cache import ResultCache, new_result
-from kernelblaster.server.documents import text_hash
-from kernelblaster.server.optimize import kept_candidate_path
+from kernelblaster.server.results.cache import ResultCache, new_result
+from kernelblaster.server.editor.documents import text_hash
+from kernelblaster.server.pipeline.optimize import kept_candidate_path
 
 REPO = Path(__file__).resolve().parents[2]
 REPORT = REPO / "tests" / "fixtures" / "ncu" / "h100-examples" / "softmax.ncu-rep"
@@ -157,7 +157,7 @@ def progress(workspace: Path, control: Path, python: str) -> None:
     workspace.mkdir(parents=True, exist_ok=True)
     for name in ("softmax.cu", "softmax.py"):
         shutil.copyfile(REPO / "examples" / name, workspace / name)
-    replay = [python, str(REPO / "tests" / "server" / "replay_worker.py"), str(control)]
+    replay = [python, str(REPO / "bench" / "replay_worker.py"), str(control)]
     (workspace / "kernelblaster.toml").write_text(
         f"worker_command = {json.dumps([*replay, 'harness'])}\nbuild_on_change = false\n"
     )

@@ -1,5 +1,5 @@
-// A `kernelblaster.knowledgeBase` answer with the shape the server sends (server/knowledge.py,
-// kb/view.py): two entries of one state (one of them a technique an agent proposed), attempts of
+// A `kernelblaster.knowledgeBase` answer with the shape the server sends
+// (server/views/knowledge.py, kb/view.py): two entries of one state (one of them a technique an agent proposed), attempts of
 // this workspace and a kept candidate. The note and the proposal carry markup, as text an LLM
 // wrote might.
 

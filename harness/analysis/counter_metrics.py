@@ -11,7 +11,7 @@ not measured by the hardware at all:
   on resident blocks) and `sm__maximum_warps_per_active_cycle_pct` (theoretical occupancy):
   ncu computes them from the launch and its occupancy calculator. `launch_metrics` computes
   them from the recorded launch with harness/analysis/occupancy.py, the project's one calculator;
-  the committed ncu reports check it (tests/harness/test_counter_metrics.py);
+  the committed ncu reports check it (tests/harness/analysis/test_counter_metrics.py);
 - `derived__*` (computed by ncu's section scripts) and `sass__*`/`smsp__sass_*` (counted by
   instrumenting the kernel's SASS): left absent, and the findings built on them (global
   coalescing, register spills, FLOP-based headroom) report nothing, as on any profile

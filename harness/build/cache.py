@@ -44,7 +44,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -113,7 +113,7 @@ class BuildCache:
         options: list[str],
         sources: list[str],
         texts: Mapping[str, str] = {},
-        options_files: list[Path] = [],
+        options_files: Sequence[Path] = (),
     ) -> str:
         """Hash of the options, the files they read more options from (path and content: nvcc's
         dependency output does not list them) and the sources (path and content, or the text

@@ -18,9 +18,9 @@ fatbinary (`--orig_src_path_name`), which nothing reads back.
 
 One source is built by one nvcc command, run as nvcc's own steps without nvcc's shell, the host
 front end beside the device compile where it can be (harness/build/nvcc_steps.py: the same bytes,
-~0.37 s sooner on the H100 machine's host). Several (a torch extension's kernels and its bindings) are built in
-parts: each source to an object, then one link, every step cached on its own, so an edit
-recompiles only the source it touched (each step has the build timeout).
+~0.37 s sooner on the H100 machine's host). Several (a torch extension's kernels and its
+bindings) are built in parts: each source to an object, then one link, every step cached on its
+own, so an edit recompiles only the source it touched (each step has the build timeout).
 """
 
 from __future__ import annotations
@@ -36,16 +36,16 @@ from typing import Literal, NamedTuple
 
 import msgspec
 
-from kernelblaster.harness.build.cache import BuildCache, nvcc_version
-from kernelblaster.harness.build.fix_hints import fix_for
-from kernelblaster.harness.build.gpu_arch import ArchChoice, detect_arch, is_arch_name
 from kernelblaster.harness.analysis.nvcc_output import parse_nvcc_output
-from kernelblaster.harness.build.nvcc_steps import RefusedCommand, run_nvcc
 from kernelblaster.harness.analysis.ptxas import (
     apply_launch_bounds,
     parse_ptx_entries,
     parse_ptxas_resources,
 )
+from kernelblaster.harness.build.cache import BuildCache, nvcc_version
+from kernelblaster.harness.build.fix_hints import fix_for
+from kernelblaster.harness.build.gpu_arch import ArchChoice, detect_arch, is_arch_name
+from kernelblaster.harness.build.nvcc_steps import RefusedCommand, run_nvcc
 from kernelblaster.harness.protocol.records import (
     BuildResult,
     BuildStep,

@@ -47,7 +47,7 @@ _PERMISSION_RESULTS = (
 _NO_GPU_RESULTS = ("CUDA_ERROR_NO_DEVICE", "CUDA_ERROR_INVALID_DEVICE")
 _FALLBACK_FIX = (
     "The profile is taken through Nsight Compute (ncu) instead. If this persists, run "
-    "`python3 bench/counters_probe.py` on this machine and report its output."
+    "`python3 -m bench.counters_probe` on this machine and report its output."
 )
 
 

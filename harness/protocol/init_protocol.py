@@ -1,4 +1,4 @@
-"""`init`'s records, shared by the loop that writes a first kernel (agents/init_kernel.py), the
+"""`init`'s records, shared by the loop that writes a first kernel (agents/loop/init_kernel.py), the
 CLI and the language server: the server sends an InitRequest to the agents worker
 (`python -m kernelblaster.agents.optimize_worker`, which also takes OptimizeRequests) and reads
 InitProgress lines, then exactly one InitResult. Torch-free and free of the LLM stack, so the

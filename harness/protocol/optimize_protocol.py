@@ -30,14 +30,14 @@ class OptimizeRequest(msgspec.Struct, kw_only=True, tag="optimize"):
     depth: int = 3
     top_k: int = 3
     seed: int | None = None
-    # The selection (kb.ranking.select, agents/loop.py), tuned with bench/learning_tune.py on
+    # The selection (kb.ranking.select, agents/loop/choice.py), tuned with bench/learning_tune.py on
     # the H100 learning table (README, "Does the knowledge base learn?"): greedy, and never
     # the same failure twice on one kernel; the UCB bonus never helped there.
     temperature: float = 0.0  # of the weighted random top-k selection; 0: the best first
     exploration: float = 0.0  # its UCB bonus for techniques tried less
     avoid_failed: bool = True  # skip techniques that already failed on a step's starting kernel
     # New techniques asked of the LLM at most, at once, for a state the KB has none left for
-    # (agents/proposals.py); 0: never propose.
+    # (agents/policy/proposals.py); 0: never propose.
     proposals: int = 3
     settings: Settings = msgspec.field(default_factory=Settings)
 
@@ -64,7 +64,7 @@ class Span(msgspec.Struct, kw_only=True):
     threads and processes of one host): waiting for the LLM, or holding a GPU for a candidate's
     evaluation. Rollouts that run at once show here how their LLM waits and GPU work overlap.
     "cpu": work that needs no GPU to itself, run beside the rest (the baselines' torch.compile
-    compilation, agents/baselines_job.py)."""
+    compilation, agents/kernelbench/baselines.py)."""
 
     kind: Literal["llm", "gpu", "cpu"]
     start: float
@@ -80,7 +80,7 @@ class PhaseTimes(msgspec.Struct, kw_only=True):
     `evaluation` is those runs end to end from the GPU being granted (a spare worker's hand-off,
     the parts below, the pipe), `gpu_queue` the wait for the GPU while other rollouts'
     candidates held it. `reference` is the reference side's time not hidden behind the build
-    (agents/evaluation.py says how each part is read)."""
+    (agents/loop/evaluation.py says how each part is read)."""
 
     llm_wait: float = 0.0  # the lowering agent's replies, every retry's
     gpu_queue: float = 0.0
@@ -154,8 +154,8 @@ class OptimizeStep(msgspec.Struct, kw_only=True):
 
 
 class ProposalVerdict(msgspec.Struct, kw_only=True):
-    """A technique the LLM proposed for a state the KB had none left for (agents/proposals.py),
-    and whether it entered the KB or why not."""
+    """A technique the LLM proposed for a state the KB had none left for
+    (agents/policy/proposals.py), and whether it entered the KB or why not."""
 
     state: str
     technique: str  # its id; "" when the item had none

@@ -675,7 +675,7 @@ class SpareWorkerThread:
 
 
 # A context variable, not a global: it follows the run into the threads started with a copy of
-# its context (the rollout threads, agents/rollout_runners.py), and a thread still running
+# its context (the rollout threads, agents/loop/rollout_runners.py), and a thread still running
 # after its run ended finds that run's closed object instead of starting a worker that nobody
 # would end.
 _kept_spares: contextvars.ContextVar[SpareWorkerThread | None] = contextvars.ContextVar(

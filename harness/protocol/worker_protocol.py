@@ -50,7 +50,7 @@ class WorkerRequest(msgspec.Struct, kw_only=True):
     # Where the in-process counters give the quick state (harness/profile/counters.py), ncu's
     # pass after them (its rules' estimates, the source lines) runs only for a kernel whose
     # verified median is below this many milliseconds; None: always. The optimize loop asks
-    # for it only where the candidate's findings decide its next step (agents/loop.py).
+    # for it only where the candidate's findings decide its next step (agents/loop/step.py).
     ncu_below_ms: float | None = None
     source_text: str | None = None  # check this text instead of the file's (candidates)
     # Measure the PyTorch baselines when none are cached for the reference (False: cached ones

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -56,7 +57,8 @@ from kernelblaster.harness.target.targets import CALLED_KINDS, Target, detect_ki
 from kernelblaster.harness.worker.reference_ahead import ReferenceAhead
 from kernelblaster.settings import Settings
 
-if TYPE_CHECKING:  # imports torch: the worker imports it only past the build
+if TYPE_CHECKING:  # import torch: the worker imports it only past the build
+    from kernelblaster.harness.check.integrity import RuntimeSnapshot
     from kernelblaster.harness.target.reference_side import ReferenceSide
 
 _stream: ProtocolStream | None = None  # claimed in main()
@@ -285,43 +287,96 @@ def _baselines(request: WorkerRequest) -> WorkerResponse:
 
 
 def handle(request: WorkerRequest) -> WorkerResponse:
+    """The request run through its phases: build → check (verify, time) → profile (the
+    in-process counters, ncu; each kernel classified) → respond (the baselines after the
+    profile). A phase that ends the run answers it."""
     began = time.perf_counter()  # the request read: its phases below are timed from here
-    settings = request.settings
     if request.task == "baselines":
         return _baselines(request)
-    target, target_error = _target_for(request, settings)
+    target, target_error = _target_for(request, request.settings)
     if target is None:
         return WorkerResponse(error=target_error)
     if request.unsaved_text is not None:
-        if (refused := _unbuildable_ahead(request, target)) is not None:
-            return WorkerResponse(error=refused)
-        progress("build", f"building {Path(target.source).name} as edited, before its save")
-        built = _build(target, settings, request.unsaved_text)
-        return WorkerResponse(build=built, error=built.error or target_error)
+        return _build_unsaved(request, target, target_error)
+    run = _Run(request=request, target=target, target_error=target_error, began=began)
+    if (answered := _build_phase(run)) is not None:
+        return answered
+    checked = _check_phase(run)
+    if isinstance(checked, WorkerResponse):
+        return checked
+    report, states, error = _profile_phase(run, checked)
+    return _respond(run, checked, report, states, error)
+
+
+@dataclass
+class _Run:
+    """One request's run, and what each phase leaves for the next."""
+
+    request: WorkerRequest
+    target: Target
+    target_error: HarnessError | None
+    began: float
+    integrity: RuntimeSnapshot | None = None  # a KernelBench solution's, before it first runs
+    warming: Future[None] | None = None  # the in-process counters' warm-up
+    built: BuildResult | None = None
+    reference_side: ReferenceSide | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self.request.settings
+
+
+def _build_unsaved(
+    request: WorkerRequest, target: Target, target_error: HarnessError | None
+) -> WorkerResponse:
+    """The file's unsaved text built ahead of its save, and nothing else."""
+    if (refused := _unbuildable_ahead(request, target)) is not None:
+        return WorkerResponse(error=refused)
+    progress("build", f"building {Path(target.source).name} as edited, before its save")
+    built = _build(target, request.settings, request.unsaved_text)
+    return WorkerResponse(build=built, error=built.error or target_error)
+
+
+def _build_phase(run: _Run) -> WorkerResponse | None:
+    """The build, with what must precede the candidate's first code here and what runs beside
+    nvcc (the reference side, the counters' warm-up, the native driver); the response when the
+    run ends with it."""
+    request, target, settings = run.request, run.target, run.settings
     if request.task != "build" and target.kind == "kernelbench":
         # before anything of the candidate runs here: a solution's build imports it (a plain or
         # extension target's library is loaded by its check, after the clean process started)
         clean_reference(settings.gpu)
-    integrity = None
     if target.kind == "kernelbench" and request.task != "build":
         # A solution's code first runs when its build imports it: whatever it patches from
         # then on must show against a snapshot taken before (imports torch, as the build does).
         with _IMPORTS:
             from kernelblaster.harness.check.integrity import RuntimeSnapshot
 
-        integrity = RuntimeSnapshot()
+        run.integrity = RuntimeSnapshot()
         _loads_the_candidate()  # its build imports it
-    warming = _warm_counters_up(settings) if _counters_apply(request, target, settings) else None
+    if _counters_apply(request, target, settings):
+        run.warming = _warm_counters_up(settings)
     if target.kind == "plain" and _drives_natively(request, settings):
         _build_driver_ahead(target, settings)
     progress("build", f"building {Path(target.source).name}")
-    prepares = request.task != "build" and target_error is None
-    built, reference_side = _build_and_prepare(target, settings, prepares=prepares)
+    prepares = request.task != "build" and run.target_error is None
+    built, run.reference_side = _build_and_prepare(target, settings, prepares=prepares)
+    run.built = built
     if request.task == "build" or not built.ok:
-        return WorkerResponse(build=built, error=built.error or target_error)
-    if target_error is not None and not (target.kind == "standalone" and request.task == "profile"):
-        return WorkerResponse(build=built, error=target_error)
+        return WorkerResponse(build=built, error=built.error or run.target_error)
+    if run.target_error is not None and not (
+        target.kind == "standalone" and request.task == "profile"
+    ):
+        return WorkerResponse(build=built, error=run.target_error)
+    return None
 
+
+def _check_phase(run: _Run) -> CheckResult | WorkerResponse:
+    """Verification and timing (harness/check/check.py), the worker's seconds to them in
+    `phase_seconds`; the response when the run ends with them (task "check", a failure, a
+    wrong result: a kernel that computes the wrong thing is neither timed nor profiled)."""
+    request, target, settings, built = run.request, run.target, run.settings, run.built
+    assert built is not None
     waited = time.perf_counter()
     if _prewarming is not None:
         _prewarming.join()  # its CUDA context and imports; nothing of it runs beside the timing
@@ -337,7 +392,7 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     gpu_error = check.gpu_problem(settings)
     if gpu_error is not None:
         return WorkerResponse(build=built, error=gpu_error)
-    before_check_s = time.perf_counter() - began
+    before_check_s = time.perf_counter() - run.began
     _loads_the_candidate()
     result, error = check.run_check(
         target,
@@ -346,8 +401,8 @@ def handle(request: WorkerRequest) -> WorkerResponse:
         clean=clean_reference(settings.gpu),
         progress=progress,
         sanitize=request.sanitize,
-        integrity=integrity,
-        reference_side=reference_side,
+        integrity=run.integrity,
+        reference_side=run.reference_side,
     )
     if _spare_age_s is not None:  # how ready the spare was when its request came
         result.phase_seconds.update(
@@ -358,23 +413,32 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     # seconds to its timing are the server's and the pipes'.
     result.phase_seconds.update(
         worker_before_check=round(before_check_s, 4),
-        worker_to_timing=round(time.perf_counter() - began, 4),
+        worker_to_timing=round(time.perf_counter() - run.began, 4),
     )
     failed_verification = result.verify is not None and not result.verify.ok
     if request.task == "check" or error is not None or failed_verification:
-        # A kernel that computes the wrong thing is neither timed nor profiled.
         if error is None and not failed_verification and request.baselines:
             error = check.add_baselines(
                 target, settings, result, progress=progress, clean=clean_reference(settings.gpu)
             )
         return WorkerResponse(build=built, check=result, error=error)
+    return result
+
+
+def _profile_phase(
+    run: _Run, result: CheckResult
+) -> tuple[ProfileReport | None, list[PerfState], HarnessError | None]:
+    """The profile: the in-process counters' quick state first (sent as it lands), then ncu's
+    pass where wanted; each kernel classified once, here where the profile is made."""
+    request, target, settings, built = run.request, run.target, run.settings, run.built
+    assert built is not None
     with _IMPORTS:
         from kernelblaster.harness.profile import profile
 
     # Shown while ncu runs: the verified timing is worth seconds to the user.
     emit(WorkerProgress(phase="profile", message="starting the profile", build=built, check=result))
     began = time.perf_counter()
-    early = _early_profile(request, target, built, settings, result, warming)
+    early = _early_profile(request, target, built, settings, result, run.warming)
     if early is not None:
         result.phase_seconds["profile_counters"] = round(time.perf_counter() - began, 4)
     skip_ncu = early is not None and not _ncu_wanted(request, result)
@@ -384,32 +448,51 @@ def handle(request: WorkerRequest) -> WorkerResponse:
     report: ProfileReport | None
     if skip_ncu and early is not None:
         report, states = early
-        error = None
-    else:
-        began = time.perf_counter()
-        report, error = profile.profile_target(
-            target,
-            built,
-            settings,
-            depth=request.depth,
-            kernels=request.kernels,
-            progress=progress,
-            arch=result.arch,
-        )
-        result.phase_seconds["profile_ncu"] = round(time.perf_counter() - began, 4)
-        # Classified once, here where the profile is made: every caller gets the same states.
-        states = classify_report(report) if report is not None else []
-        if report is None and early is not None:
-            # ncu failed after the counters gave the state: keep it; `error` says what's missing.
-            report, states = early
-    # After the profile, so that neither the timing nor the state waits for torch.compile.
+        return report, states, None
+    began = time.perf_counter()
+    report, error = profile.profile_target(
+        target,
+        built,
+        settings,
+        depth=request.depth,
+        kernels=request.kernels,
+        progress=progress,
+        arch=result.arch,
+    )
+    result.phase_seconds["profile_ncu"] = round(time.perf_counter() - began, 4)
+    states = classify_report(report) if report is not None else []
+    if report is None and early is not None:
+        # ncu failed after the counters gave the state: keep it; `error` says what's missing.
+        report, states = early
+    return report, states, error
+
+
+def _respond(
+    run: _Run,
+    checked: CheckResult,
+    report: ProfileReport | None,
+    states: list[PerfState],
+    error: HarnessError | None,
+) -> WorkerResponse:
+    """The response, with the PyTorch baselines measured after the profile, so that neither
+    the timing nor the state waits for torch.compile."""
+    from kernelblaster.harness.check import check  # imported by the check phase already
+
     baseline_error = None
-    if request.baselines:
+    if run.request.baselines:
         baseline_error = check.add_baselines(
-            target, settings, result, progress=progress, clean=clean_reference(settings.gpu)
+            run.target,
+            run.settings,
+            checked,
+            progress=progress,
+            clean=clean_reference(run.settings.gpu),
         )
     return WorkerResponse(
-        build=built, check=result, profile=report, states=states, error=error or baseline_error
+        build=run.built,
+        check=checked,
+        profile=report,
+        states=states,
+        error=error or baseline_error,
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bench.openai_server import FAKE_KEY, OpenAITestServer
-from kernelblaster.agents.llm import LlmClient, LlmConfig
+from kernelblaster.agents.llm.client import LlmClient, LlmConfig
 from kernelblaster.kb.store import KnowledgeBase
 
 

@@ -6,10 +6,9 @@ import json
 import sqlite3
 from pathlib import Path
 
-from kb_helpers import make_attempt
-
 from kernelblaster.cli import main
 from kernelblaster.kb.store import KnowledgeBase
+from tests.kb.kb_helpers import make_attempt
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -10,10 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kb_helpers import make_attempt
 
 from kernelblaster.cli import main
 from kernelblaster.kb.store import KnowledgeBase
+from tests.kb.kb_helpers import make_attempt
 
 
 @pytest.fixture(autouse=True)

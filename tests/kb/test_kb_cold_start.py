@@ -101,7 +101,7 @@ def test_a_symptom_raises_less_than_a_defect(kb):
 
 
 def test_learning_overrides_the_cold_start_order(kb):
-    from kb_helpers import make_attempt
+    from tests.kb.kb_helpers import make_attempt
 
     state = _state("softmax", "softmax_rowthread")
     for _ in range(10):

@@ -9,10 +9,9 @@ import signal
 import time
 from collections import Counter
 
-from kb_helpers import integrity, make_attempt, refolded_counts, stored_counts
-
 from kernelblaster.kb import rows
 from kernelblaster.kb.store import KnowledgeBase
+from tests.kb.kb_helpers import integrity, make_attempt, refolded_counts, stored_counts
 
 WRITERS = 4
 PER_WRITER = 500

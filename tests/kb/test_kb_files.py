@@ -11,7 +11,6 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from kb_helpers import integrity, make_attempt, refolded_counts, stored_counts
 
 from kernelblaster.harness.protocol.records import Finding
 from kernelblaster.kb import schema
@@ -19,6 +18,7 @@ from kernelblaster.kb.connect import open_database
 from kernelblaster.kb.fallback import open_or_fallback
 from kernelblaster.kb.schema import SCHEMA_VERSION, KBError
 from kernelblaster.kb.store import KnowledgeBase
+from tests.kb.kb_helpers import integrity, make_attempt, refolded_counts, stored_counts
 
 
 def _fingerprint(path: Path) -> tuple[str, list[str]]:

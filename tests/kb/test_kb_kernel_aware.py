@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from kb_helpers import make_attempt, refolded_counts, stored_counts
 
 from kernelblaster.kb.catalog import load_catalog
 from kernelblaster.kb.ranking import target_finding
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.kb.transfer import export_kb, merge_kb
+from tests.kb.kb_helpers import make_attempt, refolded_counts, stored_counts
 
 SMALL_GRID = "launch.small_grid"
 COALESCE = "coalesce_global_access"

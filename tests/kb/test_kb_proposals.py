@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-from kb_helpers import make_attempt
 
 from kernelblaster.cli import main
 from kernelblaster.kb.proposal_status import PROMOTE_AFTER, PROPOSAL_PRIOR_CAP, RETIRE_AFTER
@@ -19,6 +18,7 @@ from kernelblaster.kb.records import Proposal, Technique
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.kb.transfer import export_kb, merge_kb
 from kernelblaster.kb.view import kb_view
+from tests.kb.kb_helpers import make_attempt
 
 STATE = "memory.dram"
 FINDING = "uncoalesced_global_access"

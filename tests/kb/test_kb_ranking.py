@@ -7,9 +7,9 @@ from collections import Counter
 
 import msgspec
 import pytest
-from kb_helpers import make_attempt
 
 from kernelblaster.kb.ranking import exploration_bonus, ncu_gain, select
+from tests.kb.kb_helpers import make_attempt
 
 
 class FakeFinding(msgspec.Struct):
@@ -191,7 +191,7 @@ def test_exploration_brings_an_untried_technique_into_the_shortlist(kb):
 def test_the_loop_explores_by_the_requests_coefficient(kb, tmp_path):
     """agents.loop's choice of technique follows the request's exploration: a state whose best
     techniques were tried many times gets an untried one at exploration > 0, greedily."""
-    from kernelblaster.agents.loop import _choose
+    from kernelblaster.agents.loop.choice import choose
     from kernelblaster.harness.protocol.records import PerfState
 
     state = PerfState(
@@ -203,8 +203,8 @@ def test_the_loop_explores_by_the_requests_coefficient(kb, tmp_path):
             kb.record(make_attempt(technique=ranked.technique, measured_speedup=1.1))
     ranked = kb.rank("sm_90", "memory.dram")
     greedy = dict(source_hash=None, k=3, forced=None, seed=1, temperature=0)
-    chosen = _choose(kb, state, **greedy, exploration=0.0)
-    explored = _choose(kb, state, **greedy, exploration=1.0)
+    chosen = choose(kb, state, **greedy, exploration=0.0)
+    explored = choose(kb, state, **greedy, exploration=1.0)
     assert chosen is not None and chosen.technique == ranked[0].technique
     assert explored is not None and explored.attempts == 0
 
@@ -213,7 +213,7 @@ def test_a_technique_that_failed_on_this_very_kernel_is_not_chosen_again(kb):
     """avoid_failed: the loop's choice skips techniques already tried without success on the
     kernel the step starts from (its source hash), not those that failed on other kernels of
     the same state; a success stays choosable; when everything failed here, all come back."""
-    from kernelblaster.agents.loop import _choose
+    from kernelblaster.agents.loop.choice import choose
     from kernelblaster.harness.protocol.records import PerfState
 
     state = PerfState(
@@ -225,23 +225,23 @@ def test_a_technique_that_failed_on_this_very_kernel_is_not_chosen_again(kb):
     kb.record(make_attempt(technique=best, source_hash="here", outcome="compile_error"))
     top, second = [r.technique for r in kb.rank("sm_90", "memory.dram")[:2]]
     assert top == best  # one failure does not undo its lead state-wide...
-    assert _choose(kb, state, source_hash="here", **greedy).technique == second  # ...but here
-    assert _choose(kb, state, source_hash="elsewhere", **greedy).technique == best
-    assert _choose(kb, state, source_hash=None, **greedy).technique == best  # the rule is off
+    assert choose(kb, state, source_hash="here", **greedy).technique == second  # ...but here
+    assert choose(kb, state, source_hash="elsewhere", **greedy).technique == best
+    assert choose(kb, state, source_hash=None, **greedy).technique == best  # the rule is off
     kb.record(
         make_attempt(technique=second, source_hash="here", outcome="regression",
                      measured_speedup=0.9)
     )  # fmt: skip
-    third = _choose(kb, state, source_hash="here", **greedy).technique
+    third = choose(kb, state, source_hash="here", **greedy).technique
     assert third not in (best, second)
     kb.record(make_attempt(technique=best, source_hash="here", measured_speedup=1.5))
-    assert _choose(kb, state, source_hash="here", **greedy).technique == best  # a success here
+    assert choose(kb, state, source_hash="here", **greedy).technique == best  # a success here
     for ranked_technique in ranked:
         kb.record(
             make_attempt(technique=ranked_technique.technique, source_hash="hopeless",
                          outcome="wrong_result")
         )  # fmt: skip
-    assert _choose(kb, state, source_hash="hopeless", **greedy) is not None
+    assert choose(kb, state, source_hash="hopeless", **greedy) is not None
 
 
 def test_the_classifiers_compute_states_are_catalog_states(kb):

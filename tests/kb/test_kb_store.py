@@ -7,12 +7,12 @@ import statistics
 from pathlib import Path
 
 import pytest
-from kb_helpers import make_attempt
 
 from kernelblaster.kb import rows
 from kernelblaster.kb.catalog import CatalogError, load_catalog, parse_catalog
 from kernelblaster.kb.records import MAX_NOTE_CHARS
 from kernelblaster.kb.store import KnowledgeBase, default_path
+from tests.kb.kb_helpers import make_attempt
 
 
 def test_catalog_covers_every_category_with_sourced_priors(kb):

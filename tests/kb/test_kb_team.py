@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from kb_helpers import make_attempt, refolded_counts, stored_counts
-from postgres_server import PASSWORD_ROLE, READER_ROLE, PostgresServer
 
 from kernelblaster.cli import main
 from kernelblaster.kb import outbox, team
@@ -17,6 +15,8 @@ from kernelblaster.kb.schema import KBError
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.kb.team import TeamKnowledgeBase
 from kernelblaster.settings import SettingsError, load_settings
+from tests.kb.kb_helpers import make_attempt, refolded_counts, stored_counts
+from tests.postgres_server import PASSWORD_ROLE, READER_ROLE, PostgresServer
 
 SECRET = "s3cret-Passw0rd-kb"
 
@@ -210,9 +210,8 @@ def test_a_server_down_at_start_is_said_and_the_outbox_waits(
 def test_a_proposal_and_a_decision_made_while_the_server_is_down_reach_it_when_it_is_back(
     own_server, tmp_path, monkeypatch
 ):
-    from test_kb_proposals import proposal
-
     from kernelblaster.kb.proposals import decide, proposal_views
+    from tests.kb.test_kb_proposals import proposal
 
     monkeypatch.setattr(team, "RETRY_S", 0.0)
     url = own_server.url(own_server.create_database("team"))

@@ -7,7 +7,6 @@ import typing
 
 import msgspec
 import pytest
-from kb_helpers import make_attempt, refolded_counts, stored_counts
 
 from kernelblaster.kb.records import KBExport
 from kernelblaster.kb.store import KnowledgeBase
@@ -18,6 +17,7 @@ from kernelblaster.kb.transfer import (
     read_export,
     write_export,
 )
+from tests.kb.kb_helpers import make_attempt, refolded_counts, stored_counts
 
 
 def _learn(kb: KnowledgeBase, arch: str, n: int) -> None:

@@ -9,48 +9,31 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Union
 
-import msgspec
 import pytest
 import pytest_asyncio
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from bench.lsp_session import (  # the scripted LSP session, shared with bench/lsp.py
+    NCU_FIXTURES,
+    TIMEOUT_S,
+    Workspace,
+    wait_until,
+)
 from kernelblaster.harness.analysis.classify import classify_report
 from kernelblaster.harness.analysis.ncu_reader import read_report
-from kernelblaster.harness.analysis.ptxas import parse_ptxas_resources
 from kernelblaster.harness.protocol.records import BuildResult, CheckResult, Timing
 from kernelblaster.harness.protocol.worker_protocol import WorkerResponse
-from kernelblaster.server.documents import path_to_uri
+from kernelblaster.server.editor.documents import path_to_uri
 
 HERE = Path(__file__).resolve().parent
-NCU_FIXTURES = HERE.parent / "fixtures" / "ncu"
-FIVE = NCU_FIXTURES / "h100-five"
 NAIVE3 = NCU_FIXTURES / "h200-naive3"
-REPLAY = HERE / "replay_worker.py"
 PROBE = HERE / "serve_probe.py"
-TIMEOUT_S = 20.0
-
-
-def five_response(source: Path) -> WorkerResponse:
-    """What the worker reported for five.cu on the H100: its ptxas resources and the real ncu
-    report. The report names the file as it was profiled (/src/five.cu), like a worker running
-    in a container would."""
-    build = BuildResult(
-        ok=True,
-        source=str(source),
-        arch="sm_90",
-        command=["nvcc", "-arch=sm_90", "-lineinfo", str(source)],
-        resources=parse_ptxas_resources((FIVE / "ptxas.txt").read_text(), arch="sm_90"),
-    )
-    report = read_report(FIVE / "five.ncu-rep", depth="full")
-    return WorkerResponse(build=build, profile=report, states=classify_report(report))
 
 
 def softmax_source() -> str:
@@ -82,44 +65,6 @@ def softmax_response(source: Path) -> WorkerResponse:
     )
     build = BuildResult(ok=True, source=str(source), arch=report.arch)
     return WorkerResponse(build=build, check=check, profile=report, states=classify_report(report))
-
-
-class Workspace:
-    """A temporary workspace: sources, the replay control directory, a KB and settings."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root / "ws"
-        self.control = root / "control"
-        self.kb_path = root / "kb.sqlite3"
-        self.root.mkdir()
-        self.control.mkdir()
-
-    def add(self, name: str, text: str) -> Path:
-        path = self.root / name
-        path.write_text(text)
-        return path
-
-    def record(self, kind: str, response: msgspec.Struct) -> None:
-        (self.control / f"{kind}.json").write_bytes(msgspec.json.encode(response))
-
-    def control_file(self, name: str, text: str = "") -> None:
-        (self.control / name).write_text(text)
-
-    def settings(self, **extra: object) -> dict:
-        replay = [sys.executable, str(REPLAY), str(self.control)]
-        return {
-            "workerCommand": [*replay, "harness"],
-            "optimizeWorkerCommand": [*replay, "optimize"],
-            "kbPath": str(self.kb_path),
-            "llmBaseUrl": "http://127.0.0.1:9/v1",
-            **extra,
-        }
-
-    def runs(self) -> list[dict]:
-        log = self.control / "log.jsonl"
-        if not log.exists():
-            return []
-        return [json.loads(line) for line in log.read_text().splitlines()]
 
 
 @pytest.fixture
@@ -249,15 +194,6 @@ def edit_and_save(client: LanguageClient, uri: str, path: Path, text: str, versi
     )
 
 
-async def wait_until(condition: Callable[[], object], timeout: float = TIMEOUT_S) -> object:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {condition}")
-        await asyncio.sleep(0.02)
-    return value
-
-
 def by_code(diagnostics, code: str) -> list[types.Diagnostic]:
     return [d for d in diagnostics if d.code == code]
 
@@ -267,14 +203,6 @@ async def wait_for_states(
 ) -> list[types.Diagnostic]:
     await wait_until(lambda: len(by_code(client.diagnostics.get(uri, []), "state")) >= count)
     return list(client.diagnostics[uri])
-
-
-def copy_five(workspace: Workspace) -> Path:
-    source = workspace.root / "five.cu"
-    shutil.copyfile(FIVE / "five.cu", source)
-    source.chmod(0o644)
-    workspace.record("harness", five_response(source))
-    return source
 
 
 def alive(pid: int) -> bool:

@@ -11,8 +11,9 @@ import shutil
 import pytest
 from lsprotocol import types
 
+from bench.lsp_session import wait_until
 from tests.conftest import REPO
-from tests.server.conftest import by_code, open_document, start, wait_until
+from tests.server.conftest import by_code, open_document, start
 
 
 @pytest.mark.gpu

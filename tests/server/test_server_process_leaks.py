@@ -5,9 +5,10 @@ harness worker and a slow fake compiler."""
 from __future__ import annotations
 
 from lsprotocol import types
-from process_leaks import compilers_running, leftovers, none_left, slow_nvcc, wait_for
 
-from tests.server.conftest import open_document, start, wait_until
+from bench.lsp_session import wait_until
+from tests.process_leaks import compilers_running, leftovers, none_left, slow_nvcc, wait_for
+from tests.server.conftest import open_document, start
 
 
 def _slow_workspace(workspace, tmp_path):

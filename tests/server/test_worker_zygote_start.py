@@ -10,7 +10,8 @@ import asyncio
 import psutil
 import pytest
 
-from tests.server.conftest import start, wait_until
+from bench.lsp_session import wait_until
+from tests.server.conftest import start
 
 
 def _zygotes(server_pid: int) -> list[psutil.Process]:
@@ -29,7 +30,8 @@ async def test_a_trusted_session_starts_the_worker_zygote(client, workspace, tmp
     )
     server = client._server.pid
     if not trusted:
-        await asyncio.sleep(2.0)  # as long as a trusted session takes to start it, and more
+        # No event marks a zygote not started: as long as a trusted session takes to start it
+        await asyncio.sleep(2.0)
         assert _zygotes(server) == []
         return
     [zygote] = await wait_until(lambda: _zygotes(server), timeout=30)

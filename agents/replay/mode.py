@@ -1,0 +1,208 @@
+"""Replay mode of the optimization loop: the real loop, KB, ranking, selection and write-back,
+on a measured table instead of a GPU and an LLM.
+
+`ReplayTask` plugs into `run_optimization()` through its two injection points (OptimizeRun's
+`lower` and `evaluate`):
+- `offered` names the techniques the library has a rewrite of the current kernel for: the
+  loop chooses among those only, so a gap in the library costs no step and is not recorded
+  as the technique's failure;
+- `lower` is a scripted lowering agent: asked to apply a technique to the current kernel, it
+  returns the library's variant for that edge (task, current variant, technique);
+- `evaluate` answers the harness's part from the table: the variant's build or verification
+  failure, or its state and a time drawn around its measured median with its measured spread.
+The few remaining model calls (soft verification, the policy update's gap analysis) go to
+`ReplayModel`, which approves what the harness verified and proposes no notes or priors.
+The table was measured without compute-sanitizer, so every verified variant passes it here.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from kernelblaster.agents.llm.client import LlmError, LlmReply, Usage
+from kernelblaster.agents.llm.lowering import FailureKind, Feedback, LoweringInput, LoweringResult
+from kernelblaster.agents.loop.evaluation import Evaluation
+from kernelblaster.agents.replay.table import (
+    NAIVE,
+    LearningTable,
+    LibraryError,
+    Measurement,
+    Task,
+    source_digest,
+)
+from kernelblaster.harness.analysis.findings import with_kernel_chain
+from kernelblaster.harness.protocol.records import CheckResult, Timing, VerifyResult
+from kernelblaster.settings import Settings
+
+# Verdicts of the model calls the replay answers, by purpose (see agents/llm/prompts).
+_SCRIPTED_REPLIES = {
+    "soft_verify": '{"ok": true, "reasons": []}',  # the harness verified the variant
+    "perf_gap": '{"analyses": []}',
+    "parameter_update": '{"updates": []}',
+}
+# a variant's measured outcome -> (Evaluation outcome, lowering feedback kind)
+_FAILURES: dict[str, tuple[str, FailureKind]] = {
+    "build_error": ("compile_error", "compile_error"),
+    "wrong": ("wrong_result", "wrong_result"),
+    "crash": ("crash", "crash"),
+    "timeout": ("timeout", "timeout"),
+}
+
+
+class ReplayModel:
+    """Stands in for the LLM client in replay: scripted verdicts for soft verification and the
+    policy update; anything else (lowering, naming a new state) is not available."""
+
+    model = "replay"
+
+    def chat(
+        self,
+        messages: list[dict],
+        *,
+        purpose: str,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> LlmReply:
+        text = _SCRIPTED_REPLIES.get(purpose)
+        if text is None:
+            raise LlmError("not_configured", f"the replay has no model for {purpose!r}")
+        return LlmReply(text=text, usage=Usage(), finish_reason="stop", model=self.model)
+
+
+class ReplayStep(msgspec.Struct, kw_only=True):
+    """What the scripted agent did in one loop step, in the loop's order."""
+
+    source: str  # the variant the step started from
+    technique: str
+    target: str | None  # the variant it returned; None when the library has no such rewrite
+    time_ms: float | None = None  # the time the replayed evaluation reported for it
+
+
+class ReplayTask:
+    """One task of the library replayed from `table`; `steps` logs every lowering call."""
+
+    def __init__(self, task: Task, table: LearningTable, *, rng: random.Random):
+        self.task = task
+        self.table = table
+        self.rng = rng
+        self.steps: list[ReplayStep] = []
+        self._variants: dict[str, str] = {}  # source digest -> variant name
+        self._sources: dict[str, str] = {}
+        for name in [NAIVE, *(v.name for v in task.variant)]:
+            text = task.source_text(name)
+            self._sources[name] = text
+            self._variants[source_digest(text)] = name
+        self._edges = {
+            (t.source, t.technique): t.target for t in table.transitions if t.task == task.task
+        }
+        if table.measurement(task.task, NAIVE) is None:
+            raise LibraryError(f"the table has no measurement of {task.task}'s naive kernel")
+
+    @property
+    def source(self) -> Path:
+        return self.task.source_path(NAIVE)
+
+    @property
+    def naive_text(self) -> str:
+        return self._sources[NAIVE]
+
+    def variant_of(self, text: str) -> str:
+        name = self._variants.get(source_digest(text))
+        if name is None:
+            raise LibraryError(f"replay of {self.task.task}: a source that is no variant of it")
+        return name
+
+    def measured(self, variant: str) -> Measurement:
+        found = self.table.measurement(self.task.task, variant)
+        if found is None:
+            raise LibraryError(f"the table has no measurement of {self.task.task}/{variant}")
+        return found
+
+    # --- the loop's injection points ---------------------------------------------------------
+
+    def offered(self, text: str) -> set[str]:
+        """The techniques the library has a rewrite of `text` for: the loop chooses among
+        these only, so a gap in the library is not a failure of the technique (a model asked
+        for another rewrite would have produced something; the library can't say what)."""
+        source = self.variant_of(text)
+        return {technique for (start, technique) in self._edges if start == source}
+
+    def lower(
+        self,
+        client: object,
+        inp: LoweringInput,
+        *,
+        check: Callable[[str], Feedback | None],
+        on_usage: Callable[[Usage], None],
+    ) -> LoweringResult:
+        """The scripted lowering agent: one rewrite per step, the library's for this edge. It
+        calls no LLM, so it spends no tokens and never calls `on_usage`."""
+        source = self.variant_of(inp.source)
+        target = self._edges.get((source, inp.technique.id))
+        self.steps.append(ReplayStep(source=source, technique=inp.technique.id, target=target))
+        if target is None:
+            return LoweringResult(
+                source=None,
+                attempts=1,
+                usage=Usage(),
+                failures=[f"replay: no rewrite of {source} by {inp.technique.id} in the library"],
+            )
+        candidate = self._sources[target]
+        feedback = check(candidate)
+        if feedback is not None:
+            return LoweringResult(
+                source=None,
+                attempts=1,
+                usage=Usage(),
+                failures=[f"{feedback.kind}: {feedback.message.splitlines()[0][:160]}"],
+            )
+        return LoweringResult(source=candidate, attempts=1, usage=Usage(), failures=[])
+
+    def evaluate(
+        self,
+        source: Path,
+        text: str,
+        kernel: str | None,
+        settings: Settings,
+        *,
+        depth: str = "quick",
+        sanitize: bool = False,
+        profile: bool = True,
+        ncu_below_ms: float | None = None,
+    ) -> Evaluation:
+        """The table's answer for `text`, with a time drawn at the variant's measured spread
+        (the table holds each variant's state: `ncu_below_ms`, the live harness's choice of
+        profiler, changes nothing here)."""
+        variant = self.variant_of(text)
+        measured = self.measured(variant)
+        if measured.outcome != "verified":
+            outcome, kind = _FAILURES[measured.outcome]
+            return Evaluation(
+                outcome=outcome, feedback=Feedback(kind=kind, message=measured.detail or outcome)
+            )
+        assert measured.time_ms is not None and measured.state is not None
+        time_ms = measured.time_ms * math.exp(self.rng.gauss(0.0, measured.spread or 0.0))
+        if self.steps and self.steps[-1].target == variant and self.steps[-1].time_ms is None:
+            self.steps[-1].time_ms = time_ms
+        check = CheckResult(
+            source=str(source),
+            target_kind="plain",
+            gpu=self.table.device,
+            arch=self.table.arch,
+            verify=VerifyResult(ok=True, trials=3, atol=0.0, rtol=0.0, message=measured.detail),
+            timing=_timing(time_ms, measured.repetitions),
+            eager=_timing(measured.eager_ms, 0) if measured.eager_ms else None,
+            compiled=_timing(measured.compile_ms, 0) if measured.compile_ms else None,
+        )
+        # As the live evaluation does: the measured state plus what else the variant launches.
+        state = with_kernel_chain(measured.state, list(measured.kernel_ns.values()))
+        return Evaluation(outcome="verified", check=check, state=state, time_ms=time_ms)
+
+
+def _timing(ms: float, repetitions: int) -> Timing:
+    return Timing(median_ms=ms, min_ms=ms, max_ms=ms, p20_ms=ms, p80_ms=ms, repetitions=repetitions)

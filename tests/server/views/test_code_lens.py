@@ -1,0 +1,179 @@
+"""The kernel code lens, the profile view's data and the kept Nsight Compute report, through the
+real language server with the replay worker answering with real ncu reports (the H100 five.cu
+report, whose path the response names, so the server keeps a copy)."""
+
+from __future__ import annotations
+
+import msgspec
+from lsprotocol import types
+from pytest_lsp import client_capabilities
+
+from bench.lsp_session import FIVE, copy_five, wait_until
+from kernelblaster.server.editor.documents import path_to_uri
+from kernelblaster.server.results import kept_reports
+from kernelblaster.server.results.cache import ResultCache
+from kernelblaster.server.results.history import SaveHistory
+from tests.server.conftest import initialize, open_document, softmax_source, start
+from tests.server.results.test_history import timed_softmax
+
+
+async def _lenses(client, uri: str) -> list[types.CodeLens]:
+    return await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+
+
+async def _resolved(client, uri: str) -> list[types.CodeLens]:
+    return [await client.code_lens_resolve_async(lens) for lens in await _lenses(client, uri)]
+
+
+async def _profiled_five(client, workspace, **settings) -> tuple[str, object]:
+    source = copy_five(workspace)
+    response = msgspec.json.decode((workspace.control / "harness.json").read_bytes())
+    # A timed, verified run (the five.cu fixture is a program: timing from its report's kernels).
+    check = timed_softmax(source, 0.5).check
+    check.gpu = response["profile"]["device"]
+    response["check"] = msgspec.to_builtins(check)
+    (workspace.control / "harness.json").write_bytes(msgspec.json.encode(response))
+    await start(client, workspace, **settings)
+    uri = open_document(client, source)
+    await wait_until(lambda: client.job_status and not client.job_status[-1].running)
+    return uri, source
+
+
+async def test_each_kernel_gets_a_summary_and_its_actions_resolved_lazily(client, workspace):
+    uri, source = await _profiled_five(client, workspace)
+    lenses = await _lenses(client, uri)
+    assert all(lens.command is None for lens in lenses)  # titles only once resolved
+    resolved = await _resolved(client, uri)
+    by_kernel: dict[int, list[types.Command]] = {}
+    for lens in resolved:
+        by_kernel.setdefault(lens.range.start.line, []).append(lens.command)
+    assert len(by_kernel) == 7 and all(len(c) == 4 for c in by_kernel.values())  # 7 kernels
+    summary, optimize, profile, ncu = by_kernel[9]  # transpose_naive
+    # ncu's time of transpose_naive (288 µs), its state, headroom to its nearest roof
+    # (the check is the softmax fixture's: 0.10× PyTorch eager, no torch.compile measured)
+    assert summary.title == (
+        "0.288 ms · memory-bound · 0.10× vs best of eager/torch.compile · "
+        "13% of the DRAM bandwidth roof"
+    ), summary
+    assert "4 of 32 bytes per sector" in summary.tooltip  # the whole state line
+    assert summary.command == ""  # a label
+    assert optimize.title == "Optimize" and optimize.command == "kernelblaster.optimize"
+    assert optimize.arguments[0]["kernel"] == "transpose_naive"
+    # pytest-lsp's client declares no client commands: the server's own, which answer in a message
+    assert profile.command == "kernelblaster.kernelProfile" and profile.arguments[0]["show"]
+    assert ncu.title == "Open in Nsight Compute" and ncu.command == "kernelblaster.ncuReport"
+
+    answer = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=ncu.command, arguments=ncu.arguments)
+    )
+    kept = SaveHistory(ResultCache()).reports_dir(source)
+    assert answer["path"].startswith(str(kept)) and answer["path"].endswith(".ncu-rep")
+    assert (kept / answer["path"].rsplit("/", 1)[1]).read_bytes() == (
+        FIVE / "five.ncu-rep"
+    ).read_bytes()
+    message = await wait_until(
+        lambda: [m for m in client.messages if "ncu-ui " + answer["path"] in m.message]
+    )
+    assert "developer.nvidia.com/nsight-compute" in message[0].message
+
+
+async def test_the_profile_view_places_the_kernel_under_the_measured_roofs(client, workspace):
+    uri, _ = await _profiled_five(client, workspace)
+    view = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="kernelblaster.kernelProfile", arguments=[{"uri": uri, "kernel": "divergent"}]
+        )
+    )
+    assert view["profiled"] and view["current"] and view["device"] == "NVIDIA H100 80GB HBM3"
+    roofs, point = view["roofs"], view["point"]
+    assert roofs["source"] == "measured"
+    # H100 SXM: 1280 B/cycle × 2.618 GHz DRAM, 33792 FLOP/cycle × 1.976 GHz SM
+    assert abs(roofs["dram_bytes_per_s"] / 1e12 - 3.35) < 0.01
+    assert abs(roofs["fp32_flops_per_s"] / 1e12 - 66.8) < 0.1
+    assert abs(point["flops_per_s"] / 1e12 - 21.57) < 0.01
+    assert abs(point["dram_bytes_per_s"] / 1e9 - 1188.0) < 1
+    assert view["history"][-1]["current"] and view["history"][-1]["flops_per_s"] > 0
+    # ncu blames lines of five.cu in divergent (the report was built with -lineinfo)
+    assert view["blamed"] and all(b["text"] for b in view["blamed"])
+    assert view["report"] and view["report"].endswith(".ncu-rep")
+
+
+async def test_a_tensor_core_kernel_is_placed_with_its_mma_flops_under_its_tensor_roof(
+    client, workspace
+):
+    uri, _ = await _profiled_five(client, workspace)
+    view = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="kernelblaster.kernelProfile",
+            arguments=[{"uri": uri, "kernel": "wmma_gemm", "show": True}],
+        )
+    )
+    roofs, point = view["roofs"], view["point"]
+    # 15218 fp16 MMA FLOP/cycle at 1.80 GHz; the dense fp16 roof: 540672 FLOP/cycle
+    assert abs(point["tensor_flops_per_s"] / 1e12 - 27.41) < 0.01
+    assert point["flops_per_s"] == point["tensor_flops_per_s"]
+    assert [(r["path"], round(r["flops_per_s"] / 1e12)) for r in roofs["tensor"]] == [("FP16", 974)]
+    assert view["history"][-1]["flops_per_s"] == point["flops_per_s"]
+    message = await wait_until(lambda: [m for m in client.messages if "wmma_gemm on" in m.message])
+    assert "27.4 TFLOP/s (27.4 on the tensor cores)" in message[0].message
+    assert "974 TFLOP/s FP16 tensor, 60.9 TFLOP/s FP32" in message[0].message  # at 1.80 GHz
+
+
+async def test_lenses_are_off_by_the_setting(client, workspace):
+    uri, _ = await _profiled_five(client, workspace, codeLens=False)
+    assert not await _lenses(client, uri)
+
+
+async def test_a_client_with_its_own_commands_gets_them_in_the_lenses(client, workspace):
+    source = workspace.add("softmax.cu", softmax_source())
+    client.set_configuration({"kernelblaster": workspace.settings()})
+    await initialize(
+        client,
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=path_to_uri(workspace.root),
+            initialization_options={
+                "trusted": False,
+                "clientCommands": [
+                    "kernelblaster.showProfile",
+                    "kernelblaster.openInNsightCompute",
+                ],
+            },
+        ),
+    )
+    uri = open_document(client, source)
+    summary, optimize, profile, ncu = [lens.command for lens in await _resolved(client, uri)]
+    assert optimize.command == "kernelblaster.optimize"  # the server's, as in every client
+    assert summary.title.startswith("not profiled yet")
+    assert profile.command == "kernelblaster.showProfile"
+    assert list(profile.arguments) == [{"uri": uri, "kernel": "softmax_rowthread"}]
+    assert (ncu.title, ncu.command) == (
+        "Nsight Compute: no report yet",
+        "kernelblaster.openInNsightCompute",
+    )
+
+
+def test_kept_reports_stay_within_their_count_and_size(tmp_path, monkeypatch):
+    report = tmp_path / "r.ncu-rep"
+    folder = tmp_path / "kept"
+    kept = []
+    for n in range(kept_reports.KEEP + 2):
+        report.write_bytes(bytes([n]) * 1000)
+        path = kept_reports.keep(report, folder, f"{n:012d}")
+        assert path is not None
+        kept.append(path)
+    left = sorted(p.name for p in folder.glob("*.ncu-rep"))
+    assert len(left) == kept_reports.KEEP
+    assert sorted(p.rsplit("/", 1)[1] for p in kept[-kept_reports.KEEP :]) == left
+    assert kept_reports.is_kept(folder / left[0], folder)
+    assert not kept_reports.is_kept(report, folder)
+
+    # Over the size cap, the oldest go first; the newest stays even alone over it.
+    monkeypatch.setattr(kept_reports, "REPORTS_CAP_BYTES", 2500)
+    kept_reports.prune(folder)
+    assert sorted(p.name for p in folder.glob("*.ncu-rep")) == left[-2:]
+    monkeypatch.setattr(kept_reports, "REPORTS_CAP_BYTES", 10)
+    kept_reports.prune(folder)
+    assert sorted(p.name for p in folder.glob("*.ncu-rep")) == left[-1:]
