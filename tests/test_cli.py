@@ -30,13 +30,6 @@ def test_build_of_broken_source_prints_compiler_style_errors(tmp_path, capsys):
     assert "broken.cu:2" in out and "undefined_name" in out
 
 
-def test_check_without_a_gpu_says_so_and_how_to_fix(capsys):
-    assert main(["check", str(TARGETS / "good.cu"), "--arch", "sm_90", "--json"]) == 1
-    error = json.loads(capsys.readouterr().out)["error"]
-    assert error["kind"] in ("torch_missing", "no_gpu", "no_driver")
-    assert error["fix"]
-
-
 @pytest.mark.skipif(NVIDIA_CONTROL_DEVICE.exists(), reason="this machine has an NVIDIA driver")
 def test_check_on_a_machine_without_a_gpu_names_the_gpu_not_a_torch_install(capsys):
     """A newcomer's laptop: the missing piece is the GPU and its driver, so the fix is another
