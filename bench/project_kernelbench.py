@@ -1,9 +1,9 @@
 """KernelBench's wall time at the paper's budget (10 rollouts x 10 steps per problem), projected
-from what bench/optimize_throughput.py measured: the README's table, made from the results file,
+from what bench/optimize_throughput.py measured: docs/kernelbench.md's table, made from the results file,
 never by hand.
 
     python3 -m bench.project_kernelbench                 # prints the table for every GPU measured
-    python3 -m bench.project_kernelbench --readme        # and rewrites the README's table
+    python3 -m bench.project_kernelbench --write         # and rewrites docs/kernelbench.md's table
 
 Per problem, with c the candidate's cost besides the LLM (per_candidate_overhead_p50_s, the
 level's own where measured), F the problem's fixed cost (per_problem_fixed_s), S_N the rollouts'
@@ -32,7 +32,8 @@ ROLLOUTS, DEPTH = 10, 10  # the paper's budget
 PROBLEMS = {"level1": 100, "level2": 100}
 LLM_CALL_S = 10.0  # the stated latency of one LLM call
 GPU_COUNTS = ("1", "2", "4")
-README_BLOCK = re.compile(
+PAGE = REPO / "docs" / "kernelbench.md"  # the projection's table lives between its markers
+PAGE_BLOCK = re.compile(
     r"(<!-- kernelbench-projection:begin -->\n).*?(<!-- kernelbench-projection:end -->)", re.S
 )
 
@@ -108,22 +109,22 @@ def markdown(device: str, measured: dict, source: str, llm_call_s: float = LLM_C
     return "\n".join(lines) + "\n"
 
 
-def with_table(readme: str, table: str) -> str:
-    """`readme` with `table` between its kernelbench-projection markers."""
-    if not README_BLOCK.search(readme):
-        raise ValueError("README.md has no kernelbench-projection block")
-    return README_BLOCK.sub(lambda m: m.group(1) + table + m.group(2), readme)
+def with_table(page: str, table: str) -> str:
+    """`page` with `table` between its kernelbench-projection markers."""
+    if not PAGE_BLOCK.search(page):
+        raise ValueError(f"{PAGE.relative_to(REPO)} has no kernelbench-projection block")
+    return PAGE_BLOCK.sub(lambda m: m.group(1) + table + m.group(2), page)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", type=Path, help="default: every measured GPU's")
     parser.add_argument("--llm-call-s", type=float, default=LLM_CALL_S)
-    parser.add_argument("--readme", action="store_true", help="rewrite the README's table")
+    parser.add_argument("--write", action="store_true", help=f"rewrite {PAGE.name}'s table")
     args = parser.parse_args()
     files = args.files or sorted(RESULTS.glob("optimize-throughput-*.json"))
     if not files:
-        print("no optimize-throughput-*.json: run bench/optimize_throughput.py", file=sys.stderr)
+        print("no optimize-throughput-*.json: run python -m bench.optimize_throughput", file=sys.stderr)
         return 2
     tables = []
     for path in files:
@@ -135,14 +136,13 @@ def main() -> int:
         tables.append(markdown(measured["device"], measured, str(source), args.llm_call_s))
     text = "\n".join(tables)
     print(text)
-    if args.readme and tables:
-        readme = REPO / "README.md"
+    if args.write and tables:
         try:
-            readme.write_text(with_table(readme.read_text(), text))
+            PAGE.write_text(with_table(PAGE.read_text(), text))
         except ValueError as exc:
             print(exc, file=sys.stderr)
             return 2
-        print(f"rewrote the projection in {readme}")
+        print(f"rewrote the projection in {PAGE}")
     return 0
 
 

@@ -46,9 +46,9 @@ class SettingsError(ValueError):
 
 
 # Ranges: a timeout is positive and at most a day (an "infinite" one would overflow the timers);
-# counts of trials, attempts and rollouts are at least one and at most a maximum the README
-# documents, each well past what the method gains from (the paper: 10 rollouts, 10 steps,
-# diminishing past 8 and 4); tolerances are finite and >= 0.
+# counts of trials, attempts and rollouts are at least one and at most a maximum the manual
+# documents (docs/trust.md), each well past what the method gains from (the paper: 10
+# rollouts, 10 steps, diminishing past 8 and 4); tolerances are finite and >= 0.
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
 Tolerance = Annotated[float, msgspec.Meta(ge=0, le=1e30)]
 GpuIndex = Annotated[int, msgspec.Meta(ge=0, le=255)]
@@ -418,9 +418,9 @@ class UntrustedConfigError(SettingsError):
         where = start if start.is_dir() else start.parent
         super().__init__(
             f"{config} sets {'; '.join(problems)}. A repository's file may set only harmless "
-            f"settings (README: Trusting a repository's configuration) until you trust it. If "
-            f"you trust this repository, run `kernelblaster trust {where}` once (an edit to the "
-            f"file, or to a file it names, needs trusting again), or pass --trust for one run; "
-            f"otherwise remove them."
+            f"settings (the manual's Trust and security page, docs/trust.md) until you trust "
+            f"it. If you trust this repository, run `kernelblaster trust {where}` once (an edit "
+            f"to the file, or to a file it names, needs trusting again), or pass --trust for one "
+            f"run; otherwise remove them."
         )
         self.config = config

@@ -149,9 +149,9 @@ def test_the_environment_and_the_editor_are_bounded_too():
         load_settings(environ={"KERNELBLASTER_PARALLEL_GPU_JOBS": "1000"}, read_files=False)
 
 
-def test_the_readme_documents_every_counts_maximum():
-    """The maxima are documented where the trust section says what is bounded."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def test_the_manual_documents_every_counts_maximum():
+    """The maxima are documented where the trust page says what is bounded."""
+    trust = (Path(__file__).resolve().parents[1] / "docs" / "trust.md").read_text()
     bounded = {}
     for field in msgspec.inspect.type_info(Settings).fields:
         kinds = getattr(field.type, "types", (field.type,))
@@ -160,5 +160,5 @@ def test_the_readme_documents_every_counts_maximum():
                 bounded[field.name] = kind.le
     assert {"trials", "rollouts", "depth", "top_k", "gpu_index"} <= bounded.keys()
     assert [
-        f"`{name}` {most}" for name, most in bounded.items() if f"`{name}` {most}" not in readme
+        f"`{name}` {most}" for name, most in bounded.items() if f"`{name}` {most}" not in trust
     ] == []

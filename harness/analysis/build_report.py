@@ -61,11 +61,14 @@ def format_build_result(result: BuildResult) -> str:
         lines.append(f"{position}: {diagnostic.severity}: {first}{code}")
         lines += [f"    {line}" for line in rest]
     name = Path(result.source).name
+    # a KernelBench solution's build has no arch unless one was asked for
+    arch = f" for {result.arch}" if result.arch else ""
     if result.ok:
         how = "cached" if result.cached else f"{result.seconds:.2f} s"
-        lines.append(f"built {name} for {result.arch} ({how}): {result.artifact}")
+        artifact = f": {result.artifact}" if result.artifact else ""  # none for load_inline
+        lines.append(f"built {name}{arch} ({how}){artifact}")
     else:
-        lines.append(f"build of {name} for {result.arch} failed")
+        lines.append(f"build of {name}{arch} failed")
     if result.steps:  # built in parts: which ones were compiled again
         lines.append(
             "parts: "

@@ -25,7 +25,12 @@ from kernelblaster.harness.protocol.records import (
     HarnessError,
     VerifyWarning,
 )
-from kernelblaster.harness.protocol.setup_errors import folder_error, torch_cpu_only
+from kernelblaster.harness.protocol.setup_errors import (
+    WITHOUT_A_GPU,
+    folder_error,
+    no_nvidia_driver,
+    torch_cpu_only,
+)
 from kernelblaster.harness.target.candidate import Candidate, load_candidate
 from kernelblaster.harness.target.clean_reference import CleanReference
 from kernelblaster.harness.target.memory import (
@@ -46,16 +51,17 @@ Progress = Callable[..., None]
 
 def gpu_problem(settings: Settings) -> HarnessError | None:
     """Why kernels can't run here, or None."""
-    if torch.version.cuda is None:
+    cpu_only = torch.version.cuda is None
+    if (no_driver := no_nvidia_driver(torch.__version__ if cpu_only else None)) is not None:
+        return no_driver
+    if cpu_only:
         return torch_cpu_only(torch.__version__)
     if not torch.cuda.is_available():
-        has_device_nodes = Path("/dev/nvidiactl").exists()
         return HarnessError(
-            kind="no_driver" if has_device_nodes else "no_gpu",
-            message="CUDA is not available: "
-            + ("the NVIDIA driver did not initialise." if has_device_nodes else "no NVIDIA GPU."),
-            fix="Run on a machine with an NVIDIA GPU and driver (`nvidia-smi` must work). "
-            "Build diagnostics and resource usage still work without one.",
+            kind="no_driver",
+            message="CUDA is not available: the NVIDIA driver did not initialise.",
+            fix="Check that `nvidia-smi` works and that its driver supports this PyTorch's "
+            f"CUDA {torch.version.cuda}. {WITHOUT_A_GPU}",
         )
     if settings.gpu >= torch.cuda.device_count():
         return HarnessError(

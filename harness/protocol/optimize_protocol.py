@@ -30,8 +30,8 @@ class OptimizeRequest(msgspec.Struct, kw_only=True, tag="optimize"):
     depth: int = 3
     top_k: int = 3
     seed: int | None = None
-    # The selection (kb.ranking.select, agents/loop/choice.py), tuned with bench/learning_tune.py on
-    # the H100 learning table (README, "Does the knowledge base learn?"): greedy, and never
+    # The selection (kb.ranking.select, agents/loop/choice.py), tuned with bench/learning_tune.py
+    # on the H100 learning table (docs/learning.md): greedy, and never
     # the same failure twice on one kernel; the UCB bonus never helped there.
     temperature: float = 0.0  # of the weighted random top-k selection; 0: the best first
     exploration: float = 0.0  # its UCB bonus for techniques tried less

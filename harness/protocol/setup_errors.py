@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import traceback
+from pathlib import Path
 
 from kernelblaster.folders import FolderError
 from kernelblaster.harness.protocol.records import HarnessError
@@ -37,6 +38,35 @@ def torch_missing() -> HarnessError:
         message=f"PyTorch is not installed in {sys.executable}: kernels are built, but not "
         "run, verified, timed or profiled.",
         fix=_install_fix(),
+    )
+
+
+# The NVIDIA driver makes this device when it loads: without it no kernel runs here, whatever
+# PyTorch is installed.
+NVIDIA_CONTROL_DEVICE = Path("/dev/nvidiactl")
+
+WITHOUT_A_GPU = (
+    "Without one, build diagnostics, registers, spills and occupancy (`kernelblaster build`), "
+    "saved Nsight Compute reports (`kernelblaster analyze`) and the knowledge base still work."
+)
+
+
+def no_nvidia_driver(cpu_only_torch: str | None) -> HarnessError | None:
+    """This machine has no NVIDIA driver, or None. Said before a CPU-only PyTorch (its version:
+    `cpu_only_torch`), whose install fix alone would not let a kernel run here."""
+    if NVIDIA_CONTROL_DEVICE.exists():
+        return None
+    torch_too = (
+        f" The PyTorch in {sys.executable} ({cpu_only_torch}) is a CPU-only build as well."
+        if cpu_only_torch
+        else ""
+    )
+    return HarnessError(
+        kind="no_gpu",
+        message="This machine has no NVIDIA GPU driver (no /dev/nvidiactl): kernels are built, "
+        f"but not run, verified, timed or profiled here.{torch_too}",
+        fix="Run check, profile and optimize on a machine with an NVIDIA GPU, its driver "
+        f"(`nvidia-smi` must work) and a CUDA build of PyTorch. {WITHOUT_A_GPU}",
     )
 
 

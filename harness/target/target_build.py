@@ -44,9 +44,10 @@ def cpu_only_torch(what: str) -> HarnessError | None:
         message=f"{what} needs a CUDA build of PyTorch to compile; this one "
         f"({torch.__version__}) is CPU-only, so it has no CUDA headers or libraries "
         "(setting CUDA_HOME does not help).",
-        fix="Install the CUDA build of PyTorch that matches your driver (pytorch.org lists the "
-        'pip command per CUDA version), or write the kernel as plain CUDA with an extern "C" '
-        "launcher, which builds with nvcc alone.",
+        fix="Install a CUDA build of PyTorch, which compiles extensions on a machine without a "
+        "GPU too (https://pytorch.org/get-started/locally/ gives the pip command per CUDA "
+        'version), or write the kernel as plain CUDA with an extern "C" launcher, which builds '
+        "with nvcc alone.",
     )
 
 

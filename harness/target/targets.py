@@ -33,6 +33,7 @@ from kernelblaster.harness.analysis.cuda_source import (
     host_function_names,
     read_source,
 )
+from kernelblaster.harness.analysis.reference_source import outline
 from kernelblaster.harness.protocol.records import HarnessError
 from kernelblaster.harness.target.pairing import REFERENCE_SUFFIX, reference_beside
 from kernelblaster.settings import Settings, TargetConfig
@@ -53,6 +54,7 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
 _MAIN = re.compile(r"^\s*int\s+main\s*\(", re.MULTILINE)
 _TORCH_INCLUDE = re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/)")
 _PYBIND11_MODULE = re.compile(r"^\s*PYBIND11_MODULE\s*\(", re.MULTILINE)
+_MODEL_NEW = re.compile(r"^class\s+ModelNew\b", re.MULTILINE)
 
 
 class Target(msgspec.Struct, kw_only=True):
@@ -90,6 +92,28 @@ def _no_reference(source: Path) -> HarnessError:
             f"kernelblaster.toml, or, for a program with main(), a golden output "
             f"{source.stem}.golden. Until then only build diagnostics and resource usage are shown."
         ),
+    )
+
+
+def _not_a_solution(source: Path, text: str) -> HarnessError | None:
+    """Why the `.py` `source` is no KernelBench solution (it defines no class ModelNew), or
+    None. Most often it is the reference that a `.cu` is checked against."""
+    if _MODEL_NEW.search(text):
+        return None
+    found = outline(text)
+    if found is not None and "Model" not in found.missing:
+        return HarnessError(
+            kind="bad_target",
+            message=f"{source.name} is a PyTorch reference (class Model), not a kernel: it holds "
+            "no CUDA to build.",
+            fix=f"Pass the .cu file that implements it ({source.stem}.cu beside {source.name} is "
+            f"checked against it), or have the LLM write one: `kernelblaster init {source.name}`.",
+        )
+    return HarnessError(
+        kind="bad_target",
+        message=f"{source.name} is neither CUDA source nor a KernelBench solution (it defines no "
+        "class ModelNew).",
+        fix="Pass a .cu file, or a KernelBench solution .py that defines class ModelNew.",
     )
 
 
@@ -136,6 +160,9 @@ def _from_config(config: TargetConfig, source: Path, text: str) -> Target | Harn
             "only a PyTorch extension has bindings.",
             fix='Remove `bindings`, or set kind = "extension" (or leave `kind` out).',
         )
+    not_a_solution = _not_a_solution(source, text) if kind == "kernelbench" else None
+    if not_a_solution is not None and config.entry is None:
+        return not_a_solution
     reference = config.reference
     entry = config.entry
     # the missing reference first: without one, the launcher can't be called anyway

@@ -1,5 +1,5 @@
 """bench/project_kernelbench.py: KernelBench's projected wall time is computed from the
-measured results file by its stated formula, and rewrites only the README's block."""
+measured results file by its stated formula, and rewrites only docs/kernelbench.md's block."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_unmeasured_scaling_leaves_those_gpu_counts_out(script):
     assert "scaling not measured yet" in script["markdown"]("H100", single, "x.json")
 
 
-def test_the_readme_block_is_replaced_and_nothing_else(script):
+def test_the_page_block_is_replaced_and_nothing_else(script):
     text = (
         "before\n<!-- kernelbench-projection:begin -->\nold\n"
         "<!-- kernelbench-projection:end -->\nafter\n"

@@ -135,7 +135,7 @@ async def start(
     trusted: bool | None = True,
     **settings: object,
 ) -> None:
-    """initialize and initialized; `trusted` None sends no `trusted` (as the README's Neovim,
+    """initialize and initialized; `trusted` None sends no `trusted` (as docs/other-editors.md's Neovim,
     Emacs and Helix set-ups don't)."""
     client.set_configuration({"kernelblaster": workspace.settings(**settings)})
     await initialize(

@@ -118,7 +118,7 @@ def test_nvcc_errors_go_back_to_the_model_and_verification_needs_a_gpu(
     assert [n for n, _ in lines] == [1, 2]
     assert lines[1][1].startswith("compile_error: line")
     assert result.source is None
-    assert result.error_kind == "torch_missing"  # this machine's torch is a CPU build
+    assert result.error_kind == "no_gpu"  # this machine has no GPU (and a CPU build of torch)
     assert "CPU-only" in (result.error or "")
     assert result.attempts == 3
     assert (result.prompt_tokens, result.completion_tokens) == (300, 150)
@@ -310,7 +310,7 @@ def test_init_command_says_why_no_kernel_was_written(
     openai_server.push(reply(cuda_reply(RELU_KERNEL)))
     assert main(["init", str(problem), "--json"]) == 1
     result = json.loads(capsys.readouterr().out)
-    assert result["written"] is None and result["error_kind"] == "torch_missing"
+    assert result["written"] is None and result["error_kind"] == "no_gpu"
     assert result["attempts"] == 1 and result["prompt_tokens"] == 100
     assert "2. output 0: float32 [16777216]" in openai_server.chat_requests[0].prompt_text
     assert not problem.with_suffix(".cu").exists()

@@ -1,4 +1,4 @@
-"""Per-folder trust for clients that don't send `trusted` (the README's Neovim, Emacs and Helix
+"""Per-folder trust for clients that don't send `trusted` (docs/other-editors.md's Neovim, Emacs and Helix
 set-ups): the server builds and runs a workspace's kernels only when the user trusted that
 folder (`kernelblaster trust FOLDER`, the real CLI), never every workspace; a client that says
 `trusted: false` (VS Code's Restricted Mode) keeps it untrusted whatever the list holds. The
