@@ -1,6 +1,6 @@
 """KernelBench's wall time at the paper's budget (10 rollouts x 10 steps per problem), projected
-from what bench/optimize_throughput.py measured: docs/kernelbench.md's table, made from the results file,
-never by hand.
+from what bench/optimize_throughput.py measured: docs/kernelbench.md's table, made from the
+results file, never by hand.
 
     python3 -m bench.project_kernelbench                 # prints the table for every GPU measured
     python3 -m bench.project_kernelbench --write         # and rewrites docs/kernelbench.md's table
@@ -124,7 +124,10 @@ def main() -> int:
     args = parser.parse_args()
     files = args.files or sorted(RESULTS.glob("optimize-throughput-*.json"))
     if not files:
-        print("no optimize-throughput-*.json: run python -m bench.optimize_throughput", file=sys.stderr)
+        print(
+            "no optimize-throughput-*.json: run python -m bench.optimize_throughput",
+            file=sys.stderr,
+        )
         return 2
     tables = []
     for path in files:

@@ -135,8 +135,8 @@ async def start(
     trusted: bool | None = True,
     **settings: object,
 ) -> None:
-    """initialize and initialized; `trusted` None sends no `trusted` (as docs/other-editors.md's Neovim,
-    Emacs and Helix set-ups don't)."""
+    """initialize and initialized; `trusted` None sends no `trusted` (as the Neovim, Emacs and
+    Helix set-ups of docs/other-editors.md don't)."""
     client.set_configuration({"kernelblaster": workspace.settings(**settings)})
     await initialize(
         client,

@@ -1,9 +1,9 @@
-"""Per-folder trust for clients that don't send `trusted` (docs/other-editors.md's Neovim, Emacs and Helix
-set-ups): the server builds and runs a workspace's kernels only when the user trusted that
-folder (`kernelblaster trust FOLDER`, the real CLI), never every workspace; a client that says
-`trusted: false` (VS Code's Restricted Mode) keeps it untrusted whatever the list holds. The
-worker is a canary program (it leaves a marker, then replays a recorded response); a real
-pytest-lsp client drives the real server."""
+"""Per-folder trust for clients that don't send `trusted` (the Neovim, Emacs and Helix set-ups
+of docs/other-editors.md): the server builds and runs a workspace's kernels only when the user
+trusted that folder (`kernelblaster trust FOLDER`, the real CLI), never every workspace; a
+client that says `trusted: false` (VS Code's Restricted Mode) keeps it untrusted whatever the
+list holds. The worker is a canary program (it leaves a marker, then replays a recorded
+response); a real pytest-lsp client drives the real server."""
 
 from __future__ import annotations
 
