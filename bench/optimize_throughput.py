@@ -38,13 +38,16 @@ already holds for that GPU model (the parts can run on different machines of one
   waiting for the LLM). 1.0 would be perfect overlap; running the rollouts one after another
   would be about the sum of both.
 
---part scaling: the same `optimize` run (--rollouts x --depth, the endpoint answering at once)
-on 1, 2 and 4 GPUs, after a warm-up on each GPU. `rollouts_scaling` {"2", "4"}: the rollouts'
+--part scaling: the same `optimize` run (--rollouts x --depth, the endpoint answering every
+call after a fixed --llm-delay, 2 s unless given) on 1, 2 and 4 GPUs, after a warm-up on each
+GPU (with --gpus 0 alone: the 1-GPU baseline). `rollouts_scaling` {"2", "4"}: the rollouts'
 wall time on 1 GPU over that on N (the candidates' work, which spreads over the GPUs);
 `whole_run_scaling`: the same for the whole call, which adds the original's full profile and
 the best candidate's sanitizer run on one GPU (the per-problem fixed cost, which does not
 spread). ncu's passes (a candidate a rollout goes on from) take turns over the whole host
-(harness/protocol/profiling_lock.py), so they do not spread either: each run says how many.
+(harness/protocol/profiling_lock.py), so they do not spread either: each run says how many and
+their seconds (`ncu_s`, `ncu_share` of the rollouts' wall), and `serial_bound` is the scaling
+the 1-GPU run allows if nothing but those passes stayed serial: 1 / (share + (1 - share) / N).
 """
 
 from __future__ import annotations
@@ -111,7 +114,9 @@ def main() -> int:
     )
     parser.add_argument("--rollouts", type=int, help="candidates: 2; scaling: 4")
     parser.add_argument("--depth", type=int, help="candidates: 3; scaling: 4")
-    parser.add_argument("--llm-delay", type=float, default=10.0, help="the overlap run's, s")
+    parser.add_argument(
+        "--llm-delay", type=float, help="seconds the endpoint waits: overlap 10, scaling 2"
+    )
     parser.add_argument("--gpus", default="0,1,2,3", help="scaling: the GPUs of the widest run")
     parser.add_argument("--copy-to", type=Path, help="also copy the results file here")
     args = parser.parse_args()
@@ -125,10 +130,12 @@ def main() -> int:
                 rollouts, depth = args.rollouts or 2, args.depth or 3
                 parts |= _candidates(scratch / "kb", problems, rollouts, depth, args.copy_to)
             if args.part != "candidates":
-                parts |= _overlap(scratch / "overlap", args.llm_delay)
+                parts |= _overlap(scratch / "overlap", _or(args.llm_delay, 10.0))
         else:
             gpus = [int(g) for g in args.gpus.split(",")]
-            parts = _scaling(scratch / "scaling", gpus, args.rollouts or 4, args.depth or 4)
+            rollouts, depth = args.rollouts or 4, args.depth or 4
+            delay_s = _or(args.llm_delay, 2.0)
+            parts = _scaling(scratch / "scaling", gpus, rollouts, depth, delay_s)
     _merge(path, parts)
     print(json.dumps({k: v for k, v in parts.items() if not isinstance(v, (dict, list))}))
     print(f"wrote {path}")
@@ -136,6 +143,10 @@ def main() -> int:
         args.copy_to.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, args.copy_to / path.name)
     return 0
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def _merge(path: Path, parts: dict) -> None:
@@ -464,6 +475,7 @@ def _gpu_seconds(result: OptimizeResult) -> float:
 
 
 def _summary(result: OptimizeResult) -> dict:
+    ncu_s = sum(step.phases.full_profile for step in result.steps)
     by_rollout: dict[int, float] = {}
     for step in result.steps:
         by_rollout[step.rollout] = by_rollout.get(step.rollout, 0.0) + step.phases.llm_s
@@ -477,6 +489,9 @@ def _summary(result: OptimizeResult) -> dict:
         "llm_s_by_rollout": {str(r): round(s, 3) for r, s in sorted(by_rollout.items())},
         "policy_update_s": result.phases.policy_update,
         "ncu_passes": sum(s.phases.full_profile > 0 for s in result.steps),
+        # ncu's passes in the rollouts, which take turns over the host (the profiling lock)
+        "ncu_s": round(ncu_s, 3),
+        "ncu_share": round(ncu_s / result.rollouts_wall_s, 3) if result.rollouts_wall_s else None,
         "run_phases": {k: v for k, v in _phase_seconds(result.phases).items() if v},
     }
 
@@ -493,15 +508,22 @@ def _overlap(work: Path, delay_s: float) -> dict:
     }
 
 
-def _scaling(work: Path, gpus: list[int], rollouts: int, depth: int) -> dict:
-    bench = _OptimizeBench(work, 0.0)
+def _scaling(work: Path, gpus: list[int], rollouts: int, depth: int, delay_s: float) -> dict:
+    bench = _OptimizeBench(work, delay_s)
     # The nvcc builds, the counter library, each GPU's baselines: what every timed run shares
     bench.run("warmup", gpus, rollouts=len(gpus), depth=1)
     runs = {}
     for count in (1, 2, 4):
         if count <= len(gpus):
             runs[str(count)] = _summary(bench.run(f"{count} GPU", gpus[:count], rollouts, depth))
+    workload = {"rollouts": rollouts, "depth": depth, "llm_delay_s": delay_s, "gpus": gpus}
+    return scaling_figures(runs, workload)
+
+
+def scaling_figures(runs: dict[str, dict], workload: dict) -> dict:
+    """The scaling over GPUs from each GPU count's run summary ("1" always there)."""
     one = runs["1"]
+    share = one["ncu_share"]
     return {
         "rollouts_scaling": {
             n: round(one["rollouts_wall_s"] / run["rollouts_wall_s"], 3)
@@ -511,7 +533,13 @@ def _scaling(work: Path, gpus: list[int], rollouts: int, depth: int) -> dict:
         "whole_run_scaling": {
             n: round(one["wall_s"] / run["wall_s"], 3) for n, run in runs.items() if n != "1"
         },
-        "scaling": {"rollouts": rollouts, "depth": depth, "gpus": gpus, "runs": runs},
+        # what the 1-GPU run allows if only ncu's passes stay serial (Amdahl)
+        "serial_bound": (
+            {str(n): round(1 / (share + (1 - share) / n), 3) for n in (2, 4)}
+            if share is not None
+            else {}
+        ),
+        "scaling": {**workload, "runs": runs},
     }
 
 
