@@ -22,7 +22,7 @@ from kernelblaster.harness.protocol.worker_protocol import (
     WorkerRequest,
     WorkerResponse,
 )
-from kernelblaster.server.editor.documents import text_hash, to_client_range
+from kernelblaster.server.editor.documents import is_header, text_hash, to_client_range
 from kernelblaster.server.editor.kernel_locator import locate
 from kernelblaster.server.editor.progress import JobReporter
 from kernelblaster.server.editor.trust import UNTRUSTED_DIAGNOSTIC, UNTRUSTED_MESSAGE
@@ -76,6 +76,13 @@ def schedule(
         explain_untrusted(ls)
         return
     ls.jobs.submit(str(path), lambda: run(ls, path, depth), debounce=debounce)
+
+
+def run_if_stale(ls: KernelBlasterServer, path: Path, text: str) -> None:
+    """Run `path` unless it is a header or its cached result is of `text` (opened, or trusted)."""
+    result = ls.cache.get(path)
+    if not is_header(path) and (result is None or result.text_hash != text_hash(text)):
+        schedule(ls, path, debounce=False)
 
 
 def explain_untrusted(ls: KernelBlasterServer) -> None:
