@@ -53,10 +53,13 @@ export function activateWith(context: vscode.ExtensionContext, deps: ActivationD
     knowledgeBase,
     profiles,
     ...registerCommands(session, { knowledgeBase, profiles, nsightCompute: deps.nsightCompute ?? NSIGHT_COMPUTE }, output),
-    // The server reads `trusted` only at initialization, so it has to start again to learn it.
     vscode.workspace.onDidGrantWorkspaceTrust(() => {
       status.apply({ kind: 'trust', trusted: true });
-      void session.restart();
+      void session.grantTrust();
+    }),
+    // What the language status says agrees with the Problems view's setup messages.
+    vscode.languages.onDidChangeDiagnostics(() => {
+      status.apply({ kind: 'setup', problems: setupProblems() });
     }),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (LAUNCH_SETTINGS.some((key) => event.affectsConfiguration(key))) {
@@ -68,6 +71,20 @@ export function activateWith(context: vscode.ExtensionContext, deps: ActivationD
     }),
   );
   return { session, status, output, started: session.start() };
+}
+
+/** The messages of the server's setup diagnostics (no PyTorch, no GPU, …) in any file. */
+function setupProblems(): string[] {
+  const problems = new Set<string>();
+  for (const [, diagnostics] of vscode.languages.getDiagnostics()) {
+    for (const diagnostic of diagnostics) {
+      const code = typeof diagnostic.code === 'object' ? diagnostic.code.value : diagnostic.code;
+      if (diagnostic.source === 'kernelblaster' && code === 'setup' && diagnostic.severity <= vscode.DiagnosticSeverity.Warning) {
+        problems.add(diagnostic.message);
+      }
+    }
+  }
+  return [...problems];
 }
 
 function discoverFromSettings(deps: ActivationDeps): Promise<Discovery> {
