@@ -42,7 +42,7 @@ def kernel_hover(
     elif result is None:
         lines += ["", _NOT_PROFILED]
     lines += _measurements(profile, response.check if response else None)
-    lines += _progress(delta, history or [])
+    lines += _progress(delta, history or [], result.text_hash if result else None)
     build = response.build if response else None
     compiled = formatting.resources_for(build.resources, kernel) if build is not None else []
     if len(compiled) == 1:
@@ -94,14 +94,20 @@ def _measurements(profile: KernelProfile | None, check: CheckResult | None) -> l
 _BARS = "▁▂▃▄▅▆▇█"
 
 
-def _progress(delta: SaveDelta | None, history: list[HistoryPoint]) -> list[str]:
+def _progress(
+    delta: SaveDelta | None, history: list[HistoryPoint], text_hash: str | None
+) -> list[str]:
     """The change since the previous save and since opened, and the saves' times as a
-    sparkline (taller is slower)."""
+    sparkline (taller is slower). A save verified and timed whose profile still runs is not in
+    the history yet: its time is the sparkline's last, as the delta beside it is."""
     lines = []
     if delta is not None and (change := formatting.delta_line(delta)):
         lines += ["", f"**{formatting.milliseconds(delta.median_ms)} per call — {change}**"]
-    if len(history) >= 2:
-        times = [p.median_ms for p in history[-20:]]
+    times = [p.median_ms for p in history]
+    if delta is not None and (not history or history[-1].text_hash != text_hash):
+        times.append(delta.median_ms)
+    if len(times) >= 2:
+        times = times[-20:]
         low, high = min(times), max(times)
         bars = "".join(
             _BARS[round((t - low) / (high - low) * (len(_BARS) - 1)) if high > low else 0]
