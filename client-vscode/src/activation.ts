@@ -44,6 +44,9 @@ export function activateWith(context: vscode.ExtensionContext, deps: ActivationD
     output,
     status,
   });
+  // A launch setting's event also fires when its value did not change (e.g. when trust is
+  // granted, for every setting Restricted Mode holds back): only a new value restarts.
+  let launchedWith = launchSettings();
   const knowledgeBase = new KnowledgeBaseView();
   const profiles = new ProfileViews();
   context.subscriptions.push(
@@ -63,7 +66,10 @@ export function activateWith(context: vscode.ExtensionContext, deps: ActivationD
     }),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (LAUNCH_SETTINGS.some((key) => event.affectsConfiguration(key))) {
-        void session.restart();
+        if (launchSettings() !== launchedWith) {
+          launchedWith = launchSettings();
+          void session.restart();
+        }
       } else if (event.affectsConfiguration(SECTION)) {
         // vscode-languageclient forwards the change; this only reports unusable values.
         session.readSettings();
@@ -71,6 +77,12 @@ export function activateWith(context: vscode.ExtensionContext, deps: ActivationD
     }),
   );
   return { session, status, output, started: session.start() };
+}
+
+/** The values of the launch settings, to compare. */
+function launchSettings(): string {
+  const config = vscode.workspace.getConfiguration(SECTION);
+  return JSON.stringify(LAUNCH_SETTINGS.map((key) => config.get(key.slice(SECTION.length + 1)) ?? null));
 }
 
 /** The messages of the server's setup diagnostics (no PyTorch, no GPU, …) in any file. */

@@ -217,6 +217,10 @@ describe('activation and server discovery', () => {
       args: ['-m', 'kernelblaster', 'serve'],
       origin: 'python',
     });
+    // the same value again (VS Code fires the event when trust is granted): no restart
+    changeConfiguration('kernelblaster.python');
+    await activated.session.settled();
+    assert.equal(connections.length, 2);
   });
 
   it('warns once about an unusable setting and does not send it', async () => {
