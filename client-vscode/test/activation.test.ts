@@ -146,7 +146,7 @@ describe('activation and server discovery', () => {
       trusted: true,
       settings: { llmBaseUrl: 'http://localhost:8000/v1', rollouts: 8 },
       // the lenses may use the extension's profile view and its Nsight Compute launcher
-      clientCommands: ['kernelblaster.showProfile', 'kernelblaster.openInNsightCompute'],
+      clientCommands: ['kernelblaster.showProfile'],
     });
     assert.ok(connection.started);
     assert.equal(statusText(), '$(zap) KernelBlaster');

@@ -1,14 +1,14 @@
 """A code lens above each kernel (`textDocument/codeLens`, resolved lazily in `codeLens/resolve`):
-a short summary (time per call, or ncu's kernel duration before a timing, the state's head and
-the headroom to the roof that limits that state; short enough for a split editor, with the
-details in its tooltip and the hover) and the actions "Optimize", "Show profile" and "Open in
-Nsight Compute" ("no report yet" is a label, not a link). The lenses' places come from the
-text alone; their titles from the cached result, only when the client shows them.
+its summary (time per call, or ncu's kernel duration before a timing; the state's head; the
+headroom to the roof that limits that state), which opens the kernel's profile view, and
+"Optimize". Two short items, so that the line fits an editor split beside the profile view; what
+each figure is, is in the summary's tooltip and the hover, and the profile view opens the report
+in Nsight Compute. The lenses' places come from the text alone; their titles from the cached
+result, only when the client shows them.
 
-"Show profile" and "Open in Nsight Compute" are the editor extension's own commands when it
-says it has them (`clientCommands` in the initialization options, as rust-analyzer's clients
-declare theirs); any other client (Neovim) gets the server's commands, which answer with a
-message."""
+The summary opens the editor extension's own profile view when it says it has one
+(`clientCommands` in the initialization options, as rust-analyzer's clients declare theirs); any
+other client (Neovim) gets the server's command, which answers with a message."""
 
 from __future__ import annotations
 
@@ -24,16 +24,15 @@ from kernelblaster.server.views import formatting
 from kernelblaster.server.views.code_actions import OPTIMIZE
 from kernelblaster.server.views.headroom import limiting_roof
 
-# The extension's commands (client-vscode/src/commands.ts), used when the client declares them.
+# The extension's command (client-vscode/src/commands.ts), used when the client declares it.
 SHOW_PROFILE_CLIENT = "kernelblaster.showProfile"
-OPEN_IN_NCU_CLIENT = "kernelblaster.openInNsightCompute"
 # The server's: the profile view's data and the kept report (profile_view.py); with
 # `"show": true` they also say it in a message, for clients without the extension's commands.
 KERNEL_PROFILE = "kernelblaster.kernelProfile"
 NCU_REPORT = "kernelblaster.ncuReport"
 
-LensKind = Literal["summary", "optimize", "profile", "ncu"]
-KINDS: tuple[LensKind, ...] = ("summary", "optimize", "profile", "ncu")
+LensKind = Literal["summary", "optimize"]
+KINDS: tuple[LensKind, ...] = ("summary", "optimize")
 
 
 class LensData(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -71,38 +70,28 @@ def resolve(
     result: FileResult | None,
     *,
     current: bool,
-    has_report: bool,
     client_commands: frozenset[str],
 ) -> types.Command:
     """The lens's command: its title from `result` (None: not profiled yet); `current`: the
     result is of the document's text."""
     target = {"uri": data.uri, "kernel": data.kernel}
-    if data.kind == "summary":
-        return types.Command(
-            title=summary(data.kernel, result, current=current),
-            command="",
-            tooltip=details(data.kernel, result),
-        )
     if data.kind == "optimize":
         arguments = [{**target, "technique": None, "version": data.version}]
         return types.Command(title="Optimize", command=OPTIMIZE, arguments=arguments)
-    if data.kind == "profile":
-        if SHOW_PROFILE_CLIENT in client_commands:
-            return types.Command(
-                title="Show profile", command=SHOW_PROFILE_CLIENT, arguments=[target]
-            )
-        arguments = [{**target, "show": True}]
-        return types.Command(title="Show profile", command=KERNEL_PROFILE, arguments=arguments)
-    if not has_report:  # a label: nothing to open yet
-        return types.Command(title="Nsight Compute: no report yet", command="")
-    title = "Open in Nsight Compute"
-    if OPEN_IN_NCU_CLIENT in client_commands:
-        return types.Command(title=title, command=OPEN_IN_NCU_CLIENT, arguments=[target])
-    return types.Command(title=title, command=NCU_REPORT, arguments=[{**target, "show": True}])
+    title = summary(data.kernel, result, current=current)
+    if result is None:  # nothing to show yet: a label
+        return types.Command(title=title, command="")
+    tooltip = f"{details(data.kernel, result)}\nClick for the profile view."
+    if SHOW_PROFILE_CLIENT in client_commands:
+        return types.Command(
+            title=title, command=SHOW_PROFILE_CLIENT, arguments=[target], tooltip=tooltip
+        )
+    arguments = [{**target, "show": True}]
+    return types.Command(title=title, command=KERNEL_PROFILE, arguments=arguments, tooltip=tooltip)
 
 
 def summary(kernel: str, result: FileResult | None, *, current: bool) -> str:
-    """ "1.50 ms per call · launch-bound · grid fills 2% of a wave" """
+    """ "1.50 ms/call · launch-bound · grid 2% of a wave" """
     if result is None:
         return "not profiled yet: save to build, check and profile"
     response = result.response
@@ -111,7 +100,7 @@ def summary(kernel: str, result: FileResult | None, *, current: bool) -> str:
     # The time per call is the whole target's: a kernel's own only when it is the file's one.
     per_call = formatting.per_call(response.check) if len(result.states) <= 1 else None
     if per_call is not None:
-        parts.append(per_call)
+        parts.append(per_call.replace(" per call", "/call"))
     elif (kernel_time := formatting.kernel_time(profile)) is not None:
         parts.append(f"ncu {kernel_time}")
     state = result.states.get(kernel)
@@ -124,10 +113,8 @@ def summary(kernel: str, result: FileResult | None, *, current: bool) -> str:
     return line if current else f"{line} (earlier version)"
 
 
-def details(kernel: str, result: FileResult | None) -> str | None:
+def details(kernel: str, result: FileResult) -> str:
     """The summary's figures, each saying what it is: the lens's tooltip."""
-    if result is None:
-        return None
     check = result.response.check
     profile = _profile(result, kernel)
     lines = []
@@ -138,7 +125,7 @@ def details(kernel: str, result: FileResult | None) -> str | None:
     state = result.states.get(kernel)
     if state is not None:
         lines += [state.summary, limiting_roof(state, profile).line]
-    return "\n".join(lines) or None
+    return "\n".join(lines) or "No timing or profile yet."
 
 
 def _profile(result: FileResult, kernel: str) -> KernelProfile | None:

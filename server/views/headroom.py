@@ -26,9 +26,9 @@ _MEMORY_UNITS = {"memory.l1": ("L1", "l1_throughput_pct"), "memory.l2": ("L2", "
 
 @dataclass(frozen=True)
 class LimitingRoof:
-    """`short`: the lens's few words ("2% of one wave"); `line`: the hover's sentence saying
-    what the figure is and why this roof; `roof`: what limits the kernel ("DRAM bandwidth",
-    "parallelism", "occupancy", "none")."""
+    """`short`: the lens's few words ("grid 2% of a wave", "DRAM 86% of peak"); `line`: the
+    hover's sentence saying what the figure is and why this roof; `roof`: what limits the
+    kernel ("DRAM bandwidth", "parallelism", "occupancy", "none")."""
 
     roof: str
     short: str
@@ -55,7 +55,7 @@ def _memory(state: PerfState) -> LimitingRoof:
         if value is not None:
             return LimitingRoof(
                 roof=f"{unit} throughput",
-                short=f"{unit} at {value / 100:.0%} of peak",
+                short=f"{unit} {value / 100:.0%} of peak",
                 line=f"Headroom: {unit} runs at {value / 100:.0%} of its peak throughput (ncu), "
                 f"the unit that limits this memory-bound kernel.",
             )
@@ -68,7 +68,7 @@ def _memory(state: PerfState) -> LimitingRoof:
         return _none("memory-bound, but the profile has no DRAM throughput")
     return LimitingRoof(
         roof="DRAM bandwidth",
-        short=f"{fraction:.0%} of DRAM bandwidth",
+        short=f"DRAM {fraction:.0%} of peak",
         line=f"Headroom: the kernel moves {fraction:.0%} of the DRAM bandwidth roof "
         "(achieved bytes/s over the peak); memory-bound, so DRAM is its roof.",
     )
@@ -79,9 +79,10 @@ def _compute(state: PerfState) -> LimitingRoof:
     if headroom is not None and headroom.roof in ("fp32", "fp64", "fp16_tensor", "sm_throughput"):
         words = ROOF_WORDS[headroom.roof]
         peak = "" if headroom.roof == "sm_throughput" else " peak"
+        unit = words.removesuffix(" throughput")
         return LimitingRoof(
             roof=words,
-            short=f"{headroom.achieved_fraction:.0%} of {words}{peak}",
+            short=f"{unit} {headroom.achieved_fraction:.0%} of peak",
             line=f"Headroom: the kernel reaches {headroom.achieved_fraction:.0%} of the {words}"
             f"{peak} (achieved FLOP/s or the pipe's utilization, whichever is higher); "
             "compute-bound, so that is its roof.",
@@ -89,7 +90,7 @@ def _compute(state: PerfState) -> LimitingRoof:
     if (sm := state.metrics.get("sm_throughput_pct")) is not None:
         return LimitingRoof(
             roof="SM throughput",
-            short=f"SM at {sm / 100:.0%} of peak",
+            short=f"SM {sm / 100:.0%} of peak",
             line=f"Headroom: the SM runs at {sm / 100:.0%} of its peak throughput (ncu); "
             "compute-bound, and no single FLOP pipe shows the limit.",
         )
@@ -103,14 +104,14 @@ def _launch(
     if state.state == "launch.small_grid" and waves is not None:
         return LimitingRoof(
             roof="parallelism",
-            short=f"grid fills {_percent(waves)} of a wave",
+            short=f"grid {_percent(waves)} of a wave",
             line=f"Headroom: the grid fills {_percent(waves)} of one wave (the blocks all SMs "
             "hold at once); launch-bound, so the roof is parallelism: more blocks, not bandwidth.",
         )
     if state.state == "launch.tail_effect" and (tail := tail_fraction(waves)) > 0:
         return LimitingRoof(
             roof="parallelism",
-            short=f"last wave ~{tail:.0%} of runtime",
+            short=f"tail wave ~{tail:.0%} of time",
             line=f"Headroom: a partial last wave may take ~{tail:.0%} of the runtime with most "
             "SMs idle; launch-bound, so the roof is parallelism: a grid of whole waves.",
         )
@@ -128,7 +129,7 @@ def _occupancy(state: PerfState) -> LimitingRoof:
     of = f" (theoretical {theoretical / 100:.0%})" if theoretical is not None else ""
     return LimitingRoof(
         roof="occupancy",
-        short=f"{achieved / 100:.0%} of warp slots",
+        short=f"occupancy {achieved / 100:.0%}",
         line=f"Headroom: {achieved / 100:.0%} of the SMs' warp slots are in use{of}; "
         "occupancy-bound, so the roof is warps in flight, not a throughput.",
     )

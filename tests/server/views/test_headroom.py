@@ -31,7 +31,7 @@ def test_a_launch_bound_kernel_is_measured_against_parallelism_not_dram():
     assert state.headroom is not None and state.headroom.roof == "dram_bandwidth"
     roof = limiting_roof(state, profile)
     assert roof.roof == "parallelism"
-    assert roof.short == "grid fills 2% of a wave"
+    assert roof.short == "grid 2% of a wave"
     assert "DRAM" not in roof.line and "more blocks" in roof.line
 
 
@@ -39,16 +39,16 @@ def test_a_tiny_grid_is_not_rounded_to_nothing():
     state, profile = _profiled("h200-states/states.ncu-rep", "tiny_grid")
     assert state.state == "launch.small_grid"
     short = limiting_roof(state, profile).short
-    assert short.startswith("grid fills ") and "fills 0% " not in short
+    assert short.startswith("grid ") and "grid 0% " not in short
 
 
 @pytest.mark.parametrize(
     ("report", "kernel", "state", "roof", "short"),
     [
         # L2 limits it (87%); DRAM, its nearest roof, is at 13%
-        ("h100-five/five.ncu-rep", "transpose_naive", "memory.l2", "L2 throughput", "L2 at 87%"),
-        ("h100-five/five.ncu-rep", "divergent", "compute.fp32", "FP32", "68% of FP32 peak"),
-        ("h200-states/states.ncu-rep", "fill_float", "occupancy.achieved", "occupancy", "16%"),
+        ("h100-five/five.ncu-rep", "transpose_naive", "memory.l2", "L2 throughput", "L2 87%"),
+        ("h100-five/five.ncu-rep", "divergent", "compute.fp32", "FP32", "FP32 68%"),
+        ("h200-states/states.ncu-rep", "fill_float", "occupancy.achieved", "occupancy", "occ"),
     ],
 )
 def test_memory_compute_and_occupancy_bound_kernels_get_their_own_roof(
@@ -84,7 +84,7 @@ def test_a_dram_bound_kernel_is_measured_against_the_dram_roof():
         "memory", "memory.dram", headroom=Headroom(roof="dram_bandwidth", achieved_fraction=0.86)
     )
     limit = limiting_roof(state, None)
-    assert (limit.roof, limit.short) == ("DRAM bandwidth", "86% of DRAM bandwidth")
+    assert (limit.roof, limit.short) == ("DRAM bandwidth", "DRAM 86% of peak")
     assert "86% of the DRAM bandwidth roof" in limit.line
 
 
@@ -95,7 +95,7 @@ def test_a_compute_bound_kernel_whose_nearest_roof_is_dram_uses_the_sm():
         headroom=Headroom(roof="dram_bandwidth", achieved_fraction=0.3),
         sm_throughput_pct=72.0,
     )
-    assert limiting_roof(state, None).short == "SM at 72% of peak"
+    assert limiting_roof(state, None).short == "SM 72% of peak"
 
 
 def test_latency_bound_and_launch_overhead_say_why_no_roof_applies():
@@ -117,4 +117,4 @@ def test_latency_bound_and_launch_overhead_say_why_no_roof_applies():
 def test_a_tail_effect_is_measured_by_its_last_wave():
     profile = _launch(duration_ns=1e6, waves=1.5)
     limit = limiting_roof(_state("launch", "launch.tail_effect"), profile)
-    assert (limit.roof, limit.short) == ("parallelism", "last wave ~50% of runtime")
+    assert (limit.roof, limit.short) == ("parallelism", "tail wave ~50% of time")
