@@ -149,9 +149,10 @@ describe('KernelBlaster in VS Code', () => {
     assert.equal(state.length, 1, rows.join('\n'));
     assert.match(state[0], /ncu kernel duration 1\.44 ms/); // labelled: not the time per call
     // One entry per finding, its other lines related; ncu's estimate in its own terms.
-    const uncoalesced = rows.filter((row) => row.includes('global loads and stores use 4 of 32 bytes per sector'));
+    // (the state's row quotes the finding too: the findings' own rows are the warnings)
+    const uncoalesced = rows.filter((row) => row.startsWith('Warning: global loads and stores use 4 of 32 bytes per sector'));
     assert.equal(uncoalesced.length, 1, rows.join('\n'));
-    assert.match(uncoalesced[0], /ncu: up to 87% of runtime could be saved \(≤ 7\.9×\)/);
+    assert.match(uncoalesced[0], /ncu: up to 87% of runtime could be saved \(≤ 7\.8×\)/); // 1/(1-0.8725)
     assert.ok(rows.some((row) => row.includes('also line 14')) && rows.some((row) => row.includes('also line 15')), rows.join('\n'));
     await vscode.shot('02-problems');
   });
@@ -324,9 +325,12 @@ describe('KernelBlaster in VS Code', () => {
     await vscode.shotOf('.part.statusbar', '10-status-bar-delta', 160);
     await vscode.goToLine(6, 22);
     await vscode.command('Show or Focus Hover');
-    const hover = await vscode.wait('the delta in the hover', async () => {
+    // The hover shows the timing diagnostic (on the kernel's name too) before the server's
+    // answer: waiting for the delta alone passed on the diagnostic's part, which has no
+    // sparkline (the flaky failure). The server's part names the kernel's state.
+    const hover = await vscode.wait('the server’s part of the hover', async () => {
       const text = await vscode.hover();
-      return text?.includes('faster since opened') ? text : undefined;
+      return text?.includes('state launch.small_grid on sm_90') ? text : undefined;
     });
     // the sparkline beside the delta has this save: it is shown with the delta, never without
     assert.match(hover, /1\.50 ms per call — 1\.33× faster than the previous save/);
@@ -339,9 +343,10 @@ describe('KernelBlaster in VS Code', () => {
   });
 
   it('puts a code lens above the kernel: its summary and actions', async () => {
-    const lenses = await vscode.wait('the kernel’s code lenses', async () => {
+    // (refreshed after the save's result: the previous save's 2.00 ms/call until then)
+    const lenses = await vscode.wait('the kernel’s code lens with this save’s time', async () => {
       const lines = await vscode.codeLenses();
-      return lines.find((titles) => titles.includes('Optimize') && titles[0].includes('/call'));
+      return lines.find((titles) => titles.includes('Optimize') && titles[0].startsWith('1.50 ms/call'));
     });
     // the time per call (the diagnostic's and the status bar's), the state, the headroom to
     // what limits a launch-bound kernel: parallelism, not DRAM bandwidth
@@ -366,6 +371,8 @@ describe('KernelBlaster in VS Code', () => {
     assert.equal(await view.$$eval('svg.roofline circle.point.current', (points) => points.length), 1);
     assert.ok((await view.$$eval('svg.roofline circle.point.earlier', (points) => points.length)) >= 1, 'the earlier save’s point');
     assert.equal(await view.$$eval('svg.roofline polyline.roof.memory', (roofs) => roofs.length), 1);
+    // the headroom the lens and hover give: to what limits a launch-bound kernel
+    assert.match(await view.$eval('.limit', (element) => element.textContent), /the grid fills 2% of one wave/);
     const source = await view.$eval('.roofs-source', (element) => element.textContent);
     assert.match(source, /Roofs measured: measured by Nsight Compute on the NVIDIA H100 80GB HBM3/);
     const change = await view.$eval('#timing .change', (element) => element.textContent);

@@ -89,11 +89,9 @@ function roofline(data: KernelProfileData): string {
       : [{ flops_per_s: version.flops_per_s, dram_bytes_per_s: version.dram_bytes_per_s, current: false, label: `save ${String(index + 1)} (${ms(version.median_ms)})` }],
   );
   const current: PlotPoint[] = data.point === null ? [] : [{ ...data.point, current: true, label: 'this version' }];
-  const headroom = data.state?.headroom;
-  const nearest =
-    headroom && headroom.roof !== 'none'
-      ? `<p>Nearest roof: <strong>${escapeHtml(headroom.roof.replace(/_/g, ' '))}</strong> at ${String(Math.round(headroom.achieved_fraction * 100))}% (headroom ${factor(1 / Math.max(headroom.achieved_fraction, 1e-3))}).</p>`
-      : '';
+  // The roof that limits the kernel's state, not the chart's nearest (a launch-bound kernel's
+  // fix is parallelism however far below the DRAM roof it sits).
+  const nearest = data.limit === null ? '' : `<p class="limit">${escapeHtml(data.limit)}</p>`;
   return `${rooflinePlot(data.roofs, [...earlier, ...current])}
 <p class="detail roofs-source">Roofs ${data.roofs.source === 'measured' ? 'measured' : 'published'}: ${escapeHtml(data.roofs.note)}.</p>
 ${nearest}

@@ -38,6 +38,9 @@ describe('profile page', () => {
     assert.match(html, /<span class="change">1\.71× faster than the previous save, 1\.71× faster since opened<\/span>/);
     assert.match(html, /compute-bound \(SM 78% of peak; FMA pipe 68%\)/);
     assert.match(html, /Roofs measured: measured by Nsight Compute on the NVIDIA H100 80GB HBM3/);
+    // the headroom to the roof that limits the state, as the hover says it
+    assert.match(html, /<p class="limit">Headroom: the kernel reaches 68% of the FP32 peak/);
+    assert.doesNotMatch(html, /Nearest roof/);
     assert.equal((html.match(/<tr class="version/g) ?? []).length, 2);
     assert.match(html, /<tr class="version current">/);
   });

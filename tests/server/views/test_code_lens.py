@@ -102,6 +102,8 @@ async def test_the_profile_view_places_the_kernel_under_the_measured_roofs(clien
         )
     )
     assert view["profiled"] and view["current"] and view["device"] == "NVIDIA H100 80GB HBM3"
+    # compute-bound: its headroom is to the FP32 peak, as the lens and hover say
+    assert view["limit"].startswith("Headroom: the kernel reaches 68% of the FP32 peak")
     roofs, point = view["roofs"], view["point"]
     assert roofs["source"] == "measured"
     # H100 SXM: 1280 B/cycle × 2.618 GHz DRAM, 33792 FLOP/cycle × 1.976 GHz SM
