@@ -128,8 +128,10 @@ describe('KernelBlaster in VS Code', () => {
 
   it('once the workspace is trusted, shows the saved profile and keeps the lens on screen', async () => {
     // The saved profile's lens shows in Restricted Mode already (nothing is run for it).
+    await vscode.focusEditor();
     const lensBefore = await vscode.wait('the lens in Restricted Mode', async () => (await vscode.codeLenses()).find((line) => line[0]?.startsWith('ncu 1.44 ms')));
     const trustedAt = await vscode.trustWorkspace();
+    await vscode.focusEditor();
     // The lens is on screen 2 s after the trust click (a server restart would have taken it
     // away until the new server loaded the profile again: up to 30 s).
     await sleep(Math.max(0, trustedAt + 2000 - Date.now()));

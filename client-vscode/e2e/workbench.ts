@@ -177,18 +177,21 @@ export class Workbench {
     await this.quickInput('Control+KeyG', `${String(line)}:${String(column)}`, `line ${String(line)}`, '.quick-input-widget');
   }
 
+  /** Gives the active editor the keyboard, as a user clicking into it does. (VS Code fetches a
+   * text editor's code lenses while it has focus: a fetch due as it loses focus waits for the
+   * next time it has it.) */
+  async focusEditor(): Promise<void> {
+    const focused = () => this.page.evaluate(() => document.activeElement?.closest('.editor-instance .monaco-editor') != null);
+    if (!(await focused())) {
+      await this.command('View: Focus Active Editor Group');
+    }
+    await this.wait('the editor to have the keyboard', focused);
+  }
+
   /** Types `text` as a new last line of the active editor, once the editor has the keyboard
    * (keys typed before that go elsewhere), and saves. */
   async appendLineAndSave(text: string): Promise<void> {
-    await this.wait('the editor to have the keyboard', () =>
-      this.page.evaluate(() => {
-        if (document.activeElement?.closest('.editor-instance .monaco-editor')) {
-          return true;
-        }
-        document.querySelector<HTMLElement>('.editor-instance .monaco-editor .view-lines')?.click();
-        return false;
-      }),
-    );
+    await this.focusEditor();
     await this.pressKey('Control+End');
     await this.page.keyboard.type(`${text}\n`);
     await this.wait(`"${text}" in the editor`, () =>
