@@ -301,6 +301,15 @@ export class Workbench {
     );
   }
 
+  /** The titles of the active editor's code lenses that are links: lenses a running server
+   * answered. (VS Code shows the last lenses of a file whose server is gone, for up to 30 s,
+   * from its cache: their titles, as labels.) */
+  async codeLensLinks(): Promise<string[]> {
+    return this.page.evaluate(() =>
+      [...document.querySelectorAll('.editor-instance .codelens-decoration a')].map((a) => a.textContent.replace(/\u00a0/g, ' ').trim()),
+    );
+  }
+
   /** For each line of code lenses in the active editor, how many pixels of it are cut off: by
    * its own box (scrolled text) or by the end of the text area (where the minimap begins). */
   async codeLensOverflow(): Promise<number[]> {
