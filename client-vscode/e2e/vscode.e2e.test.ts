@@ -330,6 +330,11 @@ describe('KernelBlaster in VS Code', () => {
       (await vscode.statusBar('kernelblaster')).find((item) => item.text === 'softmax.cu 1.33× faster · launch-bound'),
     );
     await vscode.shotOf('.part.statusbar', '10-status-bar-delta', 160);
+    // The lens agrees: the same time per call (refreshed once the editor has the keyboard).
+    await vscode.focusEditor();
+    await vscode.wait('the lens with this save’s time per call', async () =>
+      (await vscode.codeLenses()).find((titles) => titles[0]?.startsWith('1.50 ms/call')),
+    );
     await vscode.goToLine(6, 22);
     await vscode.command('Show or Focus Hover');
     // The hover shows the timing diagnostic (on the kernel's name too) before the server's
