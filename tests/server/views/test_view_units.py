@@ -133,3 +133,12 @@ def test_the_hover_sparkline_includes_a_save_timed_while_its_profile_runs():
     recorded = HistoryPoint(time=1.0, text_hash="new", median_ms=1.5, p20_ms=1.4, p80_ms=1.6)
     text = kernel_hover("k", timed, [], current=True, delta=delta, history=[opened, recorded])
     assert "Last 2 saves" in text
+
+
+def test_ncu_estimates_are_a_share_of_the_runtime_bounding_the_speedup():
+    from kernelblaster.server.views.formatting import ncu_estimate
+
+    # Nsight Compute's "Est. Speedup 87%" is the runtime a fix could save: at most 1/(1-0.87)
+    assert ncu_estimate(87.0) == "ncu: up to 87% of runtime could be saved (≤ 7.7×)"
+    assert ncu_estimate(50.0) == "ncu: up to 50% of runtime could be saved (≤ 2.0×)"
+    assert ncu_estimate(100.0) == "ncu: up to 100% of runtime could be saved"  # no finite bound
