@@ -158,10 +158,8 @@ async def _profile(
                     )
                 )
             show_checked(ls, path, hashed, message)
-            timed = f"{formatting.timing_line(message.check)}; "
             delta = ls.history.delta(path, message.check, hashed)
-            if delta is not None and (change := formatting.delta_line(delta)):
-                timed = f"{formatting.milliseconds(delta.median_ms)} per call — {change}; {timed}"
+            timed = f"{formatting.timing_line(message.check, delta)}; "
         if message.states:
             rankings.append(asyncio.get_running_loop().create_task(refresh_ranking(ls, path)))
         if message.background and slot is not None and running is not None:

@@ -240,12 +240,11 @@ def _timing_diagnostics(
     if check is None or check.timing is None or (check.verify is not None and not check.verify.ok):
         return []
     anchor = _file_anchor(context)
-    message = formatting.timing_line(check)
-    severity = types.DiagnosticSeverity.Information
-    if delta is not None and (change := formatting.delta_line(delta)):
-        message = f"{formatting.milliseconds(delta.median_ms)} per call — {change}; {message}"
-        if delta.regression:
-            severity = types.DiagnosticSeverity.Warning
+    message = formatting.timing_line(check, delta)
+    regression = delta is not None and delta.regression
+    severity = (
+        types.DiagnosticSeverity.Warning if regression else types.DiagnosticSeverity.Information
+    )
     return [_diagnostic(anchor, message, severity, "timing")]
 
 

@@ -63,9 +63,11 @@ def versus_references(check: CheckResult | None) -> str | None:
     return ", ".join(parts) or None
 
 
-def timing_line(check: CheckResult) -> str:
+def timing_line(check: CheckResult, delta: SaveDelta | None = None) -> str:
     """ "verified on 3 fresh input sets; 0.0123 ms per call (median of 50 runs), 2.10× vs
-    eager" """
+    eager"; led by the change since earlier saves when there is one (`delta`, of this check):
+    "0.0123 ms per call (median of 50 runs) — 1.32× faster than the previous save, …; verified
+    on 3 fresh input sets, 2.10× vs eager" (the time once, said what it is)."""
     assert check.timing is not None
     verify = check.verify
     if verify is None:
@@ -75,9 +77,11 @@ def timing_line(check: CheckResult) -> str:
     else:
         verified = "verified"
     timing = check.timing
-    runs = f"median of {timing.repetitions} runs"
-    line = f"{verified}; {milliseconds(timing.median_ms)} per call ({runs})"
+    time = f"{milliseconds(timing.median_ms)} per call (median of {timing.repetitions} runs)"
     versus = versus_references(check)
+    if delta is not None and (change := delta_line(delta)):
+        return f"{time} — {change}; " + ", ".join(part for part in (verified, versus) if part)
+    line = f"{verified}; {time}"
     return f"{line}, {versus}" if versus else line
 
 

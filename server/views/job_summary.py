@@ -37,10 +37,7 @@ def job_summary(result: FileResult, delta: SaveDelta | None) -> JobSummary:
     state_head = head.split(" (", 1)[0].split(";", 1)[0] if head else None
     timing = None
     if check is not None and check.timing is not None:
-        timing = formatting.timing_line(check)
-        if delta is not None and (change := formatting.delta_line(delta)):
-            per_call = formatting.milliseconds(delta.median_ms)
-            timing = f"{per_call} per call — {change}; {timing}"
+        timing = formatting.timing_line(check, delta)
     lead = _lead(delta) or formatting.per_call(check)
     first = f"{name} {lead}" if lead else name
     headline = f"{first} · {state_head}" if state_head else first if lead else f"{name}: built"
