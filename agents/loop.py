@@ -619,6 +619,7 @@ def _choose(
     proposed) when any of them is ranked, else among the ranking; only techniques in `offered`
     (None: every one), ranked with this kernel's (`kernel_hash`) own attempts first."""
     ranked = kb.rank(state.arch, state.state, state.findings, source_hash=kernel_hash)
+    visits = sum(r.kernel_attempts for r in ranked)  # on this kernel, failures included
     if offered is not None:
         ranked = [r for r in ranked if r.technique in offered]
     if forced is not None:
@@ -651,7 +652,13 @@ def _choose(
     # What rollouts running alongside are trying on this kernel right now (agents/in_flight.py)
     ranked = [r for r in ranked if r.technique not in busy] or ranked
     picked = select(
-        ranked, 1, top_k=max(k, 1), temperature=temperature, exploration=exploration, seed=seed
+        ranked,
+        1,
+        top_k=max(k, 1),
+        temperature=temperature,
+        exploration=exploration,
+        visits=visits,
+        seed=seed,
     )
     return picked[0] if picked else None
 
@@ -661,13 +668,13 @@ def _untried_or_successful(
 ) -> list[RankedTechnique]:
     """`ranked` without the techniques already tried on this very kernel (`source_hash`)
     without a success: the lowering agent has had its retries at each of them, so trying one
-    again spends a step on what this kernel's own record says fails, while untried ones
-    remain. Successes stay (a rollout from the original re-applies them to go deeper). When
-    every technique has failed here, all of them are back."""
+    again spends a step on what this kernel's own record says fails. Successes stay (a rollout
+    from the original re-applies them to go deeper). When every technique has failed here,
+    none is left and the rollout ends: its steps go to the next rollout's other branches."""
     tried = kb.attempts(arch=state.arch, state=state.state, source_hash=source_hash)
     succeeded = {a.technique for a in tried if a.outcome == "success"}
     failed = {a.technique for a in tried if a.outcome != "infrastructure"} - succeeded
-    return [r for r in ranked if r.technique not in failed] or ranked
+    return [r for r in ranked if r.technique not in failed]
 
 
 def _step(

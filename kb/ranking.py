@@ -3,8 +3,10 @@ top-k selection the optimization loop explores with.
 
 The model, per (arch, state, technique, target finding), the target finding being the kernel's
 finding the technique is aimed at (`target_finding`; none, when it addresses none of them):
-- gain if the candidate verifies: a log-normal mean, the prior's log gain worth PRIOR_STRENGTH
-  observations, shrunk toward the mean measured log speedup as measurements accumulate;
+- gain if the candidate verifies: a log-normal mean, the prior's log gain shrunk toward the
+  mean measured log speedup as measurements accumulate, by how closely they agree
+  (`prior_worth`: normal-normal shrinkage, the prior worth PRIOR_STRENGTH outcomes of a key
+  whose outcomes spread by OUTCOME_SPREAD, fewer for a key whose outcomes agree more closely);
 - chance the candidate compiles and verifies: a Beta(VERIFY_PRIOR) updated by verified vs
   failed attempts;
 - predicted speedup = P(verified) x gain + (1 - P(verified)) x 1 (a failed attempt leaves the
@@ -21,10 +23,11 @@ directly (`directness`); a technique aimed at none of the findings is capped at 
 promising one that is, so it never outranks it untried.
 
 Selection (`select`) samples among the best few, weighted by predicted speedup sharpened by a
-temperature, optionally with a UCB-style bonus for techniques tried less than their rivals
-(`exploration_bonus`): the ranking says what is expected; the bonus only decides what to try.
-PRIOR_STRENGTH, the temperature and the exploration coefficient were chosen with
-bench/learning_tune.py (cross-validation on the training tasks of a measured table).
+temperature, with a bonus for the predictions that rest on the least evidence
+(`exploration_bonus`: an upper confidence bound on the log gain): the ranking says what is
+expected; the bonus only decides what to try. PRIOR_STRENGTH, OUTCOME_SPREAD, the temperature
+and the exploration coefficient were chosen on the training tasks of the H200 learning table
+(docs/learning.md).
 """
 
 from __future__ import annotations
@@ -51,7 +54,14 @@ from kernelblaster.kb.records import (
 from kernelblaster.kb.rows import CountsByTarget, EntryRow
 from kernelblaster.kb.stats import EntryCounts
 
-PRIOR_STRENGTH = 3.0
+# How far a prior's log gain is from what a key realizes, against how far one key's outcomes
+# are from each other: the prior is worth PRIOR_STRENGTH outcomes of a key whose log speedups
+# spread by OUTCOME_SPREAD (their standard deviation). The catalog's priors, raised by ncu's
+# estimates, were off by a factor of ~4 (rms log error 1.39) on the H200 learning table's
+# kernels, while a technique's rewrites of one kind of kernel agree within ~30%: one measured
+# outcome says more than the prior. Tuned on training tasks (docs/learning.md).
+PRIOR_STRENGTH = 0.1
+OUTCOME_SPREAD = 0.3
 # Beta(1.5, 0.5): mean 0.75, worth two attempts. Rule of thumb for LLM rewrites with compile
 # and verification retries; the KB's own counts take over quickly.
 VERIFY_PRIOR = (1.5, 0.5)
@@ -69,6 +79,7 @@ class Prediction(msgspec.Struct, kw_only=True):
     gain_if_verified: float
     success_probability: float
     confidence: float
+    log_gain_sd: float  # posterior standard deviation of log(gain_if_verified)
 
 
 def ncu_gain(estimated_speedup_percent: float | None) -> float | None:
@@ -89,9 +100,9 @@ def predict(
     """Combine a prior gain with the counts of one entry (or pooled entries) weighted `weight`."""
     counts = counts or EntryCounts()
     n_log = weight * counts.n_measured
-    mean_log = (PRIOR_STRENGTH * math.log(prior_gain) + n_log * counts.mean_log_speedup) / (
-        PRIOR_STRENGTH + n_log
-    )
+    variance = outcome_variance(counts, weight)
+    worth = prior_worth(counts, weight)
+    mean_log = (worth * math.log(prior_gain) + n_log * counts.mean_log_speedup) / (worth + n_log)
     alpha, beta = VERIFY_PRIOR
     p_verified = (alpha + weight * counts.verified) / (
         alpha + beta + weight * (counts.verified + counts.failures)
@@ -104,17 +115,39 @@ def predict(
         gain_if_verified=gain,
         success_probability=p_verified,
         confidence=1.0 - doubt,
+        log_gain_sd=math.sqrt(variance / (worth + n_log)),
     )
 
 
-def exploration_bonus(item: RankedTechnique, tried: int, exploration: float) -> float:
-    """UCB1's optimism, in log-speedup units: `exploration` x sqrt(ln(1 + tried) / (1 +
-    item.attempts)), where `tried` counts the attempts of every technique ranked for the state.
-    A technique never tried gains the most, and more the more its rivals were tried; the bonus
-    of one tried often fades. 0 turns exploration by bonus off."""
-    if exploration <= 0:
+def outcome_variance(counts: EntryCounts, weight: float = 1.0) -> float:
+    """The variance of one outcome's log speedup on the key `counts` holds (each outcome
+    weighted `weight`): the sample variance shrunk toward OUTCOME_SPREAD squared by one
+    pseudo-outcome (so a single outcome, which has no spread of its own, gets the typical one)."""
+    n = weight * counts.n_measured
+    return (weight * counts.m2_log_speedup + OUTCOME_SPREAD**2) / (max(n - 1.0, 0.0) + 1.0)
+
+
+def prior_worth(counts: EntryCounts, weight: float = 1.0) -> float:
+    """How many measured outcomes the prior's log gain is worth against `counts`: the
+    normal-normal weight of a prior whose variance is OUTCOME_SPREAD^2 / PRIOR_STRENGTH, i.e.
+    PRIOR_STRENGTH scaled by the key's `outcome_variance` over OUTCOME_SPREAD^2. One outcome
+    weighs as PRIOR_STRENGTH says, outcomes that agree weigh more and more, and a key whose
+    outcomes scatter keeps the prior's pull."""
+    return PRIOR_STRENGTH * outcome_variance(counts, weight) / OUTCOME_SPREAD**2
+
+
+def exploration_bonus(item: RankedTechnique, exploration: float, visits: int) -> float:
+    """Optimism in the face of uncertainty, in log-speedup units: the upper confidence bound of
+    a Gaussian bandit, `exploration` x the prediction's standard deviation
+    (`RankedTechnique.log_gain_sd`) x sqrt(ln(1 + visits)), `visits` counting the attempts
+    already made on the kernel being optimized. A kernel's first visit has none: the best
+    prediction goes first (an empty KB's prior order, a full KB's memory). When a rollout comes
+    back to a kernel, the techniques whose gain is least known there gain on the one measured,
+    so it tries another branch rather than walking the known one again, more so with every
+    visit. 0 turns it off."""
+    if exploration <= 0 or visits <= 0:
         return 0.0
-    return exploration * math.sqrt(math.log1p(tried) / (1 + item.attempts))
+    return exploration * item.log_gain_sd * math.sqrt(math.log1p(visits))
 
 
 def select(
@@ -124,6 +157,7 @@ def select(
     top_k: int | None = None,
     temperature: float = 1.0,
     exploration: float = 0.0,
+    visits: int = 0,
     seed: int | None = None,
 ) -> list[RankedTechnique]:
     """Weighted random k of the `top_k` best of `ranked` (all of them when None), without
@@ -135,9 +169,8 @@ def select(
     in the order drawn."""
     if k <= 0 or not ranked:
         return []
-    tried = sum(item.attempts for item in ranked)
     scored = [
-        (math.log(item.predicted_speedup) + exploration_bonus(item, tried, exploration), item)
+        (math.log(item.predicted_speedup) + exploration_bonus(item, exploration, visits), item)
         for item in ranked
     ]
     scored.sort(key=lambda pair: -pair[0])  # stable: ties keep the ranking's order
@@ -464,6 +497,10 @@ def rank_technique(
         target_finding=target,
         evidence=evidence.text,
         proposal=proposal,
+        log_gain_sd=p.log_gain_sd,
+        kernel_attempts=sum(
+            c.attempts for (tid, _), c in learned.this_kernel.items() if tid == technique.id
+        ),
     )
 
 

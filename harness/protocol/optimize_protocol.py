@@ -30,11 +30,12 @@ class OptimizeRequest(msgspec.Struct, kw_only=True, tag="optimize"):
     depth: int = 3
     top_k: int = 3
     seed: int | None = None
-    # The selection (kb.ranking.select, agents/loop.py), tuned with bench/learning_tune.py on
-    # the H100 learning table (README, "Does the knowledge base learn?"): greedy, and never
-    # the same failure twice on one kernel; the UCB bonus never helped there.
+    # The selection (kb.ranking.select, agents/loop.py): the best prediction first, never the
+    # same failure twice on one kernel, and, on a kernel a rollout comes back to, optimism for
+    # the techniques whose gain is least known (an upper confidence bound), so it tries
+    # another branch (docs/learning.md; chosen on training tasks of the H200 learning table).
     temperature: float = 0.0  # of the weighted random top-k selection; 0: the best first
-    exploration: float = 0.0  # its UCB bonus for techniques tried less
+    exploration: float = 0.5  # the bound's width, in standard deviations of the log gain
     avoid_failed: bool = True  # skip techniques that already failed on a step's starting kernel
     # New techniques asked of the LLM at most, at once, for a state the KB has none left for
     # (agents/proposals.py); 0: never propose.

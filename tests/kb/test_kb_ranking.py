@@ -9,7 +9,14 @@ import msgspec
 import pytest
 from kb_helpers import make_attempt
 
-from kernelblaster.kb.ranking import exploration_bonus, ncu_gain, select
+from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
+from kernelblaster.kb.ranking import (
+    OUTCOME_SPREAD,
+    PRIOR_STRENGTH,
+    exploration_bonus,
+    ncu_gain,
+    select,
+)
 
 
 class FakeFinding(msgspec.Struct):
@@ -159,60 +166,80 @@ def test_without_exploration_selection_is_the_top_k_by_prediction(kb):
     assert select(ranked, 2, top_k=3, temperature=0) == ranked[:2]
 
 
-def test_the_exploration_bonus_is_ucb1_in_log_speedup(kb):
-    ranked = kb.rank("sm_90", "memory.dram")
-    untried = msgspec.structs.replace(ranked[0], attempts=0)
-    tried = msgspec.structs.replace(ranked[0], attempts=8)
-    assert exploration_bonus(untried, 20, 0.5) == pytest.approx(0.5 * math.sqrt(math.log(21)))
-    assert exploration_bonus(tried, 20, 0.5) == pytest.approx(0.5 * math.sqrt(math.log(21) / 9))
-    assert exploration_bonus(untried, 0, 0.5) == 0.0  # nothing tried yet: nothing to favour
-    assert exploration_bonus(untried, 20, 0.0) == 0.0
+def test_the_exploration_bonus_is_an_upper_confidence_bound_on_the_log_gain(kb):
+    """The bonus is a Gaussian bandit's: `exploration` standard deviations of the prediction's
+    log gain, times sqrt(ln(1 + visits)) of the kernel. Every untried technique has the
+    prior's deviation; outcomes narrow it, the more the more they agree; a kernel's first
+    visit (no attempts on it yet) has no bonus at all."""
+    untried = _by_id(kb.rank("sm_90", "memory.dram"))
+    prior_sd = OUTCOME_SPREAD / math.sqrt(PRIOR_STRENGTH)
+    assert {round(r.log_gain_sd, 9) for r in untried.values()} == {round(prior_sd, 9)}
+    spreads = []
+    for _ in range(3):
+        kb.record(make_attempt(technique="vectorized_loads", measured_speedup=1.9))
+        spreads.append(_by_id(kb.rank("sm_90", "memory.dram"))["vectorized_loads"].log_gain_sd)
+    assert prior_sd > spreads[0] > spreads[1] > spreads[2]
+    measured = _by_id(kb.rank("sm_90", "memory.dram"))["vectorized_loads"]
+    confidence = math.sqrt(math.log(1 + 4))
+    assert exploration_bonus(measured, 0.5, 4) == pytest.approx(0.5 * spreads[-1] * confidence)
+    assert exploration_bonus(untried["vectorized_loads"], 0.5, 4) == pytest.approx(
+        0.5 * prior_sd * confidence
+    )
+    assert exploration_bonus(untried["vectorized_loads"], 0.5, 0) == 0.0  # a first visit
+    assert exploration_bonus(measured, 0.0, 4) == 0.0
 
 
 def test_exploration_brings_an_untried_technique_into_the_shortlist(kb):
-    """The three best-predicted techniques tried many times, a fourth never: without the bonus
-    greedy selection never reaches it; with it, the untried one is chosen, and once it has been
-    tried as often as the others the best prediction wins again."""
+    """The three best-predicted techniques measured many times, a fourth never: without the
+    bonus (or on a kernel's first visit) greedy selection never reaches it; with it, the
+    untried one is chosen, and once it is as well known as the others the best prediction
+    wins again."""
     ranked = kb.rank("sm_90", "memory.dram")[:4]
-    tried = [msgspec.structs.replace(r, attempts=10) for r in ranked[:3]]
-    fourth = msgspec.structs.replace(ranked[3], attempts=0)
+    tried = [msgspec.structs.replace(r, log_gain_sd=0.05) for r in ranked[:3]]
+    fourth = ranked[3]
     assert fourth.predicted_speedup < tried[2].predicted_speedup
     candidates = [*tried, fourth]
+    explore = dict(top_k=3, exploration=0.5, visits=30)
     assert select(candidates, 1, top_k=3, temperature=0) == [tried[0]]
-    assert select(candidates, 1, top_k=3, temperature=0, exploration=0.5) == [fourth]
-    sampled = Counter(
-        select(candidates, 1, top_k=3, exploration=0.5, seed=s)[0].technique for s in range(300)
-    )
+    assert select(candidates, 1, top_k=3, temperature=0, exploration=0.5) == [tried[0]]
+    assert select(candidates, 1, temperature=0, **explore) == [fourth]
+    sampled = Counter(select(candidates, 1, **explore, seed=s)[0].technique for s in range(300))
     assert sampled[fourth.technique] > 0 and tried[0].technique in sampled
-    caught_up = [*tried, msgspec.structs.replace(fourth, attempts=10)]
-    assert select(caught_up, 1, top_k=3, temperature=0, exploration=0.5) == [tried[0]]
+    caught_up = [*tried, msgspec.structs.replace(fourth, log_gain_sd=0.05)]
+    assert select(caught_up, 1, temperature=0, **explore) == [tried[0]]
 
 
-def test_the_loop_explores_by_the_requests_coefficient(kb, tmp_path):
-    """agents.loop's choice of technique follows the request's exploration: a state whose best
-    techniques were tried many times gets an untried one at exploration > 0, greedily."""
+def test_a_rollout_back_at_a_kernel_tries_an_untried_branch(kb):
+    """The loop's default selection (OptimizeRequest's): on a kernel's first visit the best
+    prediction; once a rollout measured a technique there (a modest 1.4x, which still leads
+    the prediction), a rollout coming back to the kernel tries one never tried there instead
+    of walking the known branch again. Exploration 0 walks it again."""
     from kernelblaster.agents.loop import _choose
     from kernelblaster.harness.protocol.records import PerfState
 
     state = PerfState(
         kernel="k", arch="sm_90", bottleneck="memory", state="memory.dram", summary=""
     )
-    top = kb.rank("sm_90", "memory.dram")[:3]
-    for ranked in top:
-        for _ in range(6):
-            kb.record(make_attempt(technique=ranked.technique, measured_speedup=1.1))
-    ranked = kb.rank("sm_90", "memory.dram")
-    greedy = dict(source_hash=None, k=3, forced=None, seed=1, temperature=0)
-    chosen = _choose(kb, state, **greedy, exploration=0.0)
-    explored = _choose(kb, state, **greedy, exploration=1.0)
-    assert chosen is not None and chosen.technique == ranked[0].technique
-    assert explored is not None and explored.attempts == 0
+    defaults = OptimizeRequest(source="", source_text="", kernel="")
+    choose = dict(
+        source_hash="here", kernel_hash="here", k=defaults.top_k, forced=None, seed=1,
+        temperature=defaults.temperature,
+    )  # fmt: skip
+    first = _choose(kb, state, **choose, exploration=defaults.exploration)
+    assert first is not None
+    assert first.technique == kb.rank("sm_90", "memory.dram")[0].technique
+    kb.record(make_attempt(technique=first.technique, source_hash="here", measured_speedup=1.8))
+    again = kb.rank("sm_90", "memory.dram", source_hash="here")
+    assert again[0].technique == first.technique  # still the best prediction
+    back = _choose(kb, state, **choose, exploration=defaults.exploration)
+    assert back is not None and back.technique != first.technique and back.attempts == 0
+    assert _choose(kb, state, **choose, exploration=0.0).technique == first.technique
 
 
 def test_a_technique_that_failed_on_this_very_kernel_is_not_chosen_again(kb):
     """avoid_failed: the loop's choice skips techniques already tried without success on the
     kernel the step starts from (its source hash), not those that failed on other kernels of
-    the same state; a success stays choosable; when everything failed here, all come back."""
+    the same state; a success stays choosable; when everything failed here, none is left."""
     from kernelblaster.agents.loop import _choose
     from kernelblaster.harness.protocol.records import PerfState
 
@@ -234,14 +261,17 @@ def test_a_technique_that_failed_on_this_very_kernel_is_not_chosen_again(kb):
     )  # fmt: skip
     third = _choose(kb, state, source_hash="here", **greedy).technique
     assert third not in (best, second)
-    kb.record(make_attempt(technique=best, source_hash="here", measured_speedup=1.5))
+    kb.record(make_attempt(technique=best, source_hash="here", measured_speedup=2.5))
     assert _choose(kb, state, source_hash="here", **greedy).technique == best  # a success here
     for ranked_technique in ranked:
         kb.record(
             make_attempt(technique=ranked_technique.technique, source_hash="hopeless",
                          outcome="wrong_result")
         )  # fmt: skip
-    assert _choose(kb, state, source_hash="hopeless", **greedy) is not None
+    # everything failed here: nothing is left to try and the rollout ends (it used to try
+    # one of the failures again)
+    assert _choose(kb, state, source_hash="hopeless", **greedy) is None
+    assert _choose(kb, state, source_hash=None, **greedy) is not None  # the rule is off
 
 
 def test_the_classifiers_compute_states_are_catalog_states(kb):

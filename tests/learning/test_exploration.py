@@ -1,0 +1,59 @@
+"""A new user's search through the real loop in replay (the fixture table, an empty SQLite KB,
+OptimizeRequest's default selection): rollouts that come back to the original kernel branch
+to what was not tried there, and a kernel whose every technique failed ends its rollout
+instead of spending steps on the same failure."""
+
+from __future__ import annotations
+
+from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
+from kernelblaster.settings import Settings
+
+DEFAULTS = OptimizeRequest(source="", source_text="", kernel="")
+
+
+def optimize(replay, kb, **fields):
+    """The product's optimize on `replay`'s naive kernel, with its default selection unless
+    `fields` say otherwise; the loop chooses among the library's rewrites. What each step
+    started from, tried, and reached."""
+    outcome = replay.optimize(kb, replay.request(seed=1, settings=Settings(), **fields))
+    assert outcome.error is None, outcome.error
+    return [(s.source, s.technique, s.target) for s in replay.steps]
+
+
+def test_a_second_rollout_branches_to_what_the_first_left_untried(replay_of, kb):
+    """row_sum's naive kernel offers coalescing (the prior's first choice) and more
+    parallelism. The first rollout coalesces and vectorizes; the second, back at the naive
+    kernel with coalescing measured there, tries more parallelism instead of coalescing
+    again. Without the optimism bonus it walks the known branch again."""
+    assert DEFAULTS.temperature == 0.0 and DEFAULTS.exploration > 0
+    steps = optimize(replay_of("row_sum"), kb, rollouts=2, depth=2)
+    assert steps[:2] == [
+        ("naive", "coalesce_global_access", "warp_row"),
+        ("warp_row", "vectorized_loads", "warp_row_vec4"),
+    ]
+    assert steps[2] == ("naive", "increase_parallelism", "warp_row")
+
+
+def test_without_exploration_the_second_rollout_repeats_the_first(replay_of, tmp_path):
+    from kernelblaster.kb.store import KnowledgeBase
+
+    with KnowledgeBase.open(tmp_path / "greedy.sqlite3") as kb:
+        steps = optimize(replay_of("row_sum"), kb, rollouts=2, depth=2, exploration=0.0)
+    assert steps[2] == ("naive", "coalesce_global_access", "warp_row")
+
+
+def test_a_kernel_whose_every_technique_failed_ends_its_rollout(replay_of, kb):
+    """softmax: block_row_shfl's only rewrite in the library computes the wrong thing. Once it
+    failed there, the rollout stops (3 of its 4 steps) rather than trying it again; the next
+    rollout gets the step."""
+    steps = optimize(replay_of("softmax"), kb, rollouts=1, depth=4)
+    assert steps == [
+        ("naive", "coalesce_global_access", "block_row"),
+        ("block_row", "warp_shuffle_reduction", "block_row_shfl"),
+        ("block_row_shfl", "algebraic_simplification", "online_shfl_wrong"),
+    ]
+    attempts = kb.attempts()
+    assert len(attempts) == 3
+    assert [a.outcome for a in attempts if a.technique == "algebraic_simplification"] == [
+        "wrong_result"
+    ]
