@@ -14,9 +14,12 @@ Protocol: for each of N orderings, the kernels of each family are dealt into tra
 held-out (kernels are held out, not families: a held-out kernel's states and findings recur in
 training). Arms:
 - persistent: one KB across the ordering's tasks; the selection explores on training tasks
-  (--temperature, --exploration: UCB bonus) and is greedy on held-out ones;
-- greedy: the same, greedy on training tasks too;
-- fresh: a new, empty KB for every task, greedy (no memory);
+  (--temperature, --exploration: its optimism bonus) and is the product's default on held-out
+  ones (OptimizeRequest's temperature and exploration: what `kernelblaster optimize` and the
+  editor's Optimize use);
+- persistent_default: the same, with the product's default selection on training tasks too
+  (what a user's own runs would have taught the KB);
+- fresh: a new, empty KB for every task, the product's default selection (a new user);
 - uniform: uniform random among every technique the ranking offers for the state;
 - oracle: the best kernel the loop can reach within the budget (learning_eval.reachable: the
   ranking's candidates only, no step past the roof, continuing only from kept candidates);
@@ -34,7 +37,9 @@ bench/learning_tune.py tunes the selection with this experiment's arms, on train
 
 Writes bench/results/learning-<gpu>.json (top-level summary: tasks, families,
 held_out_kernels, ratio_persistent_fresh, ceiling_leave_one_out, ceiling_same_kernel,
-prediction_error, gate; the per-arm detail beside them) and a plot (learning-<gpu>.png).
+prediction_error, gate; the per-arm detail beside them), then, where matplotlib is installed
+(the [dev] extra), a plot (learning-<gpu>.png). Without --table it replays the table that
+measures the most kernels and trains the transfer arm on the others.
 """
 
 from __future__ import annotations
@@ -55,8 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/, for common
 import learning_eval as evaluation
 from common import REPO, RESULTS, repo_relative, slug
 
-from kernelblaster.agents.loop import OptimizeRun, run_optimization
-from kernelblaster.agents.replay import ReplayModel, ReplayStep, ReplayTask
+from kernelblaster.agents.replay import ReplayStep, ReplayTask
 from kernelblaster.agents.replay_table import (
     NAIVE,
     LearningTable,
@@ -72,7 +76,8 @@ from kernelblaster.settings import Settings
 
 BENCH = Path(__file__).resolve().parent
 LIBRARY = BENCH / "learning" / "tasks"
-LEARNING_ARMS = ("persistent", "greedy", "fresh")  # arms whose predictions come from a KB
+# arms whose predictions come from a KB
+LEARNING_ARMS = ("persistent", "persistent_default", "fresh")
 SUMMARY_BUDGETS = (1, 2, 4)
 CEILING_GATE = 1.3  # leave-one-out ceiling at budget 2 below which the suite can't show memory
 SETTINGS = Settings()
@@ -86,9 +91,13 @@ class Config(msgspec.Struct, kw_only=True):
     rollouts: int = 3
     depth: int = 4
     top_k: int = LOOP.top_k
-    temperature: float = 1.0  # the persistent arm's selection on training tasks
-    exploration: float = 0.5  # its UCB bonus there (kb.ranking.select)
-    held_out_greedy: bool = True  # held-out tasks (every arm but uniform): temperature 0
+    # The persistent arm's selection on training tasks: greedy with a large optimism bonus
+    # (kb.ranking.select), so its KB measures what it knows least (chosen by cross-validation
+    # on training tasks; docs/learning.md)
+    temperature: float = 0.0
+    exploration: float = 2.0
+    # held-out tasks (every arm but uniform) with the product's default selection
+    held_out_default: bool = True
     avoid_failed: bool = LOOP.avoid_failed  # skip what already failed on a step's kernel
     prior_strength: float = ranking.PRIOR_STRENGTH
     bootstrap: int = 2000
@@ -130,10 +139,7 @@ def run_task(
 ) -> TaskRun:
     """One replay of `task` with `kb`; `trace`, when given, receives what each step tried."""
     replay = ReplayTask(task, table, rng=random.Random(seed))
-    request = OptimizeRequest(
-        source=str(replay.source),
-        source_text=replay.naive_text,
-        kernel=task.task,
+    request = replay.request(
         rollouts=config.rollouts,
         depth=config.depth,
         top_k=k,
@@ -141,19 +147,9 @@ def run_task(
         temperature=temperature,
         exploration=exploration,
         avoid_failed=config.avoid_failed,
-        proposals=0,  # the replay has no model to propose and no rewrite of a proposal
         settings=SETTINGS,
     )
-    outcome = run_optimization(
-        OptimizeRun(
-            request=request,
-            client=ReplayModel(),  # type: ignore[arg-type]  # answers only what the replay needs
-            kb=kb,
-            evaluate=replay.evaluate,
-            lower=replay.lower,
-            offered=replay.offered,
-        )
-    )
+    outcome = replay.optimize(kb, request)
     if outcome.error is not None:
         raise RuntimeError(f"replay of {task.task} failed: {outcome.error}")
     assert len(outcome.steps) == len(replay.steps), "one lowering call per loop step"
@@ -225,8 +221,8 @@ def run_arm(
     `<label>-<ordering>-<position>` in `scratch`."""
     ranking.PRIOR_STRENGTH = config.prior_strength  # the arm's, whatever the shipped value
     k, temperature, exploration = config.top_k, config.temperature, config.exploration
-    if arm in ("greedy", "fresh"):
-        temperature, exploration = 0.0, 0.0
+    if arm in ("persistent_default", "fresh"):
+        temperature, exploration = LOOP.temperature, LOOP.exploration
     elif arm == "uniform":
         k, temperature, exploration = 1000, math.inf, 0.0  # every ranked technique alike
     sequence = [(t, False) for t in train if arm != "uniform"] + [(t, True) for t in test]
@@ -241,12 +237,12 @@ def run_arm(
                 kb = KnowledgeBase.open(scratch / f"{label or arm}-{index}-{position}.sqlite3")
             source = train_table if (train_table is not None and not held_out) else table
             seed = config.seed * 1_000_003 + index * 1000 + position
-            greedy = held_out and config.held_out_greedy and arm != "uniform"
+            default = held_out and config.held_out_default and arm != "uniform"
             runs.append(
                 run_task(
                     task, source, kb, config, seed=seed, k=k, held_out=held_out,
-                    temperature=0.0 if greedy else temperature,
-                    exploration=0.0 if greedy else exploration,
+                    temperature=LOOP.temperature if default else temperature,
+                    exploration=LOOP.exploration if default else exploration,
                 )
             )  # fmt: skip
     finally:
@@ -267,9 +263,10 @@ def oracle_best(task: Task, table: LearningTable, config: Config) -> list[float]
 
 
 def ceilings(tasks: list[Task], table: LearningTable, config: Config, scratch: Path) -> dict:
-    """Greedy replays of every task with a KB seeded from the table, over an empty KB's: seeded
-    with the task's own edges (same kernel) and with every other task's (leave-one-out). Per
-    budget, the geomean over tasks of the ratio (each task's mean over ceiling_seeds replays)."""
+    """Replays of every task with the product's default selection and a KB seeded from the
+    table, over an empty KB's: seeded with the task's own edges (same kernel) and with every
+    other task's (leave-one-out). Per budget, the geomean over tasks of the ratio (each task's
+    mean over ceiling_seeds replays)."""
     ranking.PRIOR_STRENGTH = config.prior_strength
     logs: dict[str, dict[str, list[float]]] = {"same_kernel": {}, "leave_one_out": {}, "none": {}}
     for number, task in enumerate(tasks):
@@ -286,8 +283,8 @@ def ceilings(tasks: list[Task], table: LearningTable, config: Config, scratch: P
                     evaluation.seed_kb(kb, seeded, table, config.depth)
                     seed = config.seed * 7_000_003 + number * 100 + replay
                     run = run_task(
-                        task, table, kb, config, seed=seed, temperature=0.0, exploration=0.0,
-                        k=config.top_k, held_out=True,
+                        task, table, kb, config, seed=seed, temperature=LOOP.temperature,
+                        exploration=LOOP.exploration, k=config.top_k, held_out=True,
                     )  # fmt: skip
                 curves.append(np.log(run.best))
             logs[name][task.task] = np.mean(curves, axis=0).tolist()
@@ -457,7 +454,7 @@ def run(config: Config) -> dict:
     table, others = tables[0], tables[1:]
     library = load_library(LIBRARY)
     tasks = measured_tasks(library, table, config.tables[0])
-    arms = ["persistent", "greedy", "fresh", "uniform"]
+    arms = ["persistent", "persistent_default", "fresh", "uniform"]
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=fast_scratch()) as name:
         scratch = Path(name)
@@ -476,7 +473,7 @@ def run(config: Config) -> dict:
     summary = summarize(runs, oracle, config)
     comparisons = {
         f"{a} / {b}": paired_ratio(runs, a, b, config)
-        for a, b in (("persistent", "fresh"), ("greedy", "fresh"))
+        for a, b in (("persistent", "fresh"), ("persistent_default", "fresh"))
     }
     if not others:
         summary["transfer"] = {"skipped": "only one GPU's table: measure another GPU to compare"}
@@ -590,10 +587,10 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip techniques already tried without success on the kernel a step starts from",
     )
     parser.add_argument(
-        "--held-out-greedy",
+        "--held-out-default",
         action=argparse.BooleanOptionalAction,
-        default=DEFAULTS.held_out_greedy,
-        help="held-out tasks with temperature 0 and no exploration (every arm but uniform)",
+        default=DEFAULTS.held_out_default,
+        help="held-out tasks with the product's default selection (every arm but uniform)",
     )
     parser.add_argument("--prior-strength", type=float, default=DEFAULTS.prior_strength)
     parser.add_argument("--bootstrap", type=int, default=DEFAULTS.bootstrap)
@@ -618,7 +615,7 @@ def config_of(args: argparse.Namespace, tables: list[Path]) -> Config:
         temperature=args.temperature,
         exploration=args.exploration,
         avoid_failed=args.avoid_failed,
-        held_out_greedy=args.held_out_greedy,
+        held_out_default=args.held_out_default,
         prior_strength=args.prior_strength,
         bootstrap=args.bootstrap,
         ceiling_seeds=args.ceiling_seeds,
@@ -628,8 +625,11 @@ def config_of(args: argparse.Namespace, tables: list[Path]) -> Config:
 
 
 def measured_tables() -> list[Path]:
-    """Every bench/results/learning-table-*.json; none: says what to do and exits."""
-    tables = sorted(RESULTS.glob("learning-table-*.json"))
+    """Every bench/results/learning-table-*.json, the one measuring the most kernels first (it
+    is replayed; the others train the transfer arm); none: says what to do and exits."""
+    tables = sorted(
+        RESULTS.glob("learning-table-*.json"), key=lambda p: (-len(read_table(p).measurements), p)
+    )
     if not tables:
         raise SystemExit(
             "error: no learning table: run bench/learning/measure.py on a GPU first, or pass "
@@ -639,11 +639,18 @@ def measured_tables() -> list[Path]:
 
 
 def write_result(result: dict, out: Path, image: Path) -> None:
-    """The result JSON at `out` and its plot at `image`."""
+    """The result JSON at `out`, then, where matplotlib is installed, its plot at `image`: a
+    missing plotting library never costs the result."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(msgspec.json.format(msgspec.json.encode(result), indent=1).decode() + "\n")
-    plot(result, image)
-    print(f"wrote {out} and {image} in {result['seconds']} s")
+    print(f"wrote {out} in {result['seconds']} s")
+    try:
+        plot(result, image)
+    except ImportError as exc:  # plot() imports nothing but matplotlib
+        print(f"no plot: matplotlib can't be imported ({exc}; it comes with pip install -e "
+              f"'.[dev]'); {image} not drawn")  # fmt: skip
+        return
+    print(f"wrote {image}")
 
 
 def main(argv: list[str] | None = None) -> int:

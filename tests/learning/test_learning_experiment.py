@@ -4,21 +4,24 @@ curves never fall with more budget, wasted steps never exceed the budget)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 
 import numpy as np
-import pytest
 from bench_scripts import REPO
 from fixture_table import LIBRARY
 
 from kernelblaster.agents.replay_table import load_library
 
-# the bench scripts these tests run draw their plots with matplotlib (the [dev] extra)
-pytest.importorskip("matplotlib", reason="the bench scripts draw plots: pip install -e '.[dev]'")
+ARMS = ("persistent", "persistent_default", "fresh", "uniform")
+PNG = b"\x89PNG\r\n\x1a\n"
 
-ARMS = ("persistent", "greedy", "fresh", "uniform")
+
+def _has_matplotlib() -> bool:
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def test_tiny_experiment(tmp_path, table_path):
@@ -34,7 +37,8 @@ def test_tiny_experiment(tmp_path, table_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
-    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if _has_matplotlib():  # the plot is drawn only where matplotlib is (the [dev] extra)
+        assert plot.read_bytes()[:8] == PNG
     assert result["budgets"] == [1, 2, 3, 4, 5, 6]
     assert sorted(result["tasks"]) == ["gelu", "layernorm", "matmul", "row_sum", "softmax"]
     library = {t.task for t in load_library(LIBRARY)}
@@ -87,6 +91,30 @@ def test_tiny_experiment(tmp_path, table_path):
     # the oracle's best within a rollout on this table: softmax's and layernorm's
     # block_row -> online -> online_vec4 chain, matmul's 3xTF32, ...
     assert arms["oracle"]["best_speedup"]["mean"][-1] > 5
+
+
+def test_without_matplotlib_the_result_is_written_and_the_plot_is_said_missing(
+    tmp_path, table_path
+):
+    """matplotlib is optional (the [dev] extra): a run where it can't be imported writes its
+    JSON, says the plot was not drawn and why, and succeeds."""
+    blocker = tmp_path / "no-matplotlib"
+    (blocker / "matplotlib").mkdir(parents=True)
+    (blocker / "matplotlib" / "__init__.py").write_text("raise ImportError('blocked by the test')")
+    out, plot = tmp_path / "learning.json", tmp_path / "learning.png"
+    done = subprocess.run(
+        [
+            sys.executable, str(REPO / "bench" / "learning.py"), "--table", str(table_path),
+            "--orderings", "1", "--rollouts", "1", "--depth", "2", "--bootstrap", "20",
+            "--no-drop-families", "--ceiling-seeds", "1", "--out", str(out), "--plot", str(plot),
+        ],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(blocker)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["budgets"] == [1, 2]
+    assert not plot.exists()
+    assert "no plot: matplotlib can't be imported (blocked by the test" in done.stdout
 
 
 def test_without_a_table_it_says_what_to_do(tmp_path):
