@@ -471,10 +471,8 @@ def run(config: Config) -> dict:
             )
             dropped[family] = ratio_over_tasks(without, config)["by_budget"]
     summary = summarize(runs, oracle, config)
-    comparisons = {
-        f"{a} / {b}": paired_ratio(runs, a, b, config)
-        for a, b in (("persistent", "fresh"), ("persistent_default", "fresh"))
-    }
+    learned = ["persistent", "persistent_default", *(a for a in runs if a.startswith("transfer"))]
+    comparisons = {f"{a} / fresh": paired_ratio(runs, a, "fresh", config) for a in learned}
     if not others:
         summary["transfer"] = {"skipped": "only one GPU's table: measure another GPU to compare"}
     over_tasks = ratio_over_tasks(runs, config)

@@ -151,9 +151,13 @@ def test_with_a_second_gpus_table_the_transfer_arm_runs(tmp_path, table_path, ta
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    arms = json.loads(out.read_text())["arms"]
+    result = json.loads(out.read_text())
+    arms = result["arms"]
     transfer = arms["transfer from NVIDIA H200 (test fixture)"]
     assert "transfer" not in arms
+    # paired with the fresh arm ordering by ordering, as the persistent arms are
+    comparison = result["comparisons"]["transfer from NVIDIA H200 (test fixture) / fresh"]
+    assert len(comparison["mean"]) == 3 and len(comparison["orderings_ahead"]) == 3
     oracle = np.array(arms["oracle"]["per_ordering"])
     assert (np.array(transfer["per_ordering"]) <= oracle + 1e-9).all()
 
