@@ -13,17 +13,19 @@ learning rule can show a benefit on this suite, and the summary says so (`gate`)
 Protocol: for each of N orderings, the kernels of each family are dealt into training and
 held-out (kernels are held out, not families: a held-out kernel's states and findings recur in
 training). Arms:
-- persistent: one KB across the ordering's tasks; the selection explores on training tasks
-  (--temperature, --exploration: its optimism bonus) and is the product's default on held-out
-  ones (OptimizeRequest's temperature and exploration: what `kernelblaster optimize` and the
-  editor's Optimize use);
-- persistent_default: the same, with the product's default selection on training tasks too
-  (what a user's own runs would have taught the KB);
+- persistent: the KB a user gets: one KB across the ordering's tasks, trained on the training
+  tasks by the product exactly as a user runs it (`run_optimization` with OptimizeRequest's
+  defaults: its rollouts, depth and selection, as `kernelblaster optimize` and the editor's
+  Optimize send it), then the product's default selection on held-out ones;
+- persistent_exploring (research, no product setting): the same, trained with
+  --temperature/--exploration (greedy with an optimism bonus of 2): what a KB that measured
+  what it knew least would give;
 - fresh: a new, empty KB for every task, the product's default selection (a new user);
 - uniform: uniform random among every technique the ranking offers for the state;
 - oracle: the best kernel the loop can reach within the budget (learning_eval.reachable: the
   ranking's candidates only, no step past the roof, continuing only from kept candidates);
-- transfer: a KB trained on another GPU's table, then tested on this one (with two tables).
+- transfer: a KB trained as persistent's is, on another GPU's table, then tested on this one
+  (with two tables).
 Each task gets `rollouts x depth` steps; the curve at budget b is the best verified kernel after
 the first b steps. Reported: the held-out geomean best speedup vs budget, regret vs the oracle,
 wasted steps, per arm with bootstrap intervals over orderings; persistent / fresh with a
@@ -77,11 +79,37 @@ from kernelblaster.settings import Settings
 BENCH = Path(__file__).resolve().parent
 LIBRARY = BENCH / "learning" / "tasks"
 # arms whose predictions come from a KB
-LEARNING_ARMS = ("persistent", "persistent_default", "fresh")
+LEARNING_ARMS = ("persistent", "persistent_exploring", "fresh")
 SUMMARY_BUDGETS = (1, 2, 4)
 CEILING_GATE = 1.3  # leave-one-out ceiling at budget 2 below which the suite can't show memory
 SETTINGS = Settings()
 LOOP = OptimizeRequest(source="", source_text="", kernel="")  # the loop's defaults
+
+
+class Selection(msgspec.Struct, frozen=True, kw_only=True):
+    """How the loop runs on one task: the OptimizeRequest fields the bench sets."""
+
+    rollouts: int
+    depth: int
+    top_k: int
+    temperature: float
+    exploration: float
+    avoid_failed: bool
+
+    @property
+    def budget(self) -> int:
+        return self.rollouts * self.depth
+
+
+# What a user's own runs are: OptimizeRequest's defaults, as the CLI and the editor send them.
+PRODUCT = Selection(
+    rollouts=LOOP.rollouts,
+    depth=LOOP.depth,
+    top_k=LOOP.top_k,
+    temperature=LOOP.temperature,
+    exploration=LOOP.exploration,
+    avoid_failed=LOOP.avoid_failed,
+)
 
 
 class Config(msgspec.Struct, kw_only=True):
@@ -91,9 +119,9 @@ class Config(msgspec.Struct, kw_only=True):
     rollouts: int = 3
     depth: int = 4
     top_k: int = LOOP.top_k
-    # The persistent arm's selection on training tasks: greedy with a large optimism bonus
-    # (kb.ranking.select), so its KB measures what it knows least (chosen by cross-validation
-    # on training tasks; docs/learning.md)
+    # The research arm persistent_exploring's selection on training tasks (no product setting):
+    # greedy with a large optimism bonus (kb.ranking.select), so its KB measures what it knows
+    # least. The persistent arm trains with the product's (PRODUCT).
     temperature: float = 0.0
     exploration: float = 2.0
     # held-out tasks (every arm but uniform) with the product's default selection
@@ -108,6 +136,26 @@ class Config(msgspec.Struct, kw_only=True):
     @property
     def budget(self) -> int:
         return self.rollouts * self.depth
+
+    @property
+    def held_out_selection(self) -> Selection:
+        """The measured protocol (rollouts x depth) with the product's default selection."""
+        return Selection(
+            rollouts=self.rollouts,
+            depth=self.depth,
+            top_k=self.top_k,
+            temperature=LOOP.temperature,
+            exploration=LOOP.exploration,
+            avoid_failed=self.avoid_failed,
+        )
+
+    @property
+    def configured_selection(self) -> Selection:
+        """The protocol with --temperature and --exploration (persistent_exploring's training,
+        and what bench/learning_tune.py tunes)."""
+        return msgspec.structs.replace(
+            self.held_out_selection, temperature=self.temperature, exploration=self.exploration
+        )
 
 
 class TaskRun(msgspec.Struct, kw_only=True):
@@ -131,24 +179,14 @@ def run_task(
     config: Config,
     *,
     seed: int,
-    temperature: float,
-    exploration: float,
-    k: int,
+    selection: Selection,
     held_out: bool,
     trace: list[ReplayStep] | None = None,
 ) -> TaskRun:
-    """One replay of `task` with `kb`; `trace`, when given, receives what each step tried."""
+    """One replay of `task` with `kb` run as `selection` says; `trace`, when given, receives
+    what each step tried."""
     replay = ReplayTask(task, table, rng=random.Random(seed))
-    request = replay.request(
-        rollouts=config.rollouts,
-        depth=config.depth,
-        top_k=k,
-        seed=seed,
-        temperature=temperature,
-        exploration=exploration,
-        avoid_failed=config.avoid_failed,
-        settings=SETTINGS,
-    )
+    request = replay.request(**msgspec.structs.asdict(selection), seed=seed, settings=SETTINGS)
     outcome = replay.optimize(kb, request)
     if outcome.error is not None:
         raise RuntimeError(f"replay of {task.task} failed: {outcome.error}")
@@ -173,7 +211,7 @@ def run_task(
         run.errors.append(abs(math.log(step.predicted_speedup) - math.log(realized)))
         run.best.append(best)
         run.wasted.append(wasted)
-    while len(run.best) < config.budget:  # every rollout stopped early (at the roof)
+    while len(run.best) < selection.budget:  # every rollout stopped early (at the roof)
         run.best.append(best)
         run.wasted.append(wasted)
     return run
@@ -220,11 +258,6 @@ def run_arm(
     with the training tasks replayed from `train_table` when given. Its KBs are files
     `<label>-<ordering>-<position>` in `scratch`."""
     ranking.PRIOR_STRENGTH = config.prior_strength  # the arm's, whatever the shipped value
-    k, temperature, exploration = config.top_k, config.temperature, config.exploration
-    if arm in ("persistent_default", "fresh"):
-        temperature, exploration = LOOP.temperature, LOOP.exploration
-    elif arm == "uniform":
-        k, temperature, exploration = 1000, math.inf, 0.0  # every ranked technique alike
     sequence = [(t, False) for t in train if arm != "uniform"] + [(t, True) for t in test]
     memoryless = arm in ("fresh", "uniform")
     runs = []
@@ -237,18 +270,33 @@ def run_arm(
                 kb = KnowledgeBase.open(scratch / f"{label or arm}-{index}-{position}.sqlite3")
             source = train_table if (train_table is not None and not held_out) else table
             seed = config.seed * 1_000_003 + index * 1000 + position
-            default = held_out and config.held_out_default and arm != "uniform"
+            selection = selection_of(arm, config, held_out=held_out)
             runs.append(
                 run_task(
-                    task, source, kb, config, seed=seed, k=k, held_out=held_out,
-                    temperature=LOOP.temperature if default else temperature,
-                    exploration=LOOP.exploration if default else exploration,
+                    task, source, kb, config, seed=seed, selection=selection, held_out=held_out
                 )
-            )  # fmt: skip
+            )
     finally:
         if kb is not None:
             kb.close()
     return runs
+
+
+def selection_of(arm: str, config: Config, *, held_out: bool) -> Selection:
+    """How `arm` runs a task: uniform alike everywhere among what the ranking offers; the
+    persistent arm's (and the transfer arm's) training tasks as a user runs the product
+    (PRODUCT), persistent_exploring's with the configured selection; held-out tasks with the
+    product's default selection (or, without held_out_default, the configured one: what
+    bench/learning_tune.py tunes)."""
+    if arm == "uniform":  # every ranked technique alike
+        return msgspec.structs.replace(
+            config.held_out_selection, top_k=1000, temperature=math.inf, exploration=0.0
+        )
+    if arm == "fresh" or (held_out and config.held_out_default):
+        return config.held_out_selection
+    if arm == "persistent" and not held_out:
+        return PRODUCT
+    return config.configured_selection
 
 
 def oracle_best(task: Task, table: LearningTable, config: Config) -> list[float]:
@@ -283,8 +331,8 @@ def ceilings(tasks: list[Task], table: LearningTable, config: Config, scratch: P
                     evaluation.seed_kb(kb, seeded, table, config.depth)
                     seed = config.seed * 7_000_003 + number * 100 + replay
                     run = run_task(
-                        task, table, kb, config, seed=seed, temperature=LOOP.temperature,
-                        exploration=LOOP.exploration, k=config.top_k, held_out=True,
+                        task, table, kb, config, seed=seed,
+                        selection=config.held_out_selection, held_out=True,
                     )  # fmt: skip
                 curves.append(np.log(run.best))
             logs[name][task.task] = np.mean(curves, axis=0).tolist()
@@ -454,7 +502,7 @@ def run(config: Config) -> dict:
     table, others = tables[0], tables[1:]
     library = load_library(LIBRARY)
     tasks = measured_tasks(library, table, config.tables[0])
-    arms = ["persistent", "persistent_default", "fresh", "uniform"]
+    arms = ["persistent", "persistent_exploring", "fresh", "uniform"]
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=fast_scratch()) as name:
         scratch = Path(name)
@@ -471,7 +519,7 @@ def run(config: Config) -> dict:
             )
             dropped[family] = ratio_over_tasks(without, config)["by_budget"]
     summary = summarize(runs, oracle, config)
-    learned = ["persistent", "persistent_default", *(a for a in runs if a.startswith("transfer"))]
+    learned = ["persistent", "persistent_exploring", *(a for a in runs if a.startswith("transfer"))]
     comparisons = {f"{a} / fresh": paired_ratio(runs, a, "fresh", config) for a in learned}
     if not others:
         summary["transfer"] = {"skipped": "only one GPU's table: measure another GPU to compare"}

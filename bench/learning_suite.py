@@ -250,8 +250,8 @@ def analyse(
     trace: list[ReplayStep] = []
     with KnowledgeBase.open(scratch / f"fresh-{task.task}.sqlite3") as kb:
         fresh = learning.run_task(
-            task, table, kb, config, seed=config.seed, temperature=learning.LOOP.temperature,
-            exploration=learning.LOOP.exploration, k=config.top_k, held_out=True, trace=trace,
+            task, table, kb, config, seed=config.seed, selection=config.held_out_selection,
+            held_out=True, trace=trace,
         )  # fmt: skip
     oracle = learning.oracle_best(task, table, config)
     chain = best_chain(task.task, table, min(2, config.depth))

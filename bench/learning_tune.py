@@ -52,6 +52,9 @@ from kernelblaster.agents.replay_table import (
 
 experiment = bench_module("learning.py")
 
+# The learning arm whose training tasks (and, without held_out_default, held-out ones) run with
+# the configured selection: the setting under test, everywhere.
+TUNED = "persistent_exploring"
 SMALL_BUDGET = 4  # the budgets a user waits for: one rollout's steps
 GRID = {  # 48 settings
     "prior_strength": [0.03, 0.1, 0.3, 1.0],
@@ -150,7 +153,7 @@ def cv_scores(
     for number, fold in enumerate(folds):
         others = [t for t in train if t not in fold]
         runs = experiment.run_arm(
-            "persistent", others, fold, table, config, scratch, index, label=f"cv{number}-{name}"
+            TUNED, others, fold, table, config, scratch, index, label=f"cv{number}-{name}"
         )
         scores += small_budget_score(runs, small_budget)
     return scores
@@ -199,9 +202,9 @@ def tune_ordering(
         best = choose(settings, scores)
         runs = {}
         for name_, setting in (("defaults", settings[0]), ("tuned", best)):
-            for arm in ("persistent", "fresh"):
+            for arm, replayed in (("persistent", TUNED), ("fresh", "fresh")):
                 runs[f"{arm} ({name_})"] = experiment.run_arm(
-                    arm, train, test, table, configured(config, setting), scratch, index,
+                    replayed, train, test, table, configured(config, setting), scratch, index,
                     label=f"{arm}-{name_}",
                 )  # fmt: skip
     return OrderingTuning(
@@ -323,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     # --prior-strength, --temperature, --exploration, --avoid-failed: the setting the tuned one
     # is compared with (the loop's defaults unless told otherwise)
     experiment.add_experiment_arguments(parser)
+    parser.set_defaults(
+        temperature=experiment.LOOP.temperature, exploration=experiment.LOOP.exploration
+    )
     parser.add_argument("--folds", type=int, default=3, help="CV folds of the training tasks")
     parser.add_argument("--small-budget", type=int, default=SMALL_BUDGET)
     for key, flag in GRID_FLAGS.items():

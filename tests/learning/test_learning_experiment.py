@@ -16,7 +16,7 @@ from fixture_table import LIBRARY
 
 from kernelblaster.agents.replay_table import load_library
 
-ARMS = ("persistent", "persistent_default", "fresh", "uniform")
+ARMS = ("persistent", "persistent_exploring", "fresh", "uniform")
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -190,3 +190,36 @@ def test_a_task_measured_in_part_is_left_out(tmp_path, table):
     result = json.loads(out.read_text())
     assert "softmax" not in result["tasks"] and "softmax" in result["not_fully_measured"]
     assert sorted(result["tasks"]) == ["gelu", "layernorm", "matmul", "row_sum"]
+
+
+def test_the_persistent_arm_is_trained_by_the_product_as_a_user_runs_it(tmp_path, library, table):
+    """The headline arm's KB is what a user's own runs write: a training task replayed by the
+    persistent arm leaves exactly the attempts that `run_optimization` with OptimizeRequest's
+    defaults leaves (its rollouts, depth and selection), whatever the bench's own protocol
+    (2 x 3 here) and the research arm's exploring selection (bonus 2) are."""
+    import random
+
+    from bench_scripts import load_script
+
+    from kernelblaster.agents.replay import ReplayTask
+    from kernelblaster.kb.store import KnowledgeBase
+    from kernelblaster.settings import Settings
+
+    learning = load_script("bench/learning.py")
+    config = learning.Config(tables=[], rollouts=2, depth=3, temperature=0.0, exploration=2.0)
+    softmax = next(t for t in library if t.task == "softmax")
+
+    def attempts(kb):
+        return [(a.source_hash, a.technique, a.outcome) for a in kb.attempts()]
+
+    by_arm = {}
+    for arm in ("persistent", "persistent_exploring"):
+        learning.run_arm(arm, [softmax], [], table, config, tmp_path, 0)
+        with KnowledgeBase.open(tmp_path / f"{arm}-0-0.sqlite3") as kb:
+            by_arm[arm] = attempts(kb)
+    seed = config.seed * 1_000_003  # ordering 0, position 0
+    replay = ReplayTask(softmax, table, rng=random.Random(seed))
+    with KnowledgeBase.open(tmp_path / "user.sqlite3") as kb:
+        replay.optimize(kb, replay.request(seed=seed, settings=Settings()))
+        assert by_arm["persistent"] == attempts(kb)
+    assert by_arm["persistent_exploring"] != by_arm["persistent"]
