@@ -3,12 +3,15 @@ re-profile → re-classify → record, then a textual-gradient policy update.
 
 Each rollout starts from the original kernel; each step samples a technique from the KB's
 ranking for the *current* state (weighted random top-k), so the state is re-derived after every
-verified step, as the paper intends. Every attempt is written to the KB as it happens, so a
-cancelled run keeps what it learned, and rollouts running at the same time rank with each
-other's results as they land. A rollout is a unit of work (`run_rollout`: a picklable
-RolloutPlan in, a RolloutResult out) that `run_optimization` hands to a runner: one after another
-here (`in_sequence`), all at once with their evaluations queued per GPU (agents.rollout_runners),
-or Ray tasks (agents.ray_rollouts). The user's file is never touched here.
+verified step, as the paper intends. A kernel with nothing left to try (at its roof, or every
+technique failed there) is a dead end: the rollout goes back along its branch with the steps
+it has left, and a success that led to one is not re-applied (it would re-derive it). Every
+attempt is written to the KB as it happens, so a cancelled run keeps what it learned, and
+rollouts running at the same time rank with each other's results as they land. A rollout is a
+unit of work (`run_rollout`: a picklable RolloutPlan in, a RolloutResult out) that
+`run_optimization` hands to a runner: one after another here (`in_sequence`), all at once with
+their evaluations queued per GPU (agents.rollout_runners), or Ray tasks (agents.ray_rollouts).
+The user's file is never touched here.
 
 A run is an OptimizeRun: the worker's OptimizeRequest and the live objects it runs with. Its
 result is the OptimizeResult the worker sends to the editor, unchanged; each step is an
@@ -178,6 +181,11 @@ class RolloutServices:
     # (and validating against a KB that does not have them yet).
     proposing: threading.Lock = field(default_factory=threading.Lock)
     offered: Offered = every_technique  # the replay's; live rollouts (any process) offer all
+    # Kernels (source hashes) with nothing left to try: at their roof, or every technique
+    # failed there (in this process: a Ray task has its own). A technique whose successes on a
+    # kernel all led to one of these is not re-applied (`_untried_or_successful`): it would only
+    # re-derive a known dead end.
+    exhausted: set[str] = field(default_factory=set)
 
 
 RunRollouts = Callable[[RolloutPlan, int, RolloutServices], list[RolloutResult]]
@@ -359,40 +367,28 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
     kb, client, request = services.kb, services.client, plan.request
     result = RolloutResult(rollout=rollout)
     current = plan.origin
-    pending: list[_KeptStep] = []  # kept steps with depth left, credited when the rollout ends
+    # kept steps with depth left, credited when their branch ends: pending[i] made path[i + 1]
+    pending: list[_KeptStep] = []
+    path = [current]  # the kernels the rollout went through, the original first
     asked: set[tuple[str, str]] = set()  # (state, source hash) proposals were asked for
     for step_index in range(request.depth):
         if services.cancelled():
             result.cancelled = True
             break
-        if current.state.near_limit:
-            services.report(f"rollout {rollout + 1}: at the roof, stopping", None)
-            break
-        forced = request.technique if (rollout == 0 and step_index == 0) else None
-        proposed = [] if forced else _proposed(plan, services, current, result, asked)
-        seed = request.seed
-        step_seed = None if seed is None else seed + rollout * request.depth + step_index + 1
-        starting_hash = code_hash(current.source)
-        choice = services.in_flight.choose(
-            starting_hash,
-            functools.partial(
-                _choose,
-                kb,
-                current.state,
-                source_hash=starting_hash if request.avoid_failed else None,
-                k=request.top_k,
-                forced=forced,
-                seed=step_seed,
-                temperature=request.temperature,
-                exploration=request.exploration,
-                offered=services.offered(current.source),
-                kernel_hash=starting_hash,
-                among=proposed,
-            ),
-            lambda ranked: ranked.technique,
-        )
+        choose = functools.partial(_next_choice, plan, services, rollout, step_index, result, asked)
+        choice = choose(current)
+        while choice is None and len(path) > 1:
+            # A dead end (at its roof, or nothing left to try) ends its branch, not the rollout:
+            # back to the kernel the branch came from, with the steps left (backtracking).
+            path.pop()
+            _credit_kept(plan, services, result, [pending.pop()])
+            current = path[-1]
+            choice = choose(current)
         if choice is None:
+            if current.state.near_limit:
+                services.report(f"rollout {rollout + 1}: at the roof, stopping", None)
             break
+        starting_hash = code_hash(current.source)
         step = OptimizeStep(
             rollout=rollout,
             depth=step_index,
@@ -420,6 +416,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
         if candidate is not None and depth_left and (improved is not None or enabler):
             step.enabler = enabler
             pending.append(_KeptStep(step, current.time_ms, candidate.time_ms))
+            path.append(candidate)
             if enabler:
                 current = candidate
         else:
@@ -436,10 +433,62 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
             f"{step.predicted_speedup:.2f}x, {_measured(step)}",
             improved.time_ms if improved is not None else None,
         )
+    _credit_kept(plan, services, result, pending)
+    return result
+
+
+def _next_choice(
+    plan: RolloutPlan,
+    services: RolloutServices,
+    rollout: int,
+    step_index: int,
+    result: RolloutResult,
+    asked: set[tuple[str, str]],
+    current: VerifiedKernel,
+) -> RankedTechnique | None:
+    """What step `step_index` of the rollout tries on `current`; None when nothing is left to
+    try there (at its roof, or every technique failed), which marks it exhausted."""
+    request = plan.request
+    starting_hash = code_hash(current.source)
+    if current.state.near_limit:
+        services.exhausted.add(starting_hash)
+        return None
+    forced = request.technique if (rollout == 0 and step_index == 0) else None
+    proposed = [] if forced else _proposed(plan, services, current, result, asked)
+    seed = request.seed
+    step_seed = None if seed is None else seed + rollout * request.depth + step_index + 1
+    choice = services.in_flight.choose(
+        starting_hash,
+        functools.partial(
+            _choose,
+            services.kb,
+            current.state,
+            source_hash=starting_hash if request.avoid_failed else None,
+            k=request.top_k,
+            forced=forced,
+            seed=step_seed,
+            temperature=request.temperature,
+            exploration=request.exploration,
+            offered=services.offered(current.source),
+            kernel_hash=starting_hash,
+            among=proposed,
+            exhausted=services.exhausted,
+        ),
+        lambda ranked: ranked.technique,
+    )
+    if choice is None:
+        services.exhausted.add(starting_hash)
+    return choice
+
+
+def _credit_kept(
+    plan: RolloutPlan, services: RolloutServices, result: RolloutResult, pending: list[_KeptStep]
+) -> None:
+    """Record the kept steps of a branch that ended, each credited with what it reached."""
     for kept in pending:
         kept.judge()
         _record(plan, services, result, kept.step)
-    return result
+    pending.clear()
 
 
 def _enables(technique: str) -> bool:
@@ -614,6 +663,7 @@ def _choose(
     kernel_hash: str | None = None,
     among: Sequence[str] = (),
     busy: Collection[str] = (),
+    exhausted: Collection[str] = (),
 ) -> RankedTechnique | None:
     """What the step tries: `forced`, else a weighted random top-k pick among `among` (just
     proposed) when any of them is ranked, else among the ranking; only techniques in `offered`
@@ -648,7 +698,7 @@ def _choose(
             )
     ranked = [r for r in ranked if r.technique in among] or ranked
     if source_hash is not None:
-        ranked = _untried_or_successful(kb, state, source_hash, ranked)
+        ranked = _untried_or_successful(kb, state, source_hash, ranked, exhausted)
     # What rollouts running alongside are trying on this kernel right now (agents/in_flight.py)
     ranked = [r for r in ranked if r.technique not in busy] or ranked
     picked = select(
@@ -664,15 +714,22 @@ def _choose(
 
 
 def _untried_or_successful(
-    kb: KnowledgeBase, state: PerfState, source_hash: str, ranked: list[RankedTechnique]
+    kb: KnowledgeBase,
+    state: PerfState,
+    source_hash: str,
+    ranked: list[RankedTechnique],
+    exhausted: Collection[str] = (),
 ) -> list[RankedTechnique]:
     """`ranked` without the techniques already tried on this very kernel (`source_hash`)
     without a success: the lowering agent has had its retries at each of them, so trying one
     again spends a step on what this kernel's own record says fails. Successes stay (a rollout
-    from the original re-applies them to go deeper). When every technique has failed here,
-    none is left and the rollout ends: its steps go to the next rollout's other branches."""
+    from the original re-applies them to go deeper), unless each led to an `exhausted` kernel:
+    re-applying one would re-derive a kernel with nothing left to try. When nothing is left
+    here, the rollout ends: its steps go to the next rollout's other branches."""
     tried = kb.attempts(arch=state.arch, state=state.state, source_hash=source_hash)
-    succeeded = {a.technique for a in tried if a.outcome == "success"}
+    succeeded = {
+        a.technique for a in tried if a.outcome == "success" and a.candidate_hash not in exhausted
+    }
     failed = {a.technique for a in tried if a.outcome != "infrastructure"} - succeeded
     return [r for r in ranked if r.technique not in failed]
 

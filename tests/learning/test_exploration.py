@@ -42,18 +42,34 @@ def test_without_exploration_the_second_rollout_repeats_the_first(replay_of, tmp
     assert steps[2] == ("naive", "coalesce_global_access", "warp_row")
 
 
-def test_a_kernel_whose_every_technique_failed_ends_its_rollout(replay_of, kb):
+def test_a_dead_end_sends_the_rollout_back_along_its_branch(replay_of, kb):
     """softmax: block_row_shfl's only rewrite in the library computes the wrong thing. Once it
-    failed there, the rollout stops (3 of its 4 steps) rather than trying it again; the next
-    rollout gets the step."""
+    failed there, that kernel has nothing left to try; nor has block_row, whose one other
+    rewrite led to it. The rollout goes back along its branch with the step it has left (to
+    the original, which still has more parallelism to try) instead of ending, and tries the
+    failure only once."""
     steps = optimize(replay_of("softmax"), kb, rollouts=1, depth=4)
     assert steps == [
         ("naive", "coalesce_global_access", "block_row"),
         ("block_row", "warp_shuffle_reduction", "block_row_shfl"),
         ("block_row_shfl", "algebraic_simplification", "online_shfl_wrong"),
+        ("naive", "increase_parallelism", "block_row"),
     ]
     attempts = kb.attempts()
-    assert len(attempts) == 3
+    assert len(attempts) == 4
     assert [a.outcome for a in attempts if a.technique == "algebraic_simplification"] == [
         "wrong_result"
     ]
+    # the kept steps of the branch that ended are credited with what they reached
+    kept = {a.technique: a for a in attempts}
+    assert kept["coalesce_global_access"].outcome == "success"
+    assert kept["warp_shuffle_reduction"].outcome == "success"
+
+
+def test_a_success_that_led_to_a_dead_end_is_not_walked_again(replay_of, kb):
+    """After the first rollout every branch of softmax's naive kernel ends at a kernel with
+    nothing left to try: re-applying coalescing or more parallelism would only re-derive
+    block_row. The second rollout takes no step instead of walking the known branch again."""
+    steps = optimize(replay_of("softmax"), kb, rollouts=2, depth=4)
+    assert len(steps) == 4
+    assert steps[-1] == ("naive", "increase_parallelism", "block_row")
