@@ -521,6 +521,8 @@ def run(config: Config) -> dict:
     summary = summarize(runs, oracle, config)
     learned = ["persistent", "persistent_exploring", *(a for a in runs if a.startswith("transfer"))]
     comparisons = {f"{a} / fresh": paired_ratio(runs, a, "fresh", config) for a in learned}
+    # a new user's search against blind choice, ordering by ordering
+    comparisons["fresh / uniform"] = paired_ratio(runs, "fresh", "uniform", config)
     if not others:
         summary["transfer"] = {"skipped": "only one GPU's table: measure another GPU to compare"}
     over_tasks = ratio_over_tasks(runs, config)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from bench_scripts import REPO
 from fixture_table import LIBRARY
 
@@ -67,6 +68,10 @@ def test_tiny_experiment(tmp_path, table_path):
     arms = result["arms"]
     assert set(arms) == {*ARMS, "oracle", "transfer"}
     assert "only one GPU's table" in arms["transfer"]["skipped"]
+    # a new user's search against blind choice, paired ordering by ordering
+    versus = result["comparisons"]["fresh / uniform"]
+    fresh, uniform = (np.array(arms[a]["per_ordering"]) for a in ("fresh", "uniform"))
+    assert versus["mean"] == pytest.approx(np.exp(np.log(fresh / uniform).mean(axis=0)), abs=1e-4)
 
     oracle = np.array(arms["oracle"]["per_ordering"])
     assert oracle.shape == (4, 6) and (oracle >= 1).all()
