@@ -49,6 +49,7 @@ it accepted; the verdicts, kept or not, are the result's `proposals`."""
 from __future__ import annotations
 
 import functools
+import math
 import threading
 import time
 import uuid
@@ -164,6 +165,27 @@ def _no_progress(step: int, total: int, message: str, best_speedup: float | None
     pass
 
 
+class SearchRecord:
+    """What the rollouts of one run have found, in this process (a Ray task has its own): the
+    fastest verified time, which a technique tried on a kernel the search comes back to must
+    beat to add anything (kb.ranking.select), and the kernels with nothing left to try (source
+    hashes: at their roof, or every technique failed there), whose branch is not walked again
+    (`_untried_or_successful`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.best_ms = math.inf
+        self.exhausted: set[str] = set()
+
+    def verified(self, time_ms: float) -> None:
+        with self._lock:
+            self.best_ms = min(self.best_ms, time_ms)
+
+    def behind(self, time_ms: float) -> float:
+        """How far, in log speedup, a kernel of `time_ms` is behind the fastest found."""
+        return max(0.0, math.log(time_ms / self.best_ms)) if self.best_ms < math.inf else 0.0
+
+
 @dataclass(frozen=True)
 class RolloutServices:
     """The live objects a rollout uses, shared by the rollouts of one process."""
@@ -181,11 +203,7 @@ class RolloutServices:
     # (and validating against a KB that does not have them yet).
     proposing: threading.Lock = field(default_factory=threading.Lock)
     offered: Offered = every_technique  # the replay's; live rollouts (any process) offer all
-    # Kernels (source hashes) with nothing left to try: at their roof, or every technique
-    # failed there (in this process: a Ray task has its own). A technique whose successes on a
-    # kernel all led to one of these is not re-applied (`_untried_or_successful`): it would only
-    # re-derive a known dead end.
-    exhausted: set[str] = field(default_factory=set)
+    search: SearchRecord = field(default_factory=SearchRecord)
 
 
 RunRollouts = Callable[[RolloutPlan, int, RolloutServices], list[RolloutResult]]
@@ -407,6 +425,7 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
         result.prompt_tokens += step.prompt_tokens
         result.completion_tokens += step.completion_tokens
         if candidate is not None:
+            services.search.verified(candidate.time_ms)
             for earlier in pending:
                 earlier.reached(candidate.time_ms)
         # the candidate, when it is faster (verified and a success)
@@ -451,7 +470,7 @@ def _next_choice(
     request = plan.request
     starting_hash = code_hash(current.source)
     if current.state.near_limit:
-        services.exhausted.add(starting_hash)
+        services.search.exhausted.add(starting_hash)
         return None
     forced = request.technique if (rollout == 0 and step_index == 0) else None
     proposed = [] if forced else _proposed(plan, services, current, result, asked)
@@ -472,12 +491,13 @@ def _next_choice(
             offered=services.offered(current.source),
             kernel_hash=starting_hash,
             among=proposed,
-            exhausted=services.exhausted,
+            exhausted=services.search.exhausted,
+            behind=services.search.behind(current.time_ms),
         ),
         lambda ranked: ranked.technique,
     )
     if choice is None:
-        services.exhausted.add(starting_hash)
+        services.search.exhausted.add(starting_hash)
     return choice
 
 
@@ -664,10 +684,12 @@ def _choose(
     among: Sequence[str] = (),
     busy: Collection[str] = (),
     exhausted: Collection[str] = (),
+    behind: float = 0.0,
 ) -> RankedTechnique | None:
     """What the step tries: `forced`, else a weighted random top-k pick among `among` (just
     proposed) when any of them is ranked, else among the ranking; only techniques in `offered`
-    (None: every one), ranked with this kernel's (`kernel_hash`) own attempts first."""
+    (None: every one), ranked with this kernel's (`kernel_hash`) own attempts first; `behind`:
+    how far (log) this kernel is behind the fastest the run found (kb.ranking.select)."""
     ranked = kb.rank(state.arch, state.state, state.findings, source_hash=kernel_hash)
     visits = sum(r.kernel_attempts for r in ranked)  # on this kernel, failures included
     if offered is not None:
@@ -708,6 +730,7 @@ def _choose(
         temperature=temperature,
         exploration=exploration,
         visits=visits,
+        behind=behind,
         seed=seed,
     )
     return picked[0] if picked else None

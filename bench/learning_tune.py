@@ -59,7 +59,7 @@ SMALL_BUDGET = 4  # the budgets a user waits for: one rollout's steps
 GRID = {  # 48 settings
     "prior_strength": [0.03, 0.1, 0.3, 1.0],
     "temperature": [0.0, 0.5, 1.0],
-    "exploration": [0.0, 2.0],
+    "exploration": [0.0, 1.0],
     "avoid_failed": [0.0, 1.0],  # no, yes
 }
 GRID_FLAGS = {

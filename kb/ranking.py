@@ -23,11 +23,10 @@ directly (`directness`); a technique aimed at none of the findings is capped at 
 promising one that is, so it never outranks it untried.
 
 Selection (`select`) samples among the best few, weighted by predicted speedup sharpened by a
-temperature, with a bonus for the predictions that rest on the least evidence
-(`exploration_bonus`: an upper confidence bound on the log gain): the ranking says what is
-expected; the bonus only decides what to try. PRIOR_STRENGTH, OUTCOME_SPREAD, the temperature
-and the exploration coefficient were chosen on the training tasks of the H200 learning table
-(docs/learning.md).
+temperature; on a kernel the search comes back to, by the expected improvement over the
+fastest kernel the run holds (`expected_improvement`): the ranking says what is expected; the
+selection decides what to try. PRIOR_STRENGTH, OUTCOME_SPREAD and the temperature were chosen
+on the training tasks of the H200 learning table (docs/learning.md).
 """
 
 from __future__ import annotations
@@ -136,18 +135,23 @@ def prior_worth(counts: EntryCounts, weight: float = 1.0) -> float:
     return PRIOR_STRENGTH * outcome_variance(counts, weight) / OUTCOME_SPREAD**2
 
 
-def exploration_bonus(item: RankedTechnique, exploration: float, visits: int) -> float:
-    """Optimism in the face of uncertainty, in log-speedup units: the upper confidence bound of
-    a Gaussian bandit, `exploration` x the prediction's standard deviation
-    (`RankedTechnique.log_gain_sd`) x sqrt(ln(1 + visits)), `visits` counting the attempts
-    already made on the kernel being optimized. A kernel's first visit has none: the best
-    prediction goes first (an empty KB's prior order, a full KB's memory). When a rollout comes
-    back to a kernel, the techniques whose gain is least known there gain on the one measured,
-    so it tries another branch rather than walking the known one again, more so with every
-    visit. 0 turns it off."""
-    if exploration <= 0 or visits <= 0:
-        return 0.0
-    return exploration * item.log_gain_sd * math.sqrt(math.log1p(visits))
+def expected_improvement(item: RankedTechnique, behind: float, exploration: float) -> float:
+    """The log of how far `item`'s candidate is expected to beat the fastest kernel the run
+    holds, `behind` (log) ahead of the kernel it is applied to: P(verified) x E[max(0, L -
+    behind)] for a log gain L ~ N(log gain_if_verified, (exploration x log_gain_sd)^2), the
+    expected improvement of Bayesian optimisation. A confident prediction that falls short of
+    what the run has already found scores little; an uncertain one keeps its chance."""
+    sd = exploration * item.log_gain_sd
+    d = (math.log(item.gain_if_verified) - behind) / sd
+    if d > -30.0:  # erfc keeps the normal tail exact; the sum loses ~2 log10|d| digits
+        density = math.exp(-d * d / 2) / math.sqrt(2 * math.pi)
+        log_tail = math.log(sd * (density + d * 0.5 * math.erfc(-d / math.sqrt(2))))
+    else:  # the density underflows: the Mills-ratio series, in logs
+        log_tail = (
+            math.log(sd) - d * d / 2 - 0.5 * math.log(2 * math.pi) - 2 * math.log(-d)
+            + math.log1p(-3 / d**2 + 15 / d**4)
+        )  # fmt: skip
+    return math.log(item.success_probability) + log_tail
 
 
 def select(
@@ -158,19 +162,28 @@ def select(
     temperature: float = 1.0,
     exploration: float = 0.0,
     visits: int = 0,
+    behind: float = 0.0,
     seed: int | None = None,
 ) -> list[RankedTechnique]:
     """Weighted random k of the `top_k` best of `ranked` (all of them when None), without
-    replacement. Each technique scores log(predicted_speedup) plus its exploration bonus
-    (`exploration_bonus`; none at exploration 0, when the best are simply the first by
-    prediction); weights are exp(score / temperature): temperature 1 and no bonus samples in
-    proportion to predicted speedup, smaller values sharpen toward the best, temperature <= 0
-    is greedy (the k best by score). The same seed and input always give the same selection,
-    in the order drawn."""
+    replacement. On a kernel's first visit (`visits`: attempts already made on it), or at
+    exploration 0, each technique scores log(predicted_speedup): the best prediction first. On
+    a kernel the search comes back to, the best branch there has been measured, and what a
+    technique can add is how far it may beat the fastest kernel the run holds (`behind`, in
+    log speedup, ahead of this one): it scores its `expected_improvement`. Weights are
+    exp(score / temperature): temperature 1 samples in proportion to the score's exponent,
+    smaller values sharpen toward the best, temperature <= 0 is greedy (the k best by score).
+    The same seed and input always give the same selection, in the order drawn."""
     if k <= 0 or not ranked:
         return []
+    revisit = exploration > 0 and visits > 0
     scored = [
-        (math.log(item.predicted_speedup) + exploration_bonus(item, exploration, visits), item)
+        (
+            expected_improvement(item, behind, exploration)
+            if revisit
+            else math.log(item.predicted_speedup),
+            item,
+        )
         for item in ranked
     ]
     scored.sort(key=lambda pair: -pair[0])  # stable: ties keep the ranking's order

@@ -235,8 +235,8 @@ class RankedTechnique(msgspec.Struct, kw_only=True):
     # a regular; None for a catalog technique.
     proposal: ProposalStatus | None = None
     # How uncertain the gain is: the posterior standard deviation of log(gain_if_verified),
-    # the prior's doubt narrowed by the outcomes behind it (kb.ranking.predict); the
-    # selection's optimism (kb.ranking.exploration_bonus).
+    # the prior's doubt narrowed by the outcomes behind it (kb.ranking.predict); what the
+    # selection's expected improvement integrates over (kb.ranking.expected_improvement).
     log_gain_sd: float = 0.0
     # Attempts of this technique on the very kernel ranked (KnowledgeBase.rank's source_hash;
     # 0 when ranked for a state): their sum is how often the loop has been at that kernel.

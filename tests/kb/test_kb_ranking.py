@@ -6,6 +6,7 @@ import math
 from collections import Counter
 
 import msgspec
+import numpy as np
 import pytest
 from kb_helpers import make_attempt
 
@@ -13,7 +14,7 @@ from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
 from kernelblaster.kb.ranking import (
     OUTCOME_SPREAD,
     PRIOR_STRENGTH,
-    exploration_bonus,
+    expected_improvement,
     ncu_gain,
     select,
 )
@@ -166,54 +167,64 @@ def test_without_exploration_selection_is_the_top_k_by_prediction(kb):
     assert select(ranked, 2, top_k=3, temperature=0) == ranked[:2]
 
 
-def test_the_exploration_bonus_is_an_upper_confidence_bound_on_the_log_gain(kb):
-    """The bonus is a Gaussian bandit's: `exploration` standard deviations of the prediction's
-    log gain, times sqrt(ln(1 + visits)) of the kernel. Every untried technique has the
-    prior's deviation; outcomes narrow it, the more the more they agree; a kernel's first
-    visit (no attempts on it yet) has no bonus at all."""
-    untried = _by_id(kb.rank("sm_90", "memory.dram"))
+def _log_excess(margin: float, sd: float) -> float:
+    """log E[max(0, X)] for X ~ N(margin, sd^2), by quadrature: the integrand's Gaussian factor
+    exp(-margin^2 / 2 sd^2) is taken out, so the far tail is as exact as the rest."""
+    x = np.linspace(0.0, max(margin, 0.0) + 12 * sd, 400_001)
+    scaled = x * np.exp(-(x * x - 2 * x * margin) / (2 * sd * sd))
+    integral = float(np.sum((scaled[1:] + scaled[:-1]) / 2) * (x[1] - x[0]))
+    return -(margin**2) / (2 * sd * sd) - math.log(sd * math.sqrt(2 * math.pi)) + math.log(integral)
+
+
+def test_expected_improvement_is_the_expected_excess_over_the_best_found(kb):
+    """The score of a technique on a kernel the search comes back to: P(verified) x E[max(0,
+    L - behind)], L its log gain (normal, the prediction's standard deviation times
+    `exploration`), `behind` how far the kernel is behind the fastest one found. Checked
+    against quadrature from a candidate expected far past the best to one ten deviations
+    short of it (where the closed form's terms cancel and the density underflows)."""
+    item = _by_id(kb.rank("sm_90", "memory.dram"))["vectorized_loads"]
     prior_sd = OUTCOME_SPREAD / math.sqrt(PRIOR_STRENGTH)
-    assert {round(r.log_gain_sd, 9) for r in untried.values()} == {round(prior_sd, 9)}
-    spreads = []
-    for _ in range(3):
-        kb.record(make_attempt(technique="vectorized_loads", measured_speedup=1.9))
-        spreads.append(_by_id(kb.rank("sm_90", "memory.dram"))["vectorized_loads"].log_gain_sd)
-    assert prior_sd > spreads[0] > spreads[1] > spreads[2]
-    measured = _by_id(kb.rank("sm_90", "memory.dram"))["vectorized_loads"]
-    confidence = math.sqrt(math.log(1 + 4))
-    assert exploration_bonus(measured, 0.5, 4) == pytest.approx(0.5 * spreads[-1] * confidence)
-    assert exploration_bonus(untried["vectorized_loads"], 0.5, 4) == pytest.approx(
-        0.5 * prior_sd * confidence
-    )
-    assert exploration_bonus(untried["vectorized_loads"], 0.5, 0) == 0.0  # a first visit
-    assert exploration_bonus(measured, 0.0, 4) == 0.0
+    assert item.log_gain_sd == pytest.approx(prior_sd)
+    log_gain = math.log(item.gain_if_verified)
+    for exploration in (1.0, 0.5):
+        sd = exploration * prior_sd
+        for d in (2.0, 0.0, -1.0, -6.0, -10.0, -29.0, -31.0, -40.0):
+            behind = log_gain - d * sd
+            expected = math.log(item.success_probability) + _log_excess(log_gain - behind, sd)
+            got = expected_improvement(item, behind, exploration)
+            assert got == pytest.approx(expected, abs=2e-3), (exploration, d)
+    # the further behind the best a kernel is, the less any of its candidates is worth
+    scores = [expected_improvement(item, behind, 1.0) for behind in (0.0, 0.5, 1.0, 3.0)]
+    assert scores == sorted(scores, reverse=True)
 
 
-def test_exploration_brings_an_untried_technique_into_the_shortlist(kb):
-    """The three best-predicted techniques measured many times, a fourth never: without the
-    bonus (or on a kernel's first visit) greedy selection never reaches it; with it, the
-    untried one is chosen, and once it is as well known as the others the best prediction
-    wins again."""
+def test_a_confident_prediction_the_run_has_beaten_yields_to_an_uncertain_one(kb):
+    """Three techniques measured many times (a narrow deviation), a fourth never (the prior's).
+    On a kernel's first visit, or without exploration, the best prediction goes first. Back at
+    a kernel where the run already holds a kernel faster than the three's predictions, they
+    have little to add and the untried one, which may still beat it, is chosen; where none is
+    ahead of the kernel, the best prediction comes first again."""
     ranked = kb.rank("sm_90", "memory.dram")[:4]
     tried = [msgspec.structs.replace(r, log_gain_sd=0.05) for r in ranked[:3]]
     fourth = ranked[3]
     assert fourth.predicted_speedup < tried[2].predicted_speedup
     candidates = [*tried, fourth]
-    explore = dict(top_k=3, exploration=0.5, visits=30)
-    assert select(candidates, 1, top_k=3, temperature=0) == [tried[0]]
-    assert select(candidates, 1, top_k=3, temperature=0, exploration=0.5) == [tried[0]]
-    assert select(candidates, 1, temperature=0, **explore) == [fourth]
-    sampled = Counter(select(candidates, 1, **explore, seed=s)[0].technique for s in range(300))
-    assert sampled[fourth.technique] > 0 and tried[0].technique in sampled
-    caught_up = [*tried, msgspec.structs.replace(fourth, log_gain_sd=0.05)]
-    assert select(caught_up, 1, temperature=0, **explore) == [tried[0]]
+    beaten = math.log(tried[0].gain_if_verified) + 0.3  # the run holds a kernel 1.35x faster
+    greedy = dict(top_k=3, temperature=0)
+    assert select(candidates, 1, **greedy, behind=beaten) == [tried[0]]  # first visit
+    assert select(candidates, 1, **greedy, visits=3, behind=beaten) == [tried[0]]
+    back = dict(temperature=0, exploration=1.0, visits=3)
+    assert select(candidates, 1, **back, behind=beaten) == [fourth]
+    assert select(candidates, 1, **back, behind=0.0) == [tried[0]]
 
 
 def test_a_rollout_back_at_a_kernel_tries_an_untried_branch(kb):
     """The loop's default selection (OptimizeRequest's): on a kernel's first visit the best
-    prediction; once a rollout measured a technique there (a modest 1.4x, which still leads
-    the prediction), a rollout coming back to the kernel tries one never tried there instead
-    of walking the known branch again. Exploration 0 walks it again."""
+    prediction; once a rollout measured a technique there (1.8x, which still leads the
+    prediction, and the fastest kernel found), a rollout coming back to the kernel tries one
+    never tried there instead of walking the known branch again: not the runner-up measured
+    at 1.5x on six other kernels either, which can hardly beat 1.8x. Exploration 0 walks the
+    known branch again."""
     from kernelblaster.agents.loop import _choose
     from kernelblaster.harness.protocol.records import PerfState
 
@@ -231,8 +242,16 @@ def test_a_rollout_back_at_a_kernel_tries_an_untried_branch(kb):
     kb.record(make_attempt(technique=first.technique, source_hash="here", measured_speedup=1.8))
     again = kb.rank("sm_90", "memory.dram", source_hash="here")
     assert again[0].technique == first.technique  # still the best prediction
-    back = _choose(kb, state, **choose, exploration=defaults.exploration)
-    assert back is not None and back.technique != first.technique and back.attempts == 0
+    runner_up = again[1].technique
+    for number in range(6):
+        kb.record(
+            make_attempt(technique=runner_up, source_hash=f"other{number}", measured_speedup=1.5)
+        )
+    assert kb.rank("sm_90", "memory.dram", source_hash="here")[1].technique == runner_up
+    behind = math.log(1.8)  # the original, behind the kernel `first` made
+    back = _choose(kb, state, **choose, exploration=defaults.exploration, behind=behind)
+    assert back is not None and back.attempts == 0
+    assert back.technique not in (first.technique, runner_up)
     assert _choose(kb, state, **choose, exploration=0.0).technique == first.technique
 
 

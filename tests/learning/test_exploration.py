@@ -73,3 +73,22 @@ def test_a_success_that_led_to_a_dead_end_is_not_walked_again(replay_of, kb):
     steps = optimize(replay_of("softmax"), kb, rollouts=2, depth=4)
     assert len(steps) == 4
     assert steps[-1] == ("naive", "increase_parallelism", "block_row")
+
+
+def test_back_at_the_original_the_search_tries_what_may_beat_the_fastest_kernel_found(
+    replay_of, kb
+):
+    """A KB that optimized softmax, then layernorm with three rollouts of two steps: the first
+    two rollouts take the branch softmax taught (coalescing, then warp shuffles, the fastest
+    kernel found). Coming back to the original a third time, re-walking to that kernel can add
+    nothing: the search tries more parallelism, whose outcome there is unknown, instead. Were
+    the original not known to be behind the fastest kernel found, coalescing's measured gain
+    would lead again and the third rollout would re-walk it."""
+    optimize(replay_of("softmax"), kb)
+    steps = optimize(replay_of("layernorm"), kb, rollouts=3, depth=2)
+    known = [
+        ("naive", "coalesce_global_access", "block_row"),
+        ("block_row", "warp_shuffle_reduction", "block_row_shfl"),
+    ]
+    assert steps[:4] == known * 2
+    assert steps[4] == ("naive", "increase_parallelism", "block_row")
