@@ -140,12 +140,11 @@ class Config(msgspec.Struct, kw_only=True):
     @property
     def held_out_selection(self) -> Selection:
         """The measured protocol (rollouts x depth) with the product's default selection."""
-        return Selection(
+        return msgspec.structs.replace(
+            PRODUCT,
             rollouts=self.rollouts,
             depth=self.depth,
             top_k=self.top_k,
-            temperature=LOOP.temperature,
-            exploration=LOOP.exploration,
             avoid_failed=self.avoid_failed,
         )
 
