@@ -38,10 +38,10 @@ bench/learning_tune.py tunes the selection with this experiment's arms, on train
     python bench/learning.py --table T.json --orderings 40 --temperature 0.5 --exploration 0.5
 
 Writes bench/results/learning-<gpu>.json (top-level summary: tasks, families,
-held_out_kernels, ratio_persistent_fresh, ceiling_leave_one_out, ceiling_same_kernel,
-prediction_error, gate; the per-arm detail beside them), then, where matplotlib is installed
-(the [dev] extra), a plot (learning-<gpu>.png). Without --table it replays the table that
-measures the most kernels and trains the transfer arm on the others.
+held_out_kernels, ratio_persistent_fresh (and _by_step), ceiling_leave_one_out,
+ceiling_same_kernel, prediction_error, gate; the per-arm detail beside them), then, where
+matplotlib is installed (the [dev] extra), a plot (learning-<gpu>.png). Without --table it
+replays the table that measures the most kernels and trains the transfer arm on the others.
 """
 
 from __future__ import annotations
@@ -533,6 +533,8 @@ def run(config: Config) -> dict:
             sorted(r.task for r in per if r.held_out) for per in runs["persistent"]
         ],
         "ratio_persistent_fresh": over_tasks["by_budget"],
+        # the same at every budget (index b - 1): whether memory ever costs a step
+        "ratio_persistent_fresh_by_step": over_tasks["curve"],
         "ceiling_leave_one_out": ceiling["leave_one_out"],
         "ceiling_same_kernel": ceiling["same_kernel"],
         "prediction_error": {arm: prediction_errors(runs[arm]) for arm in ("persistent", "fresh")},

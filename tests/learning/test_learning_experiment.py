@@ -54,6 +54,13 @@ def test_tiny_experiment(tmp_path, table_path):
         assert set(result[key]) == {"1", "2", "4"}
         for entry in result[key].values():
             assert entry["lo"] <= entry["mean"] <= entry["hi"]
+    by_step = result["ratio_persistent_fresh_by_step"]  # the task-level ratio at every budget
+    assert (
+        len(by_step["mean"]) == 6
+        and by_step["mean"][1] == result["ratio_persistent_fresh"]["2"]["mean"]
+    )
+    bounds = zip(by_step["lo"], by_step["mean"], by_step["hi"], strict=True)
+    assert all(lo <= m <= hi for lo, m, hi in bounds)
     for key in ("ceiling_leave_one_out", "ceiling_same_kernel"):
         assert set(result[key]) == {"1", "2", "4"} and all(v > 0 for v in result[key].values())
     assert set(result["prediction_error"]) == {"persistent", "fresh"}
