@@ -31,11 +31,11 @@ Step acceptance: a step is kept (the rollout continues from its candidate) when 
 beat where it started by MIN_SPEEDUP, or when it verified and its technique is a catalog
 enabler (kb/catalog/catalog.toml `[[enabler]]`, e.g. tiling before tensor cores) with depth
 left to build on it. Every kept step with depth left is credited for what it enables: its KB row
-is written when its rollout ends, with the measured speedup `credited_speedup(own, chained)`,
-the larger of its own speedup and the speedup from where it started to the best candidate
-verified later in the rollout, discounted (CHAIN_DISCOUNT): so an enabler (tiling, then
-register tiles on it) outranks a one-step dead end that is faster on its own. Success when
-that beats MIN_SPEEDUP.
+is written when its branch ends (a dead end or the rollout's last step), with the measured
+speedup `credited_speedup(own, chained)`, the larger of its own speedup and the speedup from
+where it started to the best candidate verified later on the branch, discounted
+(CHAIN_DISCOUNT): so an enabler (tiling, then register tiles on it) outranks a one-step dead
+end that is faster on its own. Success when that beats MIN_SPEEDUP.
 
 `offered` (an injection point like `evaluate` and `lower`) names the techniques the lowering
 can apply to a kernel; the replay mode offers only its library's rewrites, so a gap in the
@@ -533,7 +533,7 @@ def credited_speedup(own: float, chained: float, discount: float = CHAIN_DISCOUN
 
 class _KeptStep:
     """A verified step the rollout continued from (faster, or an enabler); credited, when its
-    rollout ends, with what it enabled (`credited_speedup`)."""
+    branch ends, with what it enabled (`credited_speedup`)."""
 
     def __init__(self, step: OptimizeStep, started_ms: float, own_ms: float):
         self.step, self.started_ms, self.best_ms = step, started_ms, own_ms
@@ -748,7 +748,7 @@ def _untried_or_successful(
     again spends a step on what this kernel's own record says fails. Successes stay (a rollout
     from the original re-applies them to go deeper), unless each led to an `exhausted` kernel:
     re-applying one would re-derive a kernel with nothing left to try. When nothing is left
-    here, the rollout ends: its steps go to the next rollout's other branches."""
+    here, the kernel is a dead end: the rollout goes back along its branch."""
     tried = kb.attempts(arch=state.arch, state=state.state, source_hash=source_hash)
     succeeded = {
         a.technique for a in tried if a.outcome == "success" and a.candidate_hash not in exhausted

@@ -18,8 +18,8 @@ training). Arms:
   defaults: its rollouts, depth and selection, as `kernelblaster optimize` and the editor's
   Optimize send it), then the product's default selection on held-out ones;
 - persistent_exploring (research, no product setting): the same, trained with
-  --temperature/--exploration (greedy with an optimism bonus of 2): what a KB that measured
-  what it knew least would give;
+  --temperature/--exploration (greedy, twice the default exploration): whether a KB trained
+  exploring more than the product's own runs would know more;
 - fresh: a new, empty KB for every task, the product's default selection (a new user);
 - uniform: uniform random among every technique the ranking offers for the state;
 - oracle: the best kernel the loop can reach within the budget (learning_eval.reachable: the
@@ -120,8 +120,8 @@ class Config(msgspec.Struct, kw_only=True):
     depth: int = 4
     top_k: int = LOOP.top_k
     # The research arm persistent_exploring's selection on training tasks (no product setting):
-    # greedy with a large optimism bonus (kb.ranking.select), so its KB measures what it knows
-    # least. The persistent arm trains with the product's (PRODUCT).
+    # greedy, with twice the default exploration on revisits (kb.ranking.select). The
+    # persistent arm trains with the product's (PRODUCT).
     temperature: float = 0.0
     exploration: float = 2.0
     # held-out tasks (every arm but uniform) with the product's default selection

@@ -1,8 +1,8 @@
 """Tune the optimization loop's selection on the learning environment: PRIOR_STRENGTH (how many
 observations of typical spread the prior is worth), the sampling temperature and the
-exploration rule (the optimism bonus of kb.ranking.select, and whether a step skips
-techniques that already failed on the kernel it starts from: agents/loop.py), chosen by
-cross-validation on training tasks only.
+exploration rule (the width of kb.ranking.select's expected improvement, and whether a step
+skips techniques that already failed on the kernel it starts from: agents/loop.py), chosen
+by cross-validation on training tasks only.
 
 It runs bench/learning.py's experiment (the same table, tasks, orderings and train/held-out
 splits, the same replay of the real loop): for each ordering, every setting of the grid is

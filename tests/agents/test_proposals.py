@@ -265,8 +265,8 @@ def test_more_items_than_asked_are_cut_and_an_unusable_reply_is_reported(openai_
     outcome = run_loop(client, kb, harness, depth=1)
     (verdict,) = outcome.proposals
     assert not verdict.accepted and "proposals unusable" in verdict.reason
-    # no proposal, and every technique failed here: the rollout ends rather than spend its
-    # step on one of those failures again
+    # no proposal, and every technique failed on the original: a dead end with nowhere to go
+    # back to, so the rollout ends rather than spend its step on one of those failures again
     assert outcome.steps == [] and not outcome.improved and outcome.error is None
 
     kb2_outcome_items = [

@@ -287,8 +287,8 @@ def test_a_technique_that_failed_on_this_very_kernel_is_not_chosen_again(kb):
             make_attempt(technique=ranked_technique.technique, source_hash="hopeless",
                          outcome="wrong_result")
         )  # fmt: skip
-    # everything failed here: nothing is left to try and the rollout ends (it used to try
-    # one of the failures again)
+    # everything failed here: nothing is left to try, a dead end (the loop used to try one of
+    # the failures again)
     assert _choose(kb, state, source_hash="hopeless", **greedy) is None
     assert _choose(kb, state, source_hash=None, **greedy) is not None  # the rule is off
 

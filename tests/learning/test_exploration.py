@@ -24,7 +24,7 @@ def test_a_second_rollout_branches_to_what_the_first_left_untried(replay_of, kb)
     """row_sum's naive kernel offers coalescing (the prior's first choice) and more
     parallelism. The first rollout coalesces and vectorizes; the second, back at the naive
     kernel with coalescing measured there, tries more parallelism instead of coalescing
-    again. Without the optimism bonus it walks the known branch again."""
+    again. Without exploration it walks the known branch again."""
     assert DEFAULTS.temperature == 0.0 and DEFAULTS.exploration > 0
     steps = optimize(replay_of("row_sum"), kb, rollouts=2, depth=2)
     assert steps[:2] == [
