@@ -40,6 +40,18 @@ def optimize_title(technique: RankedTechnique) -> str:
     return f"Optimize kernel: {title} (predicted {predicted}; {record})"
 
 
+def offered(ranked: list[RankedTechnique], top_k: int) -> list[RankedTechnique]:
+    """The `top_k` best of `ranked`, in its order; when those are all untried or weakly
+    measured and a technique further down has a strong record (most of at least two attempts
+    faster), it takes the last place: exploring the untried is labelled, and must not hide
+    what has been measured to work."""
+    top = ranked[:top_k]
+    strong = next((t for t in ranked if t.attempts >= 2 and 2 * t.successes > t.attempts), None)
+    if top_k < 2 or strong is None or strong in top:
+        return top
+    return [*top[:-1], strong]
+
+
 def kernel_actions(
     uri: str,
     kernel: str,
@@ -55,7 +67,7 @@ def kernel_actions(
     answers with the same reason)."""
     disabled = types.CodeActionDisabled(reason=disabled_reason) if disabled_reason else None
     actions = []
-    for technique in ranked[:top_k]:
+    for technique in offered(ranked, top_k):
         actions.append(
             _optimize(
                 optimize_title(technique), uri, kernel, version, technique.technique, disabled

@@ -120,7 +120,10 @@ async def test_code_actions_offer_top_k_techniques_with_predicted_gains(client, 
     )
     with KnowledgeBase.open(workspace.kb_path) as kb:
         kb_ranking = kb.rank(state.arch, state.state, state.findings)
-    expected = kb_ranking[:2]
+    # the best two, but shared-memory tiling's measured record (3 of 4 faster) is not left out
+    # for the second untried one
+    expected = [kb_ranking[0], next(t for t in kb_ranking if t.technique == "shared_memory_tiling")]
+    assert kb_ranking[1].attempts == 0 and kb_ranking[1].technique != "shared_memory_tiling"
     assert [a.title for a in actions] == [optimize_title(t) for t in expected] + ["Optimize kernel"]
     assert actions[0].title.startswith(
         "Optimize kernel: coalesce global memory accesses (predicted "
