@@ -361,7 +361,7 @@ describe('KernelBlaster in VS Code', () => {
     assert.deepEqual(drawn, { after: true, hollow: true, around: true });
     const legend = await view.$eval('#roofline-legend', (element) => element.textContent);
     assert.match(legend, /L1 .*L2 .*DRAM/);
-    assert.match(legend, /this version .*earlier saves/);
+    assert.match(legend, /version: this one .*earlier saves/);
     const source = await view.$eval('.roofs-source', (element) => element.textContent);
     assert.match(source, /^Roofs: measured by Nsight Compute on the NVIDIA H100 80GB HBM3/);
     assert.doesNotMatch(source, /measured: measured/);
@@ -371,6 +371,11 @@ describe('KernelBlaster in VS Code', () => {
     assert.match(change, /1\.33× faster than the previous save/);
     assert.equal(await view.$$eval('#history tr.version', (rows) => rows.length), 2);
     await vscode.shot('12-profile-view');
+    // For the docs: the profile view alone, large enough to read.
+    await vscode.command('View: Hide Panel');
+    await vscode.command('View: Focus Last Editor Group');
+    await vscode.command('View: Maximize Editor Group and Hide Side Bars');
+    await new Promise((resolve) => setTimeout(resolve, 500)); // the webview's new layout
     await elementShot(view, '#roofline', 'hierarchical-roofline');
   });
 

@@ -108,7 +108,7 @@ function roofline(data: KernelProfileData): string {
     .join(' ');
   const unmeasured = data.roofs.l1_bytes_per_s == null ? ' <span class="detail">(no L1 and L2 roofs: this profile did not measure them)</span>' : '';
   return `${rooflinePlot(data.roofs, [...earlier, ...current])}
-<p class="legend" id="roofline-legend">memory level (roof and point): ${levels}${unmeasured} · <span class="marker current"></span> this version <span class="marker earlier"></span> earlier saves (same GPU and reference)</p>
+<p class="legend" id="roofline-legend">memory level (roof and point): ${levels}${unmeasured}; version: <span class="marker current"></span> this one <span class="marker earlier"></span> earlier saves (same GPU and reference)</p>
 <p class="detail roofs-source">Roofs: ${escapeHtml(data.roofs.note)}.</p>
 ${nearest}`;
 }
@@ -202,14 +202,14 @@ a:hover { text-decoration: underline; }
 .roofline .point.current.l2 { fill: var(--vscode-charts-green); }
 .roofline .point.current.dram { fill: var(--vscode-charts-blue); }
 .roofline .point.current { stroke: var(--vscode-foreground); stroke-width: 1; }
-.roofline .point.earlier { fill: none; stroke-width: 2; stroke-dasharray: 3 2; }
+.roofline .point.earlier { fill: none; stroke-width: 1.5; }
 .legend .swatch { display: inline-block; width: 14px; height: 3px; margin: 0 4px 0 10px; vertical-align: middle; }
 .legend .swatch.l1 { background: var(--vscode-charts-yellow); }
 .legend .swatch.l2 { background: var(--vscode-charts-green); }
 .legend .swatch.dram { background: var(--vscode-charts-blue); }
 .legend .marker { display: inline-block; width: 9px; height: 9px; margin: 0 4px 0 10px; vertical-align: middle; }
 .legend .marker.current { border-radius: 50%; background: var(--vscode-foreground); }
-.legend .marker.earlier { border: 2px dashed var(--vscode-foreground); transform: rotate(45deg); width: 7px; height: 7px; }
+.legend .marker.earlier { border: 1.5px solid var(--vscode-foreground); transform: rotate(45deg); width: 7px; height: 7px; }
 `;
 
 const SCRIPT = `

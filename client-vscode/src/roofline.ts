@@ -108,7 +108,7 @@ export function rooflinePlot(roofs: Roofs, points: readonly PlotPoint[]): string
       const tensor = point.tensor_flops_per_s ? ` (${flopsLabel(point.tensor_flops_per_s)}FLOP/s on the tensor cores)` : '';
       const title = `${point.label}, ${name}: ${flopsLabel(point.flops_per_s)}FLOP/s${tensor}, ${bandwidthLabel(traffic)} ${name}${where !== undefined && where > 0 ? `, ${where.toPrecision(3)} FLOP/${name} byte` : ''}${edge}`;
       const shape = point.current
-        ? `<circle class="point current ${level}" cx="${f(px)}" cy="${f(py)}" r="5">`
+        ? `<circle class="point current ${level}" cx="${f(px)}" cy="${f(py)}" r="4.5">`
         : `<polygon class="point earlier ${level}" points="${diamond(px, py)}">`;
       parts.push(`${shape}<title>${escapeHtml(title)}</title>${point.current ? '</circle>' : '</polygon>'}`);
     }

@@ -183,7 +183,7 @@ describe('profile page roofline', () => {
     const legend = /<p class="legend" id="roofline-legend">(.*?)<\/p>/.exec(html);
     assert.ok(legend !== null);
     assert.match(legend[1], /swatch level l1"><\/span> L1 .*swatch level l2"><\/span> L2 .*swatch level dram"><\/span> DRAM/);
-    assert.match(legend[1], /marker current"><\/span> this version .*marker earlier"><\/span> earlier saves/);
+    assert.match(legend[1], /marker current"><\/span> this one .*marker earlier"><\/span> earlier saves/);
     assert.match(html, /save 1 \(0\.18 ms per call\), L1:/);
   });
 

@@ -127,7 +127,7 @@ def roofs(kernel: KernelProfile, device: str) -> Roofs | None:
             tensor=_tensor_roofs(metrics, clock),
             source="measured",
             note=f"measured by Nsight Compute on the {device} at the clocks the kernel ran at "
-            f"(SM {clock / 1e9:.2f} GHz, DRAM {dram_clock / 1e9:.2f} GHz)",
+            f"(SM {clock / 1e9:.2f} GHz{_l2_clock(metrics)}, DRAM {dram_clock / 1e9:.2f} GHz)",
         )
     published = next((p for p in PUBLISHED if p.name.lower() in device.lower()), None)
     if published is None:
@@ -140,6 +140,12 @@ def roofs(kernel: KernelProfile, device: str) -> Roofs | None:
         note=f"published peaks of the {published.name} at its boost clock: the profile did not "
         "measure them, nor the L1 and L2 roofs (profile at full depth for the measured roofs)",
     )
+
+
+def _l2_clock(metrics: dict[str, float]) -> str:
+    """", L2 1.71 GHz" when the report has the L2's clock (L1's is the SM's)."""
+    clock = metrics.get(m.L2_CYCLES_PER_SECOND)
+    return f", L2 {clock / 1e9:.2f} GHz" if clock else ""
 
 
 def _peak(metrics: dict[str, float], per_cycle: str, cycles_per_second: str) -> float | None:

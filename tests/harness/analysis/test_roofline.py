@@ -121,6 +121,7 @@ def test_the_hierarchical_roofs_are_measured_per_memory_level(five):
     assert roofs.l2_bytes_per_s == pytest.approx(8.743e12, rel=1e-3)
     assert roofs.dram_bytes_per_s == pytest.approx(3.352e12, rel=1e-3)
     assert roofs.l1_bytes_per_s > roofs.l2_bytes_per_s > roofs.dram_bytes_per_s
+    assert "(SM 1.98 GHz, L2 1.71 GHz, DRAM 2.62 GHz)" in roofs.note
 
 
 def test_an_uncoalesced_kernel_moves_its_traffic_through_l1_and_l2():
