@@ -361,7 +361,7 @@ describe('KernelBlaster in VS Code', () => {
     assert.deepEqual(drawn, { after: true, hollow: true, around: true });
     const legend = await view.$eval('#roofline-legend', (element) => element.textContent);
     assert.match(legend, /L1 .*L2 .*DRAM/);
-    assert.match(legend, /version: this one .*earlier saves/);
+    assert.match(legend, /version:\s+this one .*earlier saves/);
     const source = await view.$eval('.roofs-source', (element) => element.textContent);
     assert.match(source, /^Roofs: measured by Nsight Compute on the NVIDIA H100 80GB HBM3/);
     assert.doesNotMatch(source, /measured: measured/);
