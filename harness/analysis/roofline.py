@@ -143,7 +143,7 @@ def roofs(kernel: KernelProfile, device: str) -> Roofs | None:
 
 
 def _l2_clock(metrics: dict[str, float]) -> str:
-    """", L2 1.71 GHz" when the report has the L2's clock (L1's is the SM's)."""
+    """The L2's clock as ', L2 1.71 GHz' when the report has it (L1's is the SM's)."""
     clock = metrics.get(m.L2_CYCLES_PER_SECOND)
     return f", L2 {clock / 1e9:.2f} GHz" if clock else ""
 
