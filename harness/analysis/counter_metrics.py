@@ -37,10 +37,10 @@ def is_hardware_metric(name: str) -> bool:
 # What the in-process pass asks CUPTI for: every hardware metric the classifier keeps, and the
 # stall ratio of every reason ncu reports. A GPU without one of them (the sm_90-only tensor-pipe
 # and gmma metrics elsewhere) collects the others; harness/check/cupti.py says which were left out.
-# Not the tensor roofline's FLOP counts: a roofline point needs the SASS FLOP counts too, which
-# this pass cannot have, and every counter more can cost the save another replay of the kernel.
+# Not the tensor or cache roofline's counts: a roofline point needs the SASS FLOP counts too,
+# which this pass cannot have, and every counter more can cost the save another replay.
 COUNTER_METRICS: list[str] = sorted(
-    {name for name in m.KEPT - m.TENSOR_ROOFLINE if is_hardware_metric(name)}
+    {name for name in m.KEPT - m.TENSOR_ROOFLINE - m.CACHE_ROOFLINE if is_hardware_metric(name)}
     | {m.stall_metric(reason) for reason in m.STALL_REASONS}
 )
 

@@ -26,7 +26,10 @@ full — on request and before optimizing: the quick sections and
     SourceCounters              sampled stalls and uncoalesced accesses per source line
                                 (with `--import-source yes` and a `-lineinfo` build)
     SpeedOfLight_RooflineChart  achieved FP32/FP64 FLOP/s against peak
-    SpeedOfLight_HierarchicalTensorRooflineChart  achieved tensor-core FLOP/s against peak
+    SpeedOfLight_HierarchicalTensorRooflineChart  achieved tensor-core FLOP/s against peak, and
+                                the hierarchical roofline's L1 and L2 bytes/s and their peaks
+                                (ncu_metrics.CACHE_ROOFLINE; the reports in
+                                tests/fixtures/ncu/h100-examples have them)
     WorkloadDistribution        load balance across SMs and memory units
 
 Every run uses `--clock-control none` so times match un-profiled runs, `--print-units base`, and

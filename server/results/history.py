@@ -45,6 +45,8 @@ class KernelPoint(msgspec.Struct, kw_only=True):
     headroom_fraction: float | None = None
     flops_per_s: float | None = None  # the roofline point
     dram_bytes_per_s: float | None = None
+    l1_bytes_per_s: float | None = None  # ... on the hierarchical roofline
+    l2_bytes_per_s: float | None = None
 
 
 class HistoryPoint(msgspec.Struct, kw_only=True):
@@ -276,5 +278,7 @@ def _point(result: FileResult, timing: Timing) -> HistoryPoint:
             headroom_fraction=headroom.achieved_fraction if headroom else None,
             flops_per_s=where.flops_per_s if where else None,
             dram_bytes_per_s=where.dram_bytes_per_s if where else None,
+            l1_bytes_per_s=where.l1_bytes_per_s if where else None,
+            l2_bytes_per_s=where.l2_bytes_per_s if where else None,
         )
     return point
