@@ -1,15 +1,10 @@
-"""One GPU profile at a time: a lock every profile of ours holds, whichever process takes it.
+"""One GPU profile at a time, across processes: an flock that ncu runs and the in-process counters
+hold.
 
-Nsight Compute and CUPTI's profiler each take the GPU's performance-monitor hardware for the
-whole of a profile. A second profile begun meanwhile fails in the driver ("Profiling failed
-because a driver resource was unavailable"), on the same GPU and, as seen on an H200 pair, on
-another GPU of the host. Two servers, a server and `kernelblaster optimize`, or a worker's
-in-process counters and another worker's ncu all meet that, so ncu's runs (harness/profile/ncu.py)
-and the in-process counters (harness/profile/counters.py) hold this lock: an flock, released by the
-kernel when its holder exits or is killed, on a file in the user's own cache (not the configured
-`cache_dir`: two projects with their own caches share the GPU all the same). Another user's
-profiles, or other tools', are not seen by it; the driver's refusal then says so
-(ncu.classify_ncu_failure: `profiler_busy`)."""
+A second profile fails in the driver while one runs, even on another GPU of the host (seen on an
+H200 pair). The lock lives in the user's cache, not `cache_dir`, since projects with their own
+caches share the GPU. Other users' and tools' profiles are not seen; the driver's refusal says so
+(`profiler_busy`)."""
 
 from __future__ import annotations
 
@@ -24,8 +19,7 @@ import platformdirs
 from kernelblaster.folders import made_folder
 from kernelblaster.harness.protocol.records import HarnessError
 
-# The lock is the user's whatever cache_dir says (two projects share one GPU): only
-# XDG_CACHE_HOME moves it.
+# Only XDG_CACHE_HOME moves the lock; `cache_dir` does not.
 _LOCK_FIX = "Set XDG_CACHE_HOME to a folder you can write (the profiling lock is per user)"
 
 
