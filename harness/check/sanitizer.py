@@ -1,14 +1,7 @@
-"""compute-sanitizer runs (memcheck always; racecheck for kernels using shared memory) and the
-parsing of their reports into HackFindings pinned to source lines.
-
-What it runs: a standalone program itself; a plain target through the native driver
-(harness/native/) with the `native_sanitizer_driver` setting, else, and for the other forms,
-run_once (Python and torch, every tensor its own cudaMalloc: PYTORCH_NO_CUDA_MEMORY_CACHING).
-The driver's buffers are each their own cudaMalloc too, so memcheck sees an access past any
-of them; where it can't be had or can't set the call up, run_once instead, with the reason
-logged. On which inputs: harness/check/sanitizer_inputs.py. A tool that can't start, runs past
-its time or ends without a report gives no verdict on the kernel (sanitizer_missing,
-sanitizer_failed): the kernel is then "not checked", never failed."""
+"""compute-sanitizer runs (memcheck always, racecheck for kernels using shared memory) and their
+reports parsed into HackFindings at source lines. A plain target runs through the native driver
+where it can, else through run_once with every tensor its own cudaMalloc, so memcheck sees an
+access past any buffer. A tool that fails gives no verdict: the kernel is "not checked"."""
 
 from __future__ import annotations
 
