@@ -1,15 +1,7 @@
-"""How much GPU memory a problem needs, and an out-of-memory failure reported as one.
-Worker side: imports torch.
-
-Verification holds one input set at a time, twice (the candidate's copy and the pristine one
-in the clean reference process, harness/target/clean_reference.py), and three sets of outputs
-at a time (the reference's expected ones; what the candidate returned; and either the
-previous call's, kept during the call so that a reused buffer can't pass as a new one, or the
-copy of what the caller's stream saw, made once the previous ones are let go), besides the
-reference's parameters (in both processes), the candidate's own copy and the comparison's
-working set (it runs in chunks). Only small problems have every trial's sets made ahead
-(harness/target/trial_sets.py). A check that cannot fit is refused before it starts
-(`verification_room`)."""
+"""How much GPU memory a problem needs, and an out-of-memory failure reported as one. Verification
+holds one input set twice (here and in the clean reference process) and three output sets at a
+time, besides the parameters and the comparison's chunks; a check that cannot fit is refused
+before it starts (`verification_room`). Worker side: imports torch."""
 
 from __future__ import annotations
 
