@@ -80,10 +80,9 @@ _request_came = threading.Event()
 _clean: CleanReference | None = None
 _CLEAN_STARTING = threading.Lock()
 _log = logging.getLogger(__name__)
-# The phase of the last progress message sent, and whether the candidate's own code may have
-# run in this process (a KernelBench solution's build imports it; a check loads and calls it):
-# a Python exception escaping the request is the harness's own failure (`_answer`) unless the
-# candidate's code may be running in the phase it escaped from.
+# The phase of the last progress message, and whether the candidate's code may have run here: an
+# exception escaping the request is the harness's own failure unless candidate code may be running
+# in that phase.
 _phase = "build"
 _candidate_loaded = False
 # Phases that run no candidate code in this process even once it is loaded: compute-sanitizer
@@ -732,10 +731,8 @@ def main() -> int:
     _stream = ProtocolStream()
     prewarm = os.environ.get("KERNELBLASTER_PREWARM", "")
     if prewarm.isdigit() and gpu_present():
-        # First of all: its interpreter and torch import run beside this process's, and it is
-        # ready for a session (a spare's made ahead, or the request's) when this one is. And
-        # before any thread starts here (exit_with_parent's): a worker forked by the zygote
-        # then forks it too, its torch import done (harness/target/clean_reference.py).
+        # First, so its start-up runs beside this process's; and before any thread starts here, so a
+        # worker forked by the zygote can fork it too, torch already imported.
         clean_reference(int(prewarm))
     exit_with_parent()
     if prewarm.isdigit():
