@@ -1,12 +1,7 @@
-"""Findings: the specific, fixable characteristics of a profiled kernel, with their evidence.
-
-Each detector reads ncu metrics and mirrors the condition of the ncu rule of the same topic
-(LaunchStats' small grid and tail effect, Occupancy's limiters, WarpStateStats' CPIStall, ...),
-so the verdict does not depend on which rules a pass happened to run. Where ncu's rule did run
-and fired, its result also counts, and its estimated speedup is attached. A detector whose
-metrics are missing (a quick-depth report) reports nothing. Lines come from ncu's source
-markers in the kernel's own file (never from CUDA's headers).
-"""
+"""Findings: the specific, fixable characteristics of a profiled kernel, with their evidence. Each
+detector mirrors the ncu rule of its topic, so the verdict doesn't depend on which rules a pass
+ran; where the rule fired, its estimated speedup is attached. Missing metrics report nothing;
+lines come only from ncu's markers in the kernel's own file."""
 
 from __future__ import annotations
 

@@ -238,14 +238,11 @@ def parse_nvcc_output(
     kernel_lines: Mapping[str, tuple[str, int]] | None = None,
     cwd: str | None = None,
 ) -> list[SourceDiagnostic]:
-    """Diagnostics in the order nvcc printed them, each with its continuation lines (excerpt,
-    caret, notes) folded in. `source` is the main file (absolute); `kernel_lines` maps mangled
-    kernel names to their (file, line), else kernels are found by name; relative paths resolve
-    against `cwd` (default: the source's folder).
-
-    A message in a header is shown at the source line that leads there (an instantiation, else the
-    #include), its own position kept in `reported_at`. One without a position goes to the
-    definition of the symbol it names (an undefined one's first call), else line 1."""
+    """Diagnostics in the order nvcc printed them, continuation lines folded in. `source` is the
+    main file; `kernel_lines` maps mangled kernel names to their (file, line); relative paths
+    resolve against `cwd` (default: the source's folder). A header's message is shown at the
+    source line that leads there, its own position in `reported_at`; one without a position goes
+    to the symbol it names, else line 1."""
     index = _SourceIndex(source, Path(cwd or Path(source).parent), kernel_lines or {})
     # each with its continuation lines, which may name where it was instantiated
     diagnostics: list[tuple[SourceDiagnostic, list[str]]] = []

@@ -1,10 +1,6 @@
 """Theoretical occupancy of a kernel from its resource usage, per GPU architecture, by the CUDA
-occupancy calculator's arithmetic (`cuda_occupancy.h`).
-
-Registers are allocated per warp in units of 256 and per SM sub-partition; shared memory per block
-adds a system reservation, rounded to the allocation unit, against the largest carveout (the driver
-picks one that fits). The per-SM limits are the CUDA programming guide's, cross-checked with ptxas
-13.0's `__launch_bounds__` checks."""
+occupancy calculator's arithmetic (`cuda_occupancy.h`). The per-SM limits are the CUDA
+programming guide's, cross-checked with ptxas 13.0's `__launch_bounds__` checks."""
 
 from __future__ import annotations
 

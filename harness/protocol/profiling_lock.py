@@ -1,10 +1,6 @@
-"""One GPU profile at a time, across processes: an flock that ncu runs and the in-process counters
-hold.
-
-A second profile fails in the driver while one runs, even on another GPU of the host (seen on an
-H200 pair). The lock lives in the user's cache, not `cache_dir`, since projects with their own
-caches share the GPU. Other users' and tools' profiles are not seen; the driver's refusal says so
-(`profiler_busy`)."""
+"""One GPU profile at a time across processes: an flock that ncu runs and the in-process counters
+hold, since a second profile fails in the driver even on another GPU of the host. It lives in the
+user's cache, not `cache_dir`, as projects with their own caches share the GPU."""
 
 from __future__ import annotations
 

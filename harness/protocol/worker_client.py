@@ -108,19 +108,13 @@ class _Spare:
 
 
 class SpareWorkers:
-    """Started workers per (GPU, command), waiting for their requests. With KERNELBLASTER_PREWARM
-    they import torch and create the CUDA context on the job's GPU while they wait, so a request
-    skips the start-up. A dead spare is replaced, never used. Used from one event loop.
+    """Started workers per (GPU, command), waiting for their requests; with KERNELBLASTER_PREWARM
+    they import torch and make the CUDA context meanwhile. A dead spare is replaced, never used.
+    Used from one event loop.
 
-    How many: `least` while requests come slower than WARM_UP_S, else as many as were taken in the
-    last WARM_UP_S, at most `most` (each holds a CUDA context); `short` says when the next should
-    start with the request. A request prefers a warm spare that expects it (`hint`), else the
-    oldest.
-
-    A spare started while the worker before it runs (`ready(after=...)`) touches the GPU only once
-    that worker has exited (`released`) or it is taken. Spares of the default command are forked by
-    the worker zygote once it has imported torch. With `prewarm=False` a spare only imports the
-    torch-free modules, for builds; one is kept."""
+    How many: `least` while requests are rare, else as many as were taken in the last WARM_UP_S,
+    at most `most`. A request takes a warm spare that expects it, else the oldest. A spare
+    started beside a running worker touches the GPU only once that worker exits or it is taken."""
 
     def __init__(self, *, prewarm: bool = True, least: int = 1, most: int = 1) -> None:
         self._least = least if prewarm else 1

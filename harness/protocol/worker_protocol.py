@@ -17,13 +17,9 @@ from kernelblaster.harness.protocol.records import (
 )
 from kernelblaster.settings import Settings
 
-# The worker reads one WorkerRequest on stdin and writes JSON lines on stdout: any number of
-# WorkerProgress, then exactly one WorkerResponse; none means it died (a crash).
-#
-# A profile run sends its check early, in the progress message that starts the profile, so the
-# caller can show it while ncu runs; in-process counters add a second one with their profile and
-# states. `background` marks where the interactive part ends. The caller may kill the worker at any
-# time.
+# The worker reads one WorkerRequest on stdin and writes JSON lines: any number of WorkerProgress,
+# then exactly one WorkerResponse; none means it crashed. A profile run sends its check early, so
+# the caller can show it while ncu runs. The caller may kill the worker at any time.
 
 
 # "baselines": only the reference's eager and torch.compile timings, in the clean reference process;

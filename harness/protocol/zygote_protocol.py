@@ -1,10 +1,6 @@
-"""What the worker zygote and its client say to each other. The zygote has imported torch and the
-worker's modules but made no CUDA context, and forks a harness worker on request: a spare is ready
-in the time of its CUDA context instead of a Python start and a torch import.
-
-One AF_UNIX SOCK_SEQPACKET pair joins them, a message per packet. Client → zygote: `Fork`, with the
-worker's stdio (and `fd_env` descriptors) as SCM_RIGHTS. Zygote → client: `Ready` once imported,
-`Forked` or `ForkFailed` per `Fork`, `Exited` per child it reaped."""
+"""What the worker zygote and its client say to each other, a message per packet of one AF_UNIX
+SOCK_SEQPACKET pair. Client → zygote: `Fork`, with the worker's descriptors as SCM_RIGHTS. Zygote
+→ client: `Ready` once imported, `Forked` or `ForkFailed` per `Fork`, `Exited` per child reaped."""
 
 from __future__ import annotations
 
