@@ -148,13 +148,10 @@ def block_limits(
 def theoretical_occupancy(
     arch: str, *, registers: int, shared_bytes: int, block_size: int
 ) -> tuple[float, Limiter]:
-    """Resident warps per SM over the SM's maximum, and what limits it. `shared_bytes` is per block
-    (static plus dynamic).
-
-    The limiter is "warps", "block_size" (blocks too small to fill the SM within its block cap),
-    "registers" or "shared_memory"; on a tie the earlier is named, since relieving registers or
-    shared memory won't help while a hardware cap binds as tightly. An impossible launch has
-    occupancy 0 and names the resource at fault."""
+    """Resident warps per SM over the SM's maximum, and what limits it (`shared_bytes`: per block,
+    static plus dynamic). The limiter is "warps", "block_size", "registers" or "shared_memory"; a
+    tie names the earlier, since relieving registers or shared memory won't help while a hardware
+    cap binds as tightly. An impossible launch has occupancy 0 and names the resource at fault."""
     bounds = block_limits(
         arch, registers=registers, shared_bytes=shared_bytes, block_size=block_size
     )

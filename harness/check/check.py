@@ -192,11 +192,9 @@ def prepare_reference(
     abandon: Callable[[], bool] = lambda: False,
     session_open: bool = False,
 ) -> ReferenceSide:
-    """The reference side of `target`'s check, on the GPU the check will run on: the session
-    opened in the clean reference process (the trials' sets and expected outputs, made there
-    meanwhile; `session_open`: the caller opened it already, `CleanReference.open_for`) and,
-    in this process, the reference the candidate is loaded against and its probe
-    (harness/target/reference_side.py)."""
+    """The reference side of `target`'s check, on the check's GPU: the session opened in the clean
+    reference process (`session_open`: the caller opened it already) and, here, the reference the
+    candidate is loaded against and its probe."""
     device = torch.device("cuda", settings.gpu)
     path = Path(target.reference or "")
     if not session_open:

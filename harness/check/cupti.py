@@ -399,11 +399,9 @@ def _load_nvperf_beside(directory: Path) -> list[str]:
 
 
 def foreign_nvperf(directory: Path) -> list[str]:
-    """The nvperf libraries this process holds from a directory holding none of its libcupti
-    copies (nor `directory`, where the library's CUPTI will be): CUPTI opens them by soname,
-    so it would run on those. Nsight Compute's report reader (`ncu_report`) brings its own
-    libnvperf_host.so and loads it when it reads a report; CUPTI on that one crashed the
-    process on an H100."""
+    """The nvperf libraries this process holds from a folder without its libcupti: CUPTI opens them
+    by soname, so it would run on those. `ncu_report` loads its own libnvperf_host.so, and CUPTI
+    on that one crashed the process on an H100."""
     held = [Path(path) for path in library_files()]
     cupti_directories = {p.parent.resolve() for p in held if p.name.startswith("libcupti.so")}
     cupti_directories.add(directory.resolve())

@@ -86,11 +86,10 @@ def parse_report(text: str, *, tool: str, source: str) -> list[HackFinding]:
 def sanitize_target(
     target: Target, built: BuildResult, settings: Settings, progress: Progress = _no_progress
 ) -> tuple[list[HackFinding], SanitizerRun, HarnessError | None]:
-    """memcheck, and racecheck where the source uses shared memory, at once, on one run of the
-    built target, on the inputs sanitizer_inputs picks (a finding on a smaller set is
-    confirmed at get_inputs()' own size); the findings, what ran (SanitizerRun), and the error
-    that stopped a tool. A finding is the kernel's verdict whatever stopped the other tool;
-    without one, such an error leaves the kernel not checked (never failed)."""
+    """memcheck, and racecheck where the source uses shared memory, at once, on one run of the built
+    target on the inputs sanitizer_inputs picks: the findings, what ran, and the error that
+    stopped a tool. A finding is a verdict whatever stopped the other tool; an error alone leaves
+    the kernel not checked, never failed."""
     began = time.perf_counter()
     shared_memory = "__shared__" in read_source(Path(target.source))
     tools = ["memcheck"] + (["racecheck"] if shared_memory else [])

@@ -408,11 +408,9 @@ class Verifier:
     def _explain_mismatch(
         self, seen: list, expected: ExpectedFacts, seed: int, reuse_inputs: bool, real: list
     ) -> None:
-        """Name the hack behind a mismatch where the evidence shows one. The same tensors
-        twice: right when the GPU was idle before and after the call, but wrong behind the gate
-        with stale contents: its kernels don't wait for the caller's stream. (The same tensors,
-        so a cache keyed on them answers both calls alike.) Otherwise, the previous call's
-        right answer again: a cache; an output wrong every time, zeros say, is just wrong."""
+        """Name the hack behind a mismatch where the evidence shows one: right on the same tensors
+        with the GPU idle but wrong behind the gate, its kernels don't wait for the caller's
+        stream; the previous call's right answer again is a cache. Otherwise it is just wrong."""
         same = copied(real)
         idle = self._idle_call(same)
         right_when_idle = idle is not None and self._matches(idle, expected, seed)

@@ -65,12 +65,9 @@ def _no_progress(*_) -> None:
 
 
 def warm_up(settings: Settings) -> None:
-    """What every in-process profile of this process starts with, done ahead: the counter
-    library found in the build cache (compiled by nvcc on first use, seconds) and loaded, and
-    CUPTI's profiler set up for COUNTER_METRICS on the GPU's context (`library.prepare`, kept
-    for the next call). The worker runs it in a thread while nvcc builds the candidate; the
-    profile then finds all of it done. What fails here is met again, and reported, by
-    `collect_counters`."""
+    """What every in-process profile here starts with, done ahead while nvcc builds: the counter
+    library built and loaded, and CUPTI's profiler set up for COUNTER_METRICS. What fails here is
+    met again, and reported, by `collect_counters`."""
     library, toolkit = cupti.build_library(settings)
     if not library.ok or library.artifact is None or toolkit is None:
         return

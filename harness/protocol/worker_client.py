@@ -335,11 +335,10 @@ async def run_worker(
     env: dict[str, str] | None = None,
     pass_fds: tuple[int, ...] = (),
 ) -> Result:
-    """Run `request` in a spare worker when `spares` is given (workers take every path from the
-    request, not from their cwd), else in a fresh one in `cwd` with `env` and `pass_fds`. The next
-    spare (told `spare_hint`) starts once a progress message satisfies `spare_from`, else when the
-    run ends: a torch import beside the kernel's timing would share its CPU. Where requests come
-    faster than spares warm up (`SpareWorkers.short`), it starts with the run."""
+    """Run `request` in a spare worker when `spares` is given, else in a fresh one in `cwd` with
+    `env` and `pass_fds`. The next spare starts once a progress message satisfies `spare_from`,
+    else when the run ends, so its torch import doesn't share the CPU with the kernel's timing;
+    where requests outpace spares (`SpareWorkers.short`), with the run."""
     process = await (
         spares.take(command, gpu_index, spare_hint)
         if spares is not None
@@ -549,12 +548,9 @@ def run_harness_sync(
 
 
 class SpareWorkerThread:
-    """SpareWorkers for synchronous callers: one event loop on its own thread, since asyncio
-    subprocesses belong to the loop that started them. Callers in any thread submit a request and
-    block for its response; each request still runs in its own worker, with the same budgets.
-
-    `close` kills the running requests' workers and the spares; after it a request is refused,
-    since nobody would kill its worker."""
+    """SpareWorkers for synchronous callers: one event loop on its own thread (asyncio subprocesses
+    belong to their loop), to which any thread submits a request and blocks for its response.
+    After `close`, which kills running workers and spares, a request is refused."""
 
     def __init__(self, spares: SpareWorkers | None = None) -> None:
         self._loop = asyncio.new_event_loop()

@@ -245,11 +245,9 @@ def _sendable(exc: BaseException) -> BaseException:
 
 
 class _QuestionReader(pickle.Unpickler):
-    """Reads a question from the worker, where candidate code runs: plain values, torch's
-    dtypes and sizes, and tensors shared through torch.multiprocessing's reductions; any other
-    global is refused. A plain pickle.loads would call whatever the candidate's process named
-    (an object whose __reduce__ is os.system, or one that patches torch here): candidate code
-    run in the one process where none may run."""
+    """Reads a question from the worker, where candidate code runs: plain values, torch's dtypes and
+    sizes, and shared tensors; any other global is refused, since a plain pickle.loads would run
+    whatever the candidate named in the one process where no candidate code may run."""
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in _SHARED_TENSOR_GLOBALS or (module == "torch" and _is_dtype(name)):

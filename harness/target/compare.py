@@ -143,12 +143,9 @@ def _first_bad(
 def degenerate_fractions(
     expected: torch.Tensor, *, atol: float, rtol: float
 ) -> tuple[float, float]:
-    """How weak a reference output is as a test: the share of its elements that an output of
-    all zeros would match, and the share that an output filled with one constant (its median)
-    would match, under the same rule `compare` applies. A ReLU after subtracting 2 from
-    standard-normal inputs scores ~0.98 on both: nearly any kernel writing zeros passes.
-    A single value (a loss) always "matches a constant", itself, so for it only zero counts:
-    its constant fraction is its zero fraction."""
+    """How weak a reference output is as a test: the shares of its elements that all zeros, and one
+    constant (its median), would match under `compare`'s rule. A ReLU after subtracting 2 from
+    standard-normal inputs scores ~0.98 on both. A single value counts only zero."""
     if expected.numel() == 0:
         return 0.0, 0.0
     flat = expected.detach().reshape(-1)

@@ -88,11 +88,9 @@ class ReferenceAhead:
         *,
         device_name: str | None = None,
     ) -> None:
-        """Make `target`'s reference side (its session opened in `clean`, the clean reference
-        process), unless the request came for another one first, or the side and a check of
-        the problem besides would not fit in the memory free on the GPU
-        (harness/target/reference_side.py: spare_side_fits; the request then makes its own).
-        `device_name`: where memory is measured, the settings' GPU unless given."""
+        """Make `target`'s reference side (its session in `clean`), unless the request came for
+        another first or the side and a check beside it would not fit in the GPU's free memory
+        (`spare_side_fits`). `device_name`: where memory is measured, default the settings' GPU."""
         try:
             key = reference_key(target, settings)
             with self._keys:

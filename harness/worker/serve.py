@@ -194,11 +194,9 @@ def _build_and_prepare(
 
 
 def gpu_present() -> bool:
-    """Whether an NVIDIA GPU is likely usable here, asked without torch: the clean reference
-    process is started before this process imports torch (its own torch import then runs
-    beside this one's instead of after it) only where it will be used. The driver's device
-    node exists and CUDA_VISIBLE_DEVICES does not hide every device; a wrong guess costs a
-    process started in vain (there is no GPU) or later (the request then starts it)."""
+    """Whether an NVIDIA GPU is likely usable, asked without torch, so the clean reference process
+    is started before this process's torch import only where it will be used. A wrong guess costs
+    a process started in vain, or later."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() in ("", "-1"):
         return False
@@ -220,11 +218,9 @@ def clean_reference(gpu: int) -> CleanReference:
 def _reference_side(
     target: Target, settings: Settings, abandon: Callable[[], bool]
 ) -> ReferenceSide | None:
-    """The reference side, made here if torch is installed and there is a GPU to run on; else
-    None, and the check reports what is missing once the build is done. Torch is imported
-    here, beside nvcc, not before it: a spare worker still importing it when its request came
-    (harness/worker/serve.py: main) then builds meanwhile. A spare's side made ahead is taken when
-    it is this target's (harness/worker/reference_ahead.py)."""
+    """The reference side, made here if torch and a GPU are present; else None, and the check
+    reports what is missing after the build. Torch is imported here, beside nvcc; a spare's side
+    made ahead is taken when it is this target's."""
     if _ahead is not None and (made := _ahead.take(target, settings)) is not None:
         return made
     # The clean process's session opened now, before this process's torch import (a fresh
