@@ -84,11 +84,9 @@ def code_identity() -> dict[str, str | None]:
 
 
 class SparesBeside(SpareWorkers):
-    """Spare workers for checks run one after another: each check's successor is started with
-    it (SpareWorkers.ready(after=...)), imports torch, in itself and in its clean reference
-    process, while the check runs, and touches the GPU only once that check's worker has
-    exited (GPU_FREE_FD_ENV); the next check skips that start-up. The language server's spares
-    are started so when saves come faster than they warm up (`short`); here every check's is."""
+    """Spare workers for checks run one after another: each check's successor starts with it,
+    imports torch meanwhile, and touches the GPU only once that check's worker has exited
+    (GPU_FREE_FD_ENV), as the language server's spares do when saves come fast."""
 
     def short(self, command: list[str], gpu_index: int = 0) -> bool:
         return True

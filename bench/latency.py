@@ -507,11 +507,9 @@ class _Session:
 
 
 async def rapid_rhythm(root: Path, names: list[str], saves: int, log: Path | None) -> dict:
-    """`saves` one-line edits over the examples in turn, each saved as soon as the previous
-    save's timing diagnostic appeared (the edit and its save together): save → timing, save →
-    the state of the saved text (None where the file was saved again first), then how long
-    after its last save each file's job ended, and whether its full profile and baselines
-    reached its last text."""
+    """`saves` one-line edits over the examples in turn, each saved as soon as the previous save's
+    timing diagnostic appeared: save → timing, save → state (None where saved again first), when
+    each file's job ended after its last save, and whether its profile reached its last text."""
     session = await _Session.start(root, log)
     client = session.client
     uris = {name: session.open(name) for name in names}

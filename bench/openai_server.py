@@ -285,11 +285,9 @@ Responder = Callable[[RecordedRequest], Scripted]
 
 
 def reply_by_agent(replies: dict[str, Scripted | Responder]) -> Responder:
-    """A responder that gives each of our agents its reply, whatever order their requests come
-    in. An agent is named by its prompt template (agents/llm/prompts/<name>.md: "lowering",
-    "soft_verify", "perf_gap", ...) and recognised by the opening of its system message; its
-    reply is given, or made from the request by a function. Any other request gets a 400,
-    which the client does not retry."""
+    """A responder that gives each of our agents its reply, whatever order their requests come in:
+    an agent is named by its prompt template and recognised by its system message's opening. Any
+    other request gets a 400, which the client does not retry."""
     from kernelblaster.agents.llm.prompting import load_template
 
     openings = {

@@ -292,11 +292,9 @@ def _fixed_parts(problem: dict, run: PhaseTimes) -> dict:
 
 
 def _baselines_apart(problem: dict) -> dict | None:
-    """The baselines measured apart (agents/kernelbench/baselines.py): their compilation, which ran
-    beside the checks (concurrent: part of no other figure's cost), their wait for the GPU,
-    their turn on it (inside the rollouts' wall when it came between two of their steps: then
-    it is in rollouts_wall_s, not in fixed_s) and what the problem's end waited for them (in
-    runner_other_s)."""
+    """The baselines measured apart: their compilation (beside the checks, part of no other cost),
+    their wait for the GPU, their turn on it (in rollouts_wall_s when it came between steps) and
+    what the problem's end waited for them (in runner_other_s)."""
     if not problem.get("baselines_phases"):
         return None
     phases = _phases_of(problem["baselines_phases"])

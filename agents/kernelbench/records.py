@@ -54,10 +54,8 @@ class ProblemResult(msgspec.Struct, kw_only=True):
     rollouts_wall_s: float = 0.0
     optimize_phases: PhaseTimes | None = None
     step_phases: list[PhaseTimes] = []
-    # The rest of wall_s: a given kernel's check with its full profile and baselines (its
-    # `evaluation` is the call's wall seconds, a worker's start included), and the loop's whole
-    # wall time (rollouts, its start, the sanitizer run and policy update after them); what
-    # is left of wall_s is the runner's own bookkeeping.
+    # The rest of wall_s: the given kernel's check (with its full profile and baselines) and the
+    # loop's whole wall time; what remains is the runner's own bookkeeping.
     first_phases: PhaseTimes | None = None
     optimize_wall_s: float = 0.0
     # Where the baselines' seconds went, measured apart from the checks (baselines.py); None where

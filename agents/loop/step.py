@@ -195,11 +195,9 @@ def _judged(
 def ncu_pass_below_ms(
     current: VerifiedKernel, choice: RankedTechnique, *, depth_left: bool
 ) -> float | None:
-    """Below what time a candidate of this step gets ncu's pass after its in-process state
-    (WorkerRequest.ncu_below_ms): only a candidate the rollout goes on from needs ncu's rules
-    and source lines, for its next choice and its lowering prompt. That is a candidate that
-    beats `current` by MIN_SPEEDUP, or any verified one of an enabler, while depth is left;
-    the others' states are only recorded, and the in-process counters classify the same."""
+    """Below what time a candidate of this step gets ncu's pass after its in-process state: only one
+    the rollout goes on from needs ncu's rules and source lines (it beats `current` by
+    MIN_SPEEDUP, or is an enabler's, while depth is left); the others' states are only recorded."""
     if not depth_left:
         return 0.0
     if enables(choice.technique):
