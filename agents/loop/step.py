@@ -1,8 +1,7 @@
-"""One step: the lowering agent (an LLM) applies the chosen technique to the kernel, the harness
-builds, verifies, times and re-profiles each candidate it proposes (its feedback goes back to
-the LLM), soft verification reviews the verified one, and the step's verdict is its measured
-speedup. A failure of the LLM or the harness themselves ends the step, and the run, as an
-"infrastructure" outcome: it says nothing about the technique."""
+"""One step: the lowering agent applies the chosen technique, the harness builds, verifies, times
+and re-profiles each candidate (its feedback goes back to the LLM), and soft verification reviews
+the verified one; the verdict is the measured speedup. A failure of the LLM or the harness ends
+the step and the run as "infrastructure": it says nothing about the technique."""
 
 from __future__ import annotations
 

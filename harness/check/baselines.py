@@ -1,8 +1,6 @@
-"""PyTorch eager and torch.compile timings of a reference, cached on disk under the cache
-directory per (reference source, GPU, torch version), since torch.compile takes tens of seconds
-and the reference rarely changes: a restarted server, or another project with the same
-reference, reads them back instead of measuring again. Measured in the clean reference
-process (harness/check/clean_baselines.py), read back in the worker. Imports torch."""
+"""PyTorch eager and torch.compile timings of a reference, cached on disk per (reference source,
+GPU, torch version): torch.compile takes tens of seconds and the reference rarely changes.
+Measured in the clean reference process, read back in the worker. Imports torch."""
 
 from __future__ import annotations
 

@@ -764,10 +764,10 @@ def _loads_the_candidate() -> None:
 
 
 def _answer(request: WorkerRequest) -> WorkerResponse:
-    """`handle`'s response. A folder that can't be made, or a Python exception of the harness's
-    own code (one that escapes where no candidate code runs here), is the run's error with its
-    fix, never a verdict on the kernel; one that escapes where the candidate's code may run
-    ends the worker, which its caller reports as a crash, as any other death of it there."""
+    """`handle`'s response. A folder that can't be made, or an exception of the harness's own code
+    where no candidate code runs, is the run's error with its fix, never a verdict on the kernel.
+    One escaping where candidate code may run ends the worker, which its caller reports as a
+    crash."""
     try:
         return handle(request)
     except FolderError as exc:
