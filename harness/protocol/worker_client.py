@@ -90,8 +90,8 @@ WARM_UP_S = 4.0
 # The same for a spare forked by the zygote (CUDA context ~0.15 s on an H100, reference sides
 # ~0.3-1 s): an estimate until an H100 run's `ahead_at_*` marks say otherwise.
 FORKED_WARM_UP_S = 2.0
-# Forked spares that died before any request ran no candidate code: that many deaths mean forking
-# is broken on this host, and spares are started by exec from then on.
+# Forked spares that die before any request have run no candidate code, so this many deaths mean
+# forking is broken on this host: spares are then started by exec.
 FORKED_DEATHS_TO_GIVE_UP = 2
 
 
