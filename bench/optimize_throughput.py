@@ -8,8 +8,10 @@ The numbers bench/project_kernelbench.py projects KernelBench's time from, writt
 bench/results/optimize-throughput-<gpu>.json (each part adds its keys). `--part single`: per
 candidate cost besides the LLM (`per_candidate_overhead_p50_s`, from each step's PhaseTimes), a
 problem's fixed cost (`per_problem_fixed_s`, with `fixed_parts`), and `llm_overlap_ratio`.
-`--part scaling`: the same optimize run on 1, 2 and 4 GPUs (`rollouts_scaling`,
-`whole_run_scaling`). Every candidate is a real edit against the scripted endpoint."""
+`--part scaling`: the same optimize run on 1, 2 and 4 GPUs, the endpoint answering after
+--llm-delay (`rollouts_scaling`, `whole_run_scaling`); ncu's passes take turns over the host, so
+each run gives their share (`ncu_share`) and `serial_bound`, the scaling if only they stayed
+serial. Every candidate is a real edit against the scripted endpoint."""
 
 from __future__ import annotations
 
@@ -75,7 +77,9 @@ def main() -> int:
     )
     parser.add_argument("--rollouts", type=int, help="candidates: 2; scaling: 4")
     parser.add_argument("--depth", type=int, help="candidates: 3; scaling: 4")
-    parser.add_argument("--llm-delay", type=float, default=10.0, help="the overlap run's, s")
+    parser.add_argument(
+        "--llm-delay", type=float, help="seconds the endpoint waits: overlap 10, scaling 2"
+    )
     parser.add_argument("--gpus", default="0,1,2,3", help="scaling: the GPUs of the widest run")
     parser.add_argument("--copy-to", type=Path, help="also copy the results file here")
     args = parser.parse_args()
@@ -89,10 +93,12 @@ def main() -> int:
                 rollouts, depth = args.rollouts or 2, args.depth or 3
                 parts |= _candidates(scratch / "kb", problems, rollouts, depth, args.copy_to)
             if args.part != "candidates":
-                parts |= _overlap(scratch / "overlap", args.llm_delay)
+                parts |= _overlap(scratch / "overlap", _or(args.llm_delay, 10.0))
         else:
             gpus = [int(g) for g in args.gpus.split(",")]
-            parts = _scaling(scratch / "scaling", gpus, args.rollouts or 4, args.depth or 4)
+            rollouts, depth = args.rollouts or 4, args.depth or 4
+            delay_s = _or(args.llm_delay, 2.0)
+            parts = _scaling(scratch / "scaling", gpus, rollouts, depth, delay_s)
     _merge(path, parts)
     print(json.dumps({k: v for k, v in parts.items() if not isinstance(v, (dict, list))}))
     print(f"wrote {path}")
@@ -100,6 +106,10 @@ def main() -> int:
         args.copy_to.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, args.copy_to / path.name)
     return 0
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def _merge(path: Path, parts: dict) -> None:
@@ -426,6 +436,7 @@ def _gpu_seconds(result: OptimizeResult) -> float:
 
 
 def _summary(result: OptimizeResult) -> dict:
+    ncu_s = sum(step.phases.full_profile for step in result.steps)
     by_rollout: dict[int, float] = {}
     for step in result.steps:
         by_rollout[step.rollout] = by_rollout.get(step.rollout, 0.0) + step.phases.llm_s
@@ -439,6 +450,9 @@ def _summary(result: OptimizeResult) -> dict:
         "llm_s_by_rollout": {str(r): round(s, 3) for r, s in sorted(by_rollout.items())},
         "policy_update_s": result.phases.policy_update,
         "ncu_passes": sum(s.phases.full_profile > 0 for s in result.steps),
+        # ncu's passes in the rollouts, which take turns over the host (the profiling lock)
+        "ncu_s": round(ncu_s, 3),
+        "ncu_share": round(ncu_s / result.rollouts_wall_s, 3) if result.rollouts_wall_s else None,
         "run_phases": {k: v for k, v in _phase_seconds(result.phases).items() if v},
     }
 
@@ -455,15 +469,22 @@ def _overlap(work: Path, delay_s: float) -> dict:
     }
 
 
-def _scaling(work: Path, gpus: list[int], rollouts: int, depth: int) -> dict:
-    bench = _OptimizeBench(work, 0.0)
+def _scaling(work: Path, gpus: list[int], rollouts: int, depth: int, delay_s: float) -> dict:
+    bench = _OptimizeBench(work, delay_s)
     # The nvcc builds, the counter library, each GPU's baselines: what every timed run shares
     bench.run("warmup", gpus, rollouts=len(gpus), depth=1)
     runs = {}
     for count in (1, 2, 4):
         if count <= len(gpus):
             runs[str(count)] = _summary(bench.run(f"{count} GPU", gpus[:count], rollouts, depth))
+    workload = {"rollouts": rollouts, "depth": depth, "llm_delay_s": delay_s, "gpus": gpus}
+    return scaling_figures(runs, workload)
+
+
+def scaling_figures(runs: dict[str, dict], workload: dict) -> dict:
+    """The scaling over GPUs from each GPU count's run summary ("1" always there)."""
     one = runs["1"]
+    share = one["ncu_share"]
     return {
         "rollouts_scaling": {
             n: round(one["rollouts_wall_s"] / run["rollouts_wall_s"], 3)
@@ -473,7 +494,13 @@ def _scaling(work: Path, gpus: list[int], rollouts: int, depth: int) -> dict:
         "whole_run_scaling": {
             n: round(one["wall_s"] / run["wall_s"], 3) for n, run in runs.items() if n != "1"
         },
-        "scaling": {"rollouts": rollouts, "depth": depth, "gpus": gpus, "runs": runs},
+        # what the 1-GPU run allows if only ncu's passes stay serial (Amdahl)
+        "serial_bound": (
+            {str(n): round(1 / (share + (1 - share) / n), 3) for n in (2, 4)}
+            if share is not None
+            else {}
+        ),
+        "scaling": {**workload, "runs": runs},
     }
 
 

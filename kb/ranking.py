@@ -3,8 +3,10 @@ top-k selection the optimization loop explores with.
 
 The model, per (arch, state, technique, target finding), the target finding being the kernel's
 finding the technique is aimed at (`target_finding`; none, when it addresses none of them):
-- gain if the candidate verifies: a log-normal mean, the prior's log gain worth PRIOR_STRENGTH
-  observations, shrunk toward the mean measured log speedup as measurements accumulate;
+- gain if the candidate verifies: a log-normal mean, the prior's log gain shrunk toward the
+  mean measured log speedup as measurements accumulate, by how closely they agree
+  (`prior_worth`: normal-normal shrinkage, the prior worth PRIOR_STRENGTH outcomes of a key
+  whose outcomes spread by OUTCOME_SPREAD, fewer for a key whose outcomes agree more closely);
 - chance the candidate compiles and verifies: a Beta(VERIFY_PRIOR) updated by verified vs
   failed attempts;
 - predicted speedup = P(verified) x gain + (1 - P(verified)) x 1 (a failed attempt leaves the
@@ -21,10 +23,10 @@ directly (`directness`); a technique aimed at none of the findings is capped at 
 promising one that is, so it never outranks it untried.
 
 Selection (`select`) samples among the best few, weighted by predicted speedup sharpened by a
-temperature, optionally with a UCB-style bonus for techniques tried less than their rivals
-(`exploration_bonus`): the ranking says what is expected; the bonus only decides what to try.
-PRIOR_STRENGTH, the temperature and the exploration coefficient were chosen with
-bench/learning_tune.py (cross-validation on the training tasks of a measured table).
+temperature; on a kernel the search comes back to, by the expected improvement over the
+fastest kernel the run holds (`expected_improvement`): the ranking says what is expected; the
+selection decides what to try. PRIOR_STRENGTH, OUTCOME_SPREAD and the temperature were chosen
+on the training tasks of the H200 learning table (docs/learning.md).
 """
 
 from __future__ import annotations
@@ -51,7 +53,14 @@ from kernelblaster.kb.records import (
 from kernelblaster.kb.rows import CountsByTarget, EntryRow
 from kernelblaster.kb.stats import EntryCounts
 
-PRIOR_STRENGTH = 3.0
+# How far a prior's log gain is from what a key realizes, against how far one key's outcomes
+# are from each other: the prior is worth PRIOR_STRENGTH outcomes of a key whose log speedups
+# spread by OUTCOME_SPREAD (their standard deviation). The catalog's priors, raised by ncu's
+# estimates, were off by a factor of ~4 (rms log error 1.39) on the H200 learning table's
+# kernels, while a technique's rewrites of one kind of kernel agree within ~30%: one measured
+# outcome says more than the prior. Tuned on training tasks (docs/learning.md).
+PRIOR_STRENGTH = 0.1
+OUTCOME_SPREAD = 0.3
 # Beta(1.5, 0.5): mean 0.75, worth two attempts. Rule of thumb for LLM rewrites with compile
 # and verification retries; the KB's own counts take over quickly.
 VERIFY_PRIOR = (1.5, 0.5)
@@ -69,6 +78,7 @@ class Prediction(msgspec.Struct, kw_only=True):
     gain_if_verified: float
     success_probability: float
     confidence: float
+    log_gain_sd: float  # posterior standard deviation of log(gain_if_verified)
 
 
 def ncu_gain(estimated_speedup_percent: float | None) -> float | None:
@@ -89,9 +99,9 @@ def predict(
     """Combine a prior gain with the counts of one entry (or pooled entries) weighted `weight`."""
     counts = counts or EntryCounts()
     n_log = weight * counts.n_measured
-    mean_log = (PRIOR_STRENGTH * math.log(prior_gain) + n_log * counts.mean_log_speedup) / (
-        PRIOR_STRENGTH + n_log
-    )
+    variance = outcome_variance(counts, weight)
+    worth = prior_worth(counts, weight)
+    mean_log = (worth * math.log(prior_gain) + n_log * counts.mean_log_speedup) / (worth + n_log)
     alpha, beta = VERIFY_PRIOR
     p_verified = (alpha + weight * counts.verified) / (
         alpha + beta + weight * (counts.verified + counts.failures)
@@ -104,17 +114,44 @@ def predict(
         gain_if_verified=gain,
         success_probability=p_verified,
         confidence=1.0 - doubt,
+        log_gain_sd=math.sqrt(variance / (worth + n_log)),
     )
 
 
-def exploration_bonus(item: RankedTechnique, tried: int, exploration: float) -> float:
-    """UCB1's optimism, in log-speedup units: `exploration` x sqrt(ln(1 + tried) / (1 +
-    item.attempts)), where `tried` counts the attempts of every technique ranked for the state.
-    A technique never tried gains the most, and more the more its rivals were tried; the bonus
-    of one tried often fades. 0 turns exploration by bonus off."""
-    if exploration <= 0:
-        return 0.0
-    return exploration * math.sqrt(math.log1p(tried) / (1 + item.attempts))
+def outcome_variance(counts: EntryCounts, weight: float = 1.0) -> float:
+    """The variance of one outcome's log speedup on the key `counts` holds (each outcome
+    weighted `weight`): the sample variance shrunk toward OUTCOME_SPREAD squared by one
+    pseudo-outcome (so a single outcome, which has no spread of its own, gets the typical one)."""
+    n = weight * counts.n_measured
+    return (weight * counts.m2_log_speedup + OUTCOME_SPREAD**2) / (max(n - 1.0, 0.0) + 1.0)
+
+
+def prior_worth(counts: EntryCounts, weight: float = 1.0) -> float:
+    """How many measured outcomes the prior's log gain is worth against `counts`: the
+    normal-normal weight of a prior whose variance is OUTCOME_SPREAD^2 / PRIOR_STRENGTH, i.e.
+    PRIOR_STRENGTH scaled by the key's `outcome_variance` over OUTCOME_SPREAD^2. One outcome
+    weighs as PRIOR_STRENGTH says, outcomes that agree weigh more and more, and a key whose
+    outcomes scatter keeps the prior's pull."""
+    return PRIOR_STRENGTH * outcome_variance(counts, weight) / OUTCOME_SPREAD**2
+
+
+def expected_improvement(item: RankedTechnique, behind: float, exploration: float) -> float:
+    """The log of how far `item`'s candidate is expected to beat the fastest kernel the run
+    holds, `behind` (log) ahead of the kernel it is applied to: P(verified) x E[max(0, L -
+    behind)] for a log gain L ~ N(log gain_if_verified, (exploration x log_gain_sd)^2), the
+    expected improvement of Bayesian optimisation. A confident prediction that falls short of
+    what the run has already found scores little; an uncertain one keeps its chance."""
+    sd = exploration * item.log_gain_sd
+    d = (math.log(item.gain_if_verified) - behind) / sd
+    if d > -30.0:  # erfc keeps the normal tail exact; the sum loses ~2 log10|d| digits
+        density = math.exp(-d * d / 2) / math.sqrt(2 * math.pi)
+        log_tail = math.log(sd * (density + d * 0.5 * math.erfc(-d / math.sqrt(2))))
+    else:  # the density underflows: the Mills-ratio series, in logs
+        log_tail = (
+            math.log(sd) - d * d / 2 - 0.5 * math.log(2 * math.pi) - 2 * math.log(-d)
+            + math.log1p(-3 / d**2 + 15 / d**4)
+        )  # fmt: skip
+    return math.log(item.success_probability) + log_tail
 
 
 def select(
@@ -124,20 +161,29 @@ def select(
     top_k: int | None = None,
     temperature: float = 1.0,
     exploration: float = 0.0,
+    visits: int = 0,
+    behind: float = 0.0,
     seed: int | None = None,
 ) -> list[RankedTechnique]:
     """Weighted random k of the `top_k` best of `ranked` (all of them when None), without
-    replacement. Each technique scores log(predicted_speedup) plus its exploration bonus
-    (`exploration_bonus`; none at exploration 0, when the best are simply the first by
-    prediction); weights are exp(score / temperature): temperature 1 and no bonus samples in
-    proportion to predicted speedup, smaller values sharpen toward the best, temperature <= 0
-    is greedy (the k best by score). The same seed and input always give the same selection,
-    in the order drawn."""
+    replacement. On a kernel's first visit (`visits`: attempts already made on it), or at
+    exploration 0, each technique scores log(predicted_speedup): the best prediction first. On
+    a kernel the search comes back to, the best branch there has been measured, and what a
+    technique can add is how far it may beat the fastest kernel the run holds (`behind`, in
+    log speedup, ahead of this one): it scores its `expected_improvement`. Weights are
+    exp(score / temperature): temperature 1 samples in proportion to the score's exponent,
+    smaller values sharpen toward the best, temperature <= 0 is greedy (the k best by score).
+    The same seed and input always give the same selection, in the order drawn."""
     if k <= 0 or not ranked:
         return []
-    tried = sum(item.attempts for item in ranked)
+    revisit = exploration > 0 and visits > 0
     scored = [
-        (math.log(item.predicted_speedup) + exploration_bonus(item, tried, exploration), item)
+        (
+            expected_improvement(item, behind, exploration)
+            if revisit
+            else math.log(item.predicted_speedup),
+            item,
+        )
         for item in ranked
     ]
     scored.sort(key=lambda pair: -pair[0])  # stable: ties keep the ranking's order
@@ -464,6 +510,10 @@ def rank_technique(
         target_finding=target,
         evidence=evidence.text,
         proposal=proposal,
+        log_gain_sd=p.log_gain_sd,
+        kernel_attempts=sum(
+            c.attempts for (tid, _), c in learned.this_kernel.items() if tid == technique.id
+        ),
     )
 
 

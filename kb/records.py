@@ -234,6 +234,13 @@ class RankedTechnique(msgspec.Struct, kw_only=True):
     # trial (ranked with a conservative prior), "promoted" once its outcomes (or a user) made it
     # a regular; None for a catalog technique.
     proposal: ProposalStatus | None = None
+    # How uncertain the gain is: the posterior standard deviation of log(gain_if_verified),
+    # the prior's doubt narrowed by the outcomes behind it (kb.ranking.predict); what the
+    # selection's expected improvement integrates over (kb.ranking.expected_improvement).
+    log_gain_sd: float = 0.0
+    # Attempts of this technique on the very kernel ranked (KnowledgeBase.rank's source_hash;
+    # 0 when ranked for a state): their sum is how often the loop has been at that kernel.
+    kernel_attempts: int = 0
 
 
 class KBSummary(msgspec.Struct, kw_only=True):

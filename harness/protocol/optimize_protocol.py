@@ -30,11 +30,15 @@ class OptimizeRequest(msgspec.Struct, kw_only=True, tag="optimize"):
     depth: int = 3
     top_k: int = 3
     seed: int | None = None
-    # The selection (kb.ranking.select, agents/loop/choice.py), tuned with bench/learning_tune.py
-    # on the H100 learning table (docs/learning.md): greedy, and never
-    # the same failure twice on one kernel; the UCB bonus never helped there.
+    # The selection (kb.ranking.select, agents/loop/choice.py): the best prediction first, never
+    # the same failure twice on one kernel, and, on a kernel the search comes back to, the
+    # technique most likely to beat the fastest kernel found so far (its expected improvement
+    # over it), so a branch already beaten yields to one that may still beat it
+    # (docs/learning.md; chosen on training tasks of the H200 learning table).
     temperature: float = 0.0  # of the weighted random top-k selection; 0: the best first
-    exploration: float = 0.0  # its UCB bonus for techniques tried less
+    # the prediction's uncertainty the expected improvement integrates over, in its standard
+    # deviations (1: as predicted); 0: the best prediction on every visit
+    exploration: float = 1.0
     avoid_failed: bool = True  # skip techniques that already failed on a step's starting kernel
     # New techniques asked of the LLM at most, at once, for a state the KB has none left for
     # (agents/policy/proposals.py); 0: never propose.

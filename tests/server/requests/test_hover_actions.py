@@ -95,6 +95,10 @@ async def test_hover_shows_state_times_and_ranked_techniques(client, workspace):
     assert tiling.endswith(
         f"3 faster, 1 slower, 0 failed, mean 2.80× in 4 attempts on sm_90 on kernels with {target}"
     )
+    # how many outcomes each prediction rests on, beside the prediction
+    assert " from 4 outcomes (confidence " in tiling
+    untried = next(line for line in text.splitlines() if "no attempts yet" in line)
+    assert " from the prior alone (confidence " in untried
     assert "no attempts yet (basis: ncu estimate)" in text
     # inside the body there is no hover (the editor's C++ server owns that)
     body = await client.text_document_hover_async(
