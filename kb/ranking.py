@@ -1,11 +1,9 @@
-"""Predicted gain of a technique from its prior and its record, and the selection the optimization
-loop explores with (docs/knowledge-base.md).
-
-Per (arch, state, technique, target finding): a log-normal gain if verified, the prior shrunk
-toward the measured mean (`prior_worth`), times a Beta chance of verifying, so failures lower the
-prediction as surely as regressions. Only attempts aimed at the same finding count, since one
-state holds kernels with different fixes. `select` takes the best prediction first and, on a
-revisited kernel, the best `expected_improvement` over the run's fastest kernel."""
+"""Predicted gain of a technique from its prior and its record, and the loop's selection
+(docs/knowledge-base.md). Per (arch, state, technique, target finding): a log-normal gain if
+verified, the prior shrunk toward the measured mean (`prior_worth`), weighed by a Beta chance of
+verifying, so failures lower a prediction as surely as regressions. Only attempts aimed at the
+same finding count: one state holds kernels with different fixes. `select` takes the best first
+and, on a revisited kernel, the best `expected_improvement` over the run's fastest kernel."""
 
 from __future__ import annotations
 

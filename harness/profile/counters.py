@@ -1,12 +1,9 @@
-"""The quick profile's counters collected inside the worker with CUPTI (issue 14): no process
-started under ncu (3-12 s), each kernel replayed in place in the warm CUDA context, after one
-warm-up call and with the L2 flushed. Each launch of the target's own kernels becomes a
-KernelProfile with ncu's metric names, so `classify_report` reads it like a quick ncu report.
-Worker side: imports torch.
-
-Refused (`counters_failed`, profiled through ncu instead): standalone programs, calls of more
-than MAX_LAUNCHES launches, and a worker where torch.profiler ran first (kineto keeps CUPTI's one
-subscriber). Occupancy ignores thread-block clusters."""
+"""The quick profile's counters collected inside the worker with CUPTI (issue 14): no process under
+ncu (3-12 s), each kernel replayed in place after a warm-up call, L2 flushed. Each launch of the
+target's kernels becomes a KernelProfile with ncu's metric names, read like a quick ncu report.
+Refused, for ncu instead (`counters_failed`): standalone programs, over MAX_LAUNCHES launches,
+and a worker where torch.profiler ran first (kineto keeps CUPTI's one subscriber). Occupancy
+ignores thread-block clusters. Worker side: imports torch."""
 
 from __future__ import annotations
 
