@@ -1,7 +1,8 @@
 """compute-sanitizer runs (memcheck always, racecheck for kernels using shared memory) and their
 reports parsed into HackFindings at source lines. A plain target runs through the native driver
-where it can, else through run_once with every tensor its own cudaMalloc, so memcheck sees an
-access past any buffer. A tool that fails gives no verdict: the kernel is "not checked"."""
+with the `native_sanitizer_driver` setting, else through run_once with every tensor its own
+cudaMalloc, so memcheck sees an access past any buffer. A tool that fails gives no verdict: the
+kernel is "not checked"."""
 
 from __future__ import annotations
 

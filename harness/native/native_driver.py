@@ -1,8 +1,8 @@
-"""The native driver ncu profiles (and compute-sanitizer watches) for plain-CUDA targets instead of
-run_once: a small C++ program that dlopens the library, fills buffers from a file, calls the
-launcher once and exits, ~2.5 s under ncu where run_once costs ~7 s. A C call needs the callee's
-type at compile time, so it is compiled per launcher signature, through the build cache; the rest
-is read from the spec file (`DriverSpec`)."""
+"""The native driver ncu profiles for plain-CUDA targets instead of run_once (and compute-sanitizer
+watches, with `native_sanitizer_driver`): a small C++ program that dlopens the library, fills
+buffers from a file, calls the launcher once and exits, ~2.5 s under ncu where run_once costs ~7
+s. A C call needs the callee's type at compile time, so it is compiled per launcher signature,
+through the build cache; the rest is read from the spec file (`DriverSpec`)."""
 
 from __future__ import annotations
 
