@@ -47,6 +47,8 @@ from kernelblaster.harness.target.trial_sets import fresh_seed, set_bytes
 from kernelblaster.settings import Settings
 
 Progress = Callable[..., None]
+# Device faults met in this process, kept alive with the tensors their frames hold (see check).
+_FAULTS: list[RuntimeError] = []
 
 
 def gpu_problem(settings: Settings) -> HarnessError | None:
@@ -164,6 +166,11 @@ def run_check(
             error = exc.error
         except RuntimeError as exc:
             error = error_from_exception(exc, kernels=kernels)
+            if error.kind == "illegal_memory_access":
+                # CUDA's error is sticky now, and c10 aborts the process when a tensor the
+                # traceback's frames hold is freed: they are kept until this one-request
+                # worker exits, so that its answer is sent first.
+                _FAULTS.append(exc)
         if error is not None:
             return result, error
     # A failed verification is sanitized too: a wrong answer may come from an out-of-bounds

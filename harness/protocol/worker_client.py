@@ -379,7 +379,7 @@ async def _exchange(
 ) -> Result:
     """Send `request` to the started `process` and read its messages until its result."""
     budget = timeout_s if callable(timeout_s) else (lambda _message: timeout_s)
-    stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
+    stderr_tail = _StderrTail()
     stderr_reader = asyncio.create_task(_collect(process.stderr, stderr_tail))
     reaper = asyncio.create_task(_kill_leftovers_on_exit(process))
     result: Result | None = None
@@ -396,7 +396,7 @@ async def _exchange(
                 except msgspec.DecodeError as exc:
                     raise WorkerFailed(
                         f"the worker wrote a line that is not its protocol ({exc}): {line[:200]!r}",
-                        log="".join(stderr_tail),
+                        log=stderr_tail.text(),
                         phase=getattr(last, "phase", None),
                     ) from exc
                 if isinstance(message, result_type):
@@ -410,7 +410,7 @@ async def _exchange(
         seconds = budget(last)
         raise WorkerFailed(
             f"the worker ran longer than {seconds:.0f} s and was stopped",
-            log="".join(stderr_tail),
+            log=stderr_tail.text(),
             timed_out=True,
             phase=getattr(last, "phase", None),
         ) from exc
@@ -424,7 +424,7 @@ async def _exchange(
     if result is None:
         raise WorkerFailed(
             f"the worker exited ({describe_exit(returncode)}) without a result",
-            log="".join(stderr_tail),
+            log=stderr_tail.text(),
             phase=getattr(last, "phase", None),
             exit_status=describe_exit(returncode),
         )
@@ -444,11 +444,31 @@ async def _send(process: WorkerProcess, payload: bytes) -> None:
         process.stdin.close()
 
 
-async def _collect(stream: asyncio.StreamReader | None, tail: collections.deque[str]) -> None:
+class _StderrTail:
+    """The worker's last stderr lines, and the first that names a CUDA error: a process that
+    aborts on one (c10 checks a free after a device fault) prints its C++ stack after it."""
+
+    def __init__(self) -> None:
+        self.lines: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
+        self.cuda_error: str | None = None
+
+    def add(self, line: str) -> None:
+        if self.cuda_error is None and "CUDA error" in line:
+            self.cuda_error = line
+        self.lines.append(line)
+
+    def text(self) -> str:
+        tail = "".join(self.lines)
+        if self.cuda_error is not None and self.cuda_error not in self.lines:
+            return f"{self.cuda_error}[...]\n{tail}"
+        return tail
+
+
+async def _collect(stream: asyncio.StreamReader | None, tail: _StderrTail) -> None:
     if stream is None:
         return
     while line := await stream.readline():
-        tail.append(line.decode("utf-8", errors="replace"))
+        tail.add(line.decode("utf-8", errors="replace"))
 
 
 async def _kill_leftovers_on_exit(process: WorkerProcess) -> None:

@@ -220,9 +220,10 @@ def _start_context() -> ForkContext | SpawnContext:
     """`fork` where forking is sound and saves the child's torch import: torch imported, no
     CUDA context (CUDA can't be forked), one thread (a fork keeps only the caller's, and
     another's locks could be held). A worker forked by the zygote is that; one started by exec
-    has imported no torch yet, or holds OpenBLAS's thread beside its own."""
+    has imported no torch yet, or holds OpenBLAS's thread beside its own. Threads are counted
+    first: torch may be half-imported by another (the prewarm thread), without `torch.cuda`."""
     torch = sys.modules.get("torch")
-    if torch is None or torch.cuda.is_initialized() or _threads() > 1:
+    if torch is None or _threads() > 1 or torch.cuda.is_initialized():
         return multiprocessing.get_context("spawn")
     return multiprocessing.get_context("fork")
 
