@@ -1,48 +1,13 @@
-"""Does the knowledge base learn? Learning curves of the real optimization loop replayed on a
-measured table (agents/replay/mode.py): the loop, KB, ranking, selection and write-back are the
-real ones; the lowering agent returns the library's variant for the chosen technique (the loop
-is offered only the library's rewrites), and the harness's verdicts and times come from the
-table, with noise at the measured spread.
-
-First the two ceilings (learning_eval.py): how much better a KB seeded with table edges does
-than an empty one, when the edges are the held-out kernel's own (same kernel: the machinery
-works when keys recur) and every other kernel's (leave-one-out: the best cross-task memory
-this suite allows). Unless the leave-one-out ceiling at budget 2 reaches CEILING_GATE, no
-learning rule can show a benefit on this suite, and the summary says so (`gate`).
-
-Protocol: for each of N orderings, the kernels of each family are dealt into training and
-held-out (kernels are held out, not families: a held-out kernel's states and findings recur in
-training). Arms:
-- persistent: the KB a user gets: one KB across the ordering's tasks, trained on the training
-  tasks by the product exactly as a user runs it (`run_optimization` with OptimizeRequest's
-  defaults: its rollouts, depth and selection, as `kernelblaster optimize` and the editor's
-  Optimize send it), then the product's default selection on held-out ones;
-- persistent_exploring (research, no product setting): the same, trained with
-  --temperature/--exploration (greedy, twice the default exploration): whether a KB trained
-  exploring more than the product's own runs would know more;
-- fresh: a new, empty KB for every task, the product's default selection (a new user);
-- uniform: uniform random among every technique the ranking offers for the state;
-- oracle: the best kernel the loop can reach within the budget (learning_eval.reachable: the
-  ranking's candidates only, no step past the roof, continuing only from kept candidates);
-- transfer: a KB trained as persistent's is, on another GPU's table, then tested on this one
-  (with two tables).
-Each task gets `rollouts x depth` steps; the curve at budget b is the best verified kernel after
-the first b steps. Reported: the held-out geomean best speedup vs budget, regret vs the oracle,
-wasted steps, per arm with bootstrap intervals over orderings; persistent / fresh with a
-task-level bootstrap (resampling kernels) and per-task contributions; the same ratio with each
-family dropped from the suite in turn; the median prediction error |log(predicted /
-measured)| of the chosen technique on held-out kernels, persistent vs fresh.
-bench/learning_tune.py tunes the selection with this experiment's arms, on training tasks only.
+"""Does the knowledge base learn? Learning curves of the real loop replayed on a measured table.
 
     python -m bench.learning                       # every bench/results/learning-table-*.json
     python -m bench.learning --table T.json --orderings 40 --temperature 0.5 --exploration 0.5
 
-Writes bench/results/learning-<gpu>.json (top-level summary: tasks, families,
-held_out_kernels, ratio_persistent_fresh (and _by_step), ceiling_leave_one_out,
-ceiling_same_kernel, prediction_error, gate; the per-arm detail beside them), then, where
-matplotlib is installed (the [dev] extra), a plot (learning-<gpu>.png). Without --table it
-replays the table that measures the most kernels and trains the transfer arm on the others.
-"""
+The loop, KB, ranking and selection are real; the lowering agent and the harness answer from the
+table (agents/replay/mode.py). First the memory ceilings and their gate (learning_eval.py), then,
+over N orderings of training and held-out kernels, the arms of docs/learning.md (persistent,
+persistent_exploring, fresh, uniform, oracle, transfer) with bootstrap intervals. Writes
+bench/results/learning-<gpu>.json and, with matplotlib, a plot."""
 
 from __future__ import annotations
 

@@ -1,27 +1,13 @@
-"""Tune the optimization loop's selection on the learning environment: PRIOR_STRENGTH (how many
-observations of typical spread the prior is worth), the sampling temperature and the
-exploration rule (the width of kb.ranking.select's expected improvement, and whether a step
-skips techniques that already failed on the kernel it starts from: agents/loop/choice.py),
-chosen by cross-validation on training tasks only.
-
-It runs bench/learning.py's experiment (the same table, tasks, orderings and train/held-out
-splits, the same replay of the real loop): for each ordering, every setting of the grid is
-scored by k-fold cross-validation *within that ordering's training tasks*: a persistent KB is
-trained on the other folds' tasks (in the ordering's order) and then optimizes the left-out
-fold's tasks; the score is the mean, over those tasks and budgets 1..--small-budget, of the log
-best speedup. The best-scoring setting is that ordering's choice, made without ever replaying
-its held-out tasks; then its held-out curves (persistent KB and fresh KB) are measured as
-bench/learning.py measures them, beside those of the defaults. The tuning is nested inside
-each ordering, so the tuned curves estimate what tuning buys on tasks it has not seen.
+r"""Tune the loop's selection on the learning environment, by cross-validation on training tasks.
 
     python -m bench.learning_tune     # bench/results/learning-tune-<gpu>.json and a plot beside it
-    python -m bench.learning_tune --orderings 4 --prior-strengths 3 --temperatures 0,1 \\
+    python -m bench.learning_tune --orderings 4 --prior-strengths 3 --temperatures 0,1 \
         --explorations 0,0.25 --avoid-failed-values 0,1 --jobs 2
 
-Choices follow the one-standard-error rule (`choose`). The same rule over all orderings' CV
-scores gives `recommended`, the candidate for the loop's defaults (kb/ranking.py's
-PRIOR_STRENGTH, OptimizeRequest's temperature, exploration and avoid_failed).
-"""
+Per ordering of bench/learning.py's experiment, each setting (PRIOR_STRENGTH, temperature,
+exploration, avoid_failed) is scored by k-fold CV within the training tasks; the choice (the
+one-standard-error rule, `choose`) is then measured on the held-out tasks it never saw. The same
+rule over all orderings gives `recommended`, the candidate for the defaults."""
 
 from __future__ import annotations
 

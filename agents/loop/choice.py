@@ -157,12 +157,10 @@ def _untried_or_successful(
     ranked: list[RankedTechnique],
     exhausted: Collection[str] = (),
 ) -> list[RankedTechnique]:
-    """`ranked` without the techniques already tried on this very kernel (`source_hash`)
-    without a success: the lowering agent has had its retries at each of them, so trying one
-    again spends a step on what this kernel's own record says fails. Successes stay (a rollout
-    from the original re-applies them to go deeper), unless each led to an `exhausted` kernel:
-    re-applying one would re-derive a kernel with nothing left to try. When nothing is left
-    here, the kernel is a dead end: the rollout goes back along its branch."""
+    """`ranked` without the techniques already tried without success on this very kernel
+    (`source_hash`): its own record says they fail. Successes stay, unless each led to an
+    `exhausted` kernel. When nothing is left, the kernel is a dead end and the rollout goes back
+    along its branch."""
     tried = kb.attempts(arch=state.arch, state=state.state, source_hash=source_hash)
     succeeded = {
         a.technique for a in tried if a.outcome == "success" and a.candidate_hash not in exhausted

@@ -92,11 +92,9 @@ def every_technique(source: str) -> None:
 
 
 class SearchRecord:
-    """What the rollouts of one run have found, in this process (a Ray task has its own): the
-    fastest verified time, which a technique tried on a kernel the search comes back to must
-    beat to add anything (kb.ranking.select), and the kernels with nothing left to try (source
-    hashes: at their roof, or every technique failed there), whose branch is not walked again
-    (agents/loop/choice.py)."""
+    """What one run's rollouts have found, in this process: the fastest verified time, which a
+    technique tried on a revisited kernel must beat to add anything (kb.ranking.select), and the
+    kernels with nothing left to try, whose branch is not walked again."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -1,11 +1,8 @@
-"""One rollout: up to `depth` steps from the original kernel, each step's attempt recorded in
-the KB as it happens, so a cancelled run keeps what it learned and rollouts running at once rank
-with each other's results. A step is kept (the rollout goes on from its candidate) when it
-verified and beat where it started by MIN_SPEEDUP, or verified as a catalog enabler with depth
-left (e.g. tiling before tensor cores); a kept step is credited, when its branch ends, with
-what it enabled (`credited_speedup`). A kernel with nothing left to try (at its roof, or every
-technique failed there) is a dead end: it ends its branch, not the rollout, which goes back
-along the branch with the steps it has left."""
+"""One rollout: up to `depth` steps from the original kernel, each attempt recorded in the KB as it
+happens, so a cancelled run keeps what it learned and concurrent rollouts rank with it. A step is
+kept when it verified and beat its start by MIN_SPEEDUP, or is a verified enabler with depth
+left; it is credited with what it enabled (`credited_speedup`). A dead end ends its branch, not
+the rollout."""
 
 from __future__ import annotations
 

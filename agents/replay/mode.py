@@ -1,19 +1,9 @@
-"""Replay mode of the optimization loop: the real loop, KB, ranking, selection and write-back,
-on a measured table instead of a GPU and an LLM.
-
-`ReplayTask` plugs into `run_optimization()` through its injection points (OptimizeRun's
-`lower`, `evaluate` and `offered`; `ReplayTask.optimize` runs the loop with them):
-- `offered` names the techniques the library has a rewrite of the current kernel for: the
-  loop chooses among those only, so a gap in the library costs no step and is not recorded
-  as the technique's failure;
-- `lower` is a scripted lowering agent: asked to apply a technique to the current kernel, it
-  returns the library's variant for that edge (task, current variant, technique);
-- `evaluate` answers the harness's part from the table: the variant's build or verification
-  failure, or its state and a time drawn around its measured median with its measured spread.
-The few remaining model calls (soft verification, the policy update's gap analysis) go to
-`ReplayModel`, which approves what the harness verified and proposes no notes or priors.
-The table was measured without compute-sanitizer, so every verified variant passes it here.
-"""
+"""Replay mode of the optimization loop: the real loop, KB, ranking, selection and write-back, on a
+measured table instead of a GPU and an LLM. `ReplayTask` fills the loop's injection points:
+`offered` (only techniques the library has a rewrite for, so a gap costs no step), `lower` (the
+library's variant for the edge) and `evaluate` (the table's verdict, a time drawn at the measured
+spread). `ReplayModel` approves what verified and proposes nothing; the table has no sanitizer
+runs, so every verified variant passes."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""A kernel on the roofline, as Nsight Compute's SpeedOfLight roofline charts draw it: achieved
-FLOP/s against arithmetic intensity (FLOPs per DRAM byte), under the GPU's DRAM-bandwidth roof
-and its FP32 and FP64 compute roofs, and, for a kernel that ran tensor-core MMAs, the dense roof
-of each tensor-core input type it used (its FLOPs count in its point: a GEMM on the tensor cores
-sits near their roof, not near zero under the FP32 one). As ncu's hierarchical charts, the L1
-and L2 bandwidth roofs too, with the kernel's FLOPs per L1 and per L2 byte: an uncoalesced
-kernel moves many more bytes through L1 and L2 than through DRAM.
-
-The roofs come from the report itself where it measured them (peak work and traffic per cycle
-times the clocks the kernel ran at: what ncu's chart uses); otherwise from the published peaks
-of the GPU (boost clock), and the answer says which. Pure: no ncu, no GPU."""
+"""A kernel on the roofline, as ncu's SpeedOfLight charts draw it: achieved FLOP/s against FLOPs per
+DRAM byte, under the DRAM, FP32, FP64 and used tensor-core roofs (a tensor-core GEMM counts its
+MMA FLOPs), and, as ncu's hierarchical charts, the L1 and L2 roofs with FLOPs per L1 and L2 byte
+(where an uncoalesced kernel's traffic is). Roofs come from the report where it measured them,
+else the GPU's published peaks, and the answer says which. Pure: no ncu, no GPU."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""How a worker run fails (`WorkerFailed`: it could not start, broke the protocol, timed out or
-died), the harness worker's phase budgets, and what such a failure means for the user (a
-HarnessError with a fix), so every caller reports one shape."""
+"""How a worker run fails (`WorkerFailed`), the harness worker's phase budgets, and what a failure
+means for the user (a HarnessError with a fix), so every caller reports one shape."""
 
 from __future__ import annotations
 
