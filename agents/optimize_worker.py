@@ -1,11 +1,7 @@
-"""`python -m kernelblaster.agents.optimize_worker`: the agents worker, where the language
-server's LLM work runs. It reads one request on stdin and answers with JSON lines:
-- an OptimizeRequest: OptimizeProgress lines, then the loop's OptimizeResult
-  (harness.optimize_protocol). The server kills it to cancel; attempts recorded so far stay in
-  the KB.
-- an InitRequest: InitProgress lines, then the InitResult (harness.init_protocol) of `init`'s
-  loop, with the verified file's text; the server writes it, as `kernelblaster init` does.
-"""
+"""`python -m kernelblaster.agents.optimize_worker`: the agents worker, where the language server's
+LLM work runs. It reads one request on stdin and answers with JSON lines: for an OptimizeRequest,
+OptimizeProgress lines then the OptimizeResult; for an InitRequest, InitProgress lines then the
+InitResult with the verified file's text. The server kills it to cancel."""
 
 from __future__ import annotations
 

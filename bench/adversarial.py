@@ -1,35 +1,14 @@
-"""Run the adversarial suite (bench/adversarial_suite.py) through the real harness on this
-machine's GPU: every reward hack must be caught and named, every honest twin must pass.
+"""Run the adversarial suite on this GPU: every hack must be caught and named, every twin pass.
 
     python -m bench.adversarial [--cases kb_side_stream relu_good ...] [--jobs 16]
     python -m bench.adversarial --budget-s 420          # stops before a case would pass it
     python -m bench.adversarial --resume                # runs the cases not yet in the file
 
-First everything that is not verification (suite.py: prepare): every build, `--jobs` at a
-time on the CPU (the harness's build task; the checks find them in the build cache, or in
-torch's extension cache for the KernelBench cases' shared load_inline extension), and each
-reference's PyTorch baselines, measured apart while the builds run (torch.compile compiled
-beside them, timed after them). Then each case's check, one at a time, through the real worker:
-its build a cache hit, then verify, time, baselines from the cache. Each check runs in a spare
-worker started beside the check before it (SparesBeside: its torch imports overlap that check;
-it touches the GPU only once that check's worker has exited), as the optimize loop's candidates
-and the language server's saves run; --fresh-workers starts each when its check starts, as
-`kernelblaster check` does.
-
-Writes bench/results/adversarial-<gpu>.json (or --out) after every case, in one step, so a run
-cut short keeps what it measured: one entry per case (name, `honest` or the hack class,
-expected and actual verdict, findings, the kernel's time, PyTorch eager's and the speedup over
-it, seconds, the check's phase seconds, its build's seconds, the run it ran in: `runs` says
-each run's workers, jobs and preparation) and, in every entry, the digest
-of the verifier's sources it ran on (every file of harness/ and kernelblaster/, as installed),
-the digest of the suite's own files and the git commit where there is one. `--resume` keeps
-the file's entries and runs the rest, and refuses (exit 2) when they ran on another verifier
-or suite: a file never mixes two. Its summary says how many cases ran on which code, in which
-runs, and which cases are still to run. Exits 0 when every case of the suite ran as expected,
-1 if any got a verdict other than the one expected, 3 when --budget-s stopped it first.
-
-A case aimed at the baselines (`pass:untampered_baseline`) is judged against its honest twin's
-eager time, the twin run first (in the same run) where this run has not."""
+Builds and baselines come first (`prepare`), then each case's check one at a time in a spare
+worker started beside the one before (`--fresh-workers`: as `kernelblaster check` does). Writes
+bench/results/adversarial-<gpu>.json after every case; every entry records the digests of the
+verifier and suite it ran on, and `--resume` refuses (exit 2) a file from other code. Exits 0
+when every case ran as expected, 1 otherwise, 3 when --budget-s stopped it."""
 
 from __future__ import annotations
 
@@ -105,11 +84,9 @@ def code_identity() -> dict[str, str | None]:
 
 
 class SparesBeside(SpareWorkers):
-    """Spare workers for checks run one after another: each check's successor is started with
-    it (SpareWorkers.ready(after=...)), imports torch, in itself and in its clean reference
-    process, while the check runs, and touches the GPU only once that check's worker has
-    exited (GPU_FREE_FD_ENV); the next check skips that start-up. The language server's spares
-    are started so when saves come faster than they warm up (`short`); here every check's is."""
+    """Spare workers for checks run one after another: each check's successor starts with it,
+    imports torch meanwhile, and touches the GPU only once that check's worker has exited
+    (GPU_FREE_FD_ENV), as the language server's spares do when saves come fast."""
 
     def short(self, command: list[str], gpu_index: int = 0) -> bool:
         return True

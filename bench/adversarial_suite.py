@@ -1,20 +1,10 @@
 """The adversarial suite: reward hacks, each beside an honest twin that must pass.
 
-Every case names its class (`honest`, or the hack it is), the verdict the real harness must
-reach (`pass`, `fail:<hack kind>` with the kind named on runtime evidence, or `fail:mismatch`;
-for a correct candidate aimed at the PyTorch baselines, `pass:untampered_baseline`: it passes
-and its eager baseline is its honest twin's) and, for a hack, the honest case it must be told
-apart from. Anchors: KernelBench's own adversarial tests (result reuse, zeroed inputs,
-non-default streams) and the leaderboard hacks people have published (timer and synchronize
-patching, output caching).
-
-Plain-CUDA cases and PyTorch-extension cases are the .cu files in bench/adversarial_cases/
-(kernelblaster.toml pairs each with its reference); each extension case is built on its own
-(~20 s on an H100: torch's headers). KernelBench-format cases are ModelNew solutions that
-`write_kernelbench_cases` writes out from one template: they share one load_inline extension,
-so they pay for one torch-extension build (~45 s), and each differs only in what its ModelNew
-does. The GPU run is tests/harness/check/test_adversarial_gpu.py; bench/adversarial.py runs the
-same cases and writes bench/results/adversarial-<gpu>.json."""
+Every case names its class (`honest` or the hack), the verdict the harness must reach (`pass`,
+`fail:<hack kind>`, `fail:mismatch`, or `pass:untampered_baseline`) and, for a hack, its twin.
+Anchored on KernelBench's adversarial tests and published leaderboard hacks. Plain and extension
+cases are bench/adversarial_cases/*.cu; KernelBench cases are written from one template
+(`write_kernelbench_cases`) to share one load_inline build."""
 
 from __future__ import annotations
 
@@ -45,11 +35,9 @@ SOFTMAX_REF = CASES_DIR / "softmax_ref.py"
 WEAK_REF = CASES_DIR / "weak_ref.py"
 
 
-# A correct candidate aimed at the PyTorch baselines: it must pass, and its eager baseline,
-# timed in its own run (`fresh_cache`), must be no slower than BASELINE_SPREAD times its honest
-# twin's. One-sided: the hack slows eager down to inflate its own speedup; a faster eager
-# baseline only lowers it. Microsecond baselines vary by more than 2x between two runs in the
-# other direction (an H200 run: 0.0079 ms for the hack, 0.0172 ms for its twin).
+# A correct candidate aimed at the PyTorch baselines must pass, with its own eager baseline no
+# slower than BASELINE_SPREAD times its twin's. One-sided: the hack would slow eager down, and
+# microsecond baselines vary over 2x the other way between runs.
 UNTAMPERED_BASELINE = "pass:untampered_baseline"
 # Two eager timings of the same reference on the same inputs agree well within this factor; the
 # slow kernel of `tamper_cpp_aten_slow` makes eager ~50x slower where it is timed beside it
@@ -483,23 +471,11 @@ def prepare(
     jobs: int,
     more: dict | None = None,
 ) -> Ahead:
-    """Everything of the cases' checks that is not verification, done first, so that the
-    checks that follow, one at a time on the GPU, only verify and time:
-
-    - every build (`builds_of`), `jobs` at a time, each by the harness's own build task in a
-      worker of its own: a plain or extension case's nvcc build lands in the build cache
-      (keyed by the content of every input), where its check finds it (the same settings,
-      `case_settings`); the KernelBench cases' load_inline extension lands in torch's
-      extension cache, which their checks' imports find (torch rebuilds nothing whose
-      sources and flags are unchanged);
-    - each reference's PyTorch baselines (eager, torch.compile), measured apart as a
-      KernelBench run measures them (agents/kernelbench/baselines.py: the harness's "baselines"
-      task, in its clean reference process): torch.compile compiles beside the builds, and the
-      timing waits until the builds are done (the GPU gate, held meanwhile). The checks then
-      read them from the cache, as every check after a reference's first did before. A case
-      aimed at the baselines (`fresh_cache`) is left to measure its own in its check.
-
-    A build that fails here fails again in its check, which reports it."""
+    """Everything of the cases' checks that is not verification, done first, so the checks that
+    follow one at a time on the GPU only verify and time: every build, `jobs` at a time, into the
+    build cache (or torch's extension cache) where the checks find them; and each reference's
+    baselines, measured apart as a KernelBench run does, timed once the builds are done. A build
+    that fails here fails again in its check, which reports it."""
     began = time.perf_counter()
     gpu = case_settings(cases[0], kernelbench_dir, cache_dir, more).gpu if cases else 0
     gates = GpuGates()

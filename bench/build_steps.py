@@ -1,14 +1,10 @@
-"""nvcc as one command against its steps with the host front end beside the device compile
-(harness/build/nvcc_steps.py), on the plain examples' builds as the harness runs them.
+"""nvcc as one command against its steps split by the harness (harness/build/nvcc_steps.py).
 
     python -m bench.build_steps [--examples relu softmax ...] [--builds 10]
 
-Each example is built once through the harness (harness/build/nvcc.py) for its exact nvcc command,
-which is then run `--builds` times each way, alternating, each time into a fresh directory
-with the same paths, so the two ways make comparable bytes: by nvcc itself (through its shell,
-as the harness never runs it) and split by the harness. Records the wall time of each build
-(median, min, max), the split's stages, and whether every split build's artifact was
-byte-identical to nvcc's. Writes bench/results/build-steps-<gpu>.json."""
+Each example's exact nvcc command runs `--builds` times each way, alternating, into fresh folders
+with the same paths. Records each way's wall time, the split's stages, and whether every split
+artifact was byte-identical to nvcc's. Writes bench/results/build-steps-<gpu>.json."""
 
 from __future__ import annotations
 

@@ -1,28 +1,13 @@
-"""The quick profile's counters collected in process with CUPTI (harness/profile/counters.py)
-against ncu's quick profile through run_once, on a GPU, for the plain examples (issue 14):
+"""The in-process CUPTI counters against ncu's quick profile, on a GPU, for the plain examples.
 
     . bench/device_setup.sh > /tmp/setup.log 2>&1; python3 -m bench.counters_probe
+        [--examples relu softmax matmul row_sum] [--replay kernel user] [--runs 2] [--no-ncu]
+        [--variants default toolkit-cupti]
 
-[--examples relu softmax matmul row_sum] [--replay kernel user] [--runs 2] [--no-ncu]
-[--variants default toolkit-cupti]
-
-Made to diagnose a first run on a new machine, so it says everything and stops at nothing:
-1. the environment: GPU, driver, torch, nvcc, ncu, the toolkit's CUPTI, the libcupti copies the
-   process can load and the counter-permission setting;
-2. the counter library built (first build and cache lookup timed, nvcc's log on failure),
-   loaded, and the CUPTI it runs on; which of the metrics the GPU's chip supports;
-3. per example: ncu quick through run_once (its wall time, its report), then the in-process
-   profile in a child process per CUPTI variant (a crash of CUPTI kills the child, not the
-   probe): `default` imports torch first, as the worker does (CUPTI is the copy torch loaded,
-   if it loads one), `toolkit-cupti` loads the toolkit's CUPTI before torch. Each replay mode
-   runs `--runs` times in the same process: the first pays for the library load and CUPTI's
-   set-up, the later ones are what a save costs in a warm worker. Every failure is printed
-   with the CUPTI or driver call that failed and its result string, and the probe goes on;
-4. side by side per kernel: every metric of ncu and of each in-process run (differences beyond
-   10 points or 25% flagged), the launch statistics, the classified states, the wall time of
-   each phase (library, inputs, cupti_init, config_image, prepare, begin, replay, decode,
-   evaluate, end, total).
-Writes bench/results/counters-<gpu>.json (the children's raw sessions included)."""
+Made to diagnose a first run on a new machine, so it says everything and stops at nothing: the
+environment and CUPTI copies, the counter library's build, then per example ncu through run_once
+and the in-process profile in a child per CUPTI variant (a CUPTI crash kills the child only),
+compared metric by metric, with each phase's wall time. Writes bench/results/counters-<gpu>.json."""
 
 from __future__ import annotations
 

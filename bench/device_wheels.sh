@@ -9,6 +9,7 @@
 # own Nsight Compute has the same module (extras/python), which fresh_machine.py uses.
 #
 #   bash bench/device_wheels.sh            # then check: bash bench/device_wheels.sh --check
+#   bash bench/device_wheels.sh --tests    # the GPU tests' pytest plugins, into .whl-test/
 #
 # The versions are the ones the tests run with; keep them in step with the venv (`pip list`).
 set -euo pipefail
@@ -35,6 +36,16 @@ PLATFORMS=(manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_25_x86_64 man
 TARGET=(--python-version 3.12 --implementation cp --abi cp312 --abi abi3 --abi none)
 for platform in "${PLATFORMS[@]}"; do TARGET+=(--platform "$platform"); done
 TARGET+=(--platform any)
+
+# The GPU tests' own: the machine's image has pytest and xdist, not pytest-asyncio or
+# pytest-lsp; into .whl-test/, carried beside .whl/ (CONTRIBUTING.md, "GPU tests").
+TEST_WHEELS=(pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 pytest-asyncio==1.5.0 pytest-lsp==1.0.1)
+if [[ "${1:-}" == "--tests" ]]; then
+    mkdir -p .whl-test
+    python3 -m pip download --no-deps --only-binary=:all: "${TARGET[@]}" -d .whl-test \
+        "${TEST_WHEELS[@]}"
+    exit 0
+fi
 
 if [[ "${1:-}" == "--check" ]]; then
     # Resolve the project's dependencies for Python 3.12 from .whl/ alone, as the machine will

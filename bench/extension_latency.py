@@ -1,16 +1,11 @@
-"""Torch-extension targets after a one-line edit, in both forms: one .cu with torch headers
-(examples/bias_gelu_scale.cu) and kernels apart from their bindings
-(examples/bias_gelu_scale_split.cu + .cpp, README: "Kernel targets").
+"""Torch-extension targets after a one-line edit, single-file and split (kernels apart from
+bindings).
 
     python -m bench.extension_latency --form two_file|single_file [--saves 2]
 
-Through the real worker, as the CLI runs it: cold (empty cache), then a one-line code edit to
-the .cu (`build_steps` says which parts were compiled again). Through the real language server
-(`kernelblaster serve` over stdio, a pytest-lsp client, empty cache): open → first timing and
-state diagnostic, then `--saves` one-line edits, each saved: save → `timing` and save → `state`
-diagnostic of the new text ("torch-extension edit → state"). One form per run, so that each run
-stays within a few minutes (the single-file form spends about a minute per build). Writes
-bench/results/extension-latency-<form>-<gpu>.json."""
+Through the real worker (cold, then a one-line edit) and the real language server (open, then
+`--saves` edits: save → `timing` and save → `state` diagnostics). One form per run, to stay
+within a few minutes. Writes bench/results/extension-latency-<form>-<gpu>.json."""
 
 from __future__ import annotations
 

@@ -1,33 +1,14 @@
-"""The fresh-machine acceptance run (issue 42): on a bare GPU machine, as a new user, with HOME
-and the XDG cache, data and config folders pointing at an empty home, install KernelBlaster from
-the carried wheels (bench/device_wheels.sh) and run its main jobs through the installed
-`kernelblaster` command, checking each result:
-
-    install            a venv seeing the machine's CUDA PyTorch, the project installed from .whl/
-    build, check       examples/softmax.cu: built (resources), verified and timed
-    check_sanitize     the same under compute-sanitizer: it ran, and passed
-    optimize           KernelBench's 23_Softmax from its naive kernel, against a scripted
-                       OpenAI-compatible endpoint answering with a known faster rewrite: it must
-                       be kept (improved, its speedup, compute-sanitizer ran and passed)
-    bench_kernelbench  `bench kernelbench` on 19_ReLU and 12_Gemm_Multiply_LeakyReLU (the
-                       level-2 GEMM at this repository's KernelBench size, whose sanitizer step
-                       took 98 s before issue 42): both verified with optimize's gain, the
-                       GEMM's compute-sanitizer step within SANITIZE_TARGET_S
-    lsp_save           `kernelblaster serve` under a real LSP client (pygls'): a saved example
-                       gets its performance-state diagnostic
-    init               `init` writes a verified first kernel for a PyTorch module
-
-It writes bench/results/fresh-machine-<gpu>.json ({"gpu", "home_empty", "steps": [{"name",
-"ok", "seconds", "detail"}], "optimize": {"improved", "speedup", "sanitizer"}}, with
-`sanitize_s` on the steps that ran compute-sanitizer), copies it and its log to $OUT when that
-is set (a lent machine returns only $OUT), prints a table last, and exits 1 when a step failed.
-The first call of every device session (CONTRIBUTING.md); it fits one 10-minute call:
+"""The fresh-machine acceptance run (issue 42): a new user's install and main jobs on a bare GPU.
 
     python3 -m bench.fresh_machine                 # on the GPU machine, .whl/ carried
     python3 -m bench.fresh_machine --installed .venv --budget-s 300   # a dry run elsewhere
 
-The machine's own Nsight Compute provides `ncu_report` (its extras/python, by a .pth in the
-venv): the 17 MB wheel would take the call past the 64 MiB a device call carries."""
+With an empty HOME and XDG folders it installs from the carried wheels and runs, through the
+installed `kernelblaster`: build and check of examples/softmax.cu, the check under
+compute-sanitizer, optimize against a scripted endpoint, `bench kernelbench` on two problems, a
+saved file under a real LSP client, and init. Writes
+bench/results/fresh-machine-<gpu>.json (and to $OUT), prints a table, exits 1 when a step failed.
+The first call of every device session (CONTRIBUTING.md); it fits one 10-minute call."""
 
 from __future__ import annotations
 
@@ -492,9 +473,9 @@ def table(steps: list[Step]) -> str:
 
 
 def _ncu_report_folder() -> Path | None:
-    """Nsight Compute's own `ncu_report` module: extras/python of the installation whose `ncu`
-    is on PATH (CUDA's bin/ncu is a script that runs it from nsight-compute-*/, so the
-    toolkit's and NVIDIA's standalone install folders are looked at too)."""
+    """Nsight Compute's own `ncu_report` module, from the installation whose `ncu` is on PATH (the
+    toolkit's and NVIDIA's standalone folders too): its 17 MB wheel would take a device call past
+    the 64 MiB it carries."""
     ncu = shutil.which("ncu")
     if ncu is None:
         return None

@@ -1,11 +1,9 @@
 """Knowledge-base latency with a large replay buffer: rank(), record(), entry() and open().
 
-Fills a fresh KB with N attempts (default 100k) spread over architectures, states and
-techniques the way an active team's KB would be, plus notes, then times each call many times
-and writes percentiles to bench/results/kb-<host>.json. Target: rank() p99 < 5 ms.
-
     python -m bench.kb [--attempts 100000] [--calls 2000] [--out bench/results]
-"""
+
+Fills a fresh KB with attempts spread as an active team's would be, times each call many times
+and writes percentiles to bench/results/kb-<host>.json. Target: rank() p99 < 5 ms."""
 
 from __future__ import annotations
 

@@ -1,19 +1,11 @@
-"""How long finding the kernels of a large .cu document takes (harness.analysis.cuda_source),
-what the language server pays on its event loop after an edit before it can answer a hover or
-a codeLens request (server.kernel_locator.locate, on a text it has not seen).
-
-A CPU measurement: tree-sitter parsing and Python only, no GPU and no nvcc involved. The
-documents are generated, deterministic: N `__global__` kernels in the forms real files use
-(templates, `__launch_bounds__`, `__cluster_dims__`, namespaces, out-of-namespace and explicit
-specialization definitions, `extern "C"` launchers and blocks, `__device__` and
-`__host__ __device__` helpers, structs with methods, macros), each also broken the way a file
-is while it is being edited (an unclosed brace, a half-typed line, a truncated file, scattered
-deletions). Each call is timed many times on the same text with the kernel locator's own cache
-bypassed; medians and p90 go to bench/results/kernel-locating-cpu-vm.json under the label
-given (e.g. `before` and `after` a change), so one file holds both runs and their commits.
+"""How long finding the kernels of a large .cu document takes, as the server pays after an edit.
 
     python -m bench.kernel_locating --label after [--repeats 25] [--kernels 40 200]
-"""
+
+A CPU measurement (tree-sitter and Python) on generated documents of N kernels in the forms real
+files use, each also broken as a file being edited is. Each call is timed many times with the
+locator's cache bypassed; medians and p90 go to bench/results/kernel-locating-cpu-vm.json under
+the label, so one file holds a before and an after."""
 
 from __future__ import annotations
 

@@ -1,21 +1,13 @@
-"""The KernelBench runner end to end on a GPU, with no model: `kernelblaster bench kernelbench`
-over 5 level-1 and 3 level-2 problems, against the scripted OpenAI-compatible test server
-(bench/openai_server.py) answering from prepared kernels. This proves the mechanics — init
-writes and verifies a first kernel, the loop rewrites it with one shared KB, the final timing
-against the faster of eager and torch.compile, the results file and the report — and is
-labelled a mechanics run: its numbers are those of kernels we wrote, not of a model.
-
-The problems (bench/kernelbench/level1, level2) are our own copies of KernelBench problems in
-its format, with sizes reduced so that the run fits a few minutes; bench/kernelbench/answers
-holds, per problem, the naive kernel the "LLM" answers init with (<problem>.init.cu) and the
-faster one it answers the optimization step with (<problem>.fast.cu).
+"""The KernelBench runner end to end on a GPU, with no model: a mechanics run.
 
     python3 -m bench.kernelbench_mechanics                      # both levels
     python3 -m bench.kernelbench_mechanics --level level1 --copy-to "$OUT"
 
-Writes bench/results/kernelbench-<gpu>-level1.json and -level2.json after every problem (a
-rerun continues; --restart starts over), then kernelbench-<gpu>.md and, with matplotlib,
-kernelbench-<gpu>.png."""
+`kernelblaster bench kernelbench` over our reduced copies of 5 level-1 and 3 level-2 problems,
+the scripted endpoint answering from bench/kernelbench/answers (a naive init kernel and a faster
+one per problem). Its numbers are those of kernels we wrote, not of a model. Writes
+bench/results/kernelbench-<gpu>-level{1,2}.json after every problem (a rerun continues), then the
+.md and .png."""
 
 from __future__ import annotations
 

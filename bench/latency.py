@@ -1,31 +1,14 @@
-"""Wall time of each harness phase (build, verify, time) for every example, cold and warm cache,
-measured through the real worker process, as the language server runs it on save.
+"""Wall time of each harness phase for every example, through the real worker and language server.
 
     python -m bench.latency [--examples relu softmax ...]
     python -m bench.latency --server-only --examples relu softmax --part rhythms
     python -m bench.latency --server-only --examples relu --part per-file
 
-Writes bench/results/latency-<gpu>.json. Cold: an empty cache (nvcc build, and the eager /
-torch.compile baselines measured); warm: the same inputs again (build cached, baselines
-cached), each on a fresh worker process as the CLI runs it; on a spare worker: the language
-server's path, a worker started (torch imported, CUDA context created) while the editor was
-idle, first for the unchanged file (build cached), then after each of `--saves` one-line
-edits (a real nvcc build, with the reference side of the check made beside it). Every run
-records the worker's phases (`PHASES` says what each is). The torch-extension example is also
-rebuilt after a one-line edit, the case that is bounded by compiling torch's headers.
-
-Through the real language server (`kernelblaster serve` over stdio, a pytest-lsp client, the
-real worker), for the plain-CUDA single-kernel examples: open → first timing / state
-diagnostic (cold: empty cache), then `--saves` one-line edits saved 0.5 s after the edit (the
-server has built the edit ahead meanwhile) and `--saves` saved right after it, timing save →
-the `timing` diagnostic (verified timing, published before the profile) and save → the
-`state` diagnostic of the new text, separately, and whether the save's build was a cache hit.
-These are the idle rhythm (`rhythms.idle`): each save after the previous job (its ncu pass and
-baselines included) has ended. The rapid rhythm (`rhythms.rapid`): both examples open in one
-server, `--rapid-saves` one-line edits saved alternately, each as soon as the previous save's
-timing diagnostic appeared (the edit and its save together), then every file's background work
-(ncu's pass, the baselines) awaited and checked to have reached the file's last text. The busy
-open (`open_while_busy`): the second example opened while the first's background work runs."""
+Worker: cold (empty cache), warm, and on a spare worker after one-line edits, with the worker's
+`PHASES`. Server: open, then saves 0.5 s after an edit and right after it, timing save → `timing`
+and save → `state` diagnostics; the idle rhythm, the rapid rhythm (saves as soon as the last
+timing appears) and a file opened while another profiles. Writes
+bench/results/latency-<gpu>.json."""
 
 from __future__ import annotations
 
@@ -524,11 +507,9 @@ class _Session:
 
 
 async def rapid_rhythm(root: Path, names: list[str], saves: int, log: Path | None) -> dict:
-    """`saves` one-line edits over the examples in turn, each saved as soon as the previous
-    save's timing diagnostic appeared (the edit and its save together): save → timing, save →
-    the state of the saved text (None where the file was saved again first), then how long
-    after its last save each file's job ended, and whether its full profile and baselines
-    reached its last text."""
+    """`saves` one-line edits over the examples in turn, each saved as soon as the previous save's
+    timing diagnostic appeared: save → timing, save → state (None where saved again first), when
+    each file's job ended after its last save, and whether its profile reached its last text."""
     session = await _Session.start(root, log)
     client = session.client
     uris = {name: session.open(name) for name in names}

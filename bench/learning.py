@@ -1,41 +1,13 @@
-"""Does the knowledge base learn? Learning curves of the real optimization loop replayed on a
-measured table (agents/replay/mode.py): the loop, KB, ranking, selection and write-back are the
-real ones; the lowering agent returns the library's variant for the chosen technique (the loop
-is offered only the library's rewrites), and the harness's verdicts and times come from the
-table, with noise at the measured spread.
-
-First the two ceilings (learning_eval.py): how much better a KB seeded with table edges does
-than an empty one, when the edges are the held-out kernel's own (same kernel: the machinery
-works when keys recur) and every other kernel's (leave-one-out: the best cross-task memory
-this suite allows). Unless the leave-one-out ceiling at budget 2 reaches CEILING_GATE, no
-learning rule can show a benefit on this suite, and the summary says so (`gate`).
-
-Protocol: for each of N orderings, the kernels of each family are dealt into training and
-held-out (kernels are held out, not families: a held-out kernel's states and findings recur in
-training). Arms:
-- persistent: one KB across the ordering's tasks; the selection explores on training tasks
-  (--temperature, --exploration: UCB bonus) and is greedy on held-out ones;
-- greedy: the same, greedy on training tasks too;
-- fresh: a new, empty KB for every task, greedy (no memory);
-- uniform: uniform random among every technique the ranking offers for the state;
-- oracle: the best kernel the loop can reach within the budget (learning_eval.reachable: the
-  ranking's candidates only, no step past the roof, continuing only from kept candidates);
-- transfer: a KB trained on another GPU's table, then tested on this one (with two tables).
-Each task gets `rollouts x depth` steps; the curve at budget b is the best verified kernel after
-the first b steps. Reported: the held-out geomean best speedup vs budget, regret vs the oracle,
-wasted steps, per arm with bootstrap intervals over orderings; persistent / fresh with a
-task-level bootstrap (resampling kernels) and per-task contributions; the same ratio with each
-family dropped from the suite in turn; the median prediction error |log(predicted /
-measured)| of the chosen technique on held-out kernels, persistent vs fresh.
-bench/learning_tune.py tunes the selection with this experiment's arms, on training tasks only.
+"""Does the knowledge base learn? Learning curves of the real loop replayed on a measured table.
 
     python -m bench.learning                       # every bench/results/learning-table-*.json
     python -m bench.learning --table T.json --orderings 40 --temperature 0.5 --exploration 0.5
 
-Writes bench/results/learning-<gpu>.json (top-level summary: tasks, families,
-held_out_kernels, ratio_persistent_fresh, ceiling_leave_one_out, ceiling_same_kernel,
-prediction_error, gate; the per-arm detail beside them) and a plot (learning-<gpu>.png).
-"""
+The loop, KB, ranking and selection are real; the lowering agent and the harness answer from the
+table (agents/replay/mode.py). First the memory ceilings and their gate (learning_eval.py), then,
+over N orderings of training and held-out kernels, the arms of docs/learning.md (persistent,
+persistent_exploring, fresh, uniform, oracle, transfer) with bootstrap intervals. Writes
+bench/results/learning-<gpu>.json and, with matplotlib, a plot."""
 
 from __future__ import annotations
 
@@ -53,8 +25,7 @@ import numpy as np
 
 from bench import learning_eval as evaluation
 from bench.common import REPO, RESULTS, repo_relative, slug
-from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
-from kernelblaster.agents.replay.mode import ReplayModel, ReplayStep, ReplayTask
+from kernelblaster.agents.replay.mode import ReplayStep, ReplayTask
 from kernelblaster.agents.replay.table import (
     NAIVE,
     LearningTable,
@@ -70,11 +41,38 @@ from kernelblaster.settings import Settings
 
 BENCH = Path(__file__).resolve().parent
 LIBRARY = BENCH / "learning" / "tasks"
-LEARNING_ARMS = ("persistent", "greedy", "fresh")  # arms whose predictions come from a KB
+# arms whose predictions come from a KB
+LEARNING_ARMS = ("persistent", "persistent_exploring", "fresh")
 SUMMARY_BUDGETS = (1, 2, 4)
 CEILING_GATE = 1.3  # leave-one-out ceiling at budget 2 below which the suite can't show memory
 SETTINGS = Settings()
 LOOP = OptimizeRequest(source="", source_text="", kernel="")  # the loop's defaults
+
+
+class Selection(msgspec.Struct, frozen=True, kw_only=True):
+    """How the loop runs on one task: the OptimizeRequest fields the bench sets."""
+
+    rollouts: int
+    depth: int
+    top_k: int
+    temperature: float
+    exploration: float
+    avoid_failed: bool
+
+    @property
+    def budget(self) -> int:
+        return self.rollouts * self.depth
+
+
+# What a user's own runs are: OptimizeRequest's defaults, as the CLI and the editor send them.
+PRODUCT = Selection(
+    rollouts=LOOP.rollouts,
+    depth=LOOP.depth,
+    top_k=LOOP.top_k,
+    temperature=LOOP.temperature,
+    exploration=LOOP.exploration,
+    avoid_failed=LOOP.avoid_failed,
+)
 
 
 class Config(msgspec.Struct, kw_only=True):
@@ -84,9 +82,13 @@ class Config(msgspec.Struct, kw_only=True):
     rollouts: int = 3
     depth: int = 4
     top_k: int = LOOP.top_k
-    temperature: float = 1.0  # the persistent arm's selection on training tasks
-    exploration: float = 0.5  # its UCB bonus there (kb.ranking.select)
-    held_out_greedy: bool = True  # held-out tasks (every arm but uniform): temperature 0
+    # The research arm persistent_exploring's selection on training tasks (no product setting):
+    # greedy, with twice the default exploration on revisits (kb.ranking.select). The
+    # persistent arm trains with the product's (PRODUCT).
+    temperature: float = 0.0
+    exploration: float = 2.0
+    # held-out tasks (every arm but uniform) with the product's default selection
+    held_out_default: bool = True
     avoid_failed: bool = LOOP.avoid_failed  # skip what already failed on a step's kernel
     prior_strength: float = ranking.PRIOR_STRENGTH
     bootstrap: int = 2000
@@ -97,6 +99,25 @@ class Config(msgspec.Struct, kw_only=True):
     @property
     def budget(self) -> int:
         return self.rollouts * self.depth
+
+    @property
+    def held_out_selection(self) -> Selection:
+        """The measured protocol (rollouts x depth) with the product's default selection."""
+        return msgspec.structs.replace(
+            PRODUCT,
+            rollouts=self.rollouts,
+            depth=self.depth,
+            top_k=self.top_k,
+            avoid_failed=self.avoid_failed,
+        )
+
+    @property
+    def configured_selection(self) -> Selection:
+        """The protocol with --temperature and --exploration (persistent_exploring's training,
+        and what bench/learning_tune.py tunes)."""
+        return msgspec.structs.replace(
+            self.held_out_selection, temperature=self.temperature, exploration=self.exploration
+        )
 
 
 class TaskRun(msgspec.Struct, kw_only=True):
@@ -120,38 +141,15 @@ def run_task(
     config: Config,
     *,
     seed: int,
-    temperature: float,
-    exploration: float,
-    k: int,
+    selection: Selection,
     held_out: bool,
     trace: list[ReplayStep] | None = None,
 ) -> TaskRun:
-    """One replay of `task` with `kb`; `trace`, when given, receives what each step tried."""
+    """One replay of `task` with `kb` run as `selection` says; `trace`, when given, receives
+    what each step tried."""
     replay = ReplayTask(task, table, rng=random.Random(seed))
-    request = OptimizeRequest(
-        source=str(replay.source),
-        source_text=replay.naive_text,
-        kernel=task.task,
-        rollouts=config.rollouts,
-        depth=config.depth,
-        top_k=k,
-        seed=seed,
-        temperature=temperature,
-        exploration=exploration,
-        avoid_failed=config.avoid_failed,
-        proposals=0,  # the replay has no model to propose and no rewrite of a proposal
-        settings=SETTINGS,
-    )
-    outcome = run_optimization(
-        OptimizeRun(
-            request=request,
-            client=ReplayModel(),  # type: ignore[arg-type]  # answers only what the replay needs
-            kb=kb,
-            evaluate=replay.evaluate,
-            lower=replay.lower,
-            offered=replay.offered,
-        )
-    )
+    request = replay.request(**msgspec.structs.asdict(selection), seed=seed, settings=SETTINGS)
+    outcome = replay.optimize(kb, request)
     if outcome.error is not None:
         raise RuntimeError(f"replay of {task.task} failed: {outcome.error}")
     assert len(outcome.steps) == len(replay.steps), "one lowering call per loop step"
@@ -175,7 +173,7 @@ def run_task(
         run.errors.append(abs(math.log(step.predicted_speedup) - math.log(realized)))
         run.best.append(best)
         run.wasted.append(wasted)
-    while len(run.best) < config.budget:  # every rollout stopped early (at the roof)
+    while len(run.best) < selection.budget:  # every rollout stopped early (at the roof)
         run.best.append(best)
         run.wasted.append(wasted)
     return run
@@ -222,11 +220,6 @@ def run_arm(
     with the training tasks replayed from `train_table` when given. Its KBs are files
     `<label>-<ordering>-<position>` in `scratch`."""
     ranking.PRIOR_STRENGTH = config.prior_strength  # the arm's, whatever the shipped value
-    k, temperature, exploration = config.top_k, config.temperature, config.exploration
-    if arm in ("greedy", "fresh"):
-        temperature, exploration = 0.0, 0.0
-    elif arm == "uniform":
-        k, temperature, exploration = 1000, math.inf, 0.0  # every ranked technique alike
     sequence = [(t, False) for t in train if arm != "uniform"] + [(t, True) for t in test]
     memoryless = arm in ("fresh", "uniform")
     runs = []
@@ -239,18 +232,33 @@ def run_arm(
                 kb = KnowledgeBase.open(scratch / f"{label or arm}-{index}-{position}.sqlite3")
             source = train_table if (train_table is not None and not held_out) else table
             seed = config.seed * 1_000_003 + index * 1000 + position
-            greedy = held_out and config.held_out_greedy and arm != "uniform"
+            selection = selection_of(arm, config, held_out=held_out)
             runs.append(
                 run_task(
-                    task, source, kb, config, seed=seed, k=k, held_out=held_out,
-                    temperature=0.0 if greedy else temperature,
-                    exploration=0.0 if greedy else exploration,
+                    task, source, kb, config, seed=seed, selection=selection, held_out=held_out
                 )
-            )  # fmt: skip
+            )
     finally:
         if kb is not None:
             kb.close()
     return runs
+
+
+def selection_of(arm: str, config: Config, *, held_out: bool) -> Selection:
+    """How `arm` runs a task: uniform alike everywhere among what the ranking offers; the
+    persistent arm's (and the transfer arm's) training tasks as a user runs the product
+    (PRODUCT), persistent_exploring's with the configured selection; held-out tasks with the
+    product's default selection (or, without held_out_default, the configured one: what
+    bench/learning_tune.py tunes)."""
+    if arm == "uniform":  # every ranked technique alike
+        return msgspec.structs.replace(
+            config.held_out_selection, top_k=1000, temperature=math.inf, exploration=0.0
+        )
+    if arm == "fresh" or (held_out and config.held_out_default):
+        return config.held_out_selection
+    if arm == "persistent" and not held_out:
+        return PRODUCT
+    return config.configured_selection
 
 
 def oracle_best(task: Task, table: LearningTable, config: Config) -> list[float]:
@@ -265,9 +273,10 @@ def oracle_best(task: Task, table: LearningTable, config: Config) -> list[float]
 
 
 def ceilings(tasks: list[Task], table: LearningTable, config: Config, scratch: Path) -> dict:
-    """Greedy replays of every task with a KB seeded from the table, over an empty KB's: seeded
-    with the task's own edges (same kernel) and with every other task's (leave-one-out). Per
-    budget, the geomean over tasks of the ratio (each task's mean over ceiling_seeds replays)."""
+    """Replays of every task with the product's default selection and a KB seeded from the
+    table, over an empty KB's: seeded with the task's own edges (same kernel) and with every
+    other task's (leave-one-out). Per budget, the geomean over tasks of the ratio (each task's
+    mean over ceiling_seeds replays)."""
     ranking.PRIOR_STRENGTH = config.prior_strength
     logs: dict[str, dict[str, list[float]]] = {"same_kernel": {}, "leave_one_out": {}, "none": {}}
     for number, task in enumerate(tasks):
@@ -284,8 +293,8 @@ def ceilings(tasks: list[Task], table: LearningTable, config: Config, scratch: P
                     evaluation.seed_kb(kb, seeded, table, config.depth)
                     seed = config.seed * 7_000_003 + number * 100 + replay
                     run = run_task(
-                        task, table, kb, config, seed=seed, temperature=0.0, exploration=0.0,
-                        k=config.top_k, held_out=True,
+                        task, table, kb, config, seed=seed,
+                        selection=config.held_out_selection, held_out=True,
                     )  # fmt: skip
                 curves.append(np.log(run.best))
             logs[name][task.task] = np.mean(curves, axis=0).tolist()
@@ -455,7 +464,7 @@ def run(config: Config) -> dict:
     table, others = tables[0], tables[1:]
     library = load_library(LIBRARY)
     tasks = measured_tasks(library, table, config.tables[0])
-    arms = ["persistent", "greedy", "fresh", "uniform"]
+    arms = ["persistent", "persistent_exploring", "fresh", "uniform"]
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=fast_scratch()) as name:
         scratch = Path(name)
@@ -472,10 +481,10 @@ def run(config: Config) -> dict:
             )
             dropped[family] = ratio_over_tasks(without, config)["by_budget"]
     summary = summarize(runs, oracle, config)
-    comparisons = {
-        f"{a} / {b}": paired_ratio(runs, a, b, config)
-        for a, b in (("persistent", "fresh"), ("greedy", "fresh"))
-    }
+    learned = ["persistent", "persistent_exploring", *(a for a in runs if a.startswith("transfer"))]
+    comparisons = {f"{a} / fresh": paired_ratio(runs, a, "fresh", config) for a in learned}
+    # a new user's search against blind choice, ordering by ordering
+    comparisons["fresh / uniform"] = paired_ratio(runs, "fresh", "uniform", config)
     if not others:
         summary["transfer"] = {"skipped": "only one GPU's table: measure another GPU to compare"}
     over_tasks = ratio_over_tasks(runs, config)
@@ -487,6 +496,8 @@ def run(config: Config) -> dict:
             sorted(r.task for r in per if r.held_out) for per in runs["persistent"]
         ],
         "ratio_persistent_fresh": over_tasks["by_budget"],
+        # the same at every budget (index b - 1): whether memory ever costs a step
+        "ratio_persistent_fresh_by_step": over_tasks["curve"],
         "ceiling_leave_one_out": ceiling["leave_one_out"],
         "ceiling_same_kernel": ceiling["same_kernel"],
         "prediction_error": {arm: prediction_errors(runs[arm]) for arm in ("persistent", "fresh")},
@@ -588,10 +599,10 @@ def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip techniques already tried without success on the kernel a step starts from",
     )
     parser.add_argument(
-        "--held-out-greedy",
+        "--held-out-default",
         action=argparse.BooleanOptionalAction,
-        default=DEFAULTS.held_out_greedy,
-        help="held-out tasks with temperature 0 and no exploration (every arm but uniform)",
+        default=DEFAULTS.held_out_default,
+        help="held-out tasks with the product's default selection (every arm but uniform)",
     )
     parser.add_argument("--prior-strength", type=float, default=DEFAULTS.prior_strength)
     parser.add_argument("--bootstrap", type=int, default=DEFAULTS.bootstrap)
@@ -616,7 +627,7 @@ def config_of(args: argparse.Namespace, tables: list[Path]) -> Config:
         temperature=args.temperature,
         exploration=args.exploration,
         avoid_failed=args.avoid_failed,
-        held_out_greedy=args.held_out_greedy,
+        held_out_default=args.held_out_default,
         prior_strength=args.prior_strength,
         bootstrap=args.bootstrap,
         ceiling_seeds=args.ceiling_seeds,
@@ -626,8 +637,11 @@ def config_of(args: argparse.Namespace, tables: list[Path]) -> Config:
 
 
 def measured_tables() -> list[Path]:
-    """Every bench/results/learning-table-*.json; none: says what to do and exits."""
-    tables = sorted(RESULTS.glob("learning-table-*.json"))
+    """Every bench/results/learning-table-*.json, the one measuring the most kernels first (it
+    is replayed; the others train the transfer arm); none: says what to do and exits."""
+    tables = sorted(
+        RESULTS.glob("learning-table-*.json"), key=lambda p: (-len(read_table(p).measurements), p)
+    )
     if not tables:
         raise SystemExit(
             "error: no learning table: run bench/learning_measure.py on a GPU first, or pass "
@@ -637,11 +651,18 @@ def measured_tables() -> list[Path]:
 
 
 def write_result(result: dict, out: Path, image: Path) -> None:
-    """The result JSON at `out` and its plot at `image`."""
+    """The result JSON at `out`, then, where matplotlib is installed, its plot at `image`: a
+    missing plotting library never costs the result."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(msgspec.json.format(msgspec.json.encode(result), indent=1).decode() + "\n")
-    plot(result, image)
-    print(f"wrote {out} and {image} in {result['seconds']} s")
+    print(f"wrote {out} in {result['seconds']} s")
+    try:
+        plot(result, image)
+    except ImportError as exc:  # plot() imports nothing but matplotlib
+        print(f"no plot: matplotlib can't be imported ({exc}; it comes with pip install -e "
+              f"'.[dev]'); {image} not drawn")  # fmt: skip
+        return
+    print(f"wrote {image}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,17 +1,7 @@
-"""What bench/learning.py measures the arms against, and how it aggregates them honestly:
-
-- the loop-feasible reach of a task (`reachable`): the chains of library rewrites the loop can
-  take, given that it chooses only among the techniques the ranking offers for a kernel's
-  state (whatever the KB learned, the candidates are the catalog's for the state and its
-  findings), stops a rollout at a kernel near its roof, and continues only from a candidate
-  that was faster (within the timing spread) or made by an enabler;
-- the memory ceilings: a KB seeded with table edges (`seed_kb`): the task's own (the best
-  memory there is, same kernel) or every other task's (leave-one-out, the best cross-task
-  memory), each edge credited as the loop credits it (kernelblaster.agents.loop.rollout
-  .credited_speedup);
-- statistics over tasks, not only over orderings: per-task contributions and a task-level
-  bootstrap of the persistent / fresh ratio; the prediction error of the chosen technique.
-"""
+"""What bench/learning.py measures the arms against, and how it aggregates them honestly: each
+task's loop-feasible reach (`reachable`: only the chains the ranking and the loop's stopping
+rules allow), the memory ceilings of a KB seeded with table edges (`seed_kb`: the task's own, or
+leave-one-out), and statistics over tasks, not only orderings (a task-level bootstrap)."""
 
 from __future__ import annotations
 

@@ -1,22 +1,13 @@
-"""Measure every kernel of the learning library (bench/learning/tasks) once with the real
-harness, and write the table the replay mode of the loop and bench/learning.py read.
-
-Each kernel goes through a harness worker as the editor's save does: nvcc build, verification
-against the task's reference on fresh inputs, timing (CUDA events, L2 flushed; median and the
-spread across the timed repetitions), Nsight Compute (quick sections) and classification of
-the kernel that takes most of the time. Builds run first, in parallel on the CPU (the build
-cache then serves the GPU phase); GPU work runs one kernel at a time on each GPU named
-(`--gpus`, all of one model; ncu's passes still take turns, harness/protocol/profiling_lock.py),
-in spare workers prewarmed meanwhile.
+"""Measure every kernel of the learning library once with the real harness, into the replay table.
 
     python -m bench.learning_measure                 # resumes; stops before --budget-s runs out
     python -m bench.learning_measure --tasks softmax,matmul --out /tmp/table.json  # in that order
     python -m bench.learning_measure --gpus 0,1,2,3  # four H100s of one host
 
-The table, bench/results/learning-table-<gpu>.json, is rewritten (atomically) after every
-kernel, so a run killed at any point loses at most the kernel in progress; a rerun skips every
-kernel already measured from the same source. Needs a GPU with ncu access.
-"""
+Each kernel is built, verified, timed, profiled (ncu quick) and classified as a save is; builds
+run first in parallel, then GPU work one kernel at a time per GPU. The table,
+bench/results/learning-table-<gpu>.json, is rewritten atomically after every kernel, and a rerun
+skips what was measured from the same source. Needs a GPU with ncu access."""
 
 from __future__ import annotations
 

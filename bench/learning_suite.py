@@ -1,28 +1,13 @@
-"""Can the learning suite show what memory is worth? Per task, what the fresh arm does and what
-it leaves on the table, and the memory ceilings bench/learning.py gates on, before a GPU
-measures anything new.
-
-Per task: the techniques the catalog's prior ranks for the naive kernel (among those the
-library has a rewrite for, as the replay offers them), what the fresh arm (an empty KB, greedy:
-the ranking a new user gets) tries in its first steps and the best kernel it holds after 1, 2
-and 4 steps; what the loop-feasible oracle reaches (learning_eval.reachable) and by which
-chain; `room` = oracle / fresh at a budget, the most any memory can gain there; and for the
-first edges of the fresh arm's and the oracle's paths, which other tasks hold the same
-(technique, target finding) key and how it went there: memory transfers only through keys that
-recur, with outcomes that agree. Then the two ceilings of bench/learning.py (same-kernel and
-leave-one-out seeding) and the gate (leave-one-out at budget 2 >= CEILING_GATE).
-
-`--what-if` fills in every kernel the table does not measure (yet) from its manifest: a variant
-expected to fail fails as expected; one expected to verify (and a naive kernel) takes its
-`predicted` state from the measured kernel it names (`like`) and its time from its predicted
-speedup over its task's naive kernel. Tasks with a kernel that has no prediction are left out
-(listed). `--shrink s` raises every predicted speedup to the power s (0.5: half the gain in log
-terms), to see whether the gate survives predictions that were too optimistic. A what-if is an
-estimate, not a measurement: it says whether the next GPU run is worth spending, not the result.
+"""Can the learning suite show what memory is worth, before a GPU measures anything new?
 
     python -m bench.learning_suite --table bench/results/learning-table-nvidia-h100-80gb-hbm3.json
     python -m bench.learning_suite --table T.json --what-if --shrink 0.5 --out /tmp/suite.json
-"""
+
+Per task: what the fresh arm tries and holds after 1, 2 and 4 steps, the oracle's chain, `room` =
+oracle / fresh, and which other tasks share the keys memory could transfer through; then
+bench/learning.py's ceilings and gate. `--what-if` fills unmeasured kernels from their manifest's
+predictions (`--shrink s` tempers them): an estimate of whether a GPU run is worth it, not a
+result."""
 
 from __future__ import annotations
 
@@ -245,8 +230,8 @@ def analyse(
     trace: list[ReplayStep] = []
     with KnowledgeBase.open(scratch / f"fresh-{task.task}.sqlite3") as kb:
         fresh = learning.run_task(
-            task, table, kb, config, seed=config.seed, temperature=0.0, exploration=0.0,
-            k=config.top_k, held_out=True, trace=trace,
+            task, table, kb, config, seed=config.seed, selection=config.held_out_selection,
+            held_out=True, trace=trace,
         )  # fmt: skip
     oracle = learning.oracle_best(task, table, config)
     chain = best_chain(task.task, table, min(2, config.depth))

@@ -1,26 +1,13 @@
-"""Tune the optimization loop's selection on the learning environment: PRIOR_STRENGTH (how many
-observations the prior is worth), the sampling temperature and the exploration rule (the UCB
-bonus of kb.ranking.select, and whether a step skips techniques that already failed on the
-kernel it starts from: agents/loop/choice.py), chosen by cross-validation on training tasks only.
-
-It runs bench/learning.py's experiment (the same table, tasks, orderings and train/held-out
-splits, the same replay of the real loop): for each ordering, every setting of the grid is
-scored by k-fold cross-validation *within that ordering's training tasks*: a persistent KB is
-trained on the other folds' tasks (in the ordering's order) and then optimizes the left-out
-fold's tasks; the score is the mean, over those tasks and budgets 1..--small-budget, of the log
-best speedup. The best-scoring setting is that ordering's choice, made without ever replaying
-its held-out tasks; then its held-out curves (persistent KB and fresh KB) are measured as
-bench/learning.py measures them, beside those of the defaults. The tuning is nested inside
-each ordering, so the tuned curves estimate what tuning buys on tasks it has not seen.
+r"""Tune the loop's selection on the learning environment, by cross-validation on training tasks.
 
     python -m bench.learning_tune     # bench/results/learning-tune-<gpu>.json and a plot beside it
-    python -m bench.learning_tune --orderings 4 --prior-strengths 3 --temperatures 0,1 \\
+    python -m bench.learning_tune --orderings 4 --prior-strengths 3 --temperatures 0,1 \
         --explorations 0,0.25 --avoid-failed-values 0,1 --jobs 2
 
-Choices follow the one-standard-error rule (`choose`). The same rule over all orderings' CV
-scores gives `recommended`, the candidate for the loop's defaults (kb/ranking.py's
-PRIOR_STRENGTH, OptimizeRequest's temperature, exploration and avoid_failed).
-"""
+Per ordering of bench/learning.py's experiment, each setting (PRIOR_STRENGTH, temperature,
+exploration, avoid_failed) is scored by k-fold CV within the training tasks; the choice (the
+one-standard-error rule, `choose`) is then measured on the held-out tasks it never saw. The same
+rule over all orderings gives `recommended`, the candidate for the defaults."""
 
 from __future__ import annotations
 
@@ -48,11 +35,15 @@ from kernelblaster.agents.replay.table import (
     read_table,
 )
 
+# The learning arm whose training tasks (and, without held_out_default, held-out ones) run with
+# the configured selection: the setting under test, everywhere.
+TUNED = "persistent_exploring"
+
 SMALL_BUDGET = 4  # the budgets a user waits for: one rollout's steps
-GRID = {  # 48 settings: 3-6 minutes for 20 orderings of 10 tasks with --jobs 2 on 2 cores
-    "prior_strength": [1.0, 3.0, 10.0, 30.0],
+GRID = {  # 48 settings
+    "prior_strength": [0.03, 0.1, 0.3, 1.0],
     "temperature": [0.0, 0.5, 1.0],
-    "exploration": [0.0, 0.25],
+    "exploration": [0.0, 1.0],
     "avoid_failed": [0.0, 1.0],  # no, yes
 }
 GRID_FLAGS = {
@@ -109,7 +100,7 @@ def configured(config: experiment.Config, setting: Setting) -> experiment.Config
         temperature=setting.temperature,
         exploration=setting.exploration,
         avoid_failed=setting.avoid_failed,
-        held_out_greedy=False,  # the setting is tuned for what it does on held-out tasks too
+        held_out_default=False,  # the setting is tuned for what it does on held-out tasks too
     )
 
 
@@ -146,7 +137,7 @@ def cv_scores(
     for number, fold in enumerate(folds):
         others = [t for t in train if t not in fold]
         runs = experiment.run_arm(
-            "persistent", others, fold, table, config, scratch, index, label=f"cv{number}-{name}"
+            TUNED, others, fold, table, config, scratch, index, label=f"cv{number}-{name}"
         )
         scores += small_budget_score(runs, small_budget)
     return scores
@@ -195,9 +186,9 @@ def tune_ordering(
         best = choose(settings, scores)
         runs = {}
         for name_, setting in (("defaults", settings[0]), ("tuned", best)):
-            for arm in ("persistent", "fresh"):
+            for arm, replayed in (("persistent", TUNED), ("fresh", "fresh")):
                 runs[f"{arm} ({name_})"] = experiment.run_arm(
-                    arm, train, test, table, configured(config, setting), scratch, index,
+                    replayed, train, test, table, configured(config, setting), scratch, index,
                     label=f"{arm}-{name_}",
                 )  # fmt: skip
     return OrderingTuning(
@@ -319,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     # --prior-strength, --temperature, --exploration, --avoid-failed: the setting the tuned one
     # is compared with (the loop's defaults unless told otherwise)
     experiment.add_experiment_arguments(parser)
+    parser.set_defaults(
+        temperature=experiment.LOOP.temperature, exploration=experiment.LOOP.exploration
+    )
     parser.add_argument("--folds", type=int, default=3, help="CV folds of the training tasks")
     parser.add_argument("--small-budget", type=int, default=SMALL_BUDGET)
     for key, flag in GRID_FLAGS.items():

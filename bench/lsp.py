@@ -1,12 +1,9 @@
 """Hover and code-action latency of `kernelblaster serve` while a profiling job is running.
 
-Drives the real server over stdio with a real LSP client (pytest-lsp's), on a workspace holding
-five.cu and the recorded response of its real H100 ncu report (the replay worker of the server
-tests, kept computing for the whole burst so the job competes for the CPU). Writes
-bench/results/lsp-<device>.json. Target: p99 < 50 ms.
-
     python -m bench.lsp [--requests 500]
-"""
+
+The real server and a real LSP client on five.cu, the replay worker computing for the whole burst
+so the job competes for the CPU. Writes bench/results/lsp-<device>.json. Target: p99 < 50 ms."""
 
 from __future__ import annotations
 

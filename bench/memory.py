@@ -2,35 +2,12 @@
 
     python -m bench.memory [--problems 19_ReLU 23_Softmax 47_Sum_reduction_over_a_dimension]
 
-Each problem is KernelBench's level-1 file as published (ScalingIntelligence/KernelBench,
-KernelBench/level1, sizes unchanged: a 6.4 GB input for ReLU and Softmax, 8.6 GB for the sum),
-paired with an honest plain-CUDA solution, and checked as `kernelblaster check` checks it: a
-fresh worker process (build, verification in the worker and its clean reference process,
-timing, PyTorch eager and torch.compile baselines).
-
-- footprint_bytes: one input set and its outputs (from the problem's shapes, fp32).
-- peak_bytes: the most GPU memory the check's processes (the worker and its clean reference
-  process) held at once, as the driver reports it: nvidia-smi's per-process used memory
-  (NVML's accounting: each process's CUDA context and every allocation it holds, including
-  what torch's caching allocator keeps reserved), summed over the compute processes on the GPU
-  at each sample, sampled every ~50 ms while the check runs. The allocator keeps freed blocks
-  reserved (nothing empties its cache while verifying), so what a process held at most stays
-  visible between samples. Where nvidia-smi lists no process (a container without the host's
-  PID namespace), the device's used memory less what it used before the check instead
-  (`accounting` says which); run it with nothing else on the GPU.
-- device_used_peak_bytes: the device's used memory at most, less what it used before the
-  check (a cross-check that includes memory not attributed to a process).
-- peak_bytes_by_phase: when the memory is held. Each sample is put in the phase the worker
-  was in: its last progress message before the sample (the check's phases, and within
-  verification the stream gate's sizing call, each trial, the reference's run here on trial
-  1's inputs and the trial after timing), "starting" before the first. Per phase: the most
-  the processes held at once ("processes"), the device ("device", less its use before the
-  check) and each process ("worker", "clean_reference": the worker's child). Memory one
-  process hands the other (CUDA IPC) is counted where it was allocated.
-
-Goal: peak_bytes <= 3 x footprint_bytes + 2 GB. Writes bench/results/memory-<gpu>.json as
-{"device", "cases": [{"name", "footprint_bytes", "peak_bytes", ...}]}; exits 1 if a check
-failed or a case missed the goal."""
+Published level-1 problems (6.4-8.6 GB inputs) with honest plain-CUDA solutions, checked as
+`kernelblaster check` does. `peak_bytes`: the most the worker and its clean reference process
+held at once, by nvidia-smi's per-process accounting sampled every ~50 ms (else the device's used
+memory, `accounting` says which), also per phase; `footprint_bytes`: one input set and its
+outputs. Goal: peak <= 3 x footprint + 2 GB; exits 1 if a check failed or missed it. Writes
+bench/results/memory-<gpu>.json. Run it with nothing else on the GPU."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """A real OpenAI-compatible HTTP server for tests: it replays a script of responses.
 
-It listens on 127.0.0.1 on a random port, in a background thread, and speaks the two calls our
-client makes: `POST /v1/chat/completions` and `GET /v1/models`. Each chat request takes the next
-entry of the script (a normal reply with or without `usage`, an HTTP error with headers such as
-Retry-After, a delay longer than the client's timeout, or a raw body); once the script is used
-up, a `responder` function, if given, makes the reply from the request (for clients running at
-once, whose requests come in no fixed order). Like a real server it answers 404
-`model_not_found` for a model it does not serve and, when given an `api_key`, 401 for any other
-key (echoing the key's tail the way OpenAI does, so tests can check that we never repeat it).
-Every request is recorded so tests can assert on prompts and headers.
-"""
+It serves `POST /v1/chat/completions` and `GET /v1/models` on 127.0.0.1 in a thread. Each chat
+request takes the next script entry (a reply, an HTTP error, a delay, a raw body), then a
+`responder` once the script is used up. Like a real server it answers 404 for an unknown model
+and 401 for a wrong `api_key`, echoing its tail as OpenAI does. Every request is recorded."""
 
 from __future__ import annotations
 
@@ -291,11 +285,9 @@ Responder = Callable[[RecordedRequest], Scripted]
 
 
 def reply_by_agent(replies: dict[str, Scripted | Responder]) -> Responder:
-    """A responder that gives each of our agents its reply, whatever order their requests come
-    in. An agent is named by its prompt template (agents/llm/prompts/<name>.md: "lowering",
-    "soft_verify", "perf_gap", ...) and recognised by the opening of its system message; its
-    reply is given, or made from the request by a function. Any other request gets a 400,
-    which the client does not retry."""
+    """A responder that gives each of our agents its reply, whatever order their requests come in:
+    an agent is named by its prompt template and recognised by its system message's opening. Any
+    other request gets a 400, which the client does not retry."""
     from kernelblaster.agents.llm.prompting import load_template
 
     openings = {

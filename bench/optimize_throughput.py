@@ -1,54 +1,17 @@
-"""What one optimization candidate costs, what a problem costs besides its candidates, how well
-the LLM's waits overlap with the GPU's work, and how the rollouts scale over GPUs: the numbers
-that say how long KernelBench takes at the paper's budget (bench/project_kernelbench.py turns
-them into the README's projection).
+"""What one candidate and one problem cost, how LLM waits overlap GPU work, and how rollouts scale.
 
     python3 -m bench.optimize_throughput --part single    # one GPU: candidates, fixed, overlap
     python3 -m bench.optimize_throughput --part candidates --problems level1/19_ReLU  # a part
     python3 -m bench.optimize_throughput --part scaling   # 4 GPUs: the same rollouts on 1, 2, 4
 
-Both write bench/results/optimize-throughput-<gpu>.json, each adding its keys to what the file
-already holds for that GPU model (the parts can run on different machines of one model).
-
---part single:
-- candidates: `kernelblaster bench kernelbench` (the real runner, real harness, fresh cache and
-  KB) over plain-CUDA KernelBench pairs (bench/kernelbench/, sizes reduced), starting from the
-  naive kernels of bench/kernelbench/answers/ (<problem>.init.cu), the scripted endpoint
-  (bench/openai_server.py) answering at once with the faster kernel (<problem>.fast.cu) plus one
-  unused constant per reply (a real edit: every candidate is built, verified, timed and
-  profiled; the first step of a rollout verifies faster and the rollout goes on from it, with
-  ncu's pass, the later ones verify without a gain: one candidate in three gets ncu).
-  `per_candidate_overhead_p50_s`: the median over candidates of everything a candidate costs but
-  the LLM's reply: the wall time its evaluation held the GPU (worker hand-off, build, reference
-  side, verification, timing, profile, the pipe) plus its KB write, read from each step's
-  PhaseTimes (a step that checked several replies counts each); ncu's own split
-  (`ncu_phase_p50_s`: its start, the target's start, the kernels' replay, the report) from the
-  steps' PhaseTimes.parts. `per_problem_fixed_s`: the median over problems of the problem's
-  wall time less its rollouts (the given kernel's check and full profile, what the end
-  waits for the baselines (measured once per reference: cold here), the sanitizer run of the
-  best, whose check is also its final timing, the policy update's LLM calls, answered at
-  once), each problem's split in `fixed_parts`; the baselines are measured apart from the
-  checks from the problem's start, their compilation beside the checks and their timing on a
-  GPU turn of their own (agents/kernelbench/baselines.py: `fixed_parts.baselines_apart`). What
-  happens once per machine, the CUPTI counter library's build, is done
-  before the first problem and stated apart (`one_time_s`), not in any problem's time.
-- overlap: `optimize` on examples/softmax.cu, 4 rollouts x depth 3 on one GPU, the endpoint
-  answering every call after --llm-delay seconds (10). `llm_overlap_ratio`: the run's wall
-  time over max(the seconds any evaluation held the GPU, summed; the longest rollout's seconds
-  waiting for the LLM). 1.0 would be perfect overlap; running the rollouts one after another
-  would be about the sum of both.
-
---part scaling: the same `optimize` run (--rollouts x --depth, the endpoint answering every
-call after a fixed --llm-delay, 2 s unless given) on 1, 2 and 4 GPUs, after a warm-up on each
-GPU (with --gpus 0 alone: the 1-GPU baseline). `rollouts_scaling` {"2", "4"}: the rollouts'
-wall time on 1 GPU over that on N (the candidates' work, which spreads over the GPUs);
-`whole_run_scaling`: the same for the whole call, which adds the original's full profile and
-the best candidate's sanitizer run on one GPU (the per-problem fixed cost, which does not
-spread). ncu's passes (a candidate a rollout goes on from) take turns over the whole host
-(harness/protocol/profiling_lock.py), so they do not spread either: each run says how many and
-their seconds (`ncu_s`, `ncu_share` of the rollouts' wall), and `serial_bound` is the scaling
-the 1-GPU run allows if nothing but those passes stayed serial: 1 / (share + (1 - share) / N).
-"""
+The numbers bench/project_kernelbench.py projects KernelBench's time from, written to
+bench/results/optimize-throughput-<gpu>.json (each part adds its keys). `--part single`: per
+candidate cost besides the LLM (`per_candidate_overhead_p50_s`, from each step's PhaseTimes), a
+problem's fixed cost (`per_problem_fixed_s`, with `fixed_parts`), and `llm_overlap_ratio`.
+`--part scaling`: the same optimize run on 1, 2 and 4 GPUs, the endpoint answering after
+--llm-delay (`rollouts_scaling`, `whole_run_scaling`); ncu's passes take turns over the host, so
+each run gives their share (`ncu_share`) and `serial_bound`, the scaling if only they stayed
+serial. Every candidate is a real edit against the scripted endpoint."""
 
 from __future__ import annotations
 
@@ -339,11 +302,9 @@ def _fixed_parts(problem: dict, run: PhaseTimes) -> dict:
 
 
 def _baselines_apart(problem: dict) -> dict | None:
-    """The baselines measured apart (agents/kernelbench/baselines.py): their compilation, which ran
-    beside the checks (concurrent: part of no other figure's cost), their wait for the GPU,
-    their turn on it (inside the rollouts' wall when it came between two of their steps: then
-    it is in rollouts_wall_s, not in fixed_s) and what the problem's end waited for them (in
-    runner_other_s)."""
+    """The baselines measured apart: their compilation (beside the checks, part of no other cost),
+    their wait for the GPU, their turn on it (in rollouts_wall_s when it came between steps) and
+    what the problem's end waited for them (in runner_other_s)."""
     if not problem.get("baselines_phases"):
         return None
     phases = _phases_of(problem["baselines_phases"])

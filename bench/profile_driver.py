@@ -1,17 +1,11 @@
-"""Nsight Compute on a plain-CUDA target through the native driver vs through run_once (issue
-14), on a GPU, for the same built kernel and the same seeded inputs:
+"""Nsight Compute on a plain target through the native driver vs through run_once, on a GPU.
 
     python3 -m bench.profile_driver [--examples relu softmax] [--repeats 5]
 
-Per example, each measured `--repeats` times, the two programs alternating:
-- `ncu_s`: ncu's wall time on the program alone (the quick sections, the target's kernels),
-  start to report written: what the profile costs after the worker has built its command;
-- `without_ncu_s`: the same program run without ncu (its own start-up and launch);
-- `profile_s`: `profile_target` as the worker calls it on save (for the driver: the build-cache
-  lookup of the driver, the reference's inputs written to the data file, ncu, reading the
-  report); `first_profile_s`: the first such call on an empty cache, which compiles the driver.
-Both reports' kernels, launch configurations and classified states are recorded, and whether
-they agree. Writes bench/results/profile-driver-<gpu>.json."""
+Per example, alternating: ncu's wall time (`ncu_s`), the program without ncu, and
+`profile_target` as a save calls it (`profile_s`; `first_profile_s` compiles the driver). Both
+reports' kernels, launches and states are recorded, and whether they agree. Writes
+bench/results/profile-driver-<gpu>.json."""
 
 from __future__ import annotations
 

@@ -1,22 +1,12 @@
-"""KernelBench's wall time at the paper's budget (10 rollouts x 10 steps per problem), projected
-from what bench/optimize_throughput.py measured: docs/kernelbench.md's table, made from the
-results file, never by hand.
+"""KernelBench's wall time at the paper's budget, projected from bench/optimize_throughput.py.
 
     python3 -m bench.project_kernelbench                 # prints the table for every GPU measured
     python3 -m bench.project_kernelbench --write         # and rewrites docs/kernelbench.md's table
 
-Per problem, with c the candidate's cost besides the LLM (per_candidate_overhead_p50_s, the
-level's own where measured), F the problem's fixed cost (per_problem_fixed_s), S_N the rollouts'
-measured scaling on N GPUs (rollouts_scaling; S_1 = 1), R x D candidates (one reply checked per
-step: a lowering retry is one candidate more), L the LLM's seconds per call (stated; a step makes
-two calls, the lowering reply and the soft verification, and the policy update two per problem):
-
-- without the LLM (an endpoint answering at once):  F + R*D*c / S_N
-- with the LLM at L s per call, rollouts at once:   F + 2L + max(D*(2L + c), R*D*c / S_N)
-  (each rollout's chain of steps, or the GPUs' share of the candidates, whichever is longer;
-  the measured llm_overlap_ratio says how close a run came to that bound)
-
-Levels: 100 problems each (KernelBench level 1 and level 2)."""
+With c a candidate's cost, F a problem's fixed cost, S_N the rollouts' scaling on N GPUs, R x D
+candidates and L seconds per LLM call (two per step, two for the policy update), a problem takes
+F + R*D*c / S_N without the LLM, and F + 2L + max(D*(2L + c), R*D*c / S_N) with it. 100 problems
+per level."""
 
 from __future__ import annotations
 

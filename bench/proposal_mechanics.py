@@ -1,27 +1,13 @@
-"""A proposed technique end to end on a GPU, with no model (a mechanics run, labelled so):
-`kernelblaster optimize examples/row_sum.cu` (a copy, in a scratch folder, with a fresh KB)
-against the scripted OpenAI-compatible test server (bench/openai_server.py).
-
-How the KB comes to have nothing left for the state, honestly: the scripted model declines
-every catalog technique (its reply holds no code), so the loop really tries each one the KB
-ranks for row_sum_serial's state on this very source, one step each, and records each as an
-"error" attempt (no candidate ever reaches the GPU for them). Once all are tried (or at once,
-if no catalog technique addresses the kernel's findings on this GPU), the loop asks for new
-techniques; the scripted model proposes `warp_row_streaming_reduce` (one warp per row,
-coalesced evict-first streaming loads, warp-shuffle sum) and, asked to apply it, returns the
-rewrite in bench/scripted/row_sum_warp_streaming.cu, which the real harness builds, verifies
-on fresh inputs against examples/row_sum.py, times, profiles and records.
-
-What this proves: the trigger, the proposal prompt, validation, the KB's proposal row with its
-provenance, the next step applying it, the verified outcome recorded against it and its rank.
-What it does not: that a model proposes good techniques. The proposed idea is ours; it combines
-coalescing and a warp-shuffle reduction (both in the catalog) with an evict-first cache policy
-(not in it); its description is far enough from every catalog entry's to pass the duplicate check.
+"""A proposed technique end to end on a GPU, with no model: a mechanics run.
 
     python3 -m bench.proposal_mechanics [--copy-to "$OUT"]
 
-Writes bench/results/proposal-mechanics-<gpu>.json; exits 1 unless the proposed technique's
-step verified and its attempt is in the KB."""
+`optimize` on a copy of examples/row_sum.cu against the scripted endpoint, which declines every
+catalog technique, so the KB honestly has nothing left; it then proposes
+`warp_row_streaming_reduce` and returns bench/scripted/row_sum_warp_streaming.cu, which the real
+harness checks and records. It proves the trigger, prompt, validation, KB row and outcome; not
+that a model proposes good techniques (the idea is ours). Writes
+bench/results/proposal-mechanics-<gpu>.json; exits 1 unless the step verified and is in the KB."""
 
 from __future__ import annotations
 

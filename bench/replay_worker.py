@@ -1,28 +1,17 @@
-"""Stand-in for the harness worker and the agents worker in server tests: it speaks the real
-protocol (reads the request from stdin, writes progress lines and one response) and replays a
-response recorded in the test's control directory, built from real fixtures.
+"""Stand-in for the harness and agents workers in server tests: it speaks the real protocol and
+replays a response recorded in the test's control folder, built from real fixtures.
 
     python replay_worker.py CONTROL_DIR harness|optimize
 
-`optimize` stands for the agents worker, which also takes `init`'s requests ("type": "init").
-
 CONTROL_DIR/
-  harness.json / optimize.json / init.json   the WorkerResponse / OptimizeResult / InitResult
-                                 to replay
-  delay                          seconds to wait before answering (every run)
-  delay_once                     the same for the next run only (consumed by that run)
-  busy                           spend the delay computing instead of sleeping (CPU load)
-  crash_once                     the next run dies of SIGSEGV after one progress line (consumed)
-  progressive                    send the response's verification and timing first (its speedups
-                                 left out, as when the baselines are not cached yet), then say
-                                 that the rest is background work (`background`), then wait
-                                 for a `release` file (consumed) before the rest
-  early.json                     with `progressive`: a WorkerResponse whose profile and states are
-                                 sent after the timing (with it again), as the worker's
-                                 in-process counters' are, before the `release` wait
-  log.jsonl                      appended per run: {"pid", "event": "start"|"done", "sha" (of
-                                 the text it was sent, else the file's), ...request}
-"""
+  harness.json / optimize.json / init.json   the response to replay
+  delay, delay_once                          seconds to wait before answering (every run / next)
+  busy                                       spend the delay computing (CPU load)
+  crash_once                                 the next run dies of SIGSEGV after one progress line
+  progressive                                verification and timing first, then `background`,
+                                             then wait for a `release` file before the rest
+  early.json                                 with `progressive`: a profile sent after the timing
+  log.jsonl                                  appended per run: pid, event, sha, request"""
 
 from __future__ import annotations
 

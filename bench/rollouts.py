@@ -1,29 +1,13 @@
-"""Wall time of `optimize` with its rollouts on one GPU, then on two (rollouts at once either way),
-for the same rollouts: the real harness builds, verifies, times and profiles every candidate on
-its rollout's GPU, and a scripted OpenAI-compatible server (bench/openai_server.py) answers each
-agent at once with real optimized CUDA (bench/scripted/), so the ratio is the harness's work.
+"""Wall time of `optimize` with its rollouts on one GPU, then on two, for the same rollouts.
 
     python3 -m bench.rollouts                          # needs 2 GPUs; ~8 min on an H200 pair
     python3 -m bench.rollouts --rollouts 8 --depth 3 --example softmax --gpus 0,1
     python3 -m bench.rollouts --fresh-workers   # a fresh worker per evaluation, to compare
 
-Every step gets the same rewrite, made distinct per call by one unused constant (a real edit,
-so each step builds, verifies, times and profiles it; a reply identical to the current source
-would be refused unevaluated), so every rollout does the same work whichever technique it
-samples: the first step from the original kernel verifies faster, later ones verify without a
-gain. Before timing, a short run on each GPU warms what both timed runs share (the nvcc build,
-the PyTorch baselines of each GPU); each timed run starts from an empty KB. The optimize call
-also profiles the original first and runs compute-sanitizer on the best candidate last, on one
-GPU: that part does not shrink with more GPUs, so the rollout phase is timed on its own too.
-Each run keeps spare workers, as `kernelblaster optimize` does (harness/protocol/worker_client.py
-keep_spare_workers): every evaluation starts in a worker that prewarmed (Python, torch, the
-CUDA context) during the previous one, and every rollout GPU's first worker prewarms while the
-original is profiled (`--fresh-workers`: a worker started for each evaluation, as before).
-
-Writes bench/results/rollouts-<gpu>.json (rollouts-fresh-workers-<gpu>.json with
---fresh-workers) after each run, so a run cut short keeps the first: per run the wall time of
-the whole call and of its rollout phase, the steps and their outcomes, and per GPU the
-evaluations it ran and for how long both GPUs were busy at once; then the
+The scripted endpoint answers at once with the same real rewrite plus one unused constant, so
+every step is real harness work and the ratio is the harness's. The rollout phase is timed on its
+own too, since the original's profile and the best's sanitizer run don't spread. Writes
+bench/results/rollouts-<gpu>.json after each run: wall times, steps, per-GPU busy time, and the
 1-GPU / N-GPU ratios."""
 
 from __future__ import annotations

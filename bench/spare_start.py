@@ -1,18 +1,10 @@
-"""How soon a spare worker can answer a request that needs torch: started by exec (a Python start
-and a torch import of its own) against forked by the worker zygote (harness/worker/zygote.py,
-torch imported once, before).
+"""How soon a spare worker answers a request that needs torch: started by exec vs forked.
 
     python -m bench.spare_start [--runs 8]
 
-First one check builds examples/relu.cu into the cache. Then each run starts one spare, as
-the language server does (SpareWorkers), and hands it a check of relu at once (taken 0 s old):
-its worker finds the build cached and imports the check module (torch) before it can answer.
-On a machine without a GPU the answer is the harness's finding that this torch has no CUDA (or
-that there is no GPU), which comes after that import; on one with a GPU it is the verified
-timing, the CUDA context and the reference side included. `--runs` spares are started by exec
-(each in a pool of its own, with no zygote importing beside it), then `--runs` forked by one
-zygote whose import is done. Records the seconds from the spare's start to the response, per
-run and their median, each way; the CPU count and the load average at the start. Writes
+After one check caches relu's build, `--runs` spares are started by exec, then `--runs` forked by
+one zygote, each handed a check at once; records seconds from start to response (without a GPU,
+the harness's no-CUDA finding, after the torch import), the CPU count and load. Writes
 bench/results/spare-start-<gpu>.json (cpu-<host> without one)."""
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
-"""Does stopping the timing once its median is pinned down (harness/check/timing.py) change the
-figure? On a GPU, for each example's kernel, built and loaded as a check loads it, on the same
-three input sets (the reference's, seeds 1-3):
+"""Does stopping the timing once its median is pinned down change the figure?
 
     python3 -m bench.timing_plan [--examples relu softmax row_sum matmul] [--rounds 10]
 
-Each round times the kernel twice, in turn: `pinned`, the stop rule (from 20 repetitions, until
-the median's 95% interval is within ±0.5%), and `full`, every repetition that fits in one
-second of device time, at most 200 (the plan before it). Per example and plan: the median of
-each round, their median and spread (max/min over the rounds), the repetitions and the wall
-time of one timing; and `pinned_over_full`, the ratio of the medians of the medians. A ratio
-within the rounds' own spread says the shorter timing reports the same figure. Writes
-bench/results/timing-plan-<gpu>.json."""
+Each round times each example's kernel twice, in turn: `pinned` (the stop rule of
+harness/check/timing.py) and `full` (up to 200 repetitions in one second of device time). A
+`pinned_over_full` ratio within the rounds' own spread says the shorter timing reports the same
+figure. Writes bench/results/timing-plan-<gpu>.json."""
 
 from __future__ import annotations
 

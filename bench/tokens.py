@@ -1,11 +1,10 @@
-"""Token cost of the optimization loop, per step and per optimization, with the real harness
-and a scripted OpenAI-compatible server (bench/openai_server.py) that replies with real
-optimized CUDA written for the examples (bench/scripted/). The server sends no `usage`, so the
-client's estimate (characters / 4) counts what our prompts actually contain.
+"""Token cost of the optimization loop, per step and per optimization, on a GPU.
 
-    python -m bench.tokens        # needs a GPU: every candidate is built, verified, timed, profiled
+    python -m bench.tokens        # every candidate is built, verified, timed, profiled
 
-Writes bench/results/tokens-<gpu>.json and prints each step and the KB entries it updated."""
+The real harness with the scripted endpoint replying real CUDA (bench/scripted/); it sends no
+`usage`, so the client's estimate (characters / 4) counts what our prompts contain. Writes
+bench/results/tokens-<gpu>.json and prints each step and the KB entries it updated."""
 
 from __future__ import annotations
 

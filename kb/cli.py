@@ -1,10 +1,7 @@
 """`kernelblaster kb ...`: inspect, export, import and merge the knowledge base, and manage the
-techniques agents proposed (`kb proposals list|promote|retire|rename`).
-
-No command that reads a KB destroys one: `export` never writes over an existing file without
-`--force`, nor ever over the KB itself; a KB named explicitly (`--kb`, KERNELBLASTER_KB,
-kb_path) must exist, since a mistyped path would otherwise become a new, empty KB (`kb init`
-creates one). Of the repository's configuration only `kb_path` is read."""
+techniques agents proposed (`kb proposals list|promote|retire|rename`). No command that reads a
+KB destroys one: `export` overwrites only with `--force`, never the KB itself, and a KB named
+explicitly must exist, so a mistyped path doesn't become a new, empty KB (`kb init` makes one)."""
 
 from __future__ import annotations
 

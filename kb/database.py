@@ -1,11 +1,7 @@
-"""What the knowledge base needs from a database, whichever it is: SQLite (a file, the embedded
-default) or PostgreSQL (a team's shared server, given as a `postgresql://` URL).
-
-Both back ends run the same SQL (kb.rows, kb.transfer, kb.outbox), written with `?` placeholders
-in the dialect the two share. What differs lives in the two implementations of `Database`
-(kb.sqlite_db, kb.postgres_db): how to connect, how a write transaction excludes other writers,
-where the schema version is kept, and how the DDL's column types are spelled.
-"""
+"""What the knowledge base needs from a database: SQLite (a file, the default) or PostgreSQL (a
+team's server, a `postgresql://` URL). Both run the same SQL with `?` placeholders; the two
+`Database` implementations hold what differs (connecting, excluding other writers, the schema
+version, the DDL's column types)."""
 
 from __future__ import annotations
 

@@ -14,13 +14,10 @@ from kernelblaster.kb_location import is_postgres_url
 
 
 def open_or_fallback(location: Path | str | None) -> tuple[KnowledgeBase, str | None]:
-    """Open the KB at `location` for a long-running user (the loop, the language server),
-    returning a message for the user when it is not quite what was asked (None when it is).
-
-    A file that is corrupt or foreign is left untouched and a fresh KB opened beside it; one that
-    can't be written raises KBUnwritableError (a fresh one beside it couldn't be written either).
-    A team KB (PostgreSQL URL) keeps working while its server is unreachable (kb.team); one that
-    can't be used at all (foreign tables, refused login) gives way to the personal KB."""
+    """Open the KB at `location` for a long-running user, with a message when it is not quite what
+    was asked (else None). A corrupt or foreign file is left untouched and a fresh KB opened
+    beside it; an unwritable one raises KBUnwritableError. A team KB survives an unreachable
+    server (kb.team); one that can't be used at all gives way to the personal KB."""
     location = location if location is not None else default_path()
     if is_postgres_url(location):
         try:

@@ -1,19 +1,9 @@
-"""The team back end: one PostgreSQL database shared by a team's editors and CLI runs, reached
-through psycopg 3 with a `postgresql://` URL (`kb_path` / `KERNELBLASTER_KB`).
-
-- Credentials come only from libpq's own sources: `PGPASSWORD`, a password file (`~/.pgpass`,
-  `PGPASSFILE`) or a service file (`PGSERVICEFILE`, `?service=...`). A URL that carries a password
-  is refused before anything connects, so a password never sits in settings, messages or logs.
-- A write transaction takes one transaction-scoped advisory lock, so writers queue as they do on
-  SQLite's file lock: an attempt and the statistics it changes land together, and two writers
-  never fold into one entry at once. A writer killed mid-transaction drops its connection, and
-  the server rolls back everything it had not committed.
-- The schema version is a row of `meta`. Column types are mapped from the SQLite-typed DDL:
-  REAL is 4 bytes in PostgreSQL, hence DOUBLE PRECISION; TEXT compares byte-wise (the "C"
-  collation), as SQLite's does, so every ORDER BY gives the same order on both back ends.
-- A role without INSERT on the tables opens the KB read-only: rank() and every read work.
-- A lost server becomes KBUnreachable (kb.team queues what it could not send).
-"""
+"""The team back end: one PostgreSQL database shared by a team, through psycopg 3 with a
+`postgresql://` URL (docs/knowledge-base.md, "A team knowledge base"). Credentials come only from
+libpq's own sources: a URL carrying a password is refused, so none sits in settings or logs. A
+write takes one advisory lock, so writers queue as on SQLite. Types follow SQLite's (DOUBLE
+PRECISION for REAL, "C" collation), so both back ends order alike. A role without INSERT reads
+only; a lost server becomes KBUnreachable."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
-"""How a proposed technique (records.Proposal) stands: on trial, promoted or retired.
-
-A proposal is an LLM's unmeasured claim, so it starts on trial ("proposed") and its measured
-outcomes decide, counted over every arch and state it was tried in (a trick that verifies and
-pays off somewhere has shown it is real; one that never does has shown nothing):
-- promoted after PROMOTE_AFTER verified successes (verified on fresh inputs and at least
-  loop.MIN_SPEEDUP faster than where its step started): from then on it is ranked like a
-  catalog technique, from its prior and its record;
-- retired after RETIRE_AFTER attempts that failed or regressed while it has no success at all:
-  no longer ranked (a user may promote it back);
-- a user's decision (`kernelblaster kb proposals promote|retire`) overrides the outcomes.
-While on trial it is ranked with a conservative prior (kb.ranking.proposal_prior).
-"""
+"""How a proposed technique (records.Proposal) stands: on trial, promoted or retired. A proposal is
+an LLM's unmeasured claim, so its measured outcomes over every arch and state decide: promoted
+after PROMOTE_AFTER verified successes (then ranked like a catalog technique), retired after
+RETIRE_AFTER failures with no success. A user's decision overrides both."""
 
 from __future__ import annotations
 

@@ -1,31 +1,9 @@
-"""Predicted gain of a technique from its prior and its track record, and the weighted random
-top-k selection the optimization loop explores with.
-
-The model, per (arch, state, technique, target finding), the target finding being the kernel's
-finding the technique is aimed at (`target_finding`; none, when it addresses none of them):
-- gain if the candidate verifies: a log-normal mean, the prior's log gain worth PRIOR_STRENGTH
-  observations, shrunk toward the mean measured log speedup as measurements accumulate;
-- chance the candidate compiles and verifies: a Beta(VERIFY_PRIOR) updated by verified vs
-  failed attempts;
-- predicted speedup = P(verified) x gain + (1 - P(verified)) x 1 (a failed attempt leaves the
-  kernel as it was), so failures lower the expected value as surely as regressions do.
-Learning is kernel-aware: only attempts aimed at the same finding count (`learned_evidence`),
-because one state holds kernels with very different fixes (coalescing realized 20x on kernels
-with uncoalesced accesses; a kernel of the same state without them has nothing to coalesce).
-Attempts on other architectures count OTHER_ARCH_WEIGHT each when this arch has none; attempts
-that did not record their target (KBs from before schema 4) count only when no attempt did.
-
-Before any measurement the prior is the catalog's rule of thumb, raised toward ncu's estimated
-speedup for each of the kernel's findings the technique addresses, as far as it addresses it
-directly (`directness`); a technique aimed at none of the findings is capped at the least
-promising one that is, so it never outranks it untried.
-
-Selection (`select`) samples among the best few, weighted by predicted speedup sharpened by a
-temperature, optionally with a UCB-style bonus for techniques tried less than their rivals
-(`exploration_bonus`): the ranking says what is expected; the bonus only decides what to try.
-PRIOR_STRENGTH, the temperature and the exploration coefficient were chosen with
-bench/learning_tune.py (cross-validation on the training tasks of a measured table).
-"""
+"""Predicted gain of a technique from its prior and its record, and the loop's selection
+(docs/knowledge-base.md). Per (arch, state, technique, target finding): a log-normal gain if
+verified, the prior shrunk toward the measured mean (`prior_worth`), weighed by a Beta chance of
+verifying, so failures lower a prediction as surely as regressions. Only attempts aimed at the
+same finding count: one state holds kernels with different fixes. `select` takes the best first
+and, on a revisited kernel, the best `expected_improvement` over the run's fastest kernel."""
 
 from __future__ import annotations
 
@@ -51,7 +29,11 @@ from kernelblaster.kb.records import (
 from kernelblaster.kb.rows import CountsByTarget, EntryRow
 from kernelblaster.kb.stats import EntryCounts
 
-PRIOR_STRENGTH = 3.0
+# The prior is worth PRIOR_STRENGTH outcomes of a key whose log speedups spread by OUTCOME_SPREAD.
+# On the H200 learning table the priors were off ~4x (rms log error 1.39) while one kind of kernel's
+# rewrites agree within ~30%: one outcome says more. Tuned on training tasks.
+PRIOR_STRENGTH = 0.1
+OUTCOME_SPREAD = 0.3
 # Beta(1.5, 0.5): mean 0.75, worth two attempts. Rule of thumb for LLM rewrites with compile
 # and verification retries; the KB's own counts take over quickly.
 VERIFY_PRIOR = (1.5, 0.5)
@@ -69,6 +51,7 @@ class Prediction(msgspec.Struct, kw_only=True):
     gain_if_verified: float
     success_probability: float
     confidence: float
+    log_gain_sd: float  # posterior standard deviation of log(gain_if_verified)
 
 
 def ncu_gain(estimated_speedup_percent: float | None) -> float | None:
@@ -89,9 +72,9 @@ def predict(
     """Combine a prior gain with the counts of one entry (or pooled entries) weighted `weight`."""
     counts = counts or EntryCounts()
     n_log = weight * counts.n_measured
-    mean_log = (PRIOR_STRENGTH * math.log(prior_gain) + n_log * counts.mean_log_speedup) / (
-        PRIOR_STRENGTH + n_log
-    )
+    variance = outcome_variance(counts, weight)
+    worth = prior_worth(counts, weight)
+    mean_log = (worth * math.log(prior_gain) + n_log * counts.mean_log_speedup) / (worth + n_log)
     alpha, beta = VERIFY_PRIOR
     p_verified = (alpha + weight * counts.verified) / (
         alpha + beta + weight * (counts.verified + counts.failures)
@@ -104,17 +87,41 @@ def predict(
         gain_if_verified=gain,
         success_probability=p_verified,
         confidence=1.0 - doubt,
+        log_gain_sd=math.sqrt(variance / (worth + n_log)),
     )
 
 
-def exploration_bonus(item: RankedTechnique, tried: int, exploration: float) -> float:
-    """UCB1's optimism, in log-speedup units: `exploration` x sqrt(ln(1 + tried) / (1 +
-    item.attempts)), where `tried` counts the attempts of every technique ranked for the state.
-    A technique never tried gains the most, and more the more its rivals were tried; the bonus
-    of one tried often fades. 0 turns exploration by bonus off."""
-    if exploration <= 0:
-        return 0.0
-    return exploration * math.sqrt(math.log1p(tried) / (1 + item.attempts))
+def outcome_variance(counts: EntryCounts, weight: float = 1.0) -> float:
+    """The variance of one outcome's log speedup on the key `counts` holds (each outcome
+    weighted `weight`): the sample variance shrunk toward OUTCOME_SPREAD squared by one
+    pseudo-outcome (so a single outcome, which has no spread of its own, gets the typical one)."""
+    n = weight * counts.n_measured
+    return (weight * counts.m2_log_speedup + OUTCOME_SPREAD**2) / (max(n - 1.0, 0.0) + 1.0)
+
+
+def prior_worth(counts: EntryCounts, weight: float = 1.0) -> float:
+    """How many measured outcomes the prior's log gain is worth against `counts`: the normal-normal
+    weight PRIOR_STRENGTH, scaled by the key's `outcome_variance` over OUTCOME_SPREAD^2. Outcomes
+    that agree outweigh the prior; a key whose outcomes scatter keeps its pull."""
+    return PRIOR_STRENGTH * outcome_variance(counts, weight) / OUTCOME_SPREAD**2
+
+
+def expected_improvement(item: RankedTechnique, behind: float, exploration: float) -> float:
+    """The log of how far `item`'s candidate is expected to beat the run's fastest kernel, `behind`
+    (log) ahead of this one: P(verified) x E[max(0, L - behind)], L ~ N(log gain, (exploration x
+    log_gain_sd)^2), Bayesian optimisation's expected improvement. A confident prediction short
+    of what the run found scores little; an uncertain one keeps its chance."""
+    sd = exploration * item.log_gain_sd
+    d = (math.log(item.gain_if_verified) - behind) / sd
+    if d > -30.0:  # erfc keeps the normal tail exact; the sum loses ~2 log10|d| digits
+        density = math.exp(-d * d / 2) / math.sqrt(2 * math.pi)
+        log_tail = math.log(sd * (density + d * 0.5 * math.erfc(-d / math.sqrt(2))))
+    else:  # the density underflows: the Mills-ratio series, in logs
+        log_tail = (
+            math.log(sd) - d * d / 2 - 0.5 * math.log(2 * math.pi) - 2 * math.log(-d)
+            + math.log1p(-3 / d**2 + 15 / d**4)
+        )  # fmt: skip
+    return math.log(item.success_probability) + log_tail
 
 
 def select(
@@ -124,20 +131,24 @@ def select(
     top_k: int | None = None,
     temperature: float = 1.0,
     exploration: float = 0.0,
+    visits: int = 0,
+    behind: float = 0.0,
     seed: int | None = None,
 ) -> list[RankedTechnique]:
-    """Weighted random k of the `top_k` best of `ranked` (all of them when None), without
-    replacement. Each technique scores log(predicted_speedup) plus its exploration bonus
-    (`exploration_bonus`; none at exploration 0, when the best are simply the first by
-    prediction); weights are exp(score / temperature): temperature 1 and no bonus samples in
-    proportion to predicted speedup, smaller values sharpen toward the best, temperature <= 0
-    is greedy (the k best by score). The same seed and input always give the same selection,
-    in the order drawn."""
+    """Weighted random k of the `top_k` best of `ranked` (all when None), without replacement. On a
+    kernel's first visit, or at exploration 0, each scores log(predicted_speedup); on a revisited
+    one, its `expected_improvement` over the run's fastest kernel. Weights are exp(score /
+    temperature); temperature <= 0 is greedy. The same seed and input give the same selection."""
     if k <= 0 or not ranked:
         return []
-    tried = sum(item.attempts for item in ranked)
+    revisit = exploration > 0 and visits > 0
     scored = [
-        (math.log(item.predicted_speedup) + exploration_bonus(item, tried, exploration), item)
+        (
+            expected_improvement(item, behind, exploration)
+            if revisit
+            else math.log(item.predicted_speedup),
+            item,
+        )
         for item in ranked
     ]
     scored.sort(key=lambda pair: -pair[0])  # stable: ties keep the ranking's order
@@ -158,10 +169,8 @@ def select(
 
 # --- assembling predictions for entries and rankings -----------------------------------------
 
-# How directly a technique addresses a finding: the share of the way from the technique's prior
-# to ncu's estimate for that finding that its prior is raised. ncu's estimate is what fixing the
-# finding would save at best, so even the fix of a defect realizes only part of it; a stall
-# reason or a general symptom has many causes, so its estimate speaks less for any one technique.
+# How far a technique's prior is raised toward ncu's estimate for a finding: even a defect's fix
+# realizes only part of the best case, and a stall or symptom has many causes.
 KIND_WEIGHT = {"cause": 0.8, "stall": 0.4, "symptom": 0.2}
 SECONDARY_WEIGHT = 0.5  # for a finding a technique lists after its primary (first) one
 
@@ -203,12 +212,10 @@ def finding_gains(findings: Sequence[FindingLike]) -> dict[str, float | None]:
 
 
 def target_finding(technique: Technique, gains: dict[str, float | None]) -> str:
-    """The finding `technique` is aimed at on a kernel with these findings (`finding_gains`):
-    of those ncu estimates a saving for, the one it addresses most directly (its catalog order
-    breaks ties); NO_TARGET when it addresses none of them. A finding without an estimate does
-    not count (ncu's rule did not fire: e.g. loads using 18 of 32 bytes per sector): its prior
-    is not raised by it either, and what the technique realized where ncu expected a large
-    saving is not to be expected there."""
+    """The finding `technique` is aimed at on a kernel with these findings (`finding_gains`): of
+    those ncu estimates a saving for, the one it addresses most directly (catalog order breaks
+    ties); NO_TARGET when none. A finding without an estimate doesn't count: ncu's rule did not
+    fire."""
     aimed = [f for f in technique.addresses_findings if gains.get(f) is not None]
     return max(aimed, key=lambda finding: directness(technique, finding), default=NO_TARGET)
 
@@ -258,11 +265,9 @@ class Evidence(NamedTuple):
 def evidence_tiers(
     target: str, arch: str, learned: Learned
 ) -> list[tuple[CountsByTarget, str, float, Basis, str]]:
-    """Where a prediction looks for evidence, most specific first (the first with attempts
-    wins): this very kernel (when the ranking is for one); the exact key (this state, this
-    finding) on this arch, then on other archs; then this finding on other states of this
-    arch, pooled (OTHER_STATE_WEIGHT); then, on a KB from before schema 4, attempts that did
-    not record their target."""
+    """Where a prediction looks for evidence, most specific first (the first with attempts wins):
+    this kernel; the exact key on this arch, then on others; this finding on other states of this
+    arch (OTHER_STATE_WEIGHT); then attempts from before schema 4 that recorded no target."""
     elsewhere = f"on other architectures (weighted {OTHER_ARCH_WEIGHT})"
     pooled = f"on {arch}, kernels of other states (weighted {OTHER_STATE_WEIGHT})"
     return [
@@ -464,6 +469,10 @@ def rank_technique(
         target_finding=target,
         evidence=evidence.text,
         proposal=proposal,
+        log_gain_sd=p.log_gain_sd,
+        kernel_attempts=sum(
+            c.attempts for (tid, _), c in learned.this_kernel.items() if tid == technique.id
+        ),
     )
 
 

@@ -1,10 +1,7 @@
-"""Typed records of the knowledge base: catalog entries, the replay buffer, statistics, ranking.
-
-The same structs are the rows the store reads and writes, the JSON of `kb export`, and what the
-agents and the server receive, so a field added here reaches all of them at once. The KB knows
-architectures, states, findings and techniques only as id strings. Nothing here holds a secret:
-there is deliberately no field for endpoints, API keys or user paths.
-"""
+"""Typed records of the knowledge base: catalog entries, the replay buffer, statistics, ranking. The
+same structs are the store's rows, `kb export`'s JSON and what agents and the server get, so a
+field added here reaches all of them. Nothing here holds a secret: there is deliberately no field
+for endpoints, API keys or user paths."""
 
 from __future__ import annotations
 
@@ -134,11 +131,9 @@ class Attempt(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error_kind: str | None = None  # e.g. "nvcc", "llm_timeout", "static_check:library_call"
-    # The kernel's finding the technique was aimed at when it was chosen (kb.ranking's
-    # `target_finding`); NO_TARGET when it addressed none of the kernel's findings; None when
-    # not recorded (attempts from before KB schema 4, callers without a profile). The KB learns
-    # each technique's gain per target finding, so what it realized on kernels with one defect
-    # is not expected of kernels without it.
+    # The finding the technique was aimed at (kb.ranking's `target_finding`; NO_TARGET: none; None:
+    # not recorded). Gains are learned per target finding, so a defect's fix isn't expected
+    # elsewhere.
     target_finding: str | None = None
 
 
@@ -234,6 +229,13 @@ class RankedTechnique(msgspec.Struct, kw_only=True):
     # trial (ranked with a conservative prior), "promoted" once its outcomes (or a user) made it
     # a regular; None for a catalog technique.
     proposal: ProposalStatus | None = None
+    # How uncertain the gain is: the posterior standard deviation of log(gain_if_verified),
+    # the prior's doubt narrowed by the outcomes behind it (kb.ranking.predict); what the
+    # selection's expected improvement integrates over (kb.ranking.expected_improvement).
+    log_gain_sd: float = 0.0
+    # Attempts of this technique on the very kernel ranked (KnowledgeBase.rank's source_hash;
+    # 0 when ranked for a state): their sum is how often the loop has been at that kernel.
+    kernel_attempts: int = 0
 
 
 class KBSummary(msgspec.Struct, kw_only=True):

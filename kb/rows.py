@@ -6,7 +6,7 @@ share (`ON CONFLICT` upserts, `?` placeholders), so both back ends run exactly t
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
@@ -44,6 +44,16 @@ _ENTRY_SELECT = (
 
 
 CountsByTarget = dict[tuple[str, str], EntryCounts]  # (technique, target finding) -> counts
+# Counts of several finding_counts rows summed, as SQL over a GROUP BY: the log mean is the
+# measurement-weighted mean and the sum of squared deviations the pooled one (each row's own,
+# plus its mean's deviation from the pooled mean), so ranking's shrinkage sees their spread.
+_POOLED_COUNTS = (
+    "sum(attempts), sum(successes), sum(regressions), sum(failures), sum(n_measured), "
+    "coalesce(sum(n_measured * mean_log_speedup) / nullif(sum(n_measured), 0), 0.0), "
+    "coalesce(sum(m2_log_speedup + n_measured * mean_log_speedup * mean_log_speedup) - "
+    "sum(n_measured * mean_log_speedup) * sum(n_measured * mean_log_speedup) / "
+    "nullif(sum(n_measured), 0), 0.0)"
+)
 
 
 class EntryRow(NamedTuple):
@@ -266,39 +276,43 @@ def kernel_counts(conn: Connection, state: str, arch: str, source_hash: str) -> 
 
 
 def other_state_counts(conn: Connection, state: str, arch: str) -> CountsByTarget:
-    """Per (technique, target finding): the counts on `arch` summed over every state but
-    `state` (measurement-weighted log mean; variance left 0), for ranking's pooled tier."""
+    """Per (technique, target finding): the counts on `arch` pooled over every state but
+    `state` (`_POOLED_COUNTS`), for ranking's pooled tier."""
     rows = conn.execute(
-        "SELECT technique, target_finding, sum(attempts), sum(successes), sum(regressions), "
-        "sum(failures), sum(n_measured), coalesce(sum(n_measured * mean_log_speedup) / "
-        "nullif(sum(n_measured), 0), 0.0) FROM finding_counts "
+        f"SELECT technique, target_finding, {_POOLED_COUNTS} FROM finding_counts "
         "WHERE arch = ? AND state != ? AND attempts > 0 GROUP BY technique, target_finding",
         (arch, state),
     )
-    return {(r[0], r[1]): EntryCounts(*r[2:]) for r in rows}
+    return _pooled(rows)
 
 
 def finding_counts(
     conn: Connection, state: str, arch: str
 ) -> tuple[CountsByTarget, CountsByTarget]:
-    """Per (technique, target finding) of `state`: the counts on `arch`, and those summed over
-    every other architecture (the log mean is the measurement-weighted mean; the summed
-    variance is not needed and left 0). Each query reads rows in its index's order (rank() is
-    hot: no sorting)."""
+    """Per (technique, target finding) of `state`: the counts on `arch`, and those pooled over
+    every other architecture (`_POOLED_COUNTS`). Each query reads rows in its index's order
+    (rank() is hot: no sorting)."""
     here = conn.execute(
         f"SELECT technique, target_finding, {', '.join(_COUNT_FIELDS)} FROM finding_counts "
         "WHERE arch = ? AND state = ? AND attempts > 0",
         (arch, state),
     )
     elsewhere = conn.execute(
-        "SELECT technique, target_finding, sum(attempts), sum(successes), sum(regressions), "
-        "sum(failures), sum(n_measured), coalesce(sum(n_measured * mean_log_speedup) / "
-        "nullif(sum(n_measured), 0), 0.0) FROM finding_counts "
+        f"SELECT technique, target_finding, {_POOLED_COUNTS} FROM finding_counts "
         "WHERE state = ? AND arch != ? AND attempts > 0 GROUP BY technique, target_finding",
         (state, arch),
     )
     here_counts = {(r[0], r[1]): EntryCounts(*r[2:]) for r in here}
-    return here_counts, {(r[0], r[1]): EntryCounts(*r[2:]) for r in elsewhere}
+    return here_counts, _pooled(elsewhere)
+
+
+def _pooled(rows: Iterable[Sequence[Any]]) -> CountsByTarget:
+    """(technique, target, *_POOLED_COUNTS) rows as counts; a pooled sum of squares that
+    rounding left a hair below zero is zero."""
+    pooled = {(r[0], r[1]): EntryCounts(*r[2:]) for r in rows}
+    for counts in pooled.values():
+        counts.m2_log_speedup = max(counts.m2_log_speedup, 0.0)
+    return pooled
 
 
 # --- notes -----------------------------------------------------------------------------------

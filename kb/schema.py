@@ -1,11 +1,7 @@
-"""The KB's schema as a list of forward migrations, and the checks run when an SQLite file opens.
-
-A fresh database runs every step from version 0, so the migration path is the only way a schema
-comes into being and is exercised on every new KB, on both back ends: the steps are written in
-SQLite's types and each back end renders them in its own (`Database.ddl`). In SQLite,
-`PRAGMA user_version` is the schema version and `PRAGMA application_id` marks the file as ours,
-so a foreign SQLite file is recognised and left alone.
-"""
+"""The KB's schema as forward migrations, and the checks run when an SQLite file opens. A fresh
+database runs every step from version 0, so the migration path is exercised on every new KB, on
+both back ends (`Database.ddl` renders the SQLite types). `PRAGMA application_id` marks an SQLite
+file as ours, so a foreign one is left alone."""
 
 from __future__ import annotations
 
@@ -141,11 +137,9 @@ CREATE TABLE outbox (
 );
 """
 
-# Version 4: kernel-aware learning. Attempts record the kernel's finding their technique was
-# aimed at (`target_finding`, NULL when not recorded), and each entry's statistics are also kept
-# split by it (`finding_counts`), which is what ranking learns from. The attempts recorded so far
-# did not record it: they keep their statistics under '(not recorded)' (records.UNRECORDED_TARGET),
-# copied from their entries (which hold exactly those attempts' counts).
+# Version 4: attempts record the finding their technique aimed at (`target_finding`), and entries'
+# statistics are also split by it (`finding_counts`), which ranking learns from. Earlier attempts
+# keep theirs under '(not recorded)'.
 V4_DDL = f"""
 ALTER TABLE attempts ADD COLUMN target_finding TEXT;
 CREATE TABLE finding_counts (

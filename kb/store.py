@@ -1,12 +1,8 @@
-"""The knowledge base: the store every part of kernelblaster reads and writes, on one of two back
-ends (kb.database): an SQLite file, the per-user default, or a team's PostgreSQL server.
-
-Every write is one write transaction that excludes other writers (SQLite's file lock, or an
-advisory lock on PostgreSQL), so an attempt and the statistics it changes land together or not at
-all, concurrent writers queue instead of failing, and a process killed mid-write leaves only what
-was committed. Every public method goes through `_read` or `_apply`, which is where kb.team
-steps in to keep working while its server is unreachable.
-"""
+"""The knowledge base: the store every part of kernelblaster reads and writes, on SQLite (per user)
+or a team's PostgreSQL server. Every write is one transaction that excludes other writers, so an
+attempt and the statistics it changes land together, writers queue, and a killed process leaves
+only what was committed. Every public method goes through `_read` or `_apply`, where kb.team
+steps in while its server is unreachable."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
-"""A team KB (PostgreSQL) that keeps working while its server is unreachable.
-
-Reads and writes go to the server while it answers. When it can't be reached (at start, or lost
-in the middle of a call), they go to the local SQLite KB (the personal one) instead, and each
-change recorded there also goes into its outbox (kb.outbox), in the same local transaction. A
-lost connection is retried at once (the server may just have restarted), then every RETRY_S
-seconds; once the server answers, the outbox is sent in one server transaction and then cleared
-(and looked at again every RETRY_S seconds: another process sharing the local KB may have left
-changes there). Every change is idempotent (attempts and notes by id, priors by time), so a send
-cut short between the server's commit and the outbox's clearing is sent again harmlessly:
-nothing is lost, nothing is counted twice. A read-only role ranks from the server and learns
-only locally.
-"""
+"""A team KB (PostgreSQL) that keeps working while its server is unreachable: reads and writes go to
+the local SQLite KB, and each change also into its outbox, sent in one server transaction once
+the server answers (retried every RETRY_S). Every change is idempotent, so an outbox sent twice
+counts nothing twice. A read-only role ranks from the server and learns only locally."""
 
 from __future__ import annotations
 

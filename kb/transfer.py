@@ -1,11 +1,7 @@
 """Export, import and merge a KB as JSON (records.KBExport), so a team can pool what it learned.
-
-Statistics never travel: they are refolded from the attempts after every import or merge, and
-attempts are keyed by id, so merging the same file twice (or two files sharing attempts) can't
-double count anything. Notes are keyed by id too; of two priors for one entry the newer wins.
-Proposed techniques travel with their provenance and a user's decision (the newer decision
-wins); they never replace a technique of the shipped catalog, which is never written.
-"""
+Statistics never travel: they are refolded from attempts keyed by id, so merging a file twice
+can't double count. Of two priors the newer wins. Proposals travel with their provenance and
+never replace a shipped catalog technique."""
 
 from __future__ import annotations
 

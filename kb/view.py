@@ -1,8 +1,7 @@
-"""What `kernelblaster kb show --json` prints and the editors' knowledge-base views draw: each
-(arch, state, technique) entry with a track record, a note or a prior, with its technique's
-title and every measured speedup behind its statistics next to what was predicted at the time,
-plus the most recent attempts, and the techniques agents proposed with where they came from and
-their track record."""
+"""What `kernelblaster kb show --json` prints and the editors' KB views draw: each (arch, state,
+technique) entry with a record, note or prior, its technique's title and every measured speedup
+beside its prediction; the latest attempts; and the proposed techniques with their provenance and
+record."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """KernelBlaster: a CUDA language server that profiles, explains and rewrites GPU kernels.
 
 The installed package maps its subpackages from the repository's top-level folders
-(`kernelblaster.harness` is `harness/`, ...; see pyproject.toml). Run from the root of a
-checkout, Python finds this folder first (the working directory heads sys.path), without those
-subpackages, and `import kernelblaster.agents` would fail whatever is installed. So when this
-folder sits in a checkout, the checkout's root joins the package path: its folders are the
-subpackages, exactly as the installed mapping has them.
-"""
+(pyproject.toml). Run from a checkout's root, Python finds this folder first, without them; so
+the checkout's root joins the package path, giving the same subpackages as the installed map."""
 
 from pathlib import Path
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 
+from kernelblaster.harness.protocol.records import BuildResult
 from kernelblaster.harness.protocol.worker_client import run_harness_sync
 from kernelblaster.harness.protocol.worker_protocol import (
     WorkerProgress,
@@ -71,7 +72,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             print(format_build_result(build))
         if error is not None:
             print(format_error(error))
-    if build is not None and build.ok and not build.resources and error is None:
+    if build is not None and build.ok and error is None and defines_no_kernel(build):
         print(
             f"error: {Path(build.source).name} defines no kernel (__global__ function): nothing "
             "to report; pass the file that holds your kernels",
@@ -79,6 +80,17 @@ def cmd_build(args: argparse.Namespace) -> int:
         )
         return 1
     return 0 if build is not None and build.ok and error is None else 1
+
+
+def defines_no_kernel(build: BuildResult) -> bool:
+    """A build with nothing to report: no kernel's resources, and no `__global__` in the source
+    (a KernelBench solution's kernels are in load_inline's strings, which report none)."""
+    if build.resources:
+        return False
+    try:
+        return "__global__" not in Path(build.source).read_text(errors="replace")
+    except OSError:
+        return False
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -1,23 +1,8 @@
-"""What a repository's configuration file may set before the user trusts it, and what that
-trust covers.
-
-Anyone who can commit to a repository writes its `kernelblaster.toml` (or the
-`[tool.kernelblaster]` table of its `pyproject.toml`). So the settings such a file may set on its
-own are an allow-list of ones known to be harmless: tolerances, which GPU, budgets at or below
-their defaults, and nvcc flags that only change the code generated (kernelblaster/nvcc_flags.py).
-Every other setting — one added to Settings later included — needs the user's trust
-(kernelblaster/trust.py), because it names a program to run, a place to write, where network
-traffic goes, which secret is sent, or spends more GPU time or money than the defaults. A value
-equal to its default changes nothing and needs no trust.
-
-Trust covers the file as it is and every file or folder inside the repository that its
-restricted settings name (an options file, a host-compiler folder, a worker script), with the
-files an options file or a response file names in turn: a change to any of them needs trusting
-again. Places that are written (`kb_path`, `cache_dir`) are covered by where they are, not by
-what they hold, which changes with every use. Relative names are looked up from the
-configuration file's folder, from the folder of the source being built and from each target's,
-where nvcc resolves them.
-"""
+"""What a repository's configuration file may set before the user trusts it, and what that trust
+covers (docs/trust.md). Anyone who can commit writes that file, so only an allow-list of harmless
+settings applies on its own; every other one, a setting added later included, needs trust. Trust
+covers the file and every file or folder inside the repository its settings name; places written
+to are covered by where they are."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""The one owner of the folders KernelBlaster writes to (its cache and the work, build, profile
-and scratch folders in it, the knowledge base's folder, the editor's state beside a file): each
-is made when missing, at the moment it is used (a fresh machine has none of them, and a user may
-clear the cache while the editor runs), and checked to be writable. A folder that can't be
-made is one clear error, `FolderError`, naming the folder, why, and what to do."""
+"""The one owner of the folders KernelBlaster writes to (the cache and the folders in it, the KB's,
+the editor's state beside a file). Each is made when it is used, since a fresh machine has none
+and a user may clear the cache meanwhile, and checked to be writable. One that can't be made is a
+`FolderError` naming the folder, why, and what to do."""
 
 from __future__ import annotations
 

@@ -1,30 +1,8 @@
-"""Which nvcc flags a repository's configuration file may set without the user's trust.
-
-An allow-list: a flag is accepted only when nvcc reads it as an option known to change nothing
-but the code generated and the messages printed (optimization, architecture, macros, warnings,
-include folders inside the repository). Anything else — an option that names a program
-(`-ccbin`), makes nvcc run one (`-run`), reads options or code from another file
-(`--options-file`, `-include`), writes files (`-o`, `-MF`, `--keep-dir`), links from a folder
-(`-L`), a bare word (nvcc takes it as one more input file), or an option nvcc may add in a later
-release — needs `kernelblaster trust` (kernelblaster/config_trust.py).
-
-The flags are read the way nvcc reads them: `--long value`, `--long=value`, `-short value`,
-`-short=value`, a one-letter option's value glued on (`-O3`, `-DX`, `-Iinc`, `-lcublas`), a
-list option's values split at commas, and the next word always taken as a value, even one that
-starts with a dash. Names are case-sensitive, as nvcc's are. What `-Xcompiler` and `-Xptxas`
-pass on is read with the host compiler's and ptxas' own allow-lists; nvcc pools the values of
-every occurrence, so there only self-contained words count (`-Xptxas -maxrregcount=32`, not
-`-Xptxas -maxrregcount -Xptxas 32`).
-
-Before any of that, every word must be plain (`_PLAIN`): printable ASCII without blanks,
-quotes, backslashes, `$`, backquotes or `@`. nvcc pastes `-X...` values unquoted into the
-steps it lists, so blanks, quotes and backslashes would make the tool see other words than the
-ones judged here; `@` starts a response file for gcc and the linker wherever a word of theirs
-begins (`-isystem @x`, `-Xcompiler -O3,@x`), which could hold any option. (No shell reads
-these words either way: the harness runs nvcc's steps itself, harness/build/nvcc_steps.py.)
-A folder is judged where nvcc will look: resolved, links followed, from every folder nvcc may
-run in (`Place.bases`), and inside the repository from each.
-"""
+"""Which nvcc flags a repository's configuration file may set without the user's trust: an
+allow-list of options that change only the code generated and the messages (docs/trust.md, "How
+flags are read"). Flags are read as nvcc reads them, `-Xcompiler`/`-Xptxas` values with the host
+compiler's and ptxas' own lists, and every word must first be plain (`_PLAIN`): nvcc pastes
+`-X...` values unquoted, and `@` starts a response file for gcc and the linker."""
 
 from __future__ import annotations
 

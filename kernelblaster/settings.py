@@ -1,16 +1,9 @@
-"""User and workspace settings, as one typed record.
-
-Precedence, lowest first: defaults, `[tool.kernelblaster]` in the workspace's `pyproject.toml`,
-`kernelblaster.toml`, `KERNELBLASTER_*` environment variables, and finally whatever the editor
-sends over LSP (applied by the server with `Settings.merged`). API keys are never a field here:
-only the *name* of the environment variable that holds one, so a key can't end up in a file,
-a log or the knowledge base by way of this record.
-
-Configuration files are looked for from the source's folder up to the repository's root (the
-folder with `.git`) or the editor's workspace folder, never above it (outside both, in the
-source's own folder only), and never in a folder anyone may write to (/tmp): a file there is
-anybody's. Every budget has a maximum, so no value, from any source, spends without bound.
-"""
+"""User and workspace settings, as one typed record. Precedence, lowest first: defaults,
+`[tool.kernelblaster]` in `pyproject.toml`, `kernelblaster.toml`, `KERNELBLASTER_*` variables,
+then the editor's (`Settings.merged`). API keys are never a field, only the name of the variable
+holding one, so a key can't reach a file, a log or the KB. Configuration files are looked for up
+to the repository's root or workspace, never in a world-writable folder; every budget has a
+maximum."""
 
 from __future__ import annotations
 
@@ -318,15 +311,11 @@ def load_settings(
     only: frozenset[str] | None = None,
     workspace: Path | None = None,
 ) -> Settings:
-    """Settings for the workspace containing `start` (a file or directory; default: cwd).
-
-    `read_files=False` uses no configuration file at all (an untrusted workspace). A file that
-    sets more than the harmless settings (kernelblaster/config_trust.py) is refused unless
-    `trusted`, or, when that is None, unless the user trusts that file and what it names
-    (kernelblaster/trust.py). `only`: the settings the caller uses; the files' other settings
-    are neither read nor judged (`kb` needs kb_path alone). `workspace`: the editor's
-    workspace folder, above which no file is read. Relative paths in target entries, and a
-    relative `kb_path` or `cache_dir`, are resolved against the config file's directory."""
+    """Settings for the workspace containing `start` (default: cwd). `read_files=False` reads no
+    configuration file (an untrusted workspace). A file setting more than the harmless settings
+    is refused unless `trusted` (None: unless the user trusts it). `only`: the settings the
+    caller uses, the others neither read nor judged. `workspace`: above it no file is read.
+    Relative paths resolve against the config file's folder."""
     environ = dict(os.environ) if environ is None else environ
     start = (start or Path.cwd()).resolve()
     data: dict[str, Any] = {}

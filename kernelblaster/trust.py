@@ -1,20 +1,8 @@
-"""Which repository configuration files the user trusts with settings beyond the harmless ones.
-
-A `kernelblaster.toml` (or `[tool.kernelblaster]` in a `pyproject.toml`) can name programs, places
-to write, network endpoints and secrets (kernelblaster/config_trust.py says which settings): anyone
-who can commit to a repository could make `kernelblaster build` run their program. As direnv does
-for `.envrc`, such settings are used only once the user has said so for that exact file:
-`kernelblaster trust DIR` records the file's content hash here, with the hash of every file or
-folder of the repository those settings name (an options file, a script, a host compiler's
-folder, with everything below it), and a change to any of them needs trusting again; a place they
-write to (`kb_path`, `cache_dir`) is recorded by where it resolves to, not by what it holds.
-`--trust` (or KERNELBLASTER_TRUST_CONFIG=1) trusts for one run.
-
-The same command records DIR as a trusted workspace folder for the language server (a separate
-list: folders, by path, as an editor's Workspace Trust keeps them): in a client that doesn't
-say whether its workspace is trusted (VS Code does), the server builds and runs the kernels of a
-folder at or below one on that list, and nothing elsewhere.
-"""
+"""Which repository configuration files the user trusts with settings beyond the harmless ones
+(docs/trust.md): as direnv does for `.envrc`, `kernelblaster trust DIR` records the file's
+content hash and those of what its settings name, and any change needs trusting again; `--trust`
+trusts for one run. The same command records DIR as a trusted workspace folder for a language
+client that doesn't say whether its workspace is trusted."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from kernelblaster.check_cli import defines_no_kernel
 from kernelblaster.cli import COMMANDS, build_parser, main
 from kernelblaster.harness.analysis.build_report import format_build_result
 from kernelblaster.harness.protocol.records import BuildResult
@@ -136,3 +137,17 @@ def test_each_command_is_registered_by_the_module_the_table_names():
     for command in COMMANDS:
         alone = build_parser([command])._subparsers._group_actions[0].choices
         assert command in alone
+
+
+def test_a_cu_without_a_kernel_builds_but_says_there_is_nothing_to_report(tmp_path, capsys):
+    source = tmp_path / "helpers.cu"
+    source.write_text("__device__ float twice(float x) { return 2.0f * x; }\n")
+    assert main(["build", str(source), "--arch", "sm_90"]) == 1
+    assert "helpers.cu defines no kernel (__global__ function)" in capsys.readouterr().err
+
+
+def test_a_solutions_kernels_in_load_inline_strings_count_as_kernels():
+    """load_inline's build reports no resources: the solution's `__global__`s are its kernels,
+    so its built answer is no "defines no kernel" error (the GPU test builds it for real)."""
+    solution = EXAMPLES / "kernelbench" / "19_ReLU_solution.py"
+    assert not defines_no_kernel(BuildResult(ok=True, source=str(solution), arch=""))

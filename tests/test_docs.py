@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import runpy
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -83,17 +86,20 @@ def test_the_cli_page_gets_the_reference_in_place_of_its_marker(cli_reference):
 
 @pytest.fixture(scope="module")
 def repo_links() -> dict:
+    pytest.importorskip("mkdocs", reason="the site's hooks need MkDocs: pip install -e '.[docs]'")
     return runpy.run_path(str(HOOKS / "repo_links.py"))
 
 
 def _relink(repo_links: dict, markdown: str, page: str = "learning.md") -> str:
+    from mkdocs.structure.files import Files
+
     config = {
         "docs_dir": str(REPO / "docs"),
         "config_file_path": str(REPO / "mkdocs.yml"),
         "repo_url": "https://github.com/kernelblaster/kernelblaster",
     }
     fake_page = SimpleNamespace(file=SimpleNamespace(src_uri=page))
-    return repo_links["on_page_markdown"](markdown, page=fake_page, config=config)
+    return repo_links["on_page_markdown"](markdown, page=fake_page, config=config, files=Files([]))
 
 
 def test_a_link_to_a_repository_file_goes_to_it_on_github(repo_links):
@@ -113,9 +119,28 @@ def test_an_included_files_link_goes_to_its_page(repo_links):
 
 
 def test_a_link_to_a_missing_file_is_a_warning_that_fails_a_strict_build(repo_links, caplog):
-    text = "[gone](../bench/results/no-such-file.json)\n```\n[code](../not/a/link)\n```\n"
+    text = (
+        "[gone](../bench/results/no-such-file.json)\n```\n[code](../not/a/link)\n"
+        "![code too](../bench/results/learning-nvidia-h200.png)\n```\n"
+    )
     with caplog.at_level(logging.WARNING, logger="mkdocs"):
         assert _relink(repo_links, text) == text
     (record,) = caplog.records
     assert record.name.startswith("mkdocs.") and record.levelno == logging.WARNING
     assert "../bench/results/no-such-file.json" in record.getMessage()
+
+
+def test_the_site_shows_a_results_plot_from_its_own_copy(repo_links, tmp_path):
+    """docs/learning.md shows bench/results/learning-nvidia-h200.png, which stays beside its
+    result file: the strict build copies it into the site (which fetches nothing from
+    elsewhere) and the page's image is that copy."""
+    site = tmp_path / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    plot = "bench/results/learning-nvidia-h200.png"
+    assert (site / "repository" / plot).read_bytes() == (REPO / plot).read_bytes()
+    assert f'src="../repository/{plot}"' in (site / "learning" / "index.html").read_text()

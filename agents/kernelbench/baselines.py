@@ -1,18 +1,8 @@
-"""A problem's PyTorch baselines (eager and torch.compile) measured apart from its checks, so
-that torch.compile's compilation (tens of seconds cold, CPU work) does not sit in the problem's
-fixed time: a harness worker of their own (task "baselines", harness/check/check.py:
-baselines_apart), started with the problem, compiles while the GPU checks and profiles the
-kernels (launching nothing on the GPU meanwhile), then asks for the GPU and waits for its turn
-at the GPU's gate (agents/loop/gpu_gates.py), which the candidates' evaluations take too: the
-baselines are timed between two evaluations, never beside one. The checks of the problem meanwhile
-measure none (WorkerRequest.baselines = False) and apply them from the cache once timed.
-
-The worker's turn is given through a pipe (GPU_FREE_FD_ENV): it waits for its end of file,
-which comes when this side, holding the gate, closes its end. The job's PhaseTimes say where its
-seconds went: the compilation as a "cpu" span (it overlaps the checks: stated, not a cost of
-its own), the wait for the gate (`gpu_queue`), the turn as a "gpu" span (`evaluation`), the
-measurement's parts (baselines_eager, baselines_compile, baselines_compiled_timing), and how
-long its owner waited for it at the end (`baselines_joined_wait`)."""
+"""A problem's PyTorch baselines measured apart from its checks, so torch.compile's compilation
+(tens of seconds of CPU) stays out of the problem's time: a worker of their own compiles while
+the checks run, then takes its turn at the GPU's gate (gpu_gates.py), between two evaluations,
+never beside one. The turn is given through a pipe (GPU_FREE_FD_ENV) whose end of file says go.
+The job's PhaseTimes say where its seconds went."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""The numbers a KernelBench run is judged by, from its per-problem results.
-
-- speedup: the faster of PyTorch eager and torch.compile, over the final kernel's time (as the
-  paper does: "best of eager/compile");
-- valid rate: the share of all problems whose final kernel verified (KernelBench's fast_0);
-- geomean and median speedup: over the verified problems only;
-- fast_p: the share of *all* problems that verified and are faster than p (KernelBench's
-  definition), for p in 0, 1, 1.5, 2.
-Problems that could not be checked (out of memory, degenerate or broken reference) count as
-not valid: a benchmark that skipped them would look better than it is.
-"""
+"""The numbers a KernelBench run is judged by: speedup over the faster of eager and torch.compile
+(as the paper), valid rate (fast_0), geomean and median speedup over verified problems, and
+fast_p over all problems. Problems that could not be checked count as not valid: skipping them
+would flatter the run."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""Finding KernelBench problems: the `*.py` files of a folder (upstream's `level1`, `level2`,
-`level3`, or any folder) that define `class Model`, `get_inputs()` and `get_init_inputs()`, in
-the upstream's numeric order (`2_...` before `10_...`). Read as text, never imported: the
-harness's worker is the only place user code runs.
-
-A problem may come with a kernel to start from instead of one written by `init`: `<stem>.cu`
-beside it, or in a folder given with --start."""
+"""Finding KernelBench problems: the `*.py` files of a folder that define `class Model`,
+`get_inputs()` and `get_init_inputs()`, in upstream's numeric order. Read as text, never
+imported: user code runs only in the harness's worker. A starting kernel may be given as
+`<stem>.cu` beside the problem or under --start."""
 
 from __future__ import annotations
 

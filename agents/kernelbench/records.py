@@ -12,12 +12,10 @@ from kernelblaster.harness.protocol.optimize_protocol import PassedOver, PhaseTi
 from kernelblaster.harness.protocol.records import SanitizerRun
 
 # verified: the final kernel passed verification and was timed.
-# init_failed: no verified first kernel within the init budget (the last error in `detail`).
+# init_failed: no verified first kernel within the init budget.
 # failed: the final kernel did not verify (`detail` says why).
-# out_of_memory: the problem's inputs (or the verification's copies of them) exceed the GPU's
-#   memory; no kernel can be checked on this GPU.
-# degenerate_reference: the reference's output is all zeros or constant on every input scale
-#   tried, so verification can't tell a right kernel from a wrong one; never counted as passed.
+# out_of_memory: the problem can't be checked on this GPU.
+# degenerate_reference: verification can't tell a right kernel from a wrong one; never passed.
 # bad_reference: the problem file itself fails (import, Model(), get_inputs()).
 Status = Literal[
     "verified", "init_failed", "failed", "out_of_memory", "degenerate_reference", "bad_reference"
@@ -56,18 +54,12 @@ class ProblemResult(msgspec.Struct, kw_only=True):
     rollouts_wall_s: float = 0.0
     optimize_phases: PhaseTimes | None = None
     step_phases: list[PhaseTimes] = []
-    # The rest of wall_s: a given kernel's check with its full profile and baselines (its
-    # `evaluation` is the call's wall seconds, a worker's start included), and the loop's whole
-    # wall time (rollouts, its start, the sanitizer run and policy update after them); what
-    # is left of wall_s is the runner's own bookkeeping.
+    # The rest of wall_s: the given kernel's check (with its full profile and baselines) and the
+    # loop's whole wall time; what remains is the runner's own bookkeeping.
     first_phases: PhaseTimes | None = None
     optimize_wall_s: float = 0.0
-    # The baselines (eager_ms, compile_ms), measured apart from the checks from the problem's
-    # start (agents/kernelbench/baselines.py): their compilation beside the checks (a "cpu" span:
-    # concurrent, not a cost of its own), their wait for the GPU (gpu_queue) and their turn on
-    # it between two evaluations (evaluation, a "gpu" span: inside the rollouts' wall when it
-    # came during them), the measurement's parts and `baselines_joined_wait` (the seconds the
-    # problem's end waited for them). None where the checks measured them.
+    # Where the baselines' seconds went, measured apart from the checks (baselines.py); None where
+    # the checks measured them.
     baselines_phases: PhaseTimes | None = None
     # Each step's outcome and measured speedup over where it started, in step_phases' order
     # (ncu's pass follows a candidate the rollout goes on from: a success with depth left).

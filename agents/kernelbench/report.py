@@ -1,7 +1,6 @@
-"""The readable report of KernelBench runs on one GPU: a Markdown file with the summary of each
-level beside the paper's anchors, a table of every problem, and a plot of the speedup
-distribution per level (matplotlib; where it is not installed the report says so, and
-`kernelblaster bench report` draws it later from the JSON files)."""
+"""The readable report of KernelBench runs on one GPU: a Markdown file with each level's summary
+beside the paper's anchors, a table of every problem, and a plot of the speedups per level.
+Without matplotlib the report says so, and `kernelblaster bench report` draws it later."""
 
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
-"""A KernelBench run: for each problem, a first kernel (written by `init`, or given), then the
-optimization loop with one knowledge base shared by the whole run, then the best kernel's final
-timing against the faster of PyTorch eager and torch.compile (the harness measures both): the
-check of the loop's compute-sanitizer run of it, or the first kernel's own check when nothing
-beat it, so no kernel is checked twice for it.
-
-Every problem works in its own folder of the run's work directory (a copy of the problem file,
-the first kernel beside it as `<stem>.cu`, the best as `<stem>.optimized.cu`), so the user's
-KernelBench checkout is never written to. The results file is rewritten atomically after each
-problem, so a crash loses no finished problem, and a rerun skips the problems it holds. A
-failure that would fail every problem alike (no GPU, no nvcc, the LLM endpoint unreachable or
-refusing the key) stops the run without recording the problem at hand, so the rerun retries it.
-"""
+"""A KernelBench run: per problem, a first kernel (from `init`, or given), the optimization loop
+with one KB for the whole run, then the best kernel's final timing against the faster of eager
+and torch.compile. Each problem works in its own folder, so the user's checkout is never written.
+The results file is rewritten atomically after each problem, so a rerun skips finished ones; a
+failure of the machine stops the run without recording the problem at hand."""
 
 from __future__ import annotations
 
@@ -299,11 +291,9 @@ def _optimize(
         result.kernel_file = str(optimized_copy_path(source))
         save_file(optimized_copy_path(source), best, force=True)
 
-    # Nothing faster: the first kernel's check is its final timing. The best candidate's is
-    # the check of its compute-sanitizer run (verified on fresh inputs, timed, the baselines),
-    # made at the end of the loop: not made a second time. Where that check did not run to
-    # its end (the sanitizer run failed for a reason of the machine), its step's timing, over
-    # the first check's baselines (the reference's, whichever kernel).
+    # Nothing faster: the first kernel's check is its final timing. The best candidate's is its
+    # sanitizer run's check, made once at the loop's end; where that check failed for a reason of
+    # the machine, its step's timing over the first check's baselines.
     final_check = check
     if best != text and outcome.best_check is not None:
         final_check = outcome.best_check

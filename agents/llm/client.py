@@ -1,13 +1,7 @@
-"""The LLM client: one OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, llama.cpp server).
-
-The `openai` package does the HTTP; retries are ours (the library's are switched off) so that
-they are bounded, honour Retry-After, and can be counted. Every failure becomes an `LlmError`
-whose kind says what went wrong and whose message says how to fix it.
-
-The API key comes from the environment variable named by `llmApiKeyEnv` (or is passed in) and
-is kept only inside the `openai` client object: it is never logged, never part of a repr, and
-scrubbed from any server text we repeat in an error message.
-"""
+"""The LLM client: one OpenAI-compatible chat endpoint. The `openai` package does the HTTP; retries
+are ours, so they are bounded, honour Retry-After and are counted. Every failure is an `LlmError`
+saying what went wrong and how to fix it. The API key lives only inside the `openai` client:
+never logged, never in a repr, scrubbed from any server text we repeat."""
 
 from __future__ import annotations
 

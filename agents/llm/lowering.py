@@ -1,12 +1,7 @@
-"""The lowering agent: an LLM rewrites a kernel to apply one technique, until a candidate passes.
-
-prompt → reply → parse (code_extract) → `check(candidate)` (the caller's build/verify/static
-checks) → on failure, retry with the failure in the conversation. Two separate bounded budgets:
-`max_retries` for candidates the check rejects, `max_format_retries` for replies that hold no
-usable file (no code block, several blocks, renamed entry point, cut off). A retry shows the
-model only the original task, its last reply and what was wrong with it, plus one line per
-earlier failure, so the prompt does not grow with every round.
-"""
+"""The lowering agent: an LLM rewrites a kernel to apply one technique, until a candidate passes the
+caller's `check`. Two bounded budgets: `max_retries` for rejected candidates and
+`max_format_retries` for replies with no usable file. A retry shows only the task, the last reply
+and its fault, plus a line per earlier failure, so the prompt doesn't grow."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Prompt templates: one Markdown file per agent under agents/llm/prompts/, rendered into chat
-messages.
-
-A template is split into messages by marker lines `<!-- role: system -->` and
-`<!-- role: user -->`; placeholders are `string.Template` ones (`$source`, `${kernel}`; a literal
-dollar is `$$`), so the JSON and CUDA braces in a prompt need no escaping. Rendering is strict
-both ways: a placeholder without a value and a value without a placeholder are errors, so a
-renamed placeholder cannot silently send an empty prompt.
-"""
+"""Prompt templates: one Markdown file per agent under agents/llm/prompts/, split into chat messages
+at `<!-- role: ... -->` lines. Placeholders are `string.Template`'s, so JSON and CUDA braces need
+no escaping. Rendering is strict both ways (a missing value or an unused one is an error), so a
+renamed placeholder can't send an empty prompt."""
 
 from __future__ import annotations
 

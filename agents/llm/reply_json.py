@@ -1,16 +1,8 @@
-"""Asking an LLM for a JSON object and decoding it defensively into a typed record.
-
-Models wrap JSON in code fences, prefix it with prose, or get a field wrong. The object is taken
-from a ```json block or the outermost braces, decoded and validated by msgspec against the
-caller's schema; on failure the model is asked once more with the exact error, and after that
-the caller gets `value=None` and the reason, never a half-valid record.
-
-A reply that proposes several things (the policy update's KB changes, new techniques) holds them
-as raw items, each validated on its own (`validate_items`): against its schema (types, bounds,
-lengths), the caller's own checks, and `text_problem` (no secrets, no code: what the KB keeps
-is quoted to prompts, hovers and teammates), so one bad item is dropped with its reason and the
-rest still count.
-"""
+"""Asking an LLM for a JSON object and decoding it defensively into a typed record: taken from a
+```json block or the outermost braces, validated by msgspec; on failure the model is asked once
+more with the exact error, then the caller gets `value=None` and the reason. `validate_items`
+checks each proposed item on its own (schema, the caller's checks, no secrets or code), so one
+bad item is dropped and the rest count."""
 
 from __future__ import annotations
 

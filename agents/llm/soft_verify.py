@@ -1,11 +1,7 @@
-"""Soft verification: an LLM review that a candidate still computes what the reference does.
-
-It runs after the harness's numeric and static checks and catches what they can miss: work
-skipped for input shapes the random tests did not cover, results cached across calls, call-outs
-the target forbids. The verdict must be the JSON object the prompt asks for; a reply that is not,
-twice, counts as a rejection ("verifier reply unparseable"), because an unverified candidate must
-never be offered.
-"""
+"""Soft verification: an LLM review that a candidate still computes what the reference does, after
+the numeric and static checks, for what they can miss (shapes the tests didn't cover, results
+cached across calls, forbidden call-outs). A reply that is not the asked-for JSON, twice, is a
+rejection: an unverified candidate must never be offered."""
 
 from __future__ import annotations
 

@@ -26,16 +26,11 @@ def memory_safe_best(
     services: RolloutServices,
     result: OptimizeResult,
 ) -> tuple[VerifiedKernel, CheckResult | None]:
-    """The fastest verified candidate that also passes compute-sanitizer (memcheck, and
-    racecheck with shared memory): numbers that happen to match don't prove memory safety.
-    One the sanitizer finds memory errors in, or that fails its check on fresh inputs then,
-    is the candidate's own failure: recorded as a rejected attempt from the original kernel,
-    and named in `result.passed_over`. One the sanitizer could not check, for a reason of the
-    machine or of the harness (a missing tool, a folder, a bug of ours: Evaluation.error), is
-    no verdict on it: it is adopted, and `result.sanitizer` says it was not checked, why and
-    what to do; the KB learns nothing of it. With the candidate, the check of its sanitizer
-    run (verified on fresh inputs and timed before the sanitizer ran, with the baselines): the
-    best's final timing; None for the original, or where that check did not run to its end."""
+    """The fastest verified candidate that also passes compute-sanitizer: matching numbers don't
+    prove memory safety. One the sanitizer rejects is recorded as a rejected attempt and named in
+    `result.passed_over`; one it could not check for a reason of the machine is adopted, with
+    `result.sanitizer` saying so, and the KB learns nothing of it. Returned with its sanitizer
+    run's check, the best's final timing (None for the original or an unfinished check)."""
     origin, request = plan.origin, plan.request
     for candidate in sorted(verified, key=lambda p: p.time_ms):
         if candidate.time_ms >= origin.time_ms:

@@ -97,11 +97,15 @@ def choose(
     kernel_hash: str | None = None,
     among: Sequence[str] = (),
     busy: Collection[str] = (),
+    exhausted: Collection[str] = (),
+    behind: float = 0.0,
 ) -> RankedTechnique | None:
     """What the step tries: `forced`, else a weighted random top-k pick among `among` (just
     proposed) when any of them is ranked, else among the ranking; only techniques in `offered`
-    (None: every one), ranked with this kernel's (`kernel_hash`) own attempts first."""
+    (None: every one), ranked with this kernel's (`kernel_hash`) own attempts first; `behind`:
+    how far (log) this kernel is behind the fastest the run found (kb.ranking.select)."""
     ranked = kb.rank(state.arch, state.state, state.findings, source_hash=kernel_hash)
+    visits = sum(r.kernel_attempts for r in ranked)  # on this kernel, failures included
     if offered is not None:
         ranked = [r for r in ranked if r.technique in offered]
     if forced is not None:
@@ -130,27 +134,39 @@ def choose(
             )
     ranked = [r for r in ranked if r.technique in among] or ranked
     if source_hash is not None:
-        ranked = _untried_or_successful(kb, state, source_hash, ranked)
+        ranked = _untried_or_successful(kb, state, source_hash, ranked, exhausted)
     # What rollouts running alongside are trying on this kernel right now (agents/loop/in_flight.py)
     ranked = [r for r in ranked if r.technique not in busy] or ranked
     picked = select(
-        ranked, 1, top_k=max(k, 1), temperature=temperature, exploration=exploration, seed=seed
+        ranked,
+        1,
+        top_k=max(k, 1),
+        temperature=temperature,
+        exploration=exploration,
+        visits=visits,
+        behind=behind,
+        seed=seed,
     )
     return picked[0] if picked else None
 
 
 def _untried_or_successful(
-    kb: KnowledgeBase, state: PerfState, source_hash: str, ranked: list[RankedTechnique]
+    kb: KnowledgeBase,
+    state: PerfState,
+    source_hash: str,
+    ranked: list[RankedTechnique],
+    exhausted: Collection[str] = (),
 ) -> list[RankedTechnique]:
-    """`ranked` without the techniques already tried on this very kernel (`source_hash`)
-    without a success: the lowering agent has had its retries at each of them, so trying one
-    again spends a step on what this kernel's own record says fails, while untried ones
-    remain. Successes stay (a rollout from the original re-applies them to go deeper). When
-    every technique has failed here, all of them are back."""
+    """`ranked` without the techniques already tried without success on this very kernel
+    (`source_hash`): its own record says they fail. Successes stay, unless each led to an
+    `exhausted` kernel. When nothing is left, the kernel is a dead end and the rollout goes back
+    along its branch."""
     tried = kb.attempts(arch=state.arch, state=state.state, source_hash=source_hash)
-    succeeded = {a.technique for a in tried if a.outcome == "success"}
+    succeeded = {
+        a.technique for a in tried if a.outcome == "success" and a.candidate_hash not in exhausted
+    }
     failed = {a.technique for a in tried if a.outcome != "infrastructure"} - succeeded
-    return [r for r in ranked if r.technique not in failed] or ranked
+    return [r for r in ranked if r.technique not in failed]
 
 
 def target_on(kb: KnowledgeBase, technique: str, state: PerfState) -> str:

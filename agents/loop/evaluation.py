@@ -1,11 +1,7 @@
-"""Evaluating a candidate source through the harness worker: build, verify, time, re-profile and
-re-classify. The result is what the loop needs: a verdict the lowering agent can act on
-(Feedback), or the candidate's time and new state.
-
-A candidate is whatever the target's launcher (or `forward`, or `main`) launches: every kernel
-its file defines is profiled, whatever the rewrite named them, and the state is the dominant
-kernel's by GPU time (`launched_kernels`), with a `kernel_chain` finding when other kernels
-take a real share of the time. Renamed, split, fused or added kernels are normal."""
+"""Evaluating a candidate through the harness worker: build, verify, time, re-profile, re-classify,
+into what the loop needs (Feedback for the lowering agent, or the time and new state). Every
+kernel the file defines is profiled, whatever the rewrite named them; the state is the dominant
+kernel's by GPU time, with a `kernel_chain` finding when others take a real share."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""One gate per GPU: the rollouts of a run go on at once (their LLM calls overlap freely), and
-only their candidates' evaluations queue, each GPU evaluating `slots` candidates at a time
-(Settings.parallel_gpu_jobs, default one: a candidate's timing never shares its GPU with
-another's build, verification, timing or profile).
-
-`GpuGates` are the gates; whatever else must not share a GPU with a candidate's evaluation
-takes its turn there too (the baselines' timing, agents/kernelbench/baselines.py). `GatedEvaluate`
-wraps the loop's `evaluate` (agents/loop/evaluation.py, or a scripted stand-in): it waits for the
-GPU the settings name, runs the evaluation, and adds to its phases the wait (`gpu_queue`), the
-wall time it held the GPU (`evaluation`) and that interval as a "gpu" span. It pickles without
-its gates (a Ray task, agents/loop/ray_rollouts.py, gets gates of its own: one task, one GPU)."""
+"""One gate per GPU: a run's rollouts go on at once and only their candidates' evaluations queue,
+`slots` at a time per GPU (default one, so a timing never shares its GPU). Whatever else must not
+share a GPU with an evaluation (the baselines' timing) takes a turn too. `GatedEvaluate` wraps
+`evaluate`, adding the wait and the held time to its phases; it pickles without its gates (a Ray
+task gets its own)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""The techniques rollouts running at once are trying right now, per starting kernel.
-
-A rollout ranks with the KB's record, and a step in flight has no record yet: rollouts that
-choose while others' steps are out (all of them at a run's start, agents/loop/rollout_runners.py)
-would, greedy, all take the same technique from the same kernel. A technique another rollout
-is trying on this very kernel counts as taken, as long as another is left; its record, once
-written, ranks it again. One registry per process (a Ray task has its own: one rollout)."""
+"""The techniques rollouts running at once are trying right now, per starting kernel. A step in
+flight has no record yet, so greedy rollouts choosing together would all take one technique; one
+another rollout is trying on this kernel counts as taken while another is left. One registry per
+process."""
 
 from __future__ import annotations
 

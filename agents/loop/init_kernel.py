@@ -1,16 +1,8 @@
 """`init`: the first CUDA kernel for a PyTorch module, written by the LLM and verified by the
-harness, as the paper's loop starts: from naive CUDA that the model writes from the module.
-
-The reference `problem.py` (KernelBench format) goes into the prompt with its launcher
-signature, measured from the module itself (harness/target/reference_signature.py). Each reply's
-CUDA file is checked for the plain form (one `extern "C"` launcher, no torch headers, no `main`),
-then built and verified by the same worker `kernelblaster check` runs, on a scratch copy of the
-pair: a build error, a wrong result or a crash goes back to the model, within `attempts`
-replies. A failure that is not the candidate's (no GPU, the problem's inputs don't fit in GPU
-memory, a broken reference, the endpoint down) stops at once and says so. Nothing is written
-here: the caller writes the verified file (atomic_files.save_file: atomically, never over an
-existing one unless asked).
-"""
+harness, as the paper's loop starts. Each reply is checked for the plain form, then built and
+verified on a scratch copy; a build error, a wrong result or a crash goes back to the model,
+within `attempts`. A failure that is not the candidate's stops at once. Nothing is written here:
+the caller saves the verified file."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ rollout stands (VerifiedKernel), and the speedup a step must reach to count."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -90,6 +91,25 @@ def every_technique(source: str) -> None:
     return None
 
 
+class SearchRecord:
+    """What one run's rollouts have found, in this process: the fastest verified time, which a
+    technique tried on a revisited kernel must beat to add anything (kb.ranking.select), and the
+    kernels with nothing left to try, whose branch is not walked again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.best_ms = math.inf
+        self.exhausted: set[str] = set()
+
+    def verified(self, time_ms: float) -> None:
+        with self._lock:
+            self.best_ms = min(self.best_ms, time_ms)
+
+    def behind(self, time_ms: float) -> float:
+        """How far, in log speedup, a kernel of `time_ms` is behind the fastest found."""
+        return max(0.0, math.log(time_ms / self.best_ms)) if self.best_ms < math.inf else 0.0
+
+
 @dataclass(frozen=True)
 class RolloutServices:
     """The live objects a rollout uses, shared by the rollouts of one process."""
@@ -107,6 +127,7 @@ class RolloutServices:
     # (and validating against a KB that does not have them yet).
     proposing: threading.Lock = field(default_factory=threading.Lock)
     offered: Offered = every_technique  # the replay's; live rollouts (any process) offer all
+    search: SearchRecord = field(default_factory=SearchRecord)
 
 
 RunRollouts = Callable[[RolloutPlan, int, RolloutServices], list[RolloutResult]]

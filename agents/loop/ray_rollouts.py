@@ -1,15 +1,7 @@
-"""Rollouts as Ray tasks (`optimize --ray ADDRESS`), each needing one GPU, for runs larger than
-one host: Ray places the tasks, this module only submits them and collects their results.
-
-A task gets the rollout's plan (plain data) and rebuilds what can't travel: the LLM client, from
-the endpoint's settings (its API key from the Ray worker's own environment: keys never go through
-Ray), and the KB, opened at the driver's location, so every attempt lands in the same KB as it
-happens and the other rollouts rank with it. A team KB (postgresql://) works from any host; an
-SQLite file only from the driver's host, which the task checks. Inside a task the harness uses
-GPU 0: Ray points CUDA_VISIBLE_DEVICES at the GPU it assigned.
-
-Every node needs kernelblaster installed, and ray itself (`pip install 'kernelblaster[ray]'`).
-"""
+"""Rollouts as Ray tasks (`optimize --ray ADDRESS`), one GPU each, for runs larger than one host. A
+task rebuilds what can't travel: the LLM client (its key from the Ray worker's environment: keys
+never go through Ray) and the KB at the driver's location, so every attempt lands in one KB (an
+SQLite file only on the driver's host). Every node needs `kernelblaster[ray]`."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""One rollout: up to `depth` steps from the original kernel, each step's attempt recorded in
-the KB as it happens, so a cancelled run keeps what it learned and rollouts running at once rank
-with each other's results. A step is kept (the rollout goes on from its candidate) when it
-verified and beat where it started by MIN_SPEEDUP, or verified as a catalog enabler with depth
-left (e.g. tiling before tensor cores); a kept step is credited, when its rollout ends, with
-what it enabled (`credited_speedup`)."""
+"""One rollout: up to `depth` steps from the original kernel, each attempt recorded in the KB as it
+happens, so a cancelled run keeps what it learned and concurrent rollouts rank with it. A step is
+kept when it verified and beat its start by MIN_SPEEDUP, or is a verified enabler with depth
+left; it is credited with what it enabled (`credited_speedup`). A dead end ends its branch, not
+the rollout."""
 
 from __future__ import annotations
 
@@ -46,11 +45,10 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
         if services.cancelled():
             walk.result.cancelled = True
             break
-        if walk.current.state.near_limit:
-            services.report(f"rollout {rollout + 1}: at the roof, stopping", None)
-            break
         choice = walk.choose(step_index)
         if choice is None:
+            if walk.current.state.near_limit:
+                services.report(f"rollout {rollout + 1}: at the roof, stopping", None)
             break
         step = walk.step(step_index, choice)
         candidate = run_step(plan, services, walk.current, choice, step)
@@ -63,27 +61,45 @@ def run_rollout(plan: RolloutPlan, rollout: int, services: RolloutServices) -> R
 
 
 class _Rollout:
-    """Where one rollout stands: its current kernel, its result so far, the kept steps still to
-    be credited, and the proposals it asked for."""
+    """Where one rollout stands: its current kernel and the branch that led to it, its result
+    so far, the kept steps still to be credited, and the proposals it asked for."""
 
     def __init__(self, plan: RolloutPlan, rollout: int, services: RolloutServices) -> None:
         self.plan, self.rollout, self.services = plan, rollout, services
         self.result = RolloutResult(rollout=rollout)
         self.current = plan.origin
-        self.pending: list[_KeptStep] = []  # kept steps with depth left, credited at the end
+        self.path = [plan.origin]  # the kernels of the branch, the original first
+        # kept steps with depth left, credited when their branch ends: pending[i] made path[i + 1]
+        self.pending: list[_KeptStep] = []
         self.asked: set[tuple[str, str]] = set()  # (state, source hash) proposals were asked for
 
     def choose(self, step_index: int) -> RankedTechnique | None:
-        """The technique the step tries (agents/loop/choice.py), counted as in flight."""
+        """The technique the step tries (agents/loop/choice.py), counted as in flight. At a
+        dead end the branch ends: back along it, its last kept step credited, to the kernel it
+        came from (backtracking); None when the original is a dead end too."""
+        choice = self._choice_on(step_index)
+        while choice is None and len(self.path) > 1:
+            self.path.pop()
+            self._credit([self.pending.pop()])
+            self.current = self.path[-1]
+            choice = self._choice_on(step_index)
+        return choice
+
+    def _choice_on(self, step_index: int) -> RankedTechnique | None:
+        """What the step tries on the current kernel; None when nothing is left to try there
+        (at its roof, or every technique failed), which marks it exhausted."""
         plan, services, current, request = self.plan, self.services, self.current, self.plan.request
+        starting_hash = code_hash(current.source)
+        if current.state.near_limit:
+            services.search.exhausted.add(starting_hash)
+            return None
         forced = request.technique if (self.rollout == 0 and step_index == 0) else None
         proposed = (
             [] if forced else proposed_techniques(plan, services, current, self.result, self.asked)
         )
         seed = request.seed
         step_seed = None if seed is None else seed + self.rollout * request.depth + step_index + 1
-        starting_hash = code_hash(current.source)
-        return services.in_flight.choose(
+        choice = services.in_flight.choose(
             starting_hash,
             functools.partial(
                 choose,
@@ -98,9 +114,14 @@ class _Rollout:
                 offered=services.offered(current.source),
                 kernel_hash=starting_hash,
                 among=proposed,
+                exhausted=services.search.exhausted,
+                behind=services.search.behind(current.time_ms),
             ),
             lambda ranked: ranked.technique,
         )
+        if choice is None:
+            services.search.exhausted.add(starting_hash)
+        return choice
 
     def step(self, step_index: int, choice: RankedTechnique) -> OptimizeStep:
         return OptimizeStep(
@@ -125,6 +146,7 @@ class _Rollout:
         result.prompt_tokens += step.prompt_tokens
         result.completion_tokens += step.completion_tokens
         if candidate is not None:
+            services.search.verified(candidate.time_ms)
             for earlier in self.pending:
                 earlier.reached(candidate.time_ms)
         improved = candidate if candidate is not None and step.outcome == "success" else None
@@ -133,6 +155,7 @@ class _Rollout:
         if candidate is not None and depth_left and (improved is not None or enabler):
             step.enabler = enabler
             self.pending.append(_KeptStep(step, self.current.time_ms, candidate.time_ms))
+            self.path.append(candidate)
             if enabler:
                 self.current = candidate
         else:
@@ -152,11 +175,16 @@ class _Rollout:
         )
 
     def finish(self) -> RolloutResult:
-        """The kept steps credited with what they enabled, and recorded."""
-        for kept in self.pending:
+        """The kept steps of the branch it ended on credited, and recorded."""
+        self._credit(self.pending)
+        return self.result
+
+    def _credit(self, kept_steps: list[_KeptStep]) -> None:
+        """Record kept steps of a branch that ended, each credited with what it reached."""
+        for kept in kept_steps:
             kept.judge()
             _record(self.plan, self.services, self.result, kept.step)
-        return self.result
+        kept_steps.clear()
 
 
 def _record(
@@ -202,7 +230,7 @@ def credited_speedup(own: float, chained: float, discount: float = CHAIN_DISCOUN
 
 class _KeptStep:
     """A verified step the rollout continued from (faster, or an enabler); credited, when its
-    rollout ends, with what it enabled (`credited_speedup`)."""
+    branch ends, with what it enabled (`credited_speedup`)."""
 
     def __init__(self, step: OptimizeStep, started_ms: float, own_ms: float):
         self.step, self.started_ms, self.best_ms = step, started_ms, own_ms

@@ -1,16 +1,7 @@
-"""Running the rollouts of one optimize run at the same time, on one GPU or several.
-
-Every rollout is a thread from the start: its LLM calls wait on the network, and the heavy part
-of a step (build, verify, time, profile) runs in a harness worker process on the rollout's GPU
-(`gpu_index` in the settings it passes on), queued behind the other rollouts' candidates on
-that GPU by the run's GPU gates (agents/loop/gpu_gates.py). So while one candidate is evaluated, the
-other rollouts' replies are being written, and N GPUs evaluate N candidates at once. Rollout r
-runs on gpus[r % len(gpus)]: a rollout's steps are timed on one GPU.
-
-Each thread runs in a copy of the caller's context, so the run's spare workers
-(harness/protocol/worker_client.keep_spare_workers) serve its evaluations, each GPU's from its
-own spare. The threads share the KB (one connection, one transaction at a time) and the LLM
-client. Each attempt is recorded as it happens, so rollouts running alongside rank with it."""
+"""Running the rollouts of one optimize run at the same time, on one GPU or several. Each rollout is
+a thread (its LLM calls wait on the network; its evaluations run in workers, queued per GPU by
+the gates), so N GPUs evaluate N candidates at once; rollout r runs on gpus[r % len(gpus)].
+Threads share the KB, the LLM client and the run's spare workers."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""The MAIC-RL optimization loop (`run_optimization`): the original kernel profiled, rollouts
-× depth steps of select → lower → verify → time → re-profile → re-classify → record, the best
-memory-safe candidate, then the textual-gradient policy update. A rollout is a unit of work
-(rollout.py) that a runner runs: one after another (`in_sequence`), all at once with their
-evaluations queued per GPU (rollout_runners.py), or as Ray tasks (ray_rollouts.py). The
-harness (`evaluate`) and the lowering agent (`lower`) are injection points: the replay mode
-(agents/replay/) answers both from a measured table. The user's file is never touched here."""
+"""The MAIC-RL optimization loop (`run_optimization`): the original kernel profiled, rollouts ×
+depth steps of select → lower → verify → time → re-profile → re-classify → record, the best
+memory-safe candidate, then the textual-gradient policy update. Rollouts run in sequence, at
+once, or as Ray tasks; `evaluate` and `lower` are injection points (the replay mode answers both
+from a table). The user's file is never touched here."""
 
 from __future__ import annotations
 

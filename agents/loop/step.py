@@ -1,8 +1,7 @@
-"""One step: the lowering agent (an LLM) applies the chosen technique to the kernel, the harness
-builds, verifies, times and re-profiles each candidate it proposes (its feedback goes back to
-the LLM), soft verification reviews the verified one, and the step's verdict is its measured
-speedup. A failure of the LLM or the harness themselves ends the step, and the run, as an
-"infrastructure" outcome: it says nothing about the technique."""
+"""One step: the lowering agent applies the chosen technique, the harness builds, verifies, times
+and re-profiles each candidate (its feedback goes back to the LLM), and soft verification reviews
+the verified one; the verdict is the measured speedup. A failure of the LLM or the harness ends
+the step and the run as "infrastructure": it says nothing about the technique."""
 
 from __future__ import annotations
 
@@ -195,11 +194,9 @@ def _judged(
 def ncu_pass_below_ms(
     current: VerifiedKernel, choice: RankedTechnique, *, depth_left: bool
 ) -> float | None:
-    """Below what time a candidate of this step gets ncu's pass after its in-process state
-    (WorkerRequest.ncu_below_ms): only a candidate the rollout goes on from needs ncu's rules
-    and source lines, for its next choice and its lowering prompt. That is a candidate that
-    beats `current` by MIN_SPEEDUP, or any verified one of an enabler, while depth is left;
-    the others' states are only recorded, and the in-process counters classify the same."""
+    """Below what time a candidate of this step gets ncu's pass after its in-process state: only one
+    the rollout goes on from needs ncu's rules and source lines (it beats `current` by
+    MIN_SPEEDUP, or is an enabler's, while depth is left); the others' states are only recorded."""
     if not depth_left:
         return 0.0
     if enables(choice.technique):

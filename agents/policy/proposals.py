@@ -1,19 +1,7 @@
-"""The open action space: where the KB has no technique left that fits a kernel's state, the LLM
-proposes new ones (prompt `propose_techniques`, a JSON answer), which enter the KB as
-proposals (kb.records.Proposal), on trial until their measured outcomes promote or retire them
-(kb.proposal_status) and ranked meanwhile with a conservative prior (kb.ranking.proposal_prior).
-
-When (`why_propose`): the state has findings and no ranked technique addresses any of them, or
-every ranked technique was already tried on this very source (attempts from its source hash,
-infrastructure failures aside, since they say nothing about a technique).
-
-Each proposed item is validated on its own like the policy update's (agents.reply_json
-`validate_items`: schema, bounds, lengths, no secrets or code in its text), then checked
-against what the KB knows and the batch's earlier items: a known id, unknown findings, findings
-that are none of this kernel's, or the same findings as a known technique with a near-identical
-description (difflib ratio >= DUPLICATE_SIMILARITY) reject it. Every verdict, kept or not, is a
-ProposalVerdict in the run's result.
-"""
+"""The open action space: where no KB technique fits a kernel's state (`why_propose`), the LLM
+proposes new ones, which enter the KB as proposals on trial. Each item is validated on its own,
+then rejected if it repeats a known id, names findings the kernel lacks, or rewords a known
+technique (DUPLICATE_SIMILARITY). Every verdict is a ProposalVerdict in the run's result."""
 
 from __future__ import annotations
 
@@ -34,11 +22,9 @@ from kernelblaster.kb.records import Proposal, RankedTechnique, Technique, code_
 from kernelblaster.kb.store import KnowledgeBase
 
 MAX_PROPOSALS = 5  # accepted at once, whatever the request says: each costs trial steps
-# Descriptions this similar (difflib's ratio of the lower-cased, whitespace-collapsed texts)
-# with the same findings are the same technique reworded. Measured on the catalog
-# (tests/agents/policy/test_proposals.py): a light rewording of a catalog description scores 0.93,
-# while no two catalog techniques that share a finding score above 0.45, so 0.85 rejects
-# paraphrases with room to spare and leaves techniques that say something else alone.
+# Descriptions this similar (difflib's ratio) with the same findings are one technique reworded: a
+# light rewording of a catalog description scores 0.93, no two catalog techniques sharing a finding
+# score above 0.45 (tests/agents/policy/test_proposals.py).
 DUPLICATE_SIMILARITY = 0.85
 SOURCE_CHARS = 12_000  # of the kernel's source shown in the prompt
 KNOWN_SHOWN = 40  # techniques of the state listed in the prompt

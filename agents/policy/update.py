@@ -1,16 +1,7 @@
-"""Policy update, the "textual gradient": PolicyEvaluation → PerfGapAnalysis → ParameterUpdate.
-
-PolicyEvaluation is arithmetic: attempts grouped by (state, technique), predicted against
-measured speedups, which are also given per target finding (the kernel's finding the technique
-was aimed at) when the group's attempts were aimed at different ones: the KB learns gains per
-target finding, and a prior or note for the whole state should not be drawn from one kind of
-kernel. PerfGapAnalysis asks the LLM why they differ; ParameterUpdate asks it for new
-KB notes and priors. Every proposal is validated on its own against the schema and bounds (note
-length, prior range, only entries of this batch, one change per entry, no secrets or code in
-its text: agents.reply_json.validate_items) before it is written; an invalid one is dropped
-with the reason, the rest still apply. The exact statistics are the
-KB's own business (it recomputes them from attempts); this only touches notes and priors.
-"""
+"""Policy update, the "textual gradient": PolicyEvaluation (predicted against measured speedups per
+state, technique and target finding) → PerfGapAnalysis (the LLM says why they differ) →
+ParameterUpdate (new KB notes and priors). Each proposal is validated on its own before it is
+written. Only notes and priors are touched: the KB recomputes its statistics from attempts."""
 
 from __future__ import annotations
 

@@ -1,19 +1,9 @@
-"""Replay mode of the optimization loop: the real loop, KB, ranking, selection and write-back,
-on a measured table instead of a GPU and an LLM.
-
-`ReplayTask` plugs into `run_optimization()` through its two injection points (OptimizeRun's
-`lower` and `evaluate`):
-- `offered` names the techniques the library has a rewrite of the current kernel for: the
-  loop chooses among those only, so a gap in the library costs no step and is not recorded
-  as the technique's failure;
-- `lower` is a scripted lowering agent: asked to apply a technique to the current kernel, it
-  returns the library's variant for that edge (task, current variant, technique);
-- `evaluate` answers the harness's part from the table: the variant's build or verification
-  failure, or its state and a time drawn around its measured median with its measured spread.
-The few remaining model calls (soft verification, the policy update's gap analysis) go to
-`ReplayModel`, which approves what the harness verified and proposes no notes or priors.
-The table was measured without compute-sanitizer, so every verified variant passes it here.
-"""
+"""Replay mode of the optimization loop: the real loop, KB, ranking, selection and write-back, on a
+measured table instead of a GPU and an LLM. `ReplayTask` fills the loop's injection points:
+`offered` (only techniques the library has a rewrite for, so a gap costs no step), `lower` (the
+library's variant for the edge) and `evaluate` (the table's verdict, a time drawn at the measured
+spread). `ReplayModel` approves what verified and proposes nothing; the table has no sanitizer
+runs, so every verified variant passes."""
 
 from __future__ import annotations
 
@@ -27,6 +17,7 @@ import msgspec
 from kernelblaster.agents.llm.client import LlmError, LlmReply, Usage
 from kernelblaster.agents.llm.lowering import FailureKind, Feedback, LoweringInput, LoweringResult
 from kernelblaster.agents.loop.evaluation import Evaluation
+from kernelblaster.agents.loop.run import OptimizeRun, run_optimization
 from kernelblaster.agents.replay.table import (
     NAIVE,
     LearningTable,
@@ -36,7 +27,9 @@ from kernelblaster.agents.replay.table import (
     source_digest,
 )
 from kernelblaster.harness.analysis.findings import with_kernel_chain
+from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest, OptimizeResult
 from kernelblaster.harness.protocol.records import CheckResult, Timing, VerifyResult
+from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.settings import Settings
 
 # Verdicts of the model calls the replay answers, by purpose (see agents/llm/prompts).
@@ -116,6 +109,31 @@ class ReplayTask:
         if name is None:
             raise LibraryError(f"replay of {self.task.task}: a source that is no variant of it")
         return name
+
+    def request(self, **fields: object) -> OptimizeRequest:
+        """An optimize request for the task's naive kernel, with `fields` (rollouts, depth,
+        seed, the selection, ...) and OptimizeRequest's defaults for the rest; no proposals:
+        the replay has no model to propose and no rewrite of a proposal."""
+        return OptimizeRequest(
+            source=str(self.source),
+            source_text=self.naive_text,
+            kernel=self.task.task,
+            **{"proposals": 0, **fields},  # type: ignore[arg-type]
+        )
+
+    def optimize(self, kb: KnowledgeBase, request: OptimizeRequest) -> OptimizeResult:
+        """The real loop (`run_optimization`) on `request` with `kb`, its lowering, evaluation
+        and offered rewrites answered by this replay, its few model calls by ReplayModel."""
+        return run_optimization(
+            OptimizeRun(
+                request=request,
+                client=ReplayModel(),  # type: ignore[arg-type]  # answers what the replay needs
+                kb=kb,
+                evaluate=self.evaluate,
+                lower=self.lower,
+                offered=self.offered,
+            )
+        )
 
     def measured(self, variant: str) -> Measurement:
         found = self.table.measurement(self.task.task, variant)

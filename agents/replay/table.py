@@ -1,13 +1,7 @@
-"""The optimization environment the loop can replay: a library of tasks, each a naive kernel
-and its candidate rewrites, and the table of what every candidate measured on a GPU.
-
-A task is a folder with a zero-config pair (`<task>.cu` + `<task>.py`), the rewrites under it,
-and `manifest.toml` naming, for each rewrite (a *variant*), the edges that reach it: the
-variant it was rewritten from ("naive" for the naive kernel) and the catalog technique applied.
-`bench/learning_measure.py` runs every variant through the real harness and writes the table:
-one `Measurement` per variant (build, verification, time, spread, state) and, derived from
-them, one `Transition` per edge (task, from, technique) -> outcome and speedup.
-"""
+"""The optimization environment the loop can replay: tasks, each a naive kernel with candidate
+rewrites (`manifest.toml` names each variant's edge: its source variant and technique), and the
+table of what every candidate measured on a GPU (bench/learning_measure.py): a `Measurement` per
+variant and a `Transition` per edge."""
 
 from __future__ import annotations
 

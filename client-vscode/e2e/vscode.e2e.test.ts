@@ -11,9 +11,9 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import type { Browser } from 'puppeteer-core';
+import type { Browser, Frame } from 'puppeteer-core';
 
-import { CLIENT, CodeServer, launchBrowser, REPO, requireTools, TOOLS, Workbench } from './workbench';
+import { ARTIFACTS, CLIENT, CodeServer, launchBrowser, REPO, requireTools, TOOLS, Workbench } from './workbench';
 
 const PYTHON = process.env.KB_E2E_PYTHON ?? path.join(REPO, '.venv', 'bin', 'python');
 const PYTHON_WITHOUT_TORCH = path.join(TOOLS, 'venv-notorch', 'bin', 'python');
@@ -83,7 +83,8 @@ after(async () => {
   }
 });
 
-let hoverText = ''; // the kernel hover before any save
+let hoverText = ''; // the kernel hover before any save, whose ranking the code actions follow
+let optimizeTitles: string[] = []; // the Optimize actions' titles, in the order shown
 let hoverRanking: string[] = []; // its ranked optimizations, which the code actions follow
 
 /** The KernelBlaster output of the newest window, as VS Code writes it to its log folder. */
@@ -104,6 +105,17 @@ function shownByServer(text: string): number {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A screenshot of one element of a webview (e.g. the roofline), for the docs. */
+async function elementShot(frame: Frame, selector: string, name: string): Promise<string> {
+  const element = await frame.$(selector);
+  assert.ok(element !== null, `${selector} in the webview`);
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  const file = path.join(ARTIFACTS, `${name}.png`);
+  await element.scrollIntoView();
+  await element.screenshot({ path: file });
+  return file;
+}
 
 const problemsContaining = (text: string) => vscode.problems().then((rows) => rows.filter((row) => row.includes(text)));
 /** The Problems rows containing `text`, or undefined while there are none (for waits). */
@@ -205,19 +217,36 @@ describe('KernelBlaster in VS Code', () => {
     // One action per top-ranked technique, best first, led by the hover's first technique.
     const techniqueRows = optimize.filter((row) => row.title !== 'Optimize kernel');
     const ranked = techniqueRows.flatMap((row) => {
-      const match = /^Optimize kernel: (.+) \(predicted ([\d.]+)×\)$/.exec(row.title);
+      const match = /^Optimize kernel: (.+) \(predicted ([\d.]+)×; [^)]+\)$/.exec(row.title);
       return match === null ? [] : [{ technique: match[1], predicted: Number(match[2]) }];
     });
     assert.ok(ranked.length > 0 && ranked.length === techniqueRows.length, JSON.stringify(optimize));
+    optimizeTitles = techniqueRows.map((row) => row.title);
     const predicted = ranked.map((row) => row.predicted);
     assert.deepEqual(predicted, [...predicted].sort((a, b) => b - a), JSON.stringify(optimize));
-    // the same techniques in the same order as the hover's ranking, from its first
+    // the hover's techniques in the hover's order, led by its first; a measured record
+    // further down may take the last place (code_actions.offered)
     // (an action's title starts its technique lowercase: "Optimize kernel: coalesce …")
-    assert.deepEqual(
-      ranked.map((row) => row.technique.toLowerCase()),
-      hoverRanking.slice(0, ranked.length).map((title) => title.toLowerCase()),
-      `${JSON.stringify(optimize)}\n${JSON.stringify(hoverRanking)}`,
+    const inHover = ranked.map((row) =>
+      hoverRanking.findIndex((title) => title.toLowerCase() === row.technique.toLowerCase()),
     );
+    const order = `${JSON.stringify(optimize)}\n${JSON.stringify(hoverRanking)}`;
+    assert.equal(inHover[0], 0, order);
+    assert.ok(inHover.every((at, i) => at >= 0 && (i === 0 || at > inHover[i - 1])), order);
+    assert.deepEqual(inHover.slice(0, -1), [...inHover.keys()].slice(0, -1), order);
+  });
+
+  it('labels untried techniques ranked above a measured record as exploring, and keeps the measured one', () => {
+    // The fixture's KB: coalescing has 5 attempts at this state, 4 faster; the ranking puts
+    // techniques with no attempts (their priors raised by ncu's estimates) above it.
+    assert.ok(optimizeTitles.length >= 2, JSON.stringify(optimizeTitles));
+    assert.match(optimizeTitles[0], /\(predicted [\d.]+×; untried — exploring, from ncu's estimate\)$/, JSON.stringify(optimizeTitles));
+    const coalescing = optimizeTitles.findIndex((title) => title.includes('coalesce global memory accesses'));
+    assert.ok(coalescing > 0, `the measured technique is offered, below the untried: ${JSON.stringify(optimizeTitles)}`);
+    assert.match(optimizeTitles[coalescing], /\(predicted [\d.]+×; 4 of 5 attempts faster\)$/);
+    for (const title of optimizeTitles.slice(0, coalescing)) {
+      assert.match(title, /; untried — exploring, from /, 'every technique above it says why it is there');
+    }
   });
 
   it('Optimize without an LLM endpoint says what to configure, once', async () => {
@@ -239,7 +268,26 @@ describe('KernelBlaster in VS Code', () => {
     const attempts = await view.$$eval('#workspace tr.attempt', (rows) => rows.map((row) => row.textContent));
     assert.equal(attempts.length, 2, attempts.join('\n'));
     assert.ok(await view.$('#workspace pre.diff .added'), 'the kept candidate’s diff');
+    // One speedup axis for every row: the same ticks at the same places, labelled with its unit.
+    const axes = await view.$$eval('tr.record svg.plot', (plots) =>
+      plots.map((plot) => [...plot.querySelectorAll('text.tick-label')].map((tick) => `${tick.textContent}@${tick.getAttribute('x') ?? ''}`).join(' ')),
+    );
+    assert.ok(axes.length >= 2 && axes[0].includes('1×@'), JSON.stringify(axes));
+    assert.deepEqual(axes, axes.map(() => axes[0]), 'every row on the same axis');
+    const header = await view.$$eval('#track-records thead th', (cells) => cells.map((cell) => cell.textContent));
+    assert.ok(header.includes('measured speedup vs predicted (×, log)'), JSON.stringify(header));
+    // The legend says what the bar, the dots and the 1× line are, on screen.
+    const legend = await view.$eval('#plot-legend', (element) => ({ text: element.textContent, shown: element.getBoundingClientRect().height > 0, bar: element.querySelector('rect.predicted') !== null }));
+    assert.ok(legend.shown && legend.bar, JSON.stringify(legend));
+    assert.match(legend.text, /× on a log scale \(the same axis in every row\)/);
+    assert.match(legend.text, /predicted speedup of trying it again/);
+    assert.match(legend.text, /measured, faster .*measured, not faster .*1× \(no change\)/);
+    // "verified" (matched the reference) and "slower" (its speed) read as different things.
+    const coalescing = records.find((r) => r.includes('Coalesce global memory accesses')) ?? '';
+    assert.match(coalescing, /5 attempts: 4 faster, 1 slower; all 5 verified/);
+    assert.doesNotMatch(coalescing, /100%/);
     await vscode.shot('06-knowledge-base');
+    await elementShot(view, '#track-records', 'kb-view');
     // Filtering by technique hides the other rows.
     await view.select('#technique-filter', 'vectorized_loads');
     const visible = await view.$$eval('tr.record:not([hidden])', (rows) => rows.map((row) => row.getAttribute('data-technique')));
@@ -369,7 +417,7 @@ describe('KernelBlaster in VS Code', () => {
     await vscode.wait('the no-endpoint warning from the lens', async () => (await vscode.toasts()).some((t) => t.includes('Optimizing needs an LLM endpoint')));
   });
 
-  it('the lens summary opens the profile view with the roofline, and fits beside it', async () => {
+  it('the lens summary opens the profile view with the hierarchical roofline, and fits beside it', async () => {
     await vscode.clickCodeLens('1.50 ms/call');
     // beside the source, in a second editor group
     const view = await vscode.webviewFrame('#roofline svg.roofline');
@@ -380,17 +428,51 @@ describe('KernelBlaster in VS Code', () => {
       return lines.length > 0 ? lines : undefined;
     });
     assert.deepEqual(overflow, [0], 'pixels of the lens cut off');
-    assert.equal(await view.$$eval('svg.roofline circle.point.current', (points) => points.length), 1);
-    assert.ok((await view.$$eval('svg.roofline circle.point.earlier', (points) => points.length)) >= 1, 'the earlier save’s point');
-    assert.equal(await view.$$eval('svg.roofline polyline.roof.memory', (roofs) => roofs.length), 1);
+    // L1, L2 and DRAM: a bandwidth roof each, labelled with its measured value (the H100's)
+    for (const [level, name] of [['l1', 'L1'], ['l2', 'L2'], ['dram', 'DRAM']]) {
+      assert.equal(await view.$$eval(`svg.roofline polyline.roof.memory.${level}`, (roofs) => roofs.length), 1, `the ${name} roof`);
+      const label = await view.$eval(`svg.roofline text.roof-label.${level}`, (text) => text.textContent);
+      assert.match(label, new RegExp(`^${name} [\\d.]+ TB/s$`));
+      // this version's point at that level, and the earlier save's
+      assert.equal(await view.$$eval(`svg.roofline circle.point.current.${level}`, (points) => points.length), 1, `this version at ${name}`);
+      assert.ok((await view.$$eval(`svg.roofline polygon.point.earlier.${level}`, (points) => points.length)) >= 1, `the earlier save at ${name}`);
+    }
+    // softmax_rowthread reads a row per thread (uncoalesced): far more L1 than DRAM traffic,
+    // so its L1 point sits left of its DRAM point (fewer FLOPs per byte).
+    const x = (level: string) => view.$eval(`svg.roofline circle.point.current.${level}`, (point) => Number(point.getAttribute('cx')));
+    assert.ok((await x('l1')) < (await x('dram')), 'the L1 point left of the DRAM point');
+    // Both saves replay the same profile: the earlier one is a hollow diamond drawn over this
+    // version's circle, larger, so it is not hidden under it.
+    const drawn = await view.$eval('svg.roofline', (svg) => {
+      const current = svg.querySelector('circle.point.current.dram');
+      const earlier = svg.querySelector('polygon.point.earlier.dram');
+      if (current === null || earlier === null) return null;
+      const [c, e] = [current.getBoundingClientRect(), earlier.getBoundingClientRect()];
+      return {
+        after: (current.compareDocumentPosition(earlier) & Node.DOCUMENT_POSITION_FOLLOWING) !== 0,
+        hollow: getComputedStyle(earlier).fill === 'none',
+        around: e.left < c.left && e.right > c.right && e.top < c.top && e.bottom > c.bottom,
+      };
+    });
+    assert.deepEqual(drawn, { after: true, hollow: true, around: true });
+    const legend = await view.$eval('#roofline-legend', (element) => element.textContent);
+    assert.match(legend, /L1 .*L2 .*DRAM/);
+    assert.match(legend, /version:\s+this one .*earlier saves/);
     // the headroom the lens and hover give: to what limits a launch-bound kernel
     assert.match(await view.$eval('.limit', (element) => element.textContent), /the grid fills 2% of one wave/);
     const source = await view.$eval('.roofs-source', (element) => element.textContent);
-    assert.match(source, /Roofs measured: measured by Nsight Compute on the NVIDIA H100 80GB HBM3/);
+    assert.match(source, /^Roofs: measured by Nsight Compute on the NVIDIA H100 80GB HBM3/);
+    assert.doesNotMatch(source, /measured: measured/);
     const change = await view.$eval('#timing .change', (element) => element.textContent);
     assert.match(change, /1\.33× faster than the previous save/);
     assert.equal(await view.$$eval('#history tr.version', (rows) => rows.length), 2);
     await vscode.shot('12-profile-view');
+    // For the docs: the profile view alone, large enough to read.
+    await vscode.command('View: Hide Panel');
+    await vscode.command('View: Focus Last Editor Group');
+    await vscode.command('View: Maximize Editor Group and Hide Side Bars');
+    await new Promise((resolve) => setTimeout(resolve, 500)); // the webview's new layout
+    await elementShot(view, '#roofline', 'hierarchical-roofline');
   });
 
   it('Open in Nsight Compute says where the kept report is without ncu-ui', async () => {

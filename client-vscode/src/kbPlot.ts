@@ -1,5 +1,6 @@
 // The small plot of a technique's track record: every measured speedup as a dot on a log axis,
-// against the speedup predicted now and the 1× line. Inline SVG, drawn here: the webview loads
+// against the speedup predicted now and the 1× line. The rows of the view share one axis
+// (sharedRange), so their dots compare by position. Inline SVG, drawn here: the webview loads
 // nothing from outside (strict CSP), and colours come from the theme through CSS classes.
 
 import { escapeHtml } from './html';
@@ -10,10 +11,11 @@ const HEIGHT = 46;
 const PAD_X = 14;
 const AXIS_Y = 32;
 
-/** `measured` dots (faster: `.faster`, not faster: `.slower`), `predicted` as a bar. */
-export function speedupPlot(measurements: readonly Measurement[], predicted: number): string {
-  const values = measurements.map((m) => m.measured_speedup).filter((v) => v > 0);
-  const [low, high] = axisRange([...values, predicted, 1]);
+/** `measured` dots (faster: `.faster`, not faster: `.slower`), `predicted` as a bar, on the
+ * axis `range` (a row's own when not given). */
+export function speedupPlot(measurements: readonly Measurement[], predicted: number, range?: readonly [number, number]): string {
+  const values = measuredSpeedups(measurements);
+  const [low, high] = range ?? axisRange([...values, predicted, 1]);
   const x = (value: number): number =>
     PAD_X + ((Math.log2(value) - Math.log2(low)) / (Math.log2(high) - Math.log2(low))) * (WIDTH - 2 * PAD_X);
   const ticks = axisTicks(low, high).map(
@@ -40,6 +42,15 @@ export function speedupPlot(measurements: readonly Measurement[], predicted: num
     ...dots,
     '</svg>',
   ].join('');
+}
+
+/** One axis for several plots: powers of two around every plot's measurements and prediction. */
+export function sharedRange(plots: readonly { readonly measurements: readonly Measurement[]; readonly predicted_speedup: number }[]): [number, number] {
+  return axisRange(plots.flatMap((p) => [...measuredSpeedups(p.measurements), p.predicted_speedup, 1]));
+}
+
+function measuredSpeedups(measurements: readonly Measurement[]): number[] {
+  return measurements.map((m) => m.measured_speedup).filter((v) => v > 0);
 }
 
 /** Powers of two around every value, at least 0.5× to 2×. */

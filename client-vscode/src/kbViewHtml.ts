@@ -1,12 +1,13 @@
 // The knowledge-base webview's page: per GPU arch and performance state, each technique's track
-// record (attempts, verified rate, measured speedups plotted against the prediction, the policy
-// update's notes), the techniques agents proposed (where from, status, record), then this
-// workspace's kernels, recent attempts and kept candidates with their diffs. Pure: data in, HTML out. Every KB string is escaped; the only script is the page's own,
+// record (its attempts' outcomes, measured speedups against the prediction on an axis every row
+// shares, the policy update's notes), the techniques agents proposed (where from, status,
+// record), then this workspace's kernels, recent attempts and kept candidates with their diffs.
+// Pure: data in, HTML out. Every KB string is escaped; the only script is the page's own,
 // allowed by its nonce, and it talks to the extension with postMessage (see knowledgeBaseView.ts).
 
 import { escapeHtml } from './html';
 import type { Attempt, CandidateDiff, KernelLink, KnowledgeBaseData, Proposal, TrackRecord } from './kbModel';
-import { factor, speedupPlot } from './kbPlot';
+import { factor, sharedRange, speedupPlot } from './kbPlot';
 
 export interface PageSecurity {
   /** `webview.cspSource`. */
@@ -55,7 +56,7 @@ export function renderKnowledgeBase(data: KnowledgeBaseData, security: PageSecur
 <main>
 <section id="track-records">
 <h2>Track record by GPU and performance state</h2>
-${entries.length === 0 ? EMPTY_KB : groups(entries)}
+${entries.length === 0 ? EMPTY_KB : `${PLOT_LEGEND}\n${groups(entries)}`}
 </section>
 ${proposalsSection(data.kb.proposals)}
 ${workspaceSection(data)}
@@ -67,7 +68,16 @@ ${workspaceSection(data)}
 
 const EMPTY_KB = `<p class="empty">No optimization attempts recorded yet: predictions come from the catalog's priors and Nsight Compute's estimates. Every verified outcome of "Optimize kernel" is added here.</p>`;
 
+// What the plots' marks mean, and what "verified" and "faster" count (they are not the same).
+const PLOT_LEGEND = `<p class="plot-legend" id="plot-legend">Speedup over the kernel before, × on a log scale (the same axis in every row): \
+<svg class="key" width="12" height="12" viewBox="0 0 12 12"><circle class="dot faster" cx="6" cy="6" r="4"/></svg> measured, faster \
+<svg class="key" width="12" height="12" viewBox="0 0 12 12"><circle class="dot slower" cx="6" cy="6" r="4"/></svg> measured, not faster \
+<svg class="key" width="12" height="12" viewBox="0 0 12 12"><rect class="predicted" x="4.5" y="0" width="3" height="12"/></svg> predicted speedup of trying it again \
+<svg class="key" width="12" height="12" viewBox="0 0 12 12"><line class="unity" x1="6" x2="6" y1="0" y2="12"/></svg> 1× (no change).<br>\
+An attempt is <em>verified</em> when its output matched the reference; a verified attempt is then <em>faster</em> or <em>slower</em> than the kernel before. <em>Failed</em>: it did not build, crashed or gave wrong results.</p>`;
+
 function groups(entries: readonly TrackRecord[]): string {
+  const range = sharedRange(entries);
   const byGroup = new Map<string, TrackRecord[]>();
   for (const entry of entries) {
     const key = `${entry.arch} ${entry.state}`;
@@ -77,11 +87,11 @@ function groups(entries: readonly TrackRecord[]): string {
     .sort((a, b) => a[0].arch.localeCompare(b[0].arch) || a[0].state.localeCompare(b[0].state))
     .map((group) => {
       const { arch, state } = group[0];
-      const rows = [...group].sort((a, b) => b.predicted_speedup - a.predicted_speedup).map(trackRecordRow);
+      const rows = [...group].sort((a, b) => b.predicted_speedup - a.predicted_speedup).map((entry) => trackRecordRow(entry, range));
       return `<div class="group" data-state="${escapeHtml(state)}">
 <h3><code>${escapeHtml(state)}</code> on ${escapeHtml(arch)}</h3>
 <table>
-<thead><tr><th>technique</th><th class="num">attempts</th><th class="num">verified</th><th>measured speedup vs predicted</th><th class="num">predicted</th><th>notes from the policy update</th></tr></thead>
+<thead><tr><th>technique</th><th>attempts</th><th>measured speedup vs predicted (×, log)</th><th class="num">predicted</th><th>notes from the policy update</th></tr></thead>
 <tbody>${rows.join('')}</tbody>
 </table>
 </div>`;
@@ -89,10 +99,11 @@ function groups(entries: readonly TrackRecord[]): string {
     .join('\n');
 }
 
-function trackRecordRow(entry: TrackRecord): string {
+function trackRecordRow(entry: TrackRecord, range: readonly [number, number]): string {
   const verified = entry.successes + entry.regressions;
-  const rate = entry.attempts === 0 ? '–' : `${String(Math.round((100 * verified) / entry.attempts))}%`;
-  const outcomes = `${String(entry.successes)} faster, ${String(entry.regressions)} slower, ${String(entry.failures)} failed`;
+  const failed = entry.failures === 0 ? '' : `, ${String(entry.failures)} failed`;
+  const checked = entry.attempts === 0 ? '' : verified === entry.attempts ? `; all ${String(verified)} verified` : `; ${String(verified)} of ${String(entry.attempts)} verified`;
+  const outcomes = `${String(entry.attempts)} attempt${plural(entry.attempts)}: ${String(entry.successes)} faster, ${String(entry.regressions)} slower${failed}${checked}`;
   const mean =
     entry.mean_log_speedup === null ? '' : `<div class="detail">geomean ${factor(Math.exp(entry.mean_log_speedup))}</div>`;
   const prior =
@@ -103,9 +114,8 @@ function trackRecordRow(entry: TrackRecord): string {
     entry.notes.length === 0 ? '<span class="detail">none</span>' : `<ul>${entry.notes.map((n) => `<li>${escapeHtml(n)}</li>`).join('')}</ul>`;
   return `<tr class="record" data-state="${escapeHtml(entry.state)}" data-technique="${escapeHtml(entry.technique)}">
 <td><strong>${escapeHtml(entry.title)}</strong>${proposalBadge(entry.proposal)}<div class="detail"><code>${escapeHtml(entry.technique)}</code> · ${escapeHtml(entry.category)}</div></td>
-<td class="num">${String(entry.attempts)}<div class="detail">${outcomes}</div></td>
-<td class="num">${rate}</td>
-<td>${speedupPlot(entry.measurements, entry.predicted_speedup)}${mean}</td>
+<td class="outcomes">${outcomes}</td>
+<td>${speedupPlot(entry.measurements, entry.predicted_speedup, range)}${mean}</td>
 <td class="num">${factor(entry.predicted_speedup)}<div class="detail">confidence ${String(Math.round(entry.confidence * 100))}%</div>${prior}</td>
 <td class="notes">${notes}</td>
 </tr>`;
@@ -247,12 +257,14 @@ th { font-weight: 600; color: var(--vscode-descriptionForeground); }
 td.notes ul { margin: 0; padding-left: 16px; }
 a { color: var(--vscode-textLink-foreground); text-decoration: none; }
 a:hover { text-decoration: underline; }
+.plot-legend { color: var(--vscode-descriptionForeground); font-size: 0.9em; line-height: 1.6; }
+.plot-legend .key { vertical-align: middle; margin-left: 8px; }
 .plot .axis, .plot .tick { stroke: var(--vscode-descriptionForeground); stroke-width: 1; }
 .plot .tick-label { fill: var(--vscode-descriptionForeground); font-size: 9px; }
-.plot .unity { stroke: var(--vscode-descriptionForeground); stroke-dasharray: 2 2; }
-.plot .predicted { fill: var(--vscode-charts-blue); opacity: 0.8; }
-.plot .dot.faster { fill: var(--vscode-charts-green); }
-.plot .dot.slower { fill: var(--vscode-charts-orange); }
+.plot .unity, .key .unity { stroke: var(--vscode-descriptionForeground); stroke-dasharray: 2 2; }
+.plot .predicted, .key .predicted { fill: var(--vscode-charts-blue); opacity: 0.8; }
+.plot .dot.faster, .key .dot.faster { fill: var(--vscode-charts-green); }
+.plot .dot.slower, .key .dot.slower { fill: var(--vscode-charts-orange); }
 .badge { font-size: 0.85em; padding: 0 6px; border-radius: 8px; border: 1px solid var(--vscode-charts-purple); color: var(--vscode-charts-purple); white-space: nowrap; }
 .badge.promoted { border-color: var(--vscode-charts-green); color: var(--vscode-charts-green); }
 .badge.retired { border-color: var(--vscode-descriptionForeground); color: var(--vscode-descriptionForeground); }

@@ -9,6 +9,9 @@ export interface TensorRoof {
 
 export interface Roofs {
   readonly dram_bytes_per_s: number;
+  /** The L1 and L2 bandwidth roofs of the hierarchical roofline; null when not measured. */
+  readonly l1_bytes_per_s?: number | null;
+  readonly l2_bytes_per_s?: number | null;
   readonly fp32_flops_per_s: number;
   readonly fp64_flops_per_s: number | null;
   /** The dense tensor-core roofs of the input types the kernel's MMAs used, highest first. */
@@ -23,6 +26,9 @@ export interface RooflinePoint {
   readonly dram_bytes_per_s: number;
   /** The tensor cores' share of flops_per_s (0 for earlier saves, whose history has none). */
   readonly tensor_flops_per_s?: number;
+  /** The traffic through L1 and L2 (the hierarchical roofline); null when not measured. */
+  readonly l1_bytes_per_s?: number | null;
+  readonly l2_bytes_per_s?: number | null;
 }
 
 export interface Finding {
@@ -47,6 +53,8 @@ export interface VersionPoint {
   readonly state: string | null;
   readonly flops_per_s: number | null;
   readonly dram_bytes_per_s: number | null;
+  readonly l1_bytes_per_s?: number | null;
+  readonly l2_bytes_per_s?: number | null;
   readonly current: boolean;
 }
 
@@ -95,13 +103,21 @@ const record =
 
 const ROOFS = record({
   dram_bytes_per_s: isNumber,
+  l1_bytes_per_s: orNull(isNumber),
+  l2_bytes_per_s: orNull(isNumber),
   fp32_flops_per_s: isNumber,
   fp64_flops_per_s: orNull(isNumber),
   tensor: arrayOf(record({ path: isString, flops_per_s: isNumber })),
   source: (v) => v === 'measured' || v === 'published',
   note: isString,
 });
-const POINT = record({ flops_per_s: isNumber, dram_bytes_per_s: isNumber, tensor_flops_per_s: isNumber });
+const POINT = record({
+  flops_per_s: isNumber,
+  dram_bytes_per_s: isNumber,
+  tensor_flops_per_s: isNumber,
+  l1_bytes_per_s: orNull(isNumber),
+  l2_bytes_per_s: orNull(isNumber),
+});
 const FINDING = record({ id: isString, message: isString, estimated_speedup: orNull(isNumber), lines: arrayOf(isNumber) });
 const STATE = record({
   state: isString,
@@ -117,6 +133,8 @@ const VERSION = record({
   state: orNull(isString),
   flops_per_s: orNull(isNumber),
   dram_bytes_per_s: orNull(isNumber),
+  l1_bytes_per_s: orNull(isNumber),
+  l2_bytes_per_s: orNull(isNumber),
   current: isBoolean,
 });
 const BLAMED = record({ line: isNumber, text: isString, message: isString, rule: isString, estimated_speedup: orNull(isNumber) });

@@ -8,7 +8,7 @@ import { escapeHtml } from './html';
 import { factor } from './kbPlot';
 import type { PageSecurity } from './kbViewHtml';
 import type { BlamedLine, KernelProfileData, PerfState, VersionPoint } from './profileModel';
-import { type PlotPoint, rooflinePlot } from './roofline';
+import { measuredLevels, type PlotPoint, rooflinePlot } from './roofline';
 
 /** Messages the page posts to the extension. */
 export type ProfileViewMessage =
@@ -86,16 +86,29 @@ function roofline(data: KernelProfileData): string {
   const earlier: PlotPoint[] = data.history.flatMap((version, index) =>
     version.current || version.flops_per_s === null || version.dram_bytes_per_s === null
       ? []
-      : [{ flops_per_s: version.flops_per_s, dram_bytes_per_s: version.dram_bytes_per_s, current: false, label: `save ${String(index + 1)} (${ms(version.median_ms)})` }],
+      : [
+          {
+            flops_per_s: version.flops_per_s,
+            dram_bytes_per_s: version.dram_bytes_per_s,
+            l1_bytes_per_s: version.l1_bytes_per_s,
+            l2_bytes_per_s: version.l2_bytes_per_s,
+            current: false,
+            label: `save ${String(index + 1)} (${ms(version.median_ms)} per call)`,
+          },
+        ],
   );
   const current: PlotPoint[] = data.point === null ? [] : [{ ...data.point, current: true, label: 'this version' }];
   // The roof that limits the kernel's state, not the chart's nearest (a launch-bound kernel's
   // fix is parallelism however far below the DRAM roof it sits).
   const nearest = data.limit === null ? '' : `<p class="limit">${escapeHtml(data.limit)}</p>`;
+  const levels = measuredLevels(data.roofs)
+    .map(({ level, name }) => `<span class="swatch level ${level}"></span> ${name}`)
+    .join(' ');
+  const unmeasured = data.roofs.l1_bytes_per_s == null ? ' <span class="detail">(no L1 and L2 roofs: this profile did not measure them)</span>' : '';
   return `${rooflinePlot(data.roofs, [...earlier, ...current])}
-<p class="detail roofs-source">Roofs ${data.roofs.source === 'measured' ? 'measured' : 'published'}: ${escapeHtml(data.roofs.note)}.</p>
-${nearest}
-<p class="legend"><span class="swatch current"></span> this version <span class="swatch earlier"></span> earlier saves (same GPU and reference)</p>`;
+<p class="legend" id="roofline-legend">memory level (roof and point): ${levels}${unmeasured}; version: <span class="marker current"></span> this one <span class="marker earlier"></span> earlier saves (same GPU and reference)</p>
+<p class="detail roofs-source">Roofs: ${escapeHtml(data.roofs.note)}.</p>
+${nearest}`;
 }
 
 function state(value: PerfState | null): string {
@@ -164,14 +177,28 @@ a:hover { text-decoration: underline; }
 .roofline { max-width: 720px; height: auto; display: block; }
 .roofline .grid { stroke: var(--vscode-panel-border); stroke-width: 1; }
 .roofline .tick-label, .roofline .axis-label, .roofline .roof-label { fill: var(--vscode-descriptionForeground); font-size: 10px; }
-.roofline .roof { fill: none; stroke: var(--vscode-charts-blue); stroke-width: 2.5; }
-.roofline .roof.fp64 { stroke-dasharray: 5 4; stroke-width: 1.5; }
-.roofline .roof.tensor { stroke: var(--vscode-charts-purple); stroke-dasharray: 2 3; stroke-width: 2; }
-.roofline .point.current { fill: var(--vscode-charts-orange); stroke: var(--vscode-foreground); stroke-width: 1; }
-.roofline .point.earlier { fill: var(--vscode-descriptionForeground); opacity: 0.7; }
-.legend .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin: 0 4px 0 12px; vertical-align: middle; }
-.legend .swatch.current { background: var(--vscode-charts-orange); }
-.legend .swatch.earlier { background: var(--vscode-descriptionForeground); }
+.roofline .roof { fill: none; stroke-width: 2.5; }
+.roofline .roof.compute { stroke: var(--vscode-foreground); stroke-width: 1.5; opacity: 0.8; }
+.roofline .roof.fp64 { stroke-dasharray: 5 4; }
+.roofline .roof.tensor { stroke: var(--vscode-charts-purple); stroke-dasharray: 2 3; stroke-width: 2; opacity: 1; }
+.roofline .l1 { stroke: var(--vscode-charts-yellow); }
+.roofline .l2 { stroke: var(--vscode-charts-green); }
+.roofline .dram { stroke: var(--vscode-charts-blue); }
+.roofline .roof-label.l1 { fill: var(--vscode-charts-yellow); stroke: none; }
+.roofline .roof-label.l2 { fill: var(--vscode-charts-green); stroke: none; }
+.roofline .roof-label.dram { fill: var(--vscode-charts-blue); stroke: none; }
+.roofline .point.current.l1 { fill: var(--vscode-charts-yellow); }
+.roofline .point.current.l2 { fill: var(--vscode-charts-green); }
+.roofline .point.current.dram { fill: var(--vscode-charts-blue); }
+.roofline .point.current { stroke: var(--vscode-foreground); stroke-width: 1; }
+.roofline .point.earlier { fill: none; stroke-width: 1.5; }
+.legend .swatch { display: inline-block; width: 14px; height: 3px; margin: 0 4px 0 10px; vertical-align: middle; }
+.legend .swatch.l1 { background: var(--vscode-charts-yellow); }
+.legend .swatch.l2 { background: var(--vscode-charts-green); }
+.legend .swatch.dram { background: var(--vscode-charts-blue); }
+.legend .marker { display: inline-block; width: 9px; height: 9px; margin: 0 4px 0 10px; vertical-align: middle; }
+.legend .marker.current { border-radius: 50%; background: var(--vscode-foreground); }
+.legend .marker.earlier { border: 1.5px solid var(--vscode-foreground); transform: rotate(45deg); width: 7px; height: 7px; }
 `;
 
 const SCRIPT = `

@@ -43,17 +43,17 @@ describe('knowledge-base page', () => {
     assert.doesNotMatch(html, /https?:\/\/(?!webview\.test)/, 'nothing is loaded from outside');
   });
 
-  it('shows each technique of a state with attempts, verified rate, prediction and notes, best first', () => {
+  it('shows each technique of a state with its attempts’ outcomes, prediction and notes, best first', () => {
     const html = render();
     assert.match(html, /<h3><code>memory\.dram<\/code> on sm_90<\/h3>/);
     const rows = html.split('<tr class="record"').slice(1);
     assert.equal(rows.length, 3);
     assert.match(rows[0], /Coalesce global memory accesses/);
-    assert.match(rows[0], />3<div class="detail">2 faster, 1 slower, 0 failed/);
-    assert.match(rows[0], /<td class="num">100%<\/td>/);
+    // verified (matched the reference) and faster/slower (its speed) say different things
+    assert.match(rows[0], /<td class="outcomes">3 attempts: 2 faster, 1 slower; all 3 verified<\/td>/);
     assert.match(rows[0], /1\.38×<div class="detail">confidence 42%/);
     assert.match(rows[0], /geomean 1\.5×/);
-    assert.match(rows[1], /<td class="num">0%<\/td>/);
+    assert.match(rows[1], /<td class="outcomes">1 attempt: 0 faster, 0 slower, 1 failed; 0 of 1 verified<\/td>/);
     assert.match(rows[1], /prior 1\.2×: policy update/);
     assert.match(rows[2], /One warp per row, online max and sum<\/strong> <span class="badge proposed">proposed · on trial<\/span>/);
     assert.doesNotMatch(rows[0] + rows[1], /badge/);
@@ -125,6 +125,23 @@ describe('knowledge-base page', () => {
 });
 
 describe('speedup plot', () => {
+  it('shares one labelled axis between the rows, with a legend for its marks', () => {
+    const html = render();
+    const rows = html.split('<tr class="record"').slice(1);
+    const ticks = rows.map((row) => [...row.matchAll(/<text class="tick-label" x="([\d.]+)"[^>]*>([^<]+)<\/text>/g)].map((m) => `${m[2]}@${m[1]}`).join(' '));
+    assert.ok(ticks[0].length > 0);
+    assert.deepEqual(ticks, [ticks[0], ticks[0], ticks[0]], 'every row’s ticks at the same places');
+    const unity = rows.map((row) => /<line class="unity" x1="([\d.]+)"/.exec(row)?.[1]);
+    assert.deepEqual(unity, [unity[0], unity[0], unity[0]]);
+    assert.match(html, /<th>measured speedup vs predicted \(×, log\)<\/th>/);
+    const legend = /<p class="plot-legend" id="plot-legend">([\s\S]*?)<\/p>/.exec(html);
+    assert.ok(legend !== null);
+    assert.match(legend[1], /Speedup over the kernel before, × on a log scale \(the same axis in every row\)/);
+    assert.match(legend[1], /<rect class="predicted"[^>]*\/><\/svg> predicted speedup of trying it again/);
+    assert.match(legend[1], /dot faster"[^>]*\/><\/svg> measured, faster .*dot slower"[^>]*\/><\/svg> measured, not faster/);
+    assert.match(legend[1], /<em>verified<\/em> when its output matched the reference/);
+  });
+
   it('spans powers of two around the values and keeps 1× on the axis', () => {
     const svg = speedupPlot([{ time: 1, kernel: 'k', predicted_speedup: 2, measured_speedup: 9, outcome: 'success' }], 1.5);
     for (const label of ['0.5×', '1×', '2×', '4×', '8×', '16×']) {

@@ -52,16 +52,20 @@ export const PROFILE_ANSWER = {
   "change": "1.71× faster than the previous save, 1.71× faster since opened",
   "roofs": {
     "dram_bytes_per_s": 3351205400192.8643,
+    "l1_bytes_per_s": 33386756669881.066,
+    "l2_bytes_per_s": 8737923497267.759,
     "fp32_flops_per_s": 66773513339762.13,
     "fp64_flops_per_s": 33386756669881.066,
     "tensor": [],
     "source": "measured",
-    "note": "measured by Nsight Compute on the NVIDIA H100 80GB HBM3 at the clocks the kernel ran at (SM 1.98 GHz, DRAM 2.62 GHz)"
+    "note": "measured by Nsight Compute on the NVIDIA H100 80GB HBM3 at the clocks the kernel ran at (SM 1.98 GHz, L2 1.71 GHz, DRAM 2.62 GHz)"
   },
   "point": {
     "flops_per_s": 21571476695596.273,
     "dram_bytes_per_s": 1187960141433.6226,
-    "tensor_flops_per_s": 0.0
+    "tensor_flops_per_s": 0.0,
+    "l1_bytes_per_s": 1348217293474.7668,
+    "l2_bytes_per_s": 682137897782.0636
   },
   "history": [
     {
@@ -71,6 +75,8 @@ export const PROFILE_ANSWER = {
       "state": "compute.divergence",
       "flops_per_s": 9100000000000.0,
       "dram_bytes_per_s": 620000000000.0,
+      "l1_bytes_per_s": 910000000000.0,
+      "l2_bytes_per_s": 480000000000.0,
       "current": false
     },
     {
@@ -80,6 +86,8 @@ export const PROFILE_ANSWER = {
       "state": "compute.divergence",
       "flops_per_s": 21570000000000.0,
       "dram_bytes_per_s": 1188000000000.0,
+      "l1_bytes_per_s": 1348000000000.0,
+      "l2_bytes_per_s": 682100000000.0,
       "current": true
     }
   ],

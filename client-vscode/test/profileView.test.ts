@@ -37,7 +37,8 @@ describe('profile page', () => {
     const html = render();
     assert.match(html, /<span class="change">1\.71× faster than the previous save, 1\.71× faster since opened<\/span>/);
     assert.match(html, /compute-bound \(SM 78% of peak; FMA pipe 68%\)/);
-    assert.match(html, /Roofs measured: measured by Nsight Compute on the NVIDIA H100 80GB HBM3/);
+    assert.match(html, /Roofs: measured by Nsight Compute on the NVIDIA H100 80GB HBM3/);
+    assert.doesNotMatch(html, /measured: measured/);
     // the headroom to the roof that limits the state, as the hover says it
     assert.match(html, /<p class="limit">Headroom: the kernel reaches 68% of the FP32 peak/);
     assert.doesNotMatch(html, /Nearest roof/);
@@ -69,20 +70,64 @@ describe('profile page', () => {
 });
 
 describe('roofline', () => {
-  const roofs = { dram_bytes_per_s: 3.35e12, fp32_flops_per_s: 66.9e12, fp64_flops_per_s: 33.5e12, tensor: [], source: 'measured' as const, note: '' };
+  // the H100's measured roofs (tests/fixtures/ncu/h100-five): L1 33.4, L2 8.74, DRAM 3.35 TB/s
+  const roofs = { dram_bytes_per_s: 3.35e12, l1_bytes_per_s: 33.4e12, l2_bytes_per_s: 8.74e12, fp32_flops_per_s: 66.9e12, fp64_flops_per_s: 33.5e12, tensor: [], source: 'measured' as const, note: '' };
   const coordinates = (svg: string, cls: string): [number, number][] =>
     [...svg.matchAll(new RegExp(`<circle class="point ${cls}" cx="([\\d.]+)" cy="([\\d.]+)"`, 'g'))].map((m) => [Number(m[1]), Number(m[2])]);
+  /** The centres of the earlier saves' diamonds of `level`. */
+  const diamonds = (svg: string, level: string): [number, number][] =>
+    [...svg.matchAll(new RegExp(`<polygon class="point earlier ${level}" points="([^"]+)"`, 'g'))].map((m) => {
+      const corners = m[1].split(' ').map((p) => p.split(',').map(Number));
+      return [corners[0][0], corners[1][1]];
+    });
+  const line = (svg: string, cls: string): number[][] => {
+    const found = new RegExp(`<polyline class="roof ${cls}" points="([^"]+)"`).exec(svg);
+    assert.ok(found !== null, `a ${cls} roof`);
+    return found[1].split(' ').map((p) => p.split(',').map(Number));
+  };
 
-  it('draws the memory roof up to the ridge, then the FP32 roof, and the FP64 roof below it', () => {
+  it('draws a bandwidth roof per memory level rising to the FP32 roof, fastest furthest left, and the FP64 roof below', () => {
     const svg = rooflinePlot(roofs, []);
-    const [memory] = [...svg.matchAll(/<polyline class="roof memory fp32" points="([^"]+)"/g)].map((m) => m[1].split(' ').map((p) => p.split(',').map(Number)));
-    assert.equal(memory.length, 3);
-    assert.ok(memory[0][1] > memory[1][1], 'the memory roof rises to the ridge');
-    assert.equal(memory[1][1], memory[2][1], 'flat after the ridge');
-    const fp64 = /<polyline class="roof fp64" points="[\d.]+,([\d.]+)/.exec(svg);
-    assert.ok(fp64 !== null && Number(fp64[1]) > memory[2][1], 'FP64 roof below FP32');
+    const [l1, l2, dram] = ['memory l1', 'memory l2', 'memory dram'].map((cls) => line(svg, cls));
+    const fp32 = line(svg, 'compute fp32');
+    for (const roof of [l1, l2, dram]) {
+      assert.ok(roof[0][1] > roof[1][1], 'a bandwidth roof rises');
+      assert.equal(roof[1][1], fp32[0][1], 'up to the FP32 roof');
+    }
+    assert.ok(l1[1][0] < l2[1][0] && l2[1][0] < dram[1][0], 'the L1 ridge is left of L2’s, L2’s of DRAM’s');
+    assert.equal(fp32[0][0], l1[1][0], 'the FP32 roof is flat from the fastest level’s ridge');
+    assert.ok(line(svg, 'compute fp64')[0][1] > fp32[0][1], 'FP64 roof below FP32');
     assert.match(svg, /FP32 66\.9 TFLOP\/s/);
-    assert.match(svg, /DRAM 3\.35 TB\/s/);
+    for (const label of ['L1 33.4 TB/s', 'L2 8.74 TB/s', 'DRAM 3.35 TB/s']) {
+      assert.match(svg, new RegExp(`<text class="roof-label (l1|l2|dram)"[^>]*>${label}</text>`));
+    }
+    assert.match(svg, /aria-label="Roofline: L1 33\.4 TB\/s, L2 8\.74 TB\/s, DRAM 3\.35 TB\/s, FP32 66\.9 TFLOP\/s/);
+    assert.match(svg, />arithmetic intensity \(FLOP per byte of each memory level\)</);
+  });
+
+  it('places an uncoalesced kernel’s L1 point left of its DRAM point, all at its FLOP/s', () => {
+    // the H200's softmax_rowthread (tests/fixtures/ncu/h200-naive3): 4.5× more L1 than DRAM bytes
+    const svg = rooflinePlot(roofs, [{ flops_per_s: 1.161e12, dram_bytes_per_s: 541.7e9, l1_bytes_per_s: 2.453e12, l2_bytes_per_s: 423.3e9, current: true, label: 'this version' }]);
+    const [[l1x, l1y]] = coordinates(svg, 'current l1');
+    const [[l2x, l2y]] = coordinates(svg, 'current l2');
+    const [[dramx, dramy]] = coordinates(svg, 'current dram');
+    assert.ok(l1x < dramx && dramx < l2x, 'L1 0.473, DRAM 2.14, L2 2.74 FLOP/byte');
+    assert.deepEqual([l1y, l2y], [dramy, dramy]);
+    assert.match(svg, /this version, L1: 1\.16 TFLOP\/s, 2\.45 TB\/s L1, 0\.473 FLOP\/L1 byte/);
+    assert.match(svg, /moving 2\.45 TB\/s L1, 423 GB\/s L2, 542 GB\/s DRAM/);
+  });
+
+  it('draws an earlier save as a hollow diamond over this version’s circle, even at the same place', () => {
+    const same = { flops_per_s: 21.57e12, dram_bytes_per_s: 1.188e12, l1_bytes_per_s: 1.348e12, l2_bytes_per_s: 0.682e12 };
+    const svg = rooflinePlot(roofs, [
+      { ...same, current: false, label: 'save 1' },
+      { ...same, current: true, label: 'this version' },
+    ]);
+    for (const level of ['l1', 'l2', 'dram']) {
+      const [[cx, cy]] = coordinates(svg, `current ${level}`);
+      assert.deepEqual(diamonds(svg, level), [[cx, cy]], `${level}: the earlier save at the same place`);
+      assert.ok(svg.indexOf(`<polygon class="point earlier ${level}"`) > svg.indexOf(`<circle class="point current ${level}"`), 'drawn after, so on top');
+    }
   });
 
   it('places a faster, more intense save up and to the right of an earlier one', () => {
@@ -90,41 +135,59 @@ describe('roofline', () => {
       { flops_per_s: 9.1e12, dram_bytes_per_s: 0.62e12, current: false, label: 'save 1' },
       { flops_per_s: 21.57e12, dram_bytes_per_s: 1.188e12, current: true, label: 'this version' },
     ]);
-    const [[earlierX, earlierY]] = coordinates(svg, 'earlier');
-    const [[currentX, currentY]] = coordinates(svg, 'current');
+    const [[earlierX, earlierY]] = diamonds(svg, 'dram');
+    const [[currentX, currentY]] = coordinates(svg, 'current dram');
     assert.ok(currentY < earlierY, 'more FLOP/s is higher');
     assert.ok(currentX > earlierX, 'higher intensity is further right (18.2 vs 14.7 FLOP/byte)');
-    assert.match(svg, /this version: 21\.6 TFLOP\/s, 1\.19 TB\/s DRAM, 18\.2 FLOP\/byte/);
+    assert.match(svg, /this version, DRAM: 21\.6 TFLOP\/s, 1\.19 TB\/s DRAM, 18\.2 FLOP\/DRAM byte/);
+    assert.equal(coordinates(svg, 'current l1').length, 0, 'no L1 point without L1 traffic counts');
+  });
+
+  it('draws only the DRAM roof when the report measured no L1 and L2 roofs', () => {
+    const svg = rooflinePlot({ ...roofs, l1_bytes_per_s: null, l2_bytes_per_s: null, source: 'published' }, []);
+    assert.doesNotMatch(svg, /class="roof memory l[12]"/);
+    assert.equal(line(svg, 'compute fp32')[0][0], line(svg, 'memory dram')[1][0]);
   });
 
   it('keeps a kernel without FLOPs on the axis and says so', () => {
     const svg = rooflinePlot(roofs, [{ flops_per_s: 0, dram_bytes_per_s: 4.3e11, current: true, label: 'this version' }]);
     assert.match(svg, /no FP32, FP64 or tensor-core arithmetic: drawn on the axis/);
-    assert.doesNotMatch(svg, /class="roof tensor"/);
+    assert.doesNotMatch(svg, /class="roof compute tensor"/);
   });
 
-  it('draws a tensor-core GEMM under its tensor roof, which the memory roof rises to past the FP32 ridge', () => {
+  it('draws a tensor-core GEMM under its tensor roof, which the bandwidth roofs rise to past the FP32 ridge', () => {
     // cuBLAS's bf16 wgmma GEMM on the H100 (tests/fixtures/ncu/h100-cublas): 807 of 864 TFLOP/s
     const tensorRoofs = { ...roofs, tensor: [{ path: 'BF16', flops_per_s: 864.2e12 }] };
     const svg = rooflinePlot(tensorRoofs, [{ flops_per_s: 807e12, dram_bytes_per_s: 0.997e12, tensor_flops_per_s: 807e12, current: true, label: 'this version' }]);
-    const tensor = /<polyline class="roof tensor" points="([^"]+)"/.exec(svg);
-    assert.ok(tensor !== null);
-    const [start, tensorRidge, end] = tensor[1].split(' ').map((p) => p.split(',').map(Number));
-    const memory = /<polyline class="roof memory fp32" points="([^"]+)"/.exec(svg);
-    assert.ok(memory !== null);
-    const fp32Ridge = memory[1].split(' ')[1].split(',').map(Number);
-    assert.deepEqual(start, fp32Ridge, 'it starts at the FP32 ridge');
-    assert.ok(tensorRidge[0] > start[0] && tensorRidge[1] < start[1], 'and rises further right');
-    assert.equal(end[1], tensorRidge[1], 'flat after its own ridge');
-    const [[, pointY]] = coordinates(svg, 'current');
-    assert.ok(pointY > tensorRidge[1] && pointY < start[1], 'the point is below the tensor roof, above the FP32 one');
+    const tensor = line(svg, 'compute tensor');
+    const fp32 = line(svg, 'compute fp32');
+    const dram = line(svg, 'memory dram');
+    assert.equal(dram[1][1], tensor[0][1], 'the DRAM roof rises to the tensor roof');
+    assert.ok(tensor[0][1] < fp32[0][1], 'above the FP32 one');
+    const [[, pointY]] = coordinates(svg, 'current dram');
+    assert.ok(pointY > tensor[0][1] && pointY < fp32[0][1], 'the point is below the tensor roof, above the FP32 one');
     assert.match(svg, /BF16 tensor 864 TFLOP\/s/);
-    assert.match(svg, /this version: 807 TFLOP\/s \(807 TFLOP\/s on the tensor cores\)/);
+    assert.match(svg, /this version, DRAM: 807 TFLOP\/s \(807 TFLOP\/s on the tensor cores\)/);
   });
 
   it('labels FLOP/s and bandwidth with SI prefixes', () => {
     assert.equal(flopsLabel(66.9e12), '66.9 T');
     assert.equal(bandwidthLabel(512e9), '512 GB/s');
+  });
+});
+
+describe('profile page roofline', () => {
+  it('draws this version and the earlier save at every level, with a legend for levels and markers', () => {
+    const html = render();
+    for (const level of ['l1', 'l2', 'dram']) {
+      assert.equal((html.match(new RegExp(`<circle class="point current ${level}"`, 'g')) ?? []).length, 1);
+      assert.equal((html.match(new RegExp(`<polygon class="point earlier ${level}"`, 'g')) ?? []).length, 1);
+    }
+    const legend = /<p class="legend" id="roofline-legend">(.*?)<\/p>/.exec(html);
+    assert.ok(legend !== null);
+    assert.match(legend[1], /swatch level l1"><\/span> L1 .*swatch level l2"><\/span> L2 .*swatch level dram"><\/span> DRAM/);
+    assert.match(legend[1], /marker current"><\/span> this one .*marker earlier"><\/span> earlier saves/);
+    assert.match(html, /save 1 \(0\.18 ms per call\), L1:/);
   });
 });
 

@@ -1,3 +1,3 @@
-"""Pure analysis, torch-free: CUDA source, nvcc and ptxas output, occupancy, static checks of a
-candidate's source, reading ncu reports, metrics, classification into performance states,
-findings, and the text reports of build and check results. Imports only harness.protocol."""
+"""Pure analysis, torch-free: CUDA source, nvcc and ptxas output, occupancy, static checks, ncu
+reports and their metrics, classification into performance states, findings, text reports. Imports
+only harness.protocol."""

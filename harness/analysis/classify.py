@@ -1,37 +1,8 @@
-"""The deterministic performance-state classifier: ncu metrics → `PerfState`.
-
-It follows the order of Nsight Compute's own rule tree:
-
-1. Speed of light (ncu's SOLBottleneck): when the SM or the memory system runs at >= 60% of its
-   peak, the kernel is compute- or memory-bound. A math pipe (FMA, ALU, FP64, tensor, XU) at
-   >= 80% of its peak, or the SM at >= 80% with the tensor pipe busy (>= 60%), makes it
-   compute-bound whatever the memory units show: a tensor-core GEMM's shared-memory operand
-   traffic keeps L1 as busy as its tensor pipe, and its roof is the tensor pipe (tensor-pipe
-   utilization counts Hopper's wgmma where ncu measures it).
-   Memory: the busiest unit names the state
-   (`memory.dram`, `memory.l2`, `memory.l1`), except that DRAM names it whenever DRAM runs within
-   10% of the busiest unit: a streaming kernel's L1/L2 traffic is its DRAM traffic passing
-   through, and the fix is fewer DRAM bytes, not cache locality. Compute: the busiest pipe
-   (`compute.fp32` for the FMA and ALU pipes, `compute.tensor`, `compute.fp64`, `compute.xu`;
-   `compute.lsu` when memory instructions keep the SM busy; `compute.issue` without pipe
-   metrics).
-2. Otherwise neither unit is busy and the cause is upstream, checked in this order:
-   launch (`launch.small_grid`: fewer blocks than one wave; `launch.overhead`: a kernel too short
-   to ramp up; `launch.tail_effect`: a partial last wave worth >= 1/3 of the runtime),
-   occupancy (`occupancy.<limiter>`: theoretical occupancy <= 50%; `occupancy.achieved`: achieved
-   below half the theoretical), then latency (`latency.<stall reason>` when one reason takes
-   > 30% of the cycles between issues, `latency.divergence`, else `latency.issue`).
-
-Findings (`findings.py`) add what is fixable, with evidence and ncu's estimated speedups.
-Headroom compares the kernel with its nearest roof: achieved DRAM bandwidth against peak,
-achieved FLOP/s against the peak of the pipe doing its arithmetic (FP32, FP64, FP16/BF16 tensor
-cores) or that pipe's utilization where higher (a quick pass has no FLOP counts), and, for a
-compute-bound kernel at >= 80% of the SM's speed of light, that speed of light; whichever
-roof the kernel is closest to binds it, as in a roofline. At >= 80% of any roof the kernel is
-`near_limit`, and ncu's occupancy estimates, which assume nothing else limits it, are capped
-or dropped (findings.py). `STATE_VERSION` in harness/protocol/records.py changes whenever these
-rules do.
-"""
+"""The deterministic performance-state classifier: ncu metrics → `PerfState`, in the order of Nsight
+Compute's own rule tree: speed of light first (compute- or memory-bound), then what is upstream
+when neither is busy (launch, occupancy, latency). Findings (findings.py) add what is fixable;
+headroom compares the kernel with its nearest roof. `STATE_VERSION` (harness/protocol/records.py)
+changes whenever these rules do."""
 
 from __future__ import annotations
 
@@ -172,6 +143,10 @@ def _pct(kernel: KernelProfile, name: str) -> float | None:
 
 
 def _bottleneck(kernel: KernelProfile, findings: list[Finding]) -> tuple[Bottleneck, str, str]:
+    """ncu's SOLBottleneck: the SM or memory at >= SOL_BUSY_PCT of peak is compute- or memory-bound.
+    A saturated math pipe, or the SM near its roof with the tensor pipe busy, is compute-bound
+    whatever the memory units show: a tensor-core GEMM's operand traffic keeps L1 as busy as its
+    roof."""
     sm, memory = _pct(kernel, m.SM_PCT), _pct(kernel, m.MEMORY_PCT)
     if sm is None and memory is None:
         return "latency", "latency.issue", "no throughput metrics (profile with SpeedOfLight)"
@@ -187,6 +162,8 @@ def _bottleneck(kernel: KernelProfile, findings: list[Finding]) -> tuple[Bottlen
 
 
 def _memory(kernel: KernelProfile, memory: float) -> tuple[Bottleneck, str, str]:
+    """The busiest memory unit names the state, but DRAM does whenever it runs within 10% of it: a
+    streaming kernel's L1/L2 traffic is its DRAM traffic passing through."""
     units = [(key, name, value) for key, name, pct in _MEMORY_UNITS if (value := _pct(kernel, pct))]
     if not units:
         return "memory", "memory.dram", f"memory-bound ({memory:.0f}% of peak)"
@@ -213,6 +190,8 @@ def _compute(
 def _upstream(
     kernel: KernelProfile, findings: list[Finding], sol: str
 ) -> tuple[Bottleneck, str, str]:
+    """Neither unit busy: launch (less than a wave, too short, a heavy tail), then occupancy
+    (theoretical or achieved), then latency (a dominant stall reason, divergence, else issue)."""
     waves = _pct(kernel, m.WAVES)
     grid, sms = _pct(kernel, m.GRID_SIZE), _pct(kernel, m.SM_COUNT)
     if (waves is not None and waves < 1.0) or (grid is not None and sms and grid < sms):
@@ -267,6 +246,8 @@ def _flops_fraction(kernel: KernelProfile, ops: tuple[str, str, str], peak: str)
 
 
 def _headroom(kernel: KernelProfile, *, compute_bound: bool) -> Headroom | None:
+    """The kernel against its nearest roof (DRAM bandwidth, a pipe's FLOP/s or utilization, the SM's
+    speed of light when compute-bound): at >= NEAR_LIMIT of any, it is `near_limit`."""
     per_second = _pct(kernel, m.DRAM_BYTES_PER_SECOND)
     peak_per_cycle = _pct(kernel, m.DRAM_BYTES_PEAK_PER_CYCLE)
     cycles = _pct(kernel, m.DRAM_CYCLES_PER_SECOND)

@@ -1,22 +1,10 @@
-"""The metrics of the in-process quick profile (harness/profile/counters.py), named as ncu names
-them, so that the classifier reads them unchanged. Torch-free.
+"""The metrics of the in-process quick profile, named as ncu names them, so the classifier reads
+them unchanged. Torch-free.
 
-Of the metrics the classifier reads (harness/analysis/ncu_metrics.py), only the hardware ones are
-counted by CUPTI's Range Profiler: PerfWorks counters and the ratios and throughputs built on them
-(speed of light, duration, pipe utilizations, achieved occupancy, issue activity, stall ratios,
-threads per instruction, bank conflicts and wavefronts, hit rates, DRAM bytes). The others are
-not measured by the hardware at all:
-
-- `launch__*` (grid and block, registers, shared memory, SM count, waves, each resource's limit
-  on resident blocks) and `sm__maximum_warps_per_active_cycle_pct` (theoretical occupancy):
-  ncu computes them from the launch and its occupancy calculator. `launch_metrics` computes
-  them from the recorded launch with harness/analysis/occupancy.py, the project's one calculator;
-  the committed ncu reports check it (tests/harness/analysis/test_counter_metrics.py);
-- `derived__*` (computed by ncu's section scripts) and `sass__*`/`smsp__sass_*` (counted by
-  instrumenting the kernel's SASS): left absent, and the findings built on them (global
-  coalescing, register spills, FLOP-based headroom) report nothing, as on any profile
-  without them.
-"""
+CUPTI counts only the hardware metrics. The launch statistics and theoretical occupancy, which
+ncu computes, are computed here from the recorded launch (`launch_metrics`, checked against
+committed ncu reports); `derived__*` and SASS-instrumented metrics stay absent, so the findings
+built on them report nothing."""
 
 from __future__ import annotations
 
@@ -34,13 +22,11 @@ def is_hardware_metric(name: str) -> bool:
     return not name.startswith(_COMPUTED + _NOT_COUNTED) and name != m.THEORETICAL_OCCUPANCY
 
 
-# What the in-process pass asks CUPTI for: every hardware metric the classifier keeps, and the
-# stall ratio of every reason ncu reports. A GPU without one of them (the sm_90-only tensor-pipe
-# and gmma metrics elsewhere) collects the others; harness/check/cupti.py says which were left out.
-# Not the tensor roofline's FLOP counts: a roofline point needs the SASS FLOP counts too, which
-# this pass cannot have, and every counter more can cost the save another replay of the kernel.
+# What the in-process pass asks CUPTI for: every hardware metric the classifier keeps and every
+# stall ratio; a GPU without some collects the rest. No roofline counts (tensor or cache): a
+# roofline point needs SASS FLOP counts too, and every counter more may cost another replay.
 COUNTER_METRICS: list[str] = sorted(
-    {name for name in m.KEPT - m.TENSOR_ROOFLINE if is_hardware_metric(name)}
+    {name for name in m.KEPT - m.TENSOR_ROOFLINE - m.CACHE_ROOFLINE if is_hardware_metric(name)}
     | {m.stall_metric(reason) for reason in m.STALL_REASONS}
 )
 
@@ -70,13 +56,9 @@ _LIMITS = {
 
 def launch_metrics(launch: LaunchConfig, *, arch: str, sm_count: int) -> dict[str, float]:
     """ncu's launch statistics and theoretical occupancy for `launch` on a GPU of `arch` with
-    `sm_count` SMs (`launch.waves_per_sm` is not read: it is computed here).
-
-    The shared-memory limit is the one of the largest carveout, where ncu reports the carveout
-    the driver picked for the launch: both agree whenever shared memory is what limits the
-    kernel (the driver then picks the largest); otherwise ours is larger and limits nothing.
-    ncu's barrier limit is not modelled and stays absent. A block too large to launch at all
-    has no waves."""
+    `sm_count` SMs. Shared memory is limited as by the largest carveout, which agrees with ncu's
+    whenever shared memory is the limiter. ncu's barrier limit is not modelled. A block too large
+    to launch has no waves."""
     block_size = launch.block[0] * launch.block[1] * launch.block[2]
     grid_size = launch.grid[0] * launch.grid[1] * launch.grid[2]
     shared = launch.shared_static_bytes + launch.shared_dynamic_bytes

@@ -1,7 +1,6 @@
-"""CUDA source structure from the tree-sitter-cuda grammar: `__global__` kernels, the
-`extern "C"` launchers of plain targets and the host functions of an extension's kernels
-file. Parsing tolerates broken code (tree-sitter recovers), so the editor can still locate
-kernels in a file that doesn't compile."""
+"""CUDA source structure from the tree-sitter-cuda grammar: `__global__` kernels, the `extern "C"`
+launchers of plain targets, the host functions of an extension's kernels file. tree-sitter recovers
+from errors, so the editor can locate kernels in a file that doesn't compile."""
 
 from __future__ import annotations
 
@@ -58,10 +57,9 @@ def _parser() -> tree_sitter.Parser:
     return tree_sitter.Parser(_language())
 
 
-# Kernel attributes the grammar (tree-sitter-cuda 0.21, which knows `__launch_bounds__`) does
-# not: it reads `__global__ void __cluster_dims__(2, 1, 1) k(...) {...}` as a declaration of
-# `__cluster_dims__` followed by a function without a type, so the kernel would be missed.
-# They say nothing about where a kernel is or what it is called, so they are blanked out.
+# Kernel attributes tree-sitter-cuda 0.21 doesn't know: it reads `__global__ void
+# __cluster_dims__(2, 1, 1) k(...)` as a declaration of `__cluster_dims__`, missing the kernel.
+# They say nothing of a kernel's place or name, so they are blanked out.
 _UNKNOWN_ATTRIBUTES = re.compile(
     r"\b(?:__cluster_dims__|__maxnreg__|__block_size__)\s*\((?:[^()]|\([^()]*\))*\)"
 )
@@ -82,11 +80,10 @@ def _query(node_type: str) -> tree_sitter.Query:
 
 
 def _nodes_of_type(tree: tree_sitter.Tree, node_type: str) -> list[tree_sitter.Node]:
-    """Every `node_type` node of the tree, wherever it is (in a body, in an ERROR node of a
-    broken file), in source order, an enclosing node before those inside it: what a walk over
-    every node finds, but by tree-sitter's query engine in C: ~8 ms where a Python walk over
-    the ~70k nodes of a 4,750-line document took ~60 ms (bench/kernel_locating.py). Sorted
-    here: py-tree-sitter gathers the captures in a set, so they come back in no set order."""
+    """Every `node_type` node of the tree (ERROR nodes of a broken file included) in source order,
+    enclosing before enclosed. A query runs in C: ~8 ms where a Python walk took ~60 ms on a
+    4,750-line file (bench/kernel_locating.py); its captures come back unordered, hence the
+    sort."""
     found = tree_sitter.QueryCursor(_query(node_type)).captures(tree.root_node).get("node", [])
     return sorted(found, key=lambda node: (node.start_byte, -node.end_byte))
 

@@ -1,12 +1,7 @@
-"""Findings: the specific, fixable characteristics of a profiled kernel, with their evidence.
-
-Each detector reads ncu metrics and mirrors the condition of the ncu rule of the same topic
-(LaunchStats' small grid and tail effect, Occupancy's limiters, WarpStateStats' CPIStall, ...),
-so the verdict does not depend on which rules a pass happened to run. Where ncu's rule did run
-and fired, its result also counts, and its estimated speedup is attached. A detector whose
-metrics are missing (a quick-depth report) reports nothing. Lines come from ncu's source
-markers in the kernel's own file (never from CUDA's headers).
-"""
+"""Findings: the specific, fixable characteristics of a profiled kernel, with their evidence. Each
+detector mirrors the ncu rule of its topic, so the verdict doesn't depend on which rules a pass
+ran; where the rule fired, its estimated speedup is attached. Missing metrics report nothing;
+lines come only from ncu's markers in the kernel's own file."""
 
 from __future__ import annotations
 
@@ -55,12 +50,10 @@ def find(kernel: KernelProfile, *, device: str = "") -> list[Finding]:
 
 
 def with_kernel_chain(state: PerfState, time_shares: Sequence[float]) -> PerfState:
-    """`state` (of the kernel that takes most of a launcher's GPU time) with a `kernel_chain`
-    finding when the launcher runs other kernels too, taking >= CHAIN_MIN_SHARE of the time
-    together (`time_shares`: every kernel's share, in any order). A chain of passes over the same
-    data round-trips each intermediate through memory; fused into one kernel, the intermediates
-    stay on chip, so fusing saves at most the other kernels' share: the finding's estimate, as
-    ncu's estimates are. A property of what a launcher launches, not of one kernel's profile."""
+    """`state` (of the kernel taking most of a launcher's GPU time) with a `kernel_chain` finding
+    when its other kernels take >= CHAIN_MIN_SHARE of the time together (`time_shares`). Fused,
+    the intermediates stay on chip, so fusing saves at most the others' share: the finding's
+    estimate."""
     if len(time_shares) < 2 or sum(time_shares) <= 0:
         return state
     others = 1.0 - max(time_shares) / sum(time_shares)
@@ -124,11 +117,10 @@ def math_pipe_saturated(kernel: KernelProfile) -> bool:
 
 
 def _occupancy_bound(kernel: KernelProfile, estimate: float | None) -> tuple[bool, float | None]:
-    """(whether an occupancy finding applies at all, its estimated speedup). ncu's occupancy
-    rules estimate as if nothing else limited the kernel. More warps do the same work sooner,
-    so every unit's utilization grows with the speedup and none can pass 100%: the estimate is
-    capped at 100% minus the busiest unit's utilization, and doesn't apply at all once the
-    issue slots, the SM or a pipe are saturated (more warps have nothing left to issue to)."""
+    """(whether an occupancy finding applies, its estimated speedup). ncu estimates as if nothing
+    else limited the kernel; more warps raise every unit's utilization, so the estimate is capped
+    at 100% minus the busiest unit's, and none applies once issue slots, the SM or a pipe
+    saturate."""
     units = unit_utilizations(kernel)
     if any(v >= PIPE_SATURATED_PCT for unit, v in units.items() if unit != "memory"):
         return False, None

@@ -1,9 +1,5 @@
-"""Strip Nsight Compute's message markup, rendering it the way ncu's own CLI prints it.
-
-Rule messages in a report carry links for the GUI: `@section:MemoryWorkloadAnalysis:Memory
-Workload Analysis@` (a link to a section) and `@url:Profiling Guide:https://docs...#roofline@`
-(a web link). ncu's CLI prints the first as its title and the second as `title (url)`.
-"""
+"""Strip Nsight Compute's message markup (GUI links such as `@section:Id:Title@` and
+`@url:Title:https://...@`), rendering it as ncu's own CLI prints it."""
 
 from __future__ import annotations
 

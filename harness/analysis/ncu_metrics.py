@@ -128,6 +128,26 @@ FP64_OPS_PER_CYCLE = (
     "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum.per_cycle_elapsed",
 )
 FP64_PEAK_FLOPS_PER_CYCLE = "derived__sm__sass_thread_inst_executed_op_dfma_pred_on_x2"
+# The hierarchical roofline's other memory levels, as ncu's SpeedOfLight_Hierarchical*RooflineChart
+# sections define them (ncu 2025.3): L1 is the LSU's writeback of local, global and distributed
+# shared memory (128 bytes per active cycle), L2 its bytes to the crossbar (32 per active cycle).
+# Their peaks are per cycle of each unit's own clock.
+L1_BYTES_PER_SECOND = "derived__l1tex__lsu_writeback_bytes_mem_lgds.sum.per_second"
+L1_BYTES_PEAK_PER_CYCLE = "derived__l1tex__lsu_writeback_bytes_mem_lgds.sum.peak_sustained"
+L1_CYCLES_PER_SECOND = "l1tex__cycles_elapsed.avg.per_second"
+L2_BYTES_PER_SECOND = "derived__lts__lts2xbar_bytes.sum.per_second"
+L2_BYTES_PEAK_PER_CYCLE = "derived__lts__lts2xbar_bytes.sum.peak_sustained"
+L2_CYCLES_PER_SECOND = "lts__cycles_elapsed.avg.per_second"
+CACHE_ROOFLINE: frozenset[str] = frozenset(
+    {
+        L1_BYTES_PER_SECOND,
+        L1_BYTES_PEAK_PER_CYCLE,
+        L1_CYCLES_PER_SECOND,
+        L2_BYTES_PER_SECOND,
+        L2_BYTES_PEAK_PER_CYCLE,
+        L2_CYCLES_PER_SECOND,
+    }
+)
 TENSOR_PCT = (
     "sm__ops_path_tensor_src_fp16.sum.pct_of_peak_sustained_elapsed",
     "sm__ops_path_tensor_src_bf16_dst_fp32.sum.pct_of_peak_sustained_elapsed",
@@ -237,6 +257,7 @@ KEPT: frozenset[str] = frozenset(
         FP64_PEAK_FLOPS_PER_CYCLE,
         *TENSOR_PCT,
         *TENSOR_ROOFLINE,
+        *CACHE_ROOFLINE,
     }
 )
 

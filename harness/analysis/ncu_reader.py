@@ -1,16 +1,6 @@
-"""Read an Nsight Compute report (.ncu-rep) into a `ProfileReport`, without ncu or a GPU.
-
-Uses NVIDIA's `ncu_report` package (PyPI `ncu-report`). Per kernel launch: names, launch
-configuration, the metrics in `ncu_metrics.KEPT`, every rule result with ncu's markup stripped,
-and source markers pinned to `(file, line)`.
-
-Source markers come at two levels. Source-level markers name a file and line but, for warp
-stalls, only say "see the SASS lines"; SASS-level markers carry the specific message ("74% of
-all warp stalls ... of type drain") at an instruction address, which the report's line table
-maps back to a file and line. Both are kept, pinned to lines; a source-level marker is dropped
-where a SASS-level one of the same rule already sits on that line. Without `-lineinfo` SASS
-markers have no line and are dropped.
-"""
+"""Read an Nsight Compute report (.ncu-rep) into a `ProfileReport`, without ncu or a GPU, through
+NVIDIA's `ncu_report` package: per kernel launch its names, launch configuration, the metrics in
+`ncu_metrics.KEPT`, its rule results and source markers."""
 
 from __future__ import annotations
 
@@ -189,6 +179,9 @@ def _rules(action: Any) -> list[RuleResult]:
 
 
 def _markers(action: Any, source_map: dict[str, str]) -> list[SourceMarker]:
+    """Source markers pinned to lines. A SASS-level marker carries the specific message (a
+    source-level one on warp stalls only says "see the SASS lines"), so it wins on its line;
+    without -lineinfo it has no line and is dropped."""
     sass_level: list[SourceMarker] = []
     source_level: list[SourceMarker] = []
     for raw in action.source_markers():

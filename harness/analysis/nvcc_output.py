@@ -1,30 +1,5 @@
-"""nvcc's console output as SourceDiagnostics.
-
-nvcc's output mixes several tools, each with its own format:
-
-    /src/k.cu(12): error: identifier "x" is undefined            (cudafe++, the EDG front end)
-    /src/k.cu(3): warning #177-D: variable "v" was declared ...
-    /src/k.cu:1:10: fatal error: nope.cuh: No such file ...      (the host compiler)
-    ptxas error   : Entry function '_Z3bigPf' uses too much shared data (0x40000 bytes, ...)
-    ptxas /tmp/k.ptx, line 26; error   : Unknown modifier '.instr'
-    nvlink error   : Undefined reference to '_Z6helperf' in '/tmp/tmpxft_..._k.o'
-    nvcc fatal   : Unsupported gpu architecture 'sm_50'
-    tmpxft_..._k.cudafe1.cpp:(.text+0x8b): undefined reference to `host_fn()'   (the linker)
-    /usr/bin/ld: k.cudafe1.cpp:(.text+0x9c): undefined reference to `other_fn()'
-
-A message with a file and line keeps them. The continuation lines after it (the source excerpt
-and its caret, "detected during instantiation ...", the host compiler's notes such as "declared
-here") belong to it: the caret gives the column, the rest is appended to the message. A message
-in another file than the source (a header, system headers included) is shown at the source's
-line that leads there: the first instantiation in the source that EDG's "detected during" names,
-else the #include that the host compiler's "In file included from" chain starts at, else the
-source's #include that reaches the header (directly, or through the headers it includes, found
-beside their includer or among the files the output names); its own position is kept in
-`reported_at` and leads its message. Tool messages without a source position are pinned to the
-user's source: to the definition of the kernel or symbol they name (for a symbol nothing
-defines, an undefined reference or ptxas' unresolved extern function, its first call, else its
-first mention: its declaration), else to line 1.
-"""
+"""nvcc's console output as SourceDiagnostics, each pinned to a line of the user's source so that
+no message of a failed build goes unseen."""
 
 from __future__ import annotations
 
@@ -38,6 +13,13 @@ from kernelblaster.harness.analysis.cuda_source import global_kernels
 from kernelblaster.harness.analysis.ptxas import demangle, ptx_source_line, short_name
 from kernelblaster.harness.protocol.records import Severity, SourceDiagnostic, SourcePosition
 
+# nvcc's output mixes tools, each with its own format:
+#   /src/k.cu(12): error: identifier "x" is undefined            (cudafe++, the EDG front end)
+#   /src/k.cu:1:10: fatal error: nope.cuh: No such file ...      (the host compiler)
+#   ptxas error   : Entry function '_Z3bigPf' uses too much shared data (0x40000 bytes, ...)
+#   ptxas /tmp/k.ptx, line 26; error   : Unknown modifier '.instr'
+#   nvlink error   : Undefined reference to '_Z6helperf' in '/tmp/tmpxft_..._k.o'
+#   /usr/bin/ld: k.cudafe1.cpp:(.text+0x9c): undefined reference to `other_fn()'
 _EDG = re.compile(
     r"^(?P<file>\S.*?)\((?P<line>\d+)\): (?P<severity>catastrophic error|internal error|error|"
     r"warning|remark|note)(?: #(?P<code>[\w-]+))?: (?P<message>.*)$"
@@ -256,10 +238,11 @@ def parse_nvcc_output(
     kernel_lines: Mapping[str, tuple[str, int]] | None = None,
     cwd: str | None = None,
 ) -> list[SourceDiagnostic]:
-    """Diagnostics in the order nvcc printed them. `source` is the main file (absolute);
-    `kernel_lines` maps mangled kernel names to their definition (file, line), e.g. from the
-    PTX; without it kernels are found in the source by name. Relative paths in the output are
-    resolved against `cwd` (default: the source's directory)."""
+    """Diagnostics in the order nvcc printed them, continuation lines folded in. `source` is the
+    main file; `kernel_lines` maps mangled kernel names to their (file, line); relative paths
+    resolve against `cwd` (default: the source's folder). A header's message is shown at the
+    source line that leads there, its own position in `reported_at`; one without a position goes
+    to the symbol it names, else line 1."""
     index = _SourceIndex(source, Path(cwd or Path(source).parent), kernel_lines or {})
     # each with its continuation lines, which may name where it was instantiated
     diagnostics: list[tuple[SourceDiagnostic, list[str]]] = []
@@ -362,9 +345,8 @@ def _in_source(
 
 
 def _host_note(line: str, index: _SourceIndex) -> str | None:
-    """The host compiler's note on the message before it ("declared here", "candidate: ..."),
-    as a line of that message naming where it points. Alone it would be a diagnostic saying
-    "declared here" with nothing to say what was, in CUDA's headers shown at the file's top."""
+    """The host compiler's note on the message before it ("declared here", "candidate: ..."), as a
+    line of that message naming where it points: alone it would say "declared here" of nothing."""
     match = _HOST.match(line)
     if match is None or match["severity"] != "note":
         return None

@@ -1,14 +1,6 @@
-"""Theoretical occupancy of a kernel from its resource usage, per GPU architecture.
-
-The arithmetic follows the CUDA occupancy calculator (`cuda_occupancy.h`): registers are
-allocated per warp in units of 256 and per SM sub-partition (four on every arch here); shared
-memory per block is the kernel's plus a per-block system reservation, rounded up to the
-allocation granularity, against the largest carveout the SM offers (the driver picks a carveout
-that fits, so only the maximum can limit). The per-SM limits come from the CUDA programming
-guide's "Technical Specifications per Compute Capability"; the resident warp and block limits
-were cross-checked with ptxas 13.0 itself, which rejects `__launch_bounds__` minimum block counts
-beyond them ("Value of threads per SM ... is out of range").
-"""
+"""Theoretical occupancy of a kernel from its resource usage, per GPU architecture, by the CUDA
+occupancy calculator's arithmetic (`cuda_occupancy.h`). The per-SM limits are the CUDA
+programming guide's, cross-checked with ptxas 13.0's `__launch_bounds__` checks."""
 
 from __future__ import annotations
 
@@ -156,15 +148,10 @@ def block_limits(
 def theoretical_occupancy(
     arch: str, *, registers: int, shared_bytes: int, block_size: int
 ) -> tuple[float, Limiter]:
-    """Resident warps per SM over the SM's maximum, and what limits it.
-
-    `shared_bytes` is per block (static plus dynamic). The limiter names the bound that binds:
-    "warps" (the SM's warp slots: full occupancy, or a block size that does not divide them),
-    "block_size" (blocks too small to fill the SM within its resident-block cap), "registers",
-    or "shared_memory". When several bind equally, the earlier in that order is named: relieving
-    registers or shared memory would not help while a hardware cap binds as tightly.
-    An impossible launch (block too large, too many registers or too much shared memory for one
-    block) has occupancy 0 and names the resource at fault."""
+    """Resident warps per SM over the SM's maximum, and what limits it (`shared_bytes`: per block,
+    static plus dynamic). The limiter is "warps", "block_size", "registers" or "shared_memory"; a
+    tie names the earlier, since relieving registers or shared memory won't help while a hardware
+    cap binds as tightly. An impossible launch has occupancy 0 and names the resource at fault."""
     bounds = block_limits(
         arch, registers=registers, shared_bytes=shared_bytes, block_size=block_size
     )

@@ -1,16 +1,6 @@
-"""Per-kernel resource usage from `ptxas -v`, launch bounds and definition lines from the PTX
-that nvcc kept, and readable kernel names.
-
-ptxas prints, for each entry function (kernel):
-
-    ptxas info    : Compiling entry function '_Z12register_hogPKfPfi' for 'sm_90'
-    ptxas info    : Function properties for _Z12register_hogPKfPfi
-        0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-    ptxas info    : Used 56 registers, used 0 barriers, 4096 bytes smem, 360 bytes cmem[0]
-
-It does not print `__launch_bounds__`; the PTX does (`.maxntid 128, 1, 1`), as evaluated by the
-compiler, so template parameters and macros in the bounds come out right.
-"""
+"""Per-kernel resource usage from `ptxas -v`, launch bounds and definition lines from the PTX nvcc
+kept, and readable kernel names. ptxas does not print `__launch_bounds__`; the PTX has them as the
+compiler evaluated them (`.maxntid`), templates and macros resolved."""
 
 from __future__ import annotations
 
@@ -29,6 +19,11 @@ from kernelblaster.harness.protocol.records import KernelResources
 
 DEFAULT_BLOCK_SIZE = 256
 
+# ptxas -v, per kernel:
+#   ptxas info    : Compiling entry function '_Z12register_hogPKfPfi' for 'sm_90'
+#   ptxas info    : Function properties for _Z12register_hogPKfPfi
+#       0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+#   ptxas info    : Used 56 registers, used 0 barriers, 4096 bytes smem, 360 bytes cmem[0]
 _COMPILING = re.compile(r"^ptxas info\s*: Compiling entry function '([^']+)' for '([^']+)'")
 _PROPERTIES = re.compile(r"^ptxas info\s*: Function properties for (\S+)")
 _FRAME = re.compile(
@@ -41,10 +36,9 @@ _CUMULATIVE_STACK = re.compile(r"(\d+) bytes cumulative stack size")
 
 
 def parse_ptxas_resources(text: str, *, arch: str) -> list[KernelResources]:
-    """One record per kernel (and per target arch, when several were compiled), in ptxas's
-    order, with theoretical occupancy at 256 threads per block; `apply_launch_bounds` refines
-    that for kernels whose PTX states a maximum block size. `arch` is used where ptxas does not
-    name one."""
+    """One record per kernel (and per arch, when several were compiled), in ptxas's order, with
+    occupancy at 256 threads per block (`apply_launch_bounds` refines it). `arch` is used where
+    ptxas names none."""
     kernels: list[KernelResources] = []
     current: KernelResources | None = None  # the entry function being compiled
     properties_of: str | None = None  # whose "Function properties" the next line describes
@@ -186,9 +180,8 @@ def demangle(names: Iterable[str]) -> dict[str, str]:
 
 
 def kernel_base_names(resources: list[KernelResources]) -> set[str]:
-    """The bare names of the kernels a build compiled (ptxas's entry functions): all of them
-    the target's own, those its source search cannot name included (a kernel a macro defines,
-    say), and no library's."""
+    """The bare names of the kernels a build compiled (ptxas's entry functions): all of them the
+    target's own, even those a macro defines, and no library's."""
     return {short_name(kernel.demangled) for kernel in resources}
 
 

@@ -1,7 +1,6 @@
-"""A Python file read as a KernelBench-style reference, from its text alone (never imported, so
-the language server and the benchmark's discovery can ask): where its top-level `class Model`,
-`get_inputs()` and `get_init_inputs()` are, which of them it lacks, and whether it is a
-solution (`class ModelNew`) rather than a problem. Torch-free."""
+"""A Python file read as a KernelBench-style reference from its text alone, never imported, so the
+language server can ask: where its `class Model`, `get_inputs()` and `get_init_inputs()` are, what
+it lacks, and whether it is a solution (`class ModelNew`)."""
 
 from __future__ import annotations
 
@@ -84,8 +83,8 @@ BATCH_SIZE = "batch_size"
 
 def batch_size_of(text: str) -> int | None:
     """The value of the reference's one top-level `batch_size = <int>`; None when it has none,
-    assigns it more than once or from anything but an integer literal (then only running it
-    would tell, and a copy with another batch size can't be written)."""
+    assigns it more than once or from a non-literal: then only running it would tell, and no copy
+    with another batch size can be written."""
     assignment = _batch_assignment(text)
     return None if assignment is None else assignment.value
 

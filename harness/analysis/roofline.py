@@ -1,12 +1,8 @@
-"""A kernel on the roofline, as Nsight Compute's SpeedOfLight roofline charts draw it: achieved
-FLOP/s against arithmetic intensity (FLOPs per DRAM byte), under the GPU's DRAM-bandwidth roof
-and its FP32 and FP64 compute roofs, and, for a kernel that ran tensor-core MMAs, the dense roof
-of each tensor-core input type it used (its FLOPs count in its point: a GEMM on the tensor cores
-sits near their roof, not near zero under the FP32 one).
-
-The roofs come from the report itself where it measured them (peak work and traffic per cycle
-times the clocks the kernel ran at: what ncu's chart uses); otherwise from the published peaks
-of the GPU (boost clock), and the answer says which. Pure: no ncu, no GPU."""
+"""A kernel on the roofline, as ncu's SpeedOfLight charts draw it: achieved FLOP/s against FLOPs per
+DRAM byte, under the DRAM, FP32, FP64 and used tensor-core roofs (a tensor-core GEMM counts its
+MMA FLOPs), and, as ncu's hierarchical charts, the L1 and L2 roofs with FLOPs per L1 and L2 byte
+(where an uncoalesced kernel's traffic is). Roofs come from the report where it measured them,
+else the GPU's published peaks, and the answer says which. Pure: no ncu, no GPU."""
 
 from __future__ import annotations
 
@@ -25,6 +21,9 @@ class TensorRoof(msgspec.Struct, kw_only=True, frozen=True):
 
 class Roofs(msgspec.Struct, kw_only=True, frozen=True):
     dram_bytes_per_s: float
+    # the L1 (global/local) and L2 bandwidth roofs: measured only (no published figures)
+    l1_bytes_per_s: float | None = None
+    l2_bytes_per_s: float | None = None
     fp32_flops_per_s: float
     fp64_flops_per_s: float | None = None
     # The tensor-core roofs of the input types the kernel's MMAs used (none for a kernel
@@ -48,6 +47,9 @@ class RooflinePoint(msgspec.Struct, kw_only=True, frozen=True):
     flops_per_s: float
     dram_bytes_per_s: float
     tensor_flops_per_s: float = 0.0  # the tensor cores' share of flops_per_s
+    # the L1 and L2 traffic of the hierarchical roofline; None without its sections' counts
+    l1_bytes_per_s: float | None = None
+    l2_bytes_per_s: float | None = None
 
     @property
     def intensity(self) -> float | None:
@@ -96,6 +98,8 @@ def point(kernel: KernelProfile) -> RooflinePoint | None:
         flops_per_s=(fp32 + fp64 + tensor) * clock,
         dram_bytes_per_s=dram,
         tensor_flops_per_s=tensor * clock,
+        l1_bytes_per_s=metrics.get(m.L1_BYTES_PER_SECOND),
+        l2_bytes_per_s=metrics.get(m.L2_BYTES_PER_SECOND),
     )
 
 
@@ -110,12 +114,14 @@ def roofs(kernel: KernelProfile, device: str) -> Roofs | None:
         fp64_peak = metrics.get(m.FP64_PEAK_FLOPS_PER_CYCLE)
         return Roofs(
             dram_bytes_per_s=dram_peak * dram_clock,
+            l1_bytes_per_s=_peak(metrics, m.L1_BYTES_PEAK_PER_CYCLE, m.L1_CYCLES_PER_SECOND),
+            l2_bytes_per_s=_peak(metrics, m.L2_BYTES_PEAK_PER_CYCLE, m.L2_CYCLES_PER_SECOND),
             fp32_flops_per_s=fp32_peak * clock,
             fp64_flops_per_s=fp64_peak * clock if fp64_peak else None,
             tensor=_tensor_roofs(metrics, clock),
             source="measured",
             note=f"measured by Nsight Compute on the {device} at the clocks the kernel ran at "
-            f"(SM {clock / 1e9:.2f} GHz, DRAM {dram_clock / 1e9:.2f} GHz)",
+            f"(SM {clock / 1e9:.2f} GHz{_l2_clock(metrics)}, DRAM {dram_clock / 1e9:.2f} GHz)",
         )
     published = next((p for p in PUBLISHED if p.name.lower() in device.lower()), None)
     if published is None:
@@ -126,8 +132,21 @@ def roofs(kernel: KernelProfile, device: str) -> Roofs | None:
         fp64_flops_per_s=published.fp64_flops_per_s,
         source="published",
         note=f"published peaks of the {published.name} at its boost clock: the profile did not "
-        "measure them (profile at full depth for the measured roofs)",
+        "measure them, nor the L1 and L2 roofs (profile at full depth for the measured roofs)",
     )
+
+
+def _l2_clock(metrics: dict[str, float]) -> str:
+    """The L2's clock as ', L2 1.71 GHz' when the report has it (L1's is the SM's)."""
+    clock = metrics.get(m.L2_CYCLES_PER_SECOND)
+    return f", L2 {clock / 1e9:.2f} GHz" if clock else ""
+
+
+def _peak(metrics: dict[str, float], per_cycle: str, cycles_per_second: str) -> float | None:
+    """A unit's peak per second: its peak per cycle at the clock it ran at; None when either is
+    missing."""
+    peak, clock = metrics.get(per_cycle), metrics.get(cycles_per_second)
+    return peak * clock if peak and clock else None
 
 
 def _flops_per_cycle(metrics: dict[str, float], ops: tuple[str, str, str]) -> float | None:

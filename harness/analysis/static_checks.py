@@ -1,9 +1,7 @@
-"""Source-level reward-hacking patterns: things a candidate's source mentions that deserve a
-look. They are warnings, never a verdict: a stream API in a code path never taken is not a
-hack, escaped work is. The runtime checks in harness/check/verify.py decide (work ordered inside the
-caller's stream, kernels seen by the CUDA profiler, the reference guard, outputs repeated
-across changed inputs); a `calls_library` warning also makes them watch a plain launcher's
-kernels with the profiler. Pure functions: no torch, no GPU."""
+"""Reward-hacking patterns in a candidate's source: warnings that deserve a look, never a verdict
+(a stream API on a path never taken is no hack). The runtime checks of harness/check/verify.py
+decide; a `calls_library` warning also has them watch a plain launcher's kernels. Pure: no torch,
+no GPU."""
 
 from __future__ import annotations
 
@@ -30,9 +28,8 @@ _PY_LIBRARY_CALLS = {
     "matmul", "mm", "bmm", "addmm", "einsum", "softmax", "log_softmax", "conv1d", "conv2d",
     "conv3d", "linear", "layer_norm", "batch_norm", "relu", "gelu", "sigmoid", "tanh",
 }  # fmt: skip
-# Only calls through torch's namespaces are flagged: `x.relu()` and `ext.relu(x)` (a
-# load_inline extension's own function) look alike, and the CUDA profiler sees the kernels
-# actually launched anyway.
+# Only calls through torch's namespaces are flagged: `x.relu()` and an extension's `ext.relu(x)`
+# look alike, and the profiler sees the kernels actually launched anyway.
 _PY_TORCH_ROOTS = {"torch", "F", "nn", "functional"}
 
 

@@ -1,11 +1,7 @@
-"""A build with other work beside it: nvcc runs in child processes that a thread of its own
-waits on, while the calling thread prepares what the check needs from the reference
-(harness/target/reference_side.py), so that a save waits for the longer of the two, not their sum.
-Torch-free.
-
-The build's children stay in the worker's process group, so killing the worker (a cancel, a
-newer save, a timeout) ends them as before; a build that fails makes the preparation stop at
-its next step, and what it made is dropped."""
+"""A build with other work beside it: nvcc's children are waited on by a thread of their own while
+the caller prepares the reference's side of the check, so a save waits for the longer of the two,
+not their sum. The children stay in the worker's process group, so killing the worker ends them.
+Torch-free."""
 
 from __future__ import annotations
 
@@ -36,11 +32,9 @@ def build_beside(
     *,
     still_preparing: Callable[[], None] = lambda: None,
 ) -> BuiltBeside[Prepared]:
-    """`build()` on a thread of its own while `prepare(abandon)` runs on this one; `abandon()`
-    is true once the build has failed (or raised), for `prepare` to stop at its next step.
-    `still_preparing()` is called on the build's thread when the build succeeded before
-    `prepare` returned (the worker says so: from then on the check, not the build, is what
-    takes time). What `build` raises is raised here, once `prepare` has returned."""
+    """`build()` on a thread of its own while `prepare(abandon)` runs on this one; `abandon()` turns
+    true once the build failed, for `prepare` to stop. `still_preparing()` is called when the
+    build succeeded first. What `build` raises is raised here, after `prepare` returns."""
     prepared_event = threading.Event()
     ended: list[float] = []
 

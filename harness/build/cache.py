@@ -1,37 +1,7 @@
-"""Build results cached by the content of every input.
-
-Layout under `<root>/builds/`:
-
-    manifests/<manifest key>.json   which files the last build of these inputs read, and with
-                                    which nvcc (the manifest key hashes what is known before
-                                    building: the command's options, the sources' paths and
-                                    contents, the arch and output kind)
-    <key>/                          one entry: the artifact, result.json (the BuildResult) and
-                                    deps.json; the key adds the nvcc version and the path and
-                                    content of every file the compiler read (headers included)
-
-A lookup re-hashes the files the manifest lists, so editing an included header misses. An
-entry is written into a temporary directory and renamed into place, so a build killed half-way
-leaves no entry, and two processes storing the same entry leave one intact.
-
-A build holds `<root>/build-locks/<manifest key>` (flock) from its lookup's miss to its store:
-a second process building the same inputs meanwhile (a save of the text its edit's
-build-ahead is compiling, two rollouts of one candidate) waits for it and then finds the
-entry, instead of running nvcc again. The lock goes with its holder, however it ends.
-
-An entry holds the BuildResult as read from nvcc's output when it was built (its diagnostics,
-its kernels' resources), so the source of the modules that read that output is part of every
-key: a build stored before a change to how they read it is built and read again, not served
-with its old reading.
-
-A build of a source's unsaved text (harness/build/nvcc.py: BuildSpec.source_text) is keyed and
-stored as the build of that file holding that text: its keys hash the text in place of the
-file's content (`texts`), so saving that text makes the save's build a hit.
-
-nvcc's scratch directories live under `<root>/build-scratch/<pid>-*`: a worker killed mid-build
-(a newer edit, a cancel) cannot remove its own, so the next build removes those whose process
-is gone.
-"""
+"""Build results cached by the content of every input, headers included, so editing an included
+header misses. Entries are written in a staging folder and renamed into place: a build killed
+half-way leaves none, and two processes storing one entry leave it intact. An unsaved text is keyed
+as the file holding it, so saving it makes the save's build a hit."""
 
 from __future__ import annotations
 
@@ -55,7 +25,8 @@ from kernelblaster.harness.analysis import nvcc_output, ptxas
 from kernelblaster.harness.protocol.records import BuildResult
 
 _FORMAT = "kernelblaster-build-cache-1"
-# The modules that turn nvcc's output into a BuildResult's diagnostics and resources
+# The modules that turn nvcc's output into a BuildResult's diagnostics and resources: part of every
+# key, so a change to how they read it rebuilds instead of serving the old reading.
 _READERS: tuple[str, ...] = (nvcc_output.__file__, ptxas.__file__)
 _VERSION_TIMEOUT_S = 60.0
 _ABANDONED_AFTER_S = 3600.0  # a store takes milliseconds: an older staging dir was abandoned
@@ -105,6 +76,10 @@ def _content_digest(path: str, texts: Mapping[str, str]) -> str | None:
 
 
 class BuildCache:
+    """Under `<root>/builds/`: `manifests/<manifest key>.json`, the files the last build of these
+    inputs read (the key hashes what is known before building), and `<key>/`, one entry (the
+    artifact, result.json, deps.json) whose key adds the nvcc version and every file read."""
+
     def __init__(self, root: Path):
         self.builds = root / "builds"
 
@@ -222,7 +197,9 @@ class BuildCache:
 
     @contextlib.contextmanager
     def building(self, manifest_key: str) -> Iterator[None]:
-        """Held while these inputs are built and stored; waits while another process holds it."""
+        """Held while these inputs are built and stored; waits while another process holds it (a
+        save of the text its build-ahead is compiling, two rollouts of one candidate), then finds
+        the entry."""
         path = made_folder(self.builds.parent / "build-locks", fix=CACHE_FIX) / manifest_key
         with open(path, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes or its holder dies
@@ -230,8 +207,8 @@ class BuildCache:
 
     @contextlib.contextmanager
     def scratch(self) -> Iterator[Path]:
-        """A new directory for one nvcc run's intermediate files, removed after it; those of
-        killed runs are removed here."""
+        """A new directory for one nvcc run's intermediate files, removed after it. A worker killed
+        mid-build can't remove its own, so those whose process is gone are removed here."""
         root = made_folder(self.builds.parent / "build-scratch", fix=CACHE_FIX)
         cutoff = time.time() - _ABANDONED_AFTER_S  # also when its number went to another process
         for directory in root.iterdir():

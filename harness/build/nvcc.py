@@ -1,27 +1,8 @@
 """Build a CUDA source with nvcc: diagnostics, per-kernel resource usage and a cached artifact.
 
-Every build compiles for one GPU architecture (the GPU's own, or the `arch` setting) with
-`-O3 -std=c++17 -lineinfo` (so profilers can blame source lines) and `-Xptxas -v` (resource
-usage); a flag of the same kind among the caller's flags replaces the default. nvcc and the
-tools it starts are killed together on timeout (harness/protocol/processes.py). nvcc keeps its
-intermediate files in a scratch directory: the PTX there gives each kernel's
-`__launch_bounds__` and definition line.
-
-A source's unsaved text (`BuildSpec.source_text`, the editor's buffer before a save) is built
-as that file: nvcc compiles a copy in a scratch directory that starts with `#line 1 "<file>"`,
-so diagnostics, `__FILE__` and the line table (-lineinfo, which ncu's source view reads) name
-the file and its lines, and `#include "..."` searches the file's directory right after the
-copy's own (which holds nothing else), as it would for the file. The result is cached under the
-file's key with the text as its content (harness/build/cache.py), so saving that text is a hit.
-The artifact differs from the saved file's build only in nvcc's record of its input path in the
-fatbinary (`--orig_src_path_name`), which nothing reads back.
-
-One source is built by one nvcc command, run as nvcc's own steps without nvcc's shell, the host
-front end beside the device compile where it can be (harness/build/nvcc_steps.py: the same bytes,
-~0.37 s sooner on the H100 machine's host). Several (a torch extension's kernels and its
-bindings) are built in parts: each source to an object, then one link, every step cached on its
-own, so an edit recompiles only the source it touched (each step has the build timeout).
-"""
+Every build targets one arch with `-O3 -std=c++17 -lineinfo` (so profilers can blame source lines)
+and `-Xptxas -v` (resource usage); a caller's flag of the same kind replaces the default. The PTX
+nvcc keeps gives each kernel's `__launch_bounds__` and definition line."""
 
 from __future__ import annotations
 
@@ -104,8 +85,10 @@ def _unsaved_input(spec: BuildSpec, inputs: list[str]) -> _Unsaved | None:
 
 
 def _write_copy(unsaved: _Unsaved, scratch: Path) -> Path:
-    """The text in a directory of its own under `scratch`, with the file's name, its first
-    line saying which file and line it is (escaped as a C string literal)."""
+    """The unsaved text, for nvcc to compile in place of its file: a copy with the file's name in a
+    folder of its own, starting with `#line 1 "<file>"` so diagnostics, `__FILE__` and -lineinfo
+    name the file, and `#include "..."` searches the file's folder next. Its artifact differs from
+    the saved file's only in a path the fatbinary records and nothing reads."""
     directory = scratch / "source"
     directory.mkdir()
     copy = directory / Path(unsaved.path).name
@@ -177,8 +160,8 @@ class _Toolchain:
 
 
 def build(spec: BuildSpec, settings: Settings, *, cache_dir: Path | None = None) -> BuildResult:
-    """Several sources are built in parts (harness/protocol/records.py: BuildStep): each to its own
-    cached object, then linked."""
+    """Build `spec` with nvcc through the cache. Several sources (an extension's kernels and
+    bindings) are built in parts: each to its own cached object, then linked."""
     if spec.extra_sources and spec.output_kind == "object":
         raise ValueError("an object file is compiled from one source")
     started = time.perf_counter()

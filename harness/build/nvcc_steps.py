@@ -1,31 +1,10 @@
-"""One nvcc compilation run as nvcc's own steps, without a shell, the host front end beside the
-device compile where it can be.
+"""One nvcc compilation run as nvcc's own steps (from `--dryrun`), never through a shell: nvcc
+pastes option values unquoted into `/bin/sh` command lines (docs/trust.md, "No shell").
 
-nvcc runs each of its steps through `/bin/sh`, with the words of its command pasted into the
-step's command line, and `-Xcompiler`/`-Xptxas`/`-Xlinker` values pasted unquoted: a value
-holding `>file`, `;`, `$(...)` or `<(...)` would be read by that shell (a redirection that
-truncates a file, a command). So nvcc never runs a build here. `run_nvcc` asks it for its steps
-(`--dryrun`, which starts no shell), reads each listed line into an argument vector as the shell
-would split and unquote it (`_words`: `$NAME` only for the variables nvcc itself sets; any other
-`$` or a backquote refuses the build, never reaches a shell; `>`, `;`, `(` are plain characters
-of the word, as the tool that gets the word reads them) and runs the steps itself. A word with a
-control character is refused before nvcc sees it: a newline in a value would make a line of its
-own in the listing. One way for every command, so no shape of build (several architectures, a
-link) goes through a shell.
-
-The steps of a `.cu`: the host preprocessor and cudafe++ (which splits the host code from the
-device code), then the device preprocessor, cicc, ptxas and fatbinary, then the host compiler and
-the link. The two front ends read nothing of each other's but the module id, a hash of the
-translation unit that cudafe++ writes and cicc reads; cicc can compute it too (it does for
-`nvcc -cubin`). On the H100 machine's host cudafe++ takes 0.25-0.3 s and cicc 0.2-0.3 s of a
-1.0-1.2 s build. So where the steps have the shape of one architecture's compile, the host chain
-and the device chain run at once, the two module ids are checked to agree, and the remaining
-steps run in nvcc's order: the examples then build in 0.66-0.81 s (bench/build_steps.py). Any
-other shape (several architectures, a link of objects) runs step by step in nvcc's order, as does
-a split whose module ids disagree or whose cicc fails on a source cudafe++ passed. Either way
-every intermediate and the artifact are byte-identical to nvcc's own (tests/harness/
-test_nvcc_steps.py builds both ways), and the output is the one nvcc prints: its own warnings,
-then each step's, in nvcc's order, up to the first step that fails. Torch-free."""
+Where the steps are one architecture's compile, the host front end (cudafe++) runs beside the
+device one (cicc), ~0.4 s sooner on an H100 host; their module ids must agree, else the steps run
+in nvcc's order. Either way the artifact and output are byte-identical to nvcc's own
+(tests/harness/build/test_nvcc_steps.py). Torch-free."""
 
 from __future__ import annotations
 
@@ -111,14 +90,11 @@ def run_nvcc(
     split: bool = True,
     temporary: Path | None = None,
 ) -> NvccRun:
-    """Run nvcc's `command` as its steps (the command keeps its intermediate files, `-keep`, and
-    asks for no dependencies or `--time` itself), writing the files it read as a make rule to
-    `deps`, as `nvcc -MD -MF` does; the front ends at once where they can be, unless `split` is
-    False (one step at a time, as the benchmark compares). Raises RefusedCommand when its steps
-    can't be run without a shell or the machine refuses a command line that long, and
-    subprocess.TimeoutExpired (with the output so far) when it takes longer than `timeout`;
-    every tool it started is killed first. `temporary`: the TMPDIR of nvcc and its tools (a
-    failing cicc leaves its `<stem>-<hash>..lgenfe.bc` there), default the caller's."""
+    """Run nvcc's `command` (which must have `-keep`) as its steps, writing the files it read as a
+    make rule to `deps` like `nvcc -MD -MF`; `split=False` runs one step at a time. Raises
+    RefusedCommand when a step needs a shell or too long a command line,
+    subprocess.TimeoutExpired after `timeout` (every tool killed first). `temporary`: the TMPDIR
+    of nvcc and its tools."""
     if "-keep" not in command:
         raise ValueError("run_nvcc runs nvcc's steps itself: the command must have -keep")
     began = time.perf_counter()

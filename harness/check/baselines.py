@@ -1,8 +1,6 @@
-"""PyTorch eager and torch.compile timings of a reference, cached on disk under the cache
-directory per (reference source, GPU, torch version), since torch.compile takes tens of seconds
-and the reference rarely changes: a restarted server, or another project with the same
-reference, reads them back instead of measuring again. Measured in the clean reference
-process (harness/check/clean_baselines.py), read back in the worker. Imports torch."""
+"""PyTorch eager and torch.compile timings of a reference, cached on disk per (reference source,
+GPU, torch version): torch.compile takes tens of seconds and the reference rarely changes.
+Measured in the clean reference process, read back in the worker. Imports torch."""
 
 from __future__ import annotations
 
@@ -96,14 +94,10 @@ def _compile_only(graph, example_inputs):
 
 
 def compile_ahead(reference: Reference, seed: int, device: torch.device) -> None:
-    """torch.compile's compilation of `reference` for `device`, without running anything on
-    it: the model is made on the CPU and its tensors only allocated on the device (`to_empty`,
-    no copy), the inputs likewise, the backend runs nothing, and `fullgraph` makes a graph
-    break an error instead of eager operators run on the device. No kernel and no copy is
-    launched, so this may run while another process times a kernel on the device; the
-    measurement's own torch.compile (`measure_baselines`, in this process) then finds the
-    compiled graph in Inductor's cache instead of compiling for seconds on its GPU turn. A
-    model that can't be compiled so (a graph break) is compiled then, as before."""
+    """torch.compile's compilation of `reference` for `device`, launching nothing on it (the model
+    and inputs only allocated there, `fullgraph`, a backend that runs nothing), so it can run
+    while another process times a kernel; the measurement's own torch.compile then finds the
+    graph in Inductor's cache. A model with a graph break is compiled then, as before."""
     cpu = torch.device("cpu")
     model = reference.model.to(cpu).to_empty(device=device)
     inputs = [

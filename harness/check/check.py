@@ -47,6 +47,8 @@ from kernelblaster.harness.target.trial_sets import fresh_seed, set_bytes
 from kernelblaster.settings import Settings
 
 Progress = Callable[..., None]
+# Device faults met in this process, kept alive with the tensors their frames hold (see check).
+_FAULTS: list[RuntimeError] = []
 
 
 def gpu_problem(settings: Settings) -> HarnessError | None:
@@ -121,12 +123,11 @@ def run_check(
     integrity: RuntimeSnapshot | None = None,
     reference_side: ReferenceSide | None = None,
 ) -> tuple[CheckResult, HarnessError | None]:
-    """The check's result, and why it stopped short (None: it ran to the end; a failed
-    verification is a result, not an error). `clean`: the clean reference process, started
-    before any candidate code ran (harness/target/clean_reference.py). `integrity`: the runtime
-    as it was before the candidate's code first ran, when that was before this call (a
-    KernelBench solution's build imports it); else taken here. `reference_side`: made while
-    the candidate was built (`prepare_reference`); else made here."""
+    """The check's result, and why it stopped short (None: it ran to the end; a failed verification
+    is a result, not an error). `clean`: the clean reference process, started before any
+    candidate code ran. `integrity`: the runtime before the candidate's code first ran, when that
+    was before this call; else taken here. `reference_side`: made while the candidate was built;
+    else made here."""
     device = torch.device("cuda", settings.gpu)
     torch.cuda.set_device(device)
     result = CheckResult(
@@ -165,6 +166,11 @@ def run_check(
             error = exc.error
         except RuntimeError as exc:
             error = error_from_exception(exc, kernels=kernels)
+            if error.kind == "illegal_memory_access":
+                # CUDA's error is sticky now, and c10 aborts the process when a tensor the
+                # traceback's frames hold is freed: they are kept until this one-request
+                # worker exits, so that its answer is sent first.
+                _FAULTS.append(exc)
         if error is not None:
             return result, error
     # A failed verification is sanitized too: a wrong answer may come from an out-of-bounds
@@ -193,11 +199,9 @@ def prepare_reference(
     abandon: Callable[[], bool] = lambda: False,
     session_open: bool = False,
 ) -> ReferenceSide:
-    """The reference side of `target`'s check, on the GPU the check will run on: the session
-    opened in the clean reference process (the trials' sets and expected outputs, made there
-    meanwhile; `session_open`: the caller opened it already, `CleanReference.open_for`) and,
-    in this process, the reference the candidate is loaded against and its probe
-    (harness/target/reference_side.py)."""
+    """The reference side of `target`'s check, on the check's GPU: the session opened in the clean
+    reference process (`session_open`: the caller opened it already) and, here, the reference the
+    candidate is loaded against and its probe."""
     device = torch.device("cuda", settings.gpu)
     path = Path(target.reference or "")
     if not session_open:
@@ -259,10 +263,9 @@ def _check_callable(
         candidate.own_kernels |= kernel_base_names(built.resources)
         probe.inputs = []  # one input set less held while verifying
         if input_bytes + output_bytes > AHEAD_MAX_BYTES:
-            # The probe's input set and the reference's outputs on it, cached by the allocator,
-            # go back to the device: blocks of their sizes, not of what verification allocates
-            # here (a reduction's input-sized block would sit unused through it: 8.6 GB for
-            # KernelBench's 47_Sum_reduction, issue 32).
+            # The probe's sets, cached by the allocator, go back to the device: blocks of their
+            # sizes would sit unused through verification (8.6 GB for KernelBench's
+            # 47_Sum_reduction, issue 32).
             torch.cuda.empty_cache()
         phase_done("load")
         began = time.perf_counter()
@@ -370,12 +373,10 @@ def add_baselines(
     progress: Progress,
     clean: CleanReference,
 ) -> HarnessError | None:
-    """PyTorch eager and torch.compile timed on the reference (cached per reference and GPU),
-    and the kernel's speedups over them, into `result`, when it was timed without them; the
-    error that stopped it, if any (the verification and timing stand either way). Timed in
-    `clean`, the clean reference process (harness/check/clean_baselines.py), not here: the
-    candidate loaded in this process may have made the reference's operators slower (an ATen
-    kernel registered over torch's, a dispatch mode), which would inflate its speedups."""
+    """PyTorch eager and torch.compile timed on the reference (cached per reference and GPU), and
+    the kernel's speedups over them, into `result`; the error that stopped it, if any. Timed in
+    `clean`: the candidate loaded here may have slowed the reference's operators, inflating its
+    speedups."""
     if result.timing is None or result.eager is not None or target.kind == "standalone":
         return None
     assert result.verify is not None
@@ -419,13 +420,10 @@ def baselines_apart(
     clean: CleanReference,
     turn: Callable[[], None],
 ) -> tuple[CheckResult, HarnessError | None]:
-    """The baselines of `reference` alone (task "baselines"), in `clean`, the clean reference
-    process: torch.compile's compilation first, launching nothing on the GPU
-    (baselines.compile_ahead), then `turn()`, which asks for the GPU and returns when it is
-    this run's to use (the caller's gate: no candidate is evaluated meanwhile), then the measurement
-    (clean_baselines.measure_here), whose torch.compile finds its code compiled. The result
-    carries them as a check does (`eager`, `compiled`), and where their seconds went:
-    baselines_compile_ahead, baselines_gpu_wait and the measurement's own."""
+    """The baselines of `reference` alone (task "baselines"), in `clean`: torch.compile's
+    compilation first, launching nothing; then `turn()`, which returns when the GPU is this
+    run's; then the measurement. The result carries them as a check does, with where their
+    seconds went."""
     result = CheckResult(source=str(reference), target_kind="reference")
     cache_dir = str(settings.cache_root())
     seeds = [fresh_seed() for _ in range(3)]  # the timing's input sets, as a check draws them

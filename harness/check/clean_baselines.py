@@ -1,17 +1,7 @@
-"""The PyTorch baselines (eager and torch.compile) timed in the clean reference process
-(harness/target/clean_reference.py), where no candidate code ever ran, and not in the worker.
-
-Why: the worker has loaded the candidate by the time it times the baselines, and a candidate
-can make the reference's own operators slower there without changing any output, so that
-verification has nothing to reject: an ATen kernel registered over torch's (from Python, or
-a C++ extension's static initializer, `TORCH_LIBRARY_IMPL(aten, CUDA, m)`), a dispatch mode
-pushed for good. Timed beside it, PyTorch eager looks slow and the candidate's speedup over it
-is inflated, and the inflated baseline would be cached for every later check of the same
-reference. Timed here, the speedups a user sees are out of the candidate's reach.
-
-The worker hands `ANSWERS` to the clean process when it starts it (before its own torch
-import and before any candidate code runs: this module is torch-free at import) and asks
-`QUESTION` once the kernel is verified and timed, as background work (harness/worker/serve.py)."""
+"""The PyTorch baselines (eager and torch.compile) timed in the clean reference process, not the
+worker: a candidate loaded in the worker can slow the reference's operators without changing an
+output (an ATen kernel registered over torch's), which would inflate its speedups
+(docs/checking.md, "The clean reference process"). Torch-free at import."""
 
 from __future__ import annotations
 

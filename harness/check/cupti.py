@@ -1,17 +1,9 @@
-"""The in-process counter library (harness/check/cupti_counters.cpp): CUPTI found in the CUDA
-toolkit of the nvcc in use, the library built through the build cache, loaded into this process with
-ctypes, and its calls, each answered by a JSON document decoded into the records below.
-Torch-free; harness/profile/counters.py drives it inside the worker.
+"""The in-process counter library (cupti_counters.cpp): built through the build cache against the
+CUPTI of the nvcc in use, loaded with ctypes, each call answered by a JSON document. Torch-free.
 
-Which libcupti runs it: the library links libcupti by its soname (libcupti.so.13 for CUDA 13)
-with a run path to the toolkit's copy, so a process that already holds a libcupti of that
-soname (torch loads the one of its `nvidia` wheel at import) runs on that one, and every other
-on the toolkit's. CUPTI opens libnvperf_host/libnvperf_target itself, by soname; before the
-library loads, the pair beside the libcupti that will run is loaded first, so that CUPTI and
-its nvperf come from one package (`load_library`). `preload_toolkit_cupti`, called before torch
-is imported, makes the toolkit's copy the one every CUPTI user of the process shares instead.
-`library_files` lists what the process holds, for diagnostics.
-"""
+It links libcupti by soname, so a process that already holds one (torch's wheel) runs on that;
+`load_library` loads the matching libnvperf pair first so CUPTI and nvperf come from one package,
+and `preload_toolkit_cupti` (before torch) makes the toolkit's copy the shared one."""
 
 from __future__ import annotations
 
@@ -407,11 +399,9 @@ def _load_nvperf_beside(directory: Path) -> list[str]:
 
 
 def foreign_nvperf(directory: Path) -> list[str]:
-    """The nvperf libraries this process holds from a directory holding none of its libcupti
-    copies (nor `directory`, where the library's CUPTI will be): CUPTI opens them by soname,
-    so it would run on those. Nsight Compute's report reader (`ncu_report`) brings its own
-    libnvperf_host.so and loads it when it reads a report; CUPTI on that one crashed the
-    process on an H100."""
+    """The nvperf libraries this process holds from a folder without its libcupti: CUPTI opens them
+    by soname, so it would run on those. `ncu_report` loads its own libnvperf_host.so, and CUPTI
+    on that one crashed the process on an H100."""
     held = [Path(path) for path in library_files()]
     cupti_directories = {p.parent.resolve() for p in held if p.name.startswith("libcupti.so")}
     cupti_directories.add(directory.resolve())

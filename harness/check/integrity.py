@@ -1,16 +1,8 @@
-"""Catching a candidate that patches the functions the harness measures and compares with.
-
-Published leaderboard hacks replace `torch.cuda.Event.elapsed_time`, `time.perf_counter` or
-`torch.cuda.synchronize` (so a timer reads nothing), or a torch op the reference calls (so the
-reference computes the candidate's wrong answer). A `RuntimeSnapshot` records which object
-every name of those namespaces refers to before the candidate is loaded; `changes()` lists
-the names a candidate has since rebound or deleted, and `restore()` puts the originals back so
-the rest of the run measures with the real functions. Names added later are not reported:
-torch adds attributes lazily and that is nobody's hack; nor is torch wrapping its own function
-(importing torch._dynamo, which the CUDA profiler does, wraps `torch.manual_seed`).
-
-This guards against the hacks people have published, inside the worker process the candidate
-runs in; it is not a sandbox against code written to defeat KernelBlaster in particular."""
+"""Catching a candidate that patches what the harness measures and compares with: published hacks
+replace timers, `torch.cuda.synchronize` or a torch op the reference calls. A `RuntimeSnapshot`
+records every such name before the candidate loads; `changes()` lists those since rebound or
+deleted, `restore()` puts them back. Names added later are not reported (torch adds attributes
+lazily). A guard against published hacks, not a sandbox."""
 
 from __future__ import annotations
 

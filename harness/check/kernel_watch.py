@@ -1,17 +1,9 @@
-"""Which kernels one candidate call launches: verification's evidence for `calls_library` and
-`no_kernel_launched` (harness/check/verify.py). Worker side: imports torch.
+"""Which kernels one candidate call launches: the evidence for `calls_library` and
+`no_kernel_launched`. Worker side: imports torch.
 
-The call is watched through CUPTI's launch callbacks, in the counter library
-(harness/check/cupti.py):
-a subscription costs milliseconds and leaves nothing behind. torch.profiler (kineto) watches
-instead where that library cannot be built or loaded, where CUPTI refuses the subscription
-(another subscriber holds the process's one place), and where the call launched a CUDA graph:
-the callbacks see the graph's launch, not the kernels inside it, which kineto's activity
-records name. Kineto is the last resort because its first use costs seconds (~5 s of a torch
-extension's verification on an H100), and because it then keeps CUPTI's subscriber for itself:
-the worker's in-process counters (harness/profile/counters.py) record no launches after it, and that
-profile goes through ncu instead.
-"""
+CUPTI's launch callbacks (cupti.py) cost milliseconds; torch.profiler is the fallback where those
+can't be had or the call launched a CUDA graph, because its first use costs ~5 s and keeps
+CUPTI's subscriber, sending later profiles through ncu."""
 
 from __future__ import annotations
 

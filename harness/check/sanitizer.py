@@ -1,14 +1,8 @@
-"""compute-sanitizer runs (memcheck always; racecheck for kernels using shared memory) and the
-parsing of their reports into HackFindings pinned to source lines.
-
-What it runs: a standalone program itself; a plain target through the native driver
-(harness/native/) with the `native_sanitizer_driver` setting, else, and for the other forms,
-run_once (Python and torch, every tensor its own cudaMalloc: PYTORCH_NO_CUDA_MEMORY_CACHING).
-The driver's buffers are each their own cudaMalloc too, so memcheck sees an access past any
-of them; where it can't be had or can't set the call up, run_once instead, with the reason
-logged. On which inputs: harness/check/sanitizer_inputs.py. A tool that can't start, runs past
-its time or ends without a report gives no verdict on the kernel (sanitizer_missing,
-sanitizer_failed): the kernel is then "not checked", never failed."""
+"""compute-sanitizer runs (memcheck always, racecheck for kernels using shared memory) and their
+reports parsed into HackFindings at source lines. A plain target runs through the native driver
+with the `native_sanitizer_driver` setting, else through run_once with every tensor its own
+cudaMalloc, so memcheck sees an access past any buffer. A tool that fails gives no verdict: the
+kernel is "not checked"."""
 
 from __future__ import annotations
 
@@ -93,11 +87,10 @@ def parse_report(text: str, *, tool: str, source: str) -> list[HackFinding]:
 def sanitize_target(
     target: Target, built: BuildResult, settings: Settings, progress: Progress = _no_progress
 ) -> tuple[list[HackFinding], SanitizerRun, HarnessError | None]:
-    """memcheck, and racecheck where the source uses shared memory, at once, on one run of the
-    built target, on the inputs sanitizer_inputs picks (a finding on a smaller set is
-    confirmed at get_inputs()' own size); the findings, what ran (SanitizerRun), and the error
-    that stopped a tool. A finding is the kernel's verdict whatever stopped the other tool;
-    without one, such an error leaves the kernel not checked (never failed)."""
+    """memcheck, and racecheck where the source uses shared memory, at once, on one run of the built
+    target on the inputs sanitizer_inputs picks: the findings, what ran, and the error that
+    stopped a tool. A finding is a verdict whatever stopped the other tool; an error alone leaves
+    the kernel not checked, never failed."""
     began = time.perf_counter()
     shared_memory = "__shared__" in read_source(Path(target.source))
     tools = ["memcheck"] + (["racecheck"] if shared_memory else [])

@@ -1,20 +1,7 @@
-"""Which input set compute-sanitizer runs a kernel on (harness/check/sanitizer.py). Its tools
-slow every access down (racecheck tracks every shared-memory access of every thread), so it
-runs on KernelBench's get_inputs() with a smaller batch where that is the same work with fewer
-rows, and on get_inputs() as written everywhere else:
-
-- the reference sets `batch_size = <int>` once, at top level (KernelBench's convention), and
-  get_inputs() uses it (the copy's shapes differ), get_init_inputs() does not (the same model,
-  the same weights), nor does Model keep it (a plain launcher's `batch_size` argument is then
-  the module's, which the copy sets);
-- the batch is at least 2 * SCALED_ROWS; the copy keeps SCALED_ROWS to 2 * SCALED_ROWS - 1 rows
-  with the batch's remainder mod SCALED_ROWS, so a last partial warp or row tile of the full
-  size is there too, and every other dimension (features, K, N: the columns' tails) as written;
-- the kernel's source does not name the batch size as a number (its indexing may then depend on
-  that very size), and no input reaches 2**31 elements (32-bit index overflow shows only there).
-
-A finding on the smaller set is confirmed at the full size before it counts (sanitizer.py).
-Worker side: imports torch."""
+"""Which input set compute-sanitizer runs a kernel on: its tools slow every access, so KernelBench's
+get_inputs() runs with a smaller `batch_size` where that is the same work with fewer rows, else
+as written (the result says why). A finding on the smaller set is confirmed at the full size
+before it counts. Worker side: imports torch."""
 
 from __future__ import annotations
 
@@ -57,6 +44,7 @@ def sanitizer_inputs(target: Target) -> SanitizerInputs:
         return _as_written(f"{path.name} sets no top-level `batch_size = <int>` to scale")
     if batch < 2 * SCALED_ROWS:
         return _as_written(f"batch_size {batch} is small already")
+    # the same remainder, so a last partial warp or row tile of the full size is there too
     scaled = SCALED_ROWS + batch % SCALED_ROWS
     code = read_source(Path(target.source))
     if target.kind != "kernelbench":  # CUDA: what a comment says is no indexing

@@ -1,18 +1,9 @@
-"""Holding the caller's stream busy while a candidate is called, to see whether its work is
-ordered inside that stream. Worker side: imports torch.
+"""Holding the caller's stream busy while a candidate is called, to see whether its work is ordered
+inside that stream. Worker side: imports torch.
 
-Verification puts a spinning kernel (the gate) on the caller's stream, then the copy that
-fills the candidate's inputs with this trial's values, then calls the candidate, then copies
-its outputs on the caller's stream. The gate outlasts the call, so everything the candidate
-enqueues is queued while the inputs still hold other values:
-
-- work ordered after the caller's stream (on it, on the legacy default stream, or on a stream
-  that waits for it) starts after the copy and reads the right inputs;
-- work on another stream that doesn't wait for it starts at once and reads stale inputs;
-- work the caller's stream doesn't wait for at the end is unfinished when the caller's stream
-  copies the outputs, so that copy differs from the outputs once the device is idle.
-
-Either way the work escapes a timer on the caller's stream, whatever the kernel's length."""
+A spinning kernel (the gate) holds the stream ahead of the copy that fills this trial's inputs,
+the call and the copy of its outputs: work not ordered after the stream reads stale inputs, and
+work the stream doesn't wait for is unfinished when the outputs are copied."""
 
 from __future__ import annotations
 

@@ -1,30 +1,10 @@
 """Timing with CUDA events: calibrated by a synchronized launch, warm-up, L2 flushed before every
 trial, inputs rotated, median and spread. Worker side: imports torch.
 
-The number of timed repetitions is bounded by measured *device* time: a launch returns long
-before its kernel ends, so a loop that budgets host time would queue all its repetitions of a
-300 ms kernel (a minute of GPU work) before noticing. Instead one synchronized launch measures
-the kernel first (after a cold one that pays for module loading and the like), and the
-repetitions are at most as many as fit in the budget, at least one, at most `max_repetitions`.
-
-Within that bound the loop stops as soon as the median is pinned down: from `MIN_REPETITIONS`
-on, after every round of `ROUND` repetitions, it stops once the median's distribution-free 95%
-confidence interval (two order statistics, `median_interval`) lies within ±`MEDIAN_PRECISION` of
-it. The figure reported is a median, so what makes it trustworthy is that interval, not a count:
-a steady 1.5 ms kernel is pinned to ±0.5% after 20 repetitions (30 ms of device time) where a
-fixed 200 took 300 ms of every save, and a noisy one still runs to the bound. ±0.5% is well
-inside the 2% by which the optimization loop calls a candidate faster; at 20 repetitions it
-takes samples whose own spread (standard deviation over the median) is below about 1%. The floor
-is 20, not 6 (the fewest samples that have a 95% interval), so that a few lucky repetitions
-can't end the run; the clocks have settled by then (the calibration and warm-up launches, and in
-a check verification's calls just before). Every repetition still has the L2 flushed before it.
-
-The loop talks to the device through a `DeviceClock`, so the bound can be tested with a fake
-clock on a machine without a GPU.
-
-A kernel and the PyTorch baselines it is compared with are timed on the same input sets
-(`timing_input_sets`): drawn from the same seeds, in the worker and in the clean reference
-process (harness/check/clean_baselines.py)."""
+Repetitions are bounded by measured device time (a host-time budget would queue a minute of a 300
+ms kernel) and stop once the median's distribution-free 95% interval is within
+±`MEDIAN_PRECISION`, from `MIN_REPETITIONS` on (docs/checking.md, "Timing"). A `DeviceClock` lets
+tests fake the device."""
 
 from __future__ import annotations
 

@@ -1,37 +1,9 @@
-"""Numerical verification and the runtime reward-hacking checks of a candidate against its
-reference. Worker side: imports torch.
+"""Numerical verification and the runtime reward-hacking checks of a candidate against its reference
+(docs/checking.md, "Verification"). Worker side: imports torch.
 
-Each trial draws a fresh input set from a new seed in the clean reference process, where no
-candidate code ever runs (harness/target/clean_reference.py): its inputs, the reference's
-expected outputs on them, and the comparison of the candidate's outputs with those happen
-there (harness/target/reference_session.py: made ahead of the trials where they are all small,
-else one trial's at a time, released before the next). This process only holds the inputs it
-hands the candidate and the candidate's outputs:
-
-- The candidate's input tensors hold other values (another seed's, or the previous trial's)
-  until a copy on the caller's stream fills them, behind a gate that holds that stream while
-  the candidate is called (harness/check/stream_gate.py). Every other trial reuses the previous
-  trial's tensors with their contents changed in place, so a cache keyed on the tensors rather
-  than their values returns a stale answer; the others allocate new ones.
-- The candidate runs with the reference model's forward() disabled, into memory poisoned
-  with NaN so an unwritten element fails. What the caller's stream sees right after the call is
-  compared with the reference's outputs on a pristine copy of the inputs, made before the call.
-- The reference also runs here, once, on the first trial's inputs: where its outputs differ
-  from the clean process's, the candidate changed what the reference computes
-  (`reference_tampered`).
-
-Runtime evidence names a hack; source patterns only warn (harness/analysis/static_checks.py):
-`side_stream` (work not ordered inside the caller's stream: outputs unfinished when the call
-returns, or inputs read before they were ready), `output_aliased` (an input's memory, or an
-earlier output's, returned as the output), `modifies_inputs`, `output_cached` (the previous
-right answer again, for new or changed inputs), `monkey_patch` (timers, synchronize, the seed,
-torch ops or harness functions replaced), `reads_reference`, `calls_library` and
-`no_kernel_launched` (the kernels seen launched: harness/check/kernel_watch.py),
-`reference_tampered`. A reference whose outputs are mostly zero or constant is reported as
-`weak_reference`, and the candidate is also checked on scaled inputs where those make the
-reference's outputs informative; where none does, the candidate is not verified (the reference
-cannot tell a correct kernel from a constant one). `recheck()` runs one more trial after
-timing."""
+Expected outputs and comparisons live in the clean reference process, where no candidate code
+runs; this process holds only the candidate's inputs and outputs. Inputs are filled behind a
+stream gate, outputs poisoned with NaN, and hacks are named only on runtime evidence."""
 
 from __future__ import annotations
 
@@ -121,20 +93,12 @@ def _layout(actual: list, expected: ExpectedFacts, device: torch.device) -> str 
 
 
 class Verifier:
-    """Runs the trials against one reference and collects mismatches, hacks and warnings.
-    `recheck()` repeats one trial after timing, so a candidate that behaves only for its
-    first calls is caught too. `oracle`: the session holding the expected outputs, `facts`:
-    what it said when it opened (its seeds, the reference's habits); `reference`: the
-    reference as loaded in this process (the one the candidate could reach). `seconds`: where
-    the time went (gate: the stream gate's calibration and sizing call; calls: the candidate's
-    guarded calls, until the device is idle; checks: comparisons and the checks on inputs and
-    outputs; watch: the call whose launched kernels were watched; sets: each trial's sets
-    taken from the oracle and released, a round trip to the clean process unless they were
-    handed over ahead). Of the gate's time: gate_calibration (the spin kernel's speed, once
-    per process), gate_wait (the sizing call's set, and the device idle before the call: the
-    sets made ahead may still be on it) and gate_call (the sizing call, until the device is
-    idle); the rest checks its outputs. `kernel_watch`: how the watched call is watched
-    (through torch.profiler alone when not given)."""
+    """Runs the trials against one reference and collects mismatches, hacks and warnings;
+    `recheck()` repeats one trial after timing, catching a candidate that behaves only at first.
+    `oracle`: the session holding the expected outputs; `facts`: what it said when it opened;
+    `reference`: the reference as loaded here. `seconds`: where the time went, by phase (gate,
+    calls, checks, watch, sets). `kernel_watch`: how the watched call is watched (torch.profiler
+    when not given)."""
 
     def __init__(
         self,
@@ -451,11 +415,9 @@ class Verifier:
     def _explain_mismatch(
         self, seen: list, expected: ExpectedFacts, seed: int, reuse_inputs: bool, real: list
     ) -> None:
-        """Name the hack behind a mismatch where the evidence shows one. The same tensors
-        twice: right when the GPU was idle before and after the call, but wrong behind the gate
-        with stale contents: its kernels don't wait for the caller's stream. (The same tensors,
-        so a cache keyed on them answers both calls alike.) Otherwise, the previous call's
-        right answer again: a cache; an output wrong every time, zeros say, is just wrong."""
+        """Name the hack behind a mismatch where the evidence shows one: right on the same tensors
+        with the GPU idle but wrong behind the gate, its kernels don't wait for the caller's
+        stream; the previous call's right answer again is a cache. Otherwise it is just wrong."""
         same = copied(real)
         idle = self._idle_call(same)
         right_when_idle = idle is not None and self._matches(idle, expected, seed)

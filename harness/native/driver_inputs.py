@@ -1,12 +1,7 @@
-"""What the native driver needs to repeat run_once's launch of a plain target: the same seeded
-input tensors and the model's parameters as bytes in one data file, and the spec saying what
-each launcher parameter receives (harness/native/native_driver.py). Worker side: imports torch.
-
-The arguments come from plain_launch, as they do for the ctypes call run_once makes: the
-reference's inputs under run_once's seed (PROFILE_SEED), its parameters and buffers in
-`state_dict` order, outputs sized from its outputs on the probe inputs, scalars by name, so the
-profiled launch is the verified kernel's workload.
-"""
+"""What the native driver needs to repeat run_once's launch of a plain target: the seeded inputs and
+the model's parameters as bytes in one data file, and the spec of what each launcher parameter
+receives, taken from plain_launch as run_once's ctypes call does, so the profiled launch is the
+verified kernel's workload. Worker side: imports torch."""
 
 from __future__ import annotations
 

@@ -27,10 +27,8 @@ from kernelblaster.settings import Settings
 
 def build_driver_ahead(target: Target, settings: Settings) -> None:
     """Compile the native driver of a plain target's launcher into the build cache beside the
-    target's own build (harness/worker/serve.py), where the profile or the sanitizer run will
-    use it: they then take it from the cache instead of compiling it after verification and
-    timing (1.9 s of nvcc on an H100's host, the first time a launcher signature is driven with
-    a cache). Nothing where the driver can't drive the launcher: its user says why."""
+    target's own build, so the profile or sanitizer run finds it there instead of compiling after
+    timing (1.9 s on an H100's host). Nothing where the driver can't drive the launcher."""
     if target.kind != "plain":
         return
     try:

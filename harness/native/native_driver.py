@@ -1,19 +1,8 @@
-"""The native driver ncu profiles for plain-CUDA targets instead of run_once (and
-compute-sanitizer watches, with the `native_sanitizer_driver` setting): a small C++
-program (native_driver.cpp) that dlopens the target's library, fills device buffers from a file
-the worker wrote, calls the launcher once and exits. Under ncu it costs ncu's own start-up
-(~2.5 s) where run_once, a Python + torch process, costs ~7 s.
-
-A C call needs the callee's type at compile time, so the driver is compiled once per launcher
-signature (the C types of its parameters, not their names or dtypes: every pointer is passed as
-`void*`), by nvcc through the build cache (harness/build/nvcc.py): the generated source's content is
-the signature, so the cache keys the executable by signature and compiler. What varies per call
-(library, symbol, buffer sizes, scalar values) is in the spec file (`DriverSpec`) the driver
-reads.
-
-Extension, KernelBench and standalone targets are profiled and sanitized as before (run_once,
-or the program itself). The command that runs the driver is driver_run.py's.
-"""
+"""The native driver ncu profiles for plain-CUDA targets instead of run_once (and compute-sanitizer
+watches, with `native_sanitizer_driver`): a small C++ program that dlopens the library, fills
+buffers from a file, calls the launcher once and exits, ~2.5 s under ncu where run_once costs ~7
+s. A C call needs the callee's type at compile time, so it is compiled per launcher signature,
+through the build cache; the rest is read from the spec file (`DriverSpec`)."""
 
 from __future__ import annotations
 

@@ -1,33 +1,9 @@
-"""The quick profile's counters collected inside the worker with CUPTI (issue 14): no process
-started under ncu (7-12 s on an H100 through run_once, ~3 s through the native driver); the
-kernel replayed in place in the worker's warm CUDA context. Worker side: imports torch.
-
-For a plain target (an `extern "C"` launcher), a torch extension's entry or a KernelBench
-solution's model:
-1. the call run_once makes (harness/run_once.prepare_call): the reference's inputs under
-   PROFILE_SEED, its parameters, outputs shaped like its outputs. Outputs are not NaN-filled:
-   every kernel launched inside the profile is profiled, the fill's too;
-2. one warm-up call outside the profile: the module loads (lazily, at its first launch) and
-   the call's first-call costs stay out of the counters;
-3. one profiled call, L2 flushed before it (ncu flushes the caches before each pass): CUPTI's
-   Range Profiler, auto range (one range per kernel launch, so every launch of the launcher
-   gets its own values), kernel replay (CUPTI replays each kernel in place, once per pass of
-   the metric schedule). `replay="user"` instead calls the launcher once per pass, L2 flushed
-   before each: what to use if kernel replay's passes read warm caches;
-4. each launch of the target's own kernels (ncu's `-k` filter: the bare function name) becomes
-   a KernelProfile with the counters by ncu's names, the launch statistics and occupancy
-   computed from the recorded launch (harness/analysis/counter_metrics.py), and no ncu rules or
-   source markers, so `classify_report` reads it as it reads a quick ncu report. The torch ops an
-   extension or a solution runs besides are launched and measured too, and left out here.
-
-Targets it refuses (`counters_failed`, to be profiled through ncu): standalone programs (a
-process of their own, not a call), and calls of more than MAX_LAUNCHES kernel launches. It
-also fails, and ncu profiles, where torch.profiler ran in the worker before it (verification's
-kernel watch falls back to it for CUDA graphs, harness/check/kernel_watch.py): kineto then keeps
-CUPTI's one callback subscriber per process, and the launches go unrecorded. Launches with
-thread-block clusters are profiled, but occupancy.py does not model clusters: their occupancy
-limits are those of the blocks alone.
-"""
+"""The quick profile's counters collected inside the worker with CUPTI (issue 14): no process under
+ncu (3-12 s), each kernel replayed in place after a warm-up call, L2 flushed. Each launch of the
+target's kernels becomes a KernelProfile with ncu's metric names, read like a quick ncu report.
+Refused, for ncu instead (`counters_failed`): standalone programs, over MAX_LAUNCHES launches,
+and a worker where torch.profiler ran first (kineto keeps CUPTI's one subscriber). Occupancy
+ignores thread-block clusters. Worker side: imports torch."""
 
 from __future__ import annotations
 
@@ -86,12 +62,9 @@ def _no_progress(*_) -> None:
 
 
 def warm_up(settings: Settings) -> None:
-    """What every in-process profile of this process starts with, done ahead: the counter
-    library found in the build cache (compiled by nvcc on first use, seconds) and loaded, and
-    CUPTI's profiler set up for COUNTER_METRICS on the GPU's context (`library.prepare`, kept
-    for the next call). The worker runs it in a thread while nvcc builds the candidate; the
-    profile then finds all of it done. What fails here is met again, and reported, by
-    `collect_counters`."""
+    """What every in-process profile here starts with, done ahead while nvcc builds: the counter
+    library built and loaded, and CUPTI's profiler set up for COUNTER_METRICS. What fails here is
+    met again, and reported, by `collect_counters`."""
     library, toolkit = cupti.build_library(settings)
     if not library.ok or library.artifact is None or toolkit is None:
         return

@@ -1,37 +1,10 @@
 """Run Nsight Compute (`ncu`) on a program and say clearly why it failed when it does.
 
-Two depths, chosen by `--section` identifiers (ncu 2025.x; `ncu --list-sections` lists them):
-
-quick — every save. What the classifier needs to name a bottleneck:
-    SpeedOfLight            SM / memory / DRAM / L1 / L2 throughput, duration
-    LaunchStats             grid, block, registers, shared memory, waves; small-grid, tail rules
-    Occupancy               theoretical and achieved occupancy, per-resource block limits
-    WarpStateStats          stall reasons (cycles per issued instruction), active threads per warp
-    SchedulerStats          issue-slot utilization
-    SourceCounters          per-line markers (uncoalesced accesses, stall hot spots): the
-                            line diagnostics shown on save
-  plus QUICK_METRICS: pipe utilizations (which pipe a compute-bound kernel saturates), bytes
-  used per global sector (coalescing) and shared-memory bank conflicts, so the commonest
-  findings appear without the full pass. Only metrics every GPU since Volta has: ncu refuses
-  the whole run over one unknown metric; QUICK_METRICS_BY_ARCH adds those of one
-  architecture when the GPU's is known (Hopper's wgmma tensor-pipe utilization). Headroom at
-  this depth is DRAM bandwidth and the tensor pipe.
-
-full — on request and before optimizing: the quick sections and
-    ComputeWorkloadAnalysis     pipe utilization
-    InstructionStats            instruction mix (fused vs non-fused FP32)
-    MemoryWorkloadAnalysis      memory throughput, hit rates, register spilling
-    MemoryWorkloadAnalysis_Chart, MemoryWorkloadAnalysis_Tables
-                                per-unit traffic; access-pattern and bank-conflict rules
-    SourceCounters              sampled stalls and uncoalesced accesses per source line
-                                (with `--import-source yes` and a `-lineinfo` build)
-    SpeedOfLight_RooflineChart  achieved FP32/FP64 FLOP/s against peak
-    SpeedOfLight_HierarchicalTensorRooflineChart  achieved tensor-core FLOP/s against peak
-    WorkloadDistribution        load balance across SMs and memory units
-
-Every run uses `--clock-control none` so times match un-profiled runs, `--print-units base`, and
-`--target-processes all` (a Python reference or launcher may start the kernels in a child).
-"""
+Two depths, by `--section`: quick on every save (what the classifier needs to name a bottleneck,
+plus QUICK_METRICS), full on request and before optimizing (with the hierarchical roofline's L1
+and L2 bytes: ncu_metrics.CACHE_ROOFLINE). Every run uses `--clock-control none` so times match
+un-profiled runs, and `--target-processes all` (a Python launcher may start the kernels in a
+child)."""
 
 from __future__ import annotations
 
@@ -65,6 +38,9 @@ QUICK_SECTIONS: list[str] = [
     "SourceCounters",
 ]
 
+# Pipe utilizations, bytes per global sector and shared-memory bank conflicts, so the commonest
+# findings need no full pass. Only metrics every GPU since Volta has: ncu refuses the whole run
+# over one unknown metric (QUICK_METRICS_BY_ARCH adds an architecture's own).
 QUICK_METRICS: list[str] = [
     "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
     "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active",
@@ -262,14 +238,9 @@ _MILESTONES: list[tuple[str, str]] = [
 
 
 class NcuClock:
-    """Where an ncu run's wall time goes, from when its own lines arrive (it writes them as it
-    goes: its progress dots are meant for a terminal): `ncu_to_connected`, ncu's start and the
-    target's until ncu's injection connects to it; `ncu_to_first_kernel`, the target's own work
-    before ncu starts profiling its first kernel (a Python target's imports, its inputs, the
-    module's load); `ncu_kernels`, from there until the target is done (the kernels' replay
-    passes, the target's exit); `ncu_exit`, ncu's last work after that (the report written).
-    A line that never came (ncu failed early) leaves its phase and the ones before it out of
-    the split; what they took is then in the next phase that has its line."""
+    """Where an ncu run's wall time goes, timed by when its own lines arrive (`_MILESTONES`): start
+    until connected, the target's work before its first kernel, the kernels' replay passes, and
+    ncu's exit. A line that never came leaves its phase out; its time is in the next one."""
 
     def __init__(self) -> None:
         self._began = time.perf_counter()

@@ -1,17 +1,8 @@
 """Profiling a checked target with Nsight Compute, in the worker, filtered to the target's own
-kernels. The process ncu runs depends on the target's form:
-
-- plain CUDA, with the `native_profile_driver` setting (on by default since its GPU
-  comparison passed on an H100; otherwise run_once): the native driver
-  (harness/native/native_driver.py), a small C++ program that calls the launcher once on
-  run_once's seeded inputs, which the worker writes to a file (compiled beside the target's
-  build, `build_driver_ahead`). ncu then starts
-  no Python, torch or second CUDA context (about 3 s under ncu on an H100, where run_once takes
-  about 7). Where the driver can't be built or can't set the call up, run_once instead, with
-  the reason logged and kept in the report (`fallback_reason`);
-- torch extensions and KernelBench solutions: run_once (they are called through torch);
-- standalone programs: the program itself.
-"""
+kernels. ncu runs the native driver for plain CUDA (`native_profile_driver`; no Python or torch,
+~3 s instead of ~7 s on an H100), falling back to run_once with the reason kept
+(`fallback_reason`); run_once for extensions and KernelBench solutions; standalone programs
+themselves."""
 
 from __future__ import annotations
 
@@ -67,10 +58,8 @@ def profile_target(
     else:
         work_dir = settings.cache_folder("profile", hashlib.sha256(bytes(source)).hexdigest()[:16])
     names = kernels or kernel_names(source)
-    # Where the profile's seconds go (ProfileReport.phase_seconds): ncu's runs (run_ncu's
-    # split, summed when the driver's run is followed by run_once's), the program's set-up
-    # before them (`ncu_prepare`: the driver's build and its inputs, or run_once's spec), and
-    # reading the report (`ncu_read`).
+    # Where the profile's seconds go (ProfileReport.phase_seconds): ncu's runs, the set-up before
+    # them (`ncu_prepare`) and reading the report (`ncu_read`).
     seconds: dict[str, float] = {}
 
     def profile(command: list[str]) -> tuple[Path | None, HarnessError | None]:

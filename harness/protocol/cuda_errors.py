@@ -11,6 +11,10 @@ _DEVICE_FAULTS = (
     "illegal instruction",
     "out of bounds",
 )
+DEVICE_FAULT_FIX = (
+    "An index went out of bounds or a pointer was misaligned. Check the bounds guards; "
+    "`kernelblaster check --sanitize` runs compute-sanitizer to find the line."
+)
 OUT_OF_MEMORY_FIX = (
     "Make get_inputs() smaller (fewer or smaller tensors), free memory the kernel allocates for "
     "itself, or run on a GPU with more memory; other processes on the GPU count too "
@@ -18,19 +22,24 @@ OUT_OF_MEMORY_FIX = (
 )
 
 
+def device_fault(text: str) -> str | None:
+    """The first line of `text` naming a device fault of the kernel's, if one does."""
+    return next(
+        (line.strip() for line in text.splitlines() if any(f in line for f in _DEVICE_FAULTS)),
+        None,
+    )
+
+
 def error_from_exception(exc: BaseException, *, kernels: set[str]) -> HarnessError:
     text = str(exc)
     first_line = text.splitlines()[0][:300] if text else ""
     kernel = next(iter(kernels)) if len(kernels) == 1 else None
-    if any(fault in text for fault in _DEVICE_FAULTS):
+    if device_fault(text) is not None:
         where = f" in kernel {kernel}" if kernel else f" in one of {', '.join(sorted(kernels))}"
         return HarnessError(
             kind="illegal_memory_access",
             message=f"The kernel faulted{where}: {first_line}",
-            fix=(
-                "An index went out of bounds or a pointer was misaligned. Check the bounds "
-                "guards; `kernelblaster check --sanitize` runs compute-sanitizer to find the line."
-            ),
+            fix=DEVICE_FAULT_FIX,
             kernel=kernel,
         )
     if "out of memory" in text.lower():  # e.g. cudaErrorMemoryAllocation from a launcher

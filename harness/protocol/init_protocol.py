@@ -1,8 +1,5 @@
-"""`init`'s records, shared by the loop that writes a first kernel (agents/loop/init_kernel.py), the
-CLI and the language server: the server sends an InitRequest to the agents worker
-(`python -m kernelblaster.agents.optimize_worker`, which also takes OptimizeRequests) and reads
-InitProgress lines, then exactly one InitResult. Torch-free and free of the LLM stack, so the
-language server can import it."""
+"""`init`'s records: an InitRequest to the agents worker, InitProgress lines back, then one
+InitResult. Torch-free and LLM-free, so the language server can import it."""
 
 from __future__ import annotations
 
@@ -35,9 +32,8 @@ class InitResult(msgspec.Struct, kw_only=True, tag="result"):
     estimated_tokens: bool = False  # the endpoint sent no usage: characters / 4
     failures: list[str] = []  # one line per rejected reply, in order
     error: str | None = None  # why there is no verified kernel, with the last error
-    # What stopped it: "attempts" (the budget ran out), "llm" (the endpoint failed; its kind
-    # in llm_error), or the harness's error kind when the environment or the problem is at
-    # fault (no_gpu, out_of_memory, bad_reference, ...).
+    # What stopped it: "attempts" (budget spent), "llm" (the endpoint failed: `llm_error`), or the
+    # harness's error kind where the machine or the problem is at fault (no_gpu, bad_reference).
     error_kind: str | None = None
     llm_error: str | None = None
     written: str | None = None  # where the verified file was saved, by whoever saved it

@@ -1,15 +1,8 @@
-"""The optimize worker's protocol, shared by the loop, the worker, the CLI and the language server.
-
-`python -m kernelblaster.agents.optimize_worker` reads one OptimizeRequest as JSON on stdin and
-writes JSON lines: any number of OptimizeProgress, then exactly one OptimizeResult. The caller
-may kill it at any time; the KB keeps every attempt recorded up to then. (The same worker also
-takes `init`'s InitRequest, harness/protocol/init_protocol.py: requests are told apart by their
-"type".)
-
-The loop (agents.loop.run_optimization) takes the OptimizeRequest and returns the OptimizeResult
-itself: the worker writes it as it is, the server and `kernelblaster optimize --json` read it as
-it is. Each of its OptimizeSteps is also what the KB's Attempt row is made from. Torch-free and
-free of the LLM stack, so the language server can import it."""
+"""The optimize worker's protocol, shared by the loop, the worker, the CLI and the language server:
+one OptimizeRequest on stdin, then OptimizeProgress lines and exactly one OptimizeResult. The
+caller may kill the worker at any time; the KB keeps every attempt recorded so far. The loop
+returns the OptimizeResult itself, passed on as it is, and each OptimizeStep is what the KB's
+Attempt row is made from. Torch-free and free of the LLM stack, for the server."""
 
 from __future__ import annotations
 
@@ -30,11 +23,13 @@ class OptimizeRequest(msgspec.Struct, kw_only=True, tag="optimize"):
     depth: int = 3
     top_k: int = 3
     seed: int | None = None
-    # The selection (kb.ranking.select, agents/loop/choice.py), tuned with bench/learning_tune.py
-    # on the H100 learning table (docs/learning.md): greedy, and never
-    # the same failure twice on one kernel; the UCB bonus never helped there.
+    # The selection (kb.ranking.select): the best prediction first, never the same failure twice on
+    # one kernel, and on a revisited kernel the technique most likely to beat the run's fastest
+    # kernel (docs/learning.md).
     temperature: float = 0.0  # of the weighted random top-k selection; 0: the best first
-    exploration: float = 0.0  # its UCB bonus for techniques tried less
+    # the prediction's uncertainty the expected improvement integrates over, in its standard
+    # deviations (1: as predicted); 0: the best prediction on every visit
+    exploration: float = 1.0
     avoid_failed: bool = True  # skip techniques that already failed on a step's starting kernel
     # New techniques asked of the LLM at most, at once, for a state the KB has none left for
     # (agents/policy/proposals.py); 0: never propose.
@@ -60,11 +55,10 @@ class LaunchedKernel(msgspec.Struct, kw_only=True):
 
 
 class Span(msgspec.Struct, kw_only=True):
-    """One interval of a step on the wall clock (time.time() seconds, comparable between the
-    threads and processes of one host): waiting for the LLM, or holding a GPU for a candidate's
-    evaluation. Rollouts that run at once show here how their LLM waits and GPU work overlap.
-    "cpu": work that needs no GPU to itself, run beside the rest (the baselines' torch.compile
-    compilation, agents/kernelbench/baselines.py)."""
+    """One interval of a step on the wall clock (time.time(), comparable across one host's
+    processes): waiting for the LLM, holding a GPU for an evaluation, or "cpu" work beside them
+    (the baselines' compilation). Concurrent rollouts' spans show how LLM waits and GPU work
+    overlap."""
 
     kind: Literal["llm", "gpu", "cpu"]
     start: float
@@ -73,14 +67,11 @@ class Span(msgspec.Struct, kw_only=True):
 
 
 class PhaseTimes(msgspec.Struct, kw_only=True):
-    """Where the wall time of a step (or of a run's own work besides its steps) went, in
-    seconds. `llm_wait` and `soft_verify` are the LLM's; everything else is the harness's and
-    the loop's own. The harness parts are the worker's measurements of its runs, summed over
-    every candidate the step had checked (a lowering retry is a second candidate):
-    `evaluation` is those runs end to end from the GPU being granted (a spare worker's hand-off,
-    the parts below, the pipe), `gpu_queue` the wait for the GPU while other rollouts'
-    candidates held it. `reference` is the reference side's time not hidden behind the build
-    (agents/loop/evaluation.py says how each part is read)."""
+    """Where the wall time of a step (or of a run's own work besides its steps) went, in seconds.
+    `llm_wait` and `soft_verify` are the LLM's, the rest the harness's and the loop's, summed
+    over every candidate the step checked. `evaluation`: those runs from the GPU being granted;
+    `gpu_queue`: the wait for it; `reference`: the reference side's time not hidden behind the
+    build (agents/loop/evaluation.py reads each part)."""
 
     llm_wait: float = 0.0  # the lowering agent's replies, every retry's
     gpu_queue: float = 0.0
@@ -96,10 +87,8 @@ class PhaseTimes(msgspec.Struct, kw_only=True):
     soft_verify: float = 0.0  # the soft verifier's LLM call
     policy_update: float = 0.0  # the policy update's LLM calls (a run's, not a step's)
     kb_write: float = 0.0
-    # The worker's finer seconds inside the phases above, by name, summed like them: the
-    # check's own (CheckResult.phase_seconds: e.g. verify_setup, clean_reference_wait, the
-    # baselines' baselines_eager and baselines_compile) and ncu's (ncu_prepare,
-    # ncu_to_connected, ncu_to_first_kernel, ncu_kernels, ncu_exit, ncu_read: harness/profile/)
+    # The worker's finer seconds inside the phases above, by name, summed like them: the check's
+    # (CheckResult.phase_seconds) and ncu's (harness/profile/).
     parts: dict[str, float] = {}
     spans: list[Span] = []
 

@@ -1,15 +1,7 @@
-"""Child processes that leave nothing behind.
-
-The rule: a worker leads its own process group (its clients start it with
-`start_new_session`), and everything it starts — nvcc and the cicc/ptxas/gcc it runs, ncu and
-the program it profiles, compute-sanitizer, a standalone program — stays in that group. So
-killing the worker's group ends the whole tree at once, whoever kills it: a cancel, a newer
-save, a timeout, the server's shutdown. A tool that overruns its own timeout inside the worker
-is ended with its descendants (`kill_tree`), and a worker whose parent dies without killing it
-(the CLI taking a SIGKILL) ends its own group (`exit_with_parent`).
-
-Torch-free: the CLI, the server and the workers all import this.
-"""
+"""Child processes that leave nothing behind. A worker leads its own process group and all it starts
+(nvcc, ncu and its program, compute-sanitizer) stays in it, so killing the group ends the whole
+tree. `kill_tree` ends an overrunning tool with its descendants; `exit_with_parent` ends a worker
+whose parent died without killing it."""
 
 from __future__ import annotations
 
@@ -89,11 +81,10 @@ def run_tool(
     merge_stderr: bool = True,
     on_output: Callable[[str], None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run a tool to completion. With `merge_stderr`, its stdout holds stdout and stderr in the
-    order the tool wrote them; `on_output` (only with it) hears that output as it comes, in
-    the pieces the pipe delivers (e.g. to time the tool's own progress lines). On timeout
-    (subprocess.TimeoutExpired, with the output so far) or any interruption, the tool and
-    everything it started are killed before the exception leaves."""
+    """Run a tool to completion. With `merge_stderr` its stdout holds both streams in the order
+    written, and `on_output` hears it as the pipe delivers it. On timeout
+    (subprocess.TimeoutExpired, with the output so far) or any interruption, the tool and all it
+    started are killed before the exception leaves."""
     if on_output is not None and not merge_stderr:
         raise ValueError("run_tool: on_output hears the merged output only")
     process = subprocess.Popen(
@@ -163,9 +154,8 @@ def _run_streaming(
 
 
 def exit_with_parent() -> None:
-    """In a worker: when the process that started it goes away without killing it, or it is
-    sent SIGTERM, end the worker's own group (itself included), so an editor or CLI that dies
-    abruptly leaves no compiler or kernel running."""
+    """In a worker: end the worker's own group (itself included) when its parent goes away without
+    killing it, or on SIGTERM, so an editor or CLI that dies abruptly leaves nothing running."""
     # The client names itself: a parent that died before this line ran is already gone.
     parent = int(os.environ.get(PARENT_ENV, os.getppid()))
 

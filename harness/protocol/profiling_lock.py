@@ -1,15 +1,6 @@
-"""One GPU profile at a time: a lock every profile of ours holds, whichever process takes it.
-
-Nsight Compute and CUPTI's profiler each take the GPU's performance-monitor hardware for the
-whole of a profile. A second profile begun meanwhile fails in the driver ("Profiling failed
-because a driver resource was unavailable"), on the same GPU and, as seen on an H200 pair, on
-another GPU of the host. Two servers, a server and `kernelblaster optimize`, or a worker's
-in-process counters and another worker's ncu all meet that, so ncu's runs (harness/profile/ncu.py)
-and the in-process counters (harness/profile/counters.py) hold this lock: an flock, released by the
-kernel when its holder exits or is killed, on a file in the user's own cache (not the configured
-`cache_dir`: two projects with their own caches share the GPU all the same). Another user's
-profiles, or other tools', are not seen by it; the driver's refusal then says so
-(ncu.classify_ncu_failure: `profiler_busy`)."""
+"""One GPU profile at a time across processes: an flock that ncu runs and the in-process counters
+hold, since a second profile fails in the driver even on another GPU of the host. It lives in the
+user's cache, not `cache_dir`, as projects with their own caches share the GPU."""
 
 from __future__ import annotations
 
@@ -24,8 +15,7 @@ import platformdirs
 from kernelblaster.folders import made_folder
 from kernelblaster.harness.protocol.records import HarnessError
 
-# The lock is the user's whatever cache_dir says (two projects share one GPU): only
-# XDG_CACHE_HOME moves it.
+# Only XDG_CACHE_HOME moves the lock; `cache_dir` does not.
 _LOCK_FIX = "Set XDG_CACHE_HOME to a folder you can write (the profiling lock is per user)"
 
 

@@ -1,7 +1,6 @@
-"""The JSON-lines channel from a worker process to its parent, on fd 1.
-
-Claiming it moves everything else that would print to stdout (user Python code, a C printf in
-a launcher, a library's banner) to stderr, so nothing can corrupt the protocol."""
+"""The JSON-lines channel from a worker process to its parent, on fd 1. Claiming it moves everything
+else that would print to stdout (user code, a launcher's printf, a library's banner) to stderr, so
+nothing can corrupt the protocol."""
 
 from __future__ import annotations
 

@@ -22,8 +22,7 @@ ErrorKind = Literal[
     "ncu_replay_failed",
     # another profiler held the GPU's performance counters (harness/protocol/profiling_lock.py)
     "profiler_busy",
-    # the in-process counters (harness/profile/counters.py) could not be collected: profile through
-    # ncu
+    # the in-process counters (harness/profile/counters.py) failed: profile through ncu
     "counters_failed",
     "build_failed",
     "no_reference",
@@ -40,20 +39,19 @@ ErrorKind = Literal[
     "out_of_memory",
     # a folder KernelBlaster writes to could not be made or written (kernelblaster/folders.py)
     "setup_path",
-    # compute-sanitizer is not installed where settings say, or could not run to its verdict
-    # (it exited without a report, ran past its limit, or its worker died): not a verdict on the
-    # kernel, which is then "not checked for memory errors"
+    # compute-sanitizer is missing or could not reach a verdict: not a verdict on the kernel, which
+    # is then "not checked for memory errors"
     "sanitizer_missing",
     "sanitizer_failed",
     # the harness's own code failed where no candidate code runs: a bug of KernelBlaster
     "internal",
-    # a Python package KernelBlaster needs (not torch) is not importable in the worker's
-    # interpreter: an install problem, never the kernel's
+    # a Python package we need (not torch) is not importable in the worker: an install problem,
+    # never the kernel's
     "dependency_missing",
 ]
 
-# The error kinds the user fixes in their setup (the machine, its tools, the kernel's pairing
-# with its reference), not in their program: the editor shows them as `setup` diagnostics.
+# Error kinds fixed in the setup (the machine, its tools, the kernel's pairing with its reference),
+# not in the program: the editor shows them as `setup` diagnostics.
 SETUP_ERROR_KINDS: frozenset[ErrorKind] = frozenset(
     {
         "nvcc_missing",
@@ -78,9 +76,8 @@ SETUP_ERROR_KINDS: frozenset[ErrorKind] = frozenset(
 EXPECTED_ERROR_KINDS: frozenset[ErrorKind] = frozenset(
     {"no_gpu", "no_driver", "no_reference", "ncu_missing"}
 )
-# The error kinds that say this machine can run no kernel at all (or the user stopped): a batch
-# of problems stops instead of failing every one alike (a folder of the cache that can't be
-# made fails every build).
+# Error kinds that say this machine can run no kernel at all (or the user stopped): a batch stops
+# instead of failing every problem alike.
 MACHINE_ERROR_KINDS: frozenset[ErrorKind] = frozenset(
     {
         "no_gpu",
@@ -118,9 +115,8 @@ class SourceDiagnostic(msgspec.Struct, kw_only=True):
     severity: Severity
     message: str
     code: str | None = None  # e.g. nvcc's "20039-D", or a finding id
-    # Where the tool reported it when that is another file (a header) than the source built:
-    # `file` and `line` are then the source's line that leads there (the #include, or the
-    # instantiation of the header's template), and the message starts with this position.
+    # Where the tool reported it, when that is another file (a header): `file` and `line` are then
+    # the source's line that leads there (the #include, the template's instantiation).
     reported_at: SourcePosition | None = None
     # What to do about it, for a failure whose remedy is known (harness/build/fix_hints.py).
     fix: str = ""
@@ -147,9 +143,8 @@ class KernelResources(msgspec.Struct, kw_only=True):
 
 
 class BuildStep(msgspec.Struct, kw_only=True):
-    """One compiler run of a build made in parts (several sources): a source compiled to its
-    own object, or the link of those objects. Each is cached on its own, so an edit recompiles
-    only the source it touched."""
+    """One compiler run of a build made in parts: a source compiled to its own object, or the link.
+    Each is cached on its own, so an edit recompiles only the source it touched."""
 
     what: str  # the source compiled, or "link"
     artifact: str | None = None  # the object or linked file (in the build cache)
@@ -254,9 +249,8 @@ SanitizerStatus = Literal["passed", "failed", "not_run"]
 
 
 class SanitizerRun(msgspec.Struct, kw_only=True):
-    """compute-sanitizer's run on a kernel (`check --sanitize`; an optimize run's best
-    candidate): what it says, which tools ran, on which inputs (harness/check/sanitizer_inputs.py),
-    in how many seconds."""
+    """compute-sanitizer's run on a kernel (`check --sanitize`; an optimize run's best candidate):
+    its verdict, the tools that ran, on which inputs, in how many seconds."""
 
     status: SanitizerStatus
     reason: str = ""  # failed: what it found; not_run: why it could not run
@@ -356,10 +350,9 @@ class ProfileReport(msgspec.Struct, kw_only=True):
     report_path: str | None = None
     kernels: list[KernelProfile] = []
     seconds: float = 0.0
-    # The process ncu ran: a plain target's native driver, run_once (other callable targets, or
-    # a plain one whose driver could not run: `fallback_reason` says why), or the program;
-    # "in_process" for counters collected with CUPTI inside the worker, without ncu
-    # (harness/profile/counters.py); None for a report read on its own (`kernelblaster analyze`).
+    # The process profiled: a plain target's native driver, run_once (`fallback_reason` says why,
+    # for a plain target), or the program; "in_process" for CUPTI counters in the worker; None for a
+    # report read on its own (`kernelblaster analyze`).
     program: ProfiledProgram | None = None
     fallback_reason: str = ""
     # Where `seconds` went, by phase, where the profiler says (e.g. "replay", "decode").
@@ -371,8 +364,8 @@ class ProfileReport(msgspec.Struct, kw_only=True):
 
 Bottleneck = Literal["memory", "compute", "latency", "occupancy", "launch"]
 
-# Bumped whenever classification rules change, so cached states and KB rows can tell
-# which classifier produced them.
+# Bumped whenever classification rules change, so cached states and KB rows say which classifier
+# made them.
 STATE_VERSION = 4
 
 

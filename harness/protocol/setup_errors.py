@@ -1,8 +1,6 @@
-"""Setup errors of the machine rather than of the user's kernel, with their fixes: PyTorch in the
-worker's interpreter (with the install command for that interpreter), the performance
-counters' permission, which both ncu and the in-process counters need, a folder that can't be
-made, and a failure of the harness's own code. Torch-free: the worker reports a missing torch
-without importing it."""
+"""Errors of the machine's setup, never of the user's kernel, with their fixes: PyTorch or another
+package missing from the worker's interpreter, the counters' permission, a folder that can't be
+made, a failure of our own code. Torch-free, so the worker can report a missing torch."""
 
 from __future__ import annotations
 
@@ -52,8 +50,8 @@ WITHOUT_A_GPU = (
 
 
 def no_nvidia_driver(cpu_only_torch: str | None) -> HarnessError | None:
-    """This machine has no NVIDIA driver, or None. Said before a CPU-only PyTorch (its version:
-    `cpu_only_torch`), whose install fix alone would not let a kernel run here."""
+    """This machine has no NVIDIA driver, or None. Checked before a CPU-only PyTorch
+    (`cpu_only_torch`), whose install fix alone would not let a kernel run here."""
     if NVIDIA_CONTROL_DEVICE.exists():
         return None
     torch_too = (
@@ -94,8 +92,8 @@ _DISTRIBUTIONS = {
 
 
 def module_missing(exc: ModuleNotFoundError) -> HarnessError:
-    """A dependency other than torch that the worker's interpreter cannot import (an install
-    that skipped dependencies, another venv): named with the pip command for that interpreter."""
+    """A dependency other than torch that the worker's interpreter cannot import, with the pip
+    command for that interpreter."""
     if is_torch(exc):
         return torch_missing()
     module = (exc.name or str(exc)).split(".")[0]
@@ -117,9 +115,8 @@ def folder_error(exc: FolderError) -> HarnessError:
 
 
 def internal_error(exc: BaseException, *, phase: str) -> HarnessError:
-    """The harness's own code raised `exc` during `phase`, where no candidate code runs: a bug
-    of KernelBlaster (or of the machine under it), reported with its traceback, never a
-    verdict on the kernel."""
+    """The harness's own code raised `exc` during `phase`, where no candidate code runs: our bug (or
+    the machine's), reported with its traceback, never a verdict on the kernel."""
     return HarnessError(
         kind="internal",
         message=f"KernelBlaster's harness failed during {phase}: {type(exc).__name__}: {exc}. "

@@ -1,22 +1,9 @@
-"""The one worker client: start a worker process, send one JSON request on stdin, read JSON
-lines back (progress…, result), and kill the worker's whole tree on timeout or cancellation.
+"""The one worker client: start a worker, send one JSON request, read progress lines and a result,
+and kill the worker's whole tree on timeout or cancellation.
 
-`run_worker`, the asyncio core, is generic over the two worker protocols (worker_protocol.py,
-optimize_protocol.py): the caller passes the decoder of the protocol's message union and the
-result type, and a failure raises WorkerFailed. asyncio, so the language server's event loop
-keeps answering while a worker runs. `timeout_s` is either one budget for the whole run or a
-function of the last progress message. `run_harness` runs the harness worker with its phase
-budgets and turns a failure into the response's error (worker_failures.py); `run_harness_sync`
-is the same for callers without an event loop (the CLI, the optimize loop, benches). The
-optimize worker is run by the server alone, through `run_worker`. Torch-free: every process
-kind imports it.
-
-Spare workers hide a worker's start-up (seconds: Python, the torch import, the CUDA context):
-a worker is started, and prewarms, before the request it will run exists (`SpareWorkers`).
-The language server keeps them on its event loop; callers without one open
-`keep_spare_workers()` around a run of several evaluations (the optimize loop, the KernelBench
-runner), and `run_harness_sync` takes its workers from there.
-"""
+`run_worker` is the asyncio core of both worker protocols; `run_harness` adds the harness
+worker's phase budgets, `run_harness_sync` serves callers without an event loop. Spare workers
+hide a worker's start-up (seconds: Python, torch, the CUDA context) by starting it early."""
 
 from __future__ import annotations
 
@@ -97,18 +84,14 @@ async def _spawn(
         ) from exc
 
 
-# About how long a spare takes to be ready for its request: Python, the torch import and the
-# CUDA context (~3-4 s on an H100 or H200 host), then the reference side made ahead. The pool is
-# sized with it whatever kind its spares are.
+# How long a spare takes to be ready: Python, the torch import, the CUDA context (~3-4 s on an
+# H100 or H200 host), then its reference side. Sizes the pool whatever kind its spares are.
 WARM_UP_S = 4.0
-# The same for a spare forked by the zygote: its CUDA context (~0.15 s on an H100), its
-# reference side and its clean process's (~0.3-1 s). An estimate until the spares' step marks
-# (`ahead_at_*`) of an H100 run say otherwise.
+# The same for a spare forked by the zygote (CUDA context ~0.15 s on an H100, reference sides
+# ~0.3-1 s): an estimate until an H100 run's `ahead_at_*` marks say otherwise.
 FORKED_WARM_UP_S = 2.0
-# Forked spares that died before any request came to them: none has run candidate code, so
-# such deaths say the forked workers are broken on this host (a GPU driver or library that
-# refuses a process forked from one that imported torch, say). Past this many, spares are
-# started by exec from then on, as without the zygote.
+# Forked spares that die before any request have run no candidate code, so this many deaths mean
+# forking is broken on this host: spares are then started by exec.
 FORKED_DEATHS_TO_GIVE_UP = 2
 
 
@@ -125,34 +108,13 @@ class _Spare:
 
 
 class SpareWorkers:
-    """Started workers per (GPU, command), waiting for their requests. A harness worker spends
-    seconds before its first useful instruction (Python start-up, importing torch, creating the
-    CUDA context); with KERNELBLASTER_PREWARM=<gpu index> set it does all that while it waits,
-    on the GPU the job will use, so the next request skips it. A spare that died meanwhile is
-    replaced, never used. Used from one event loop (its processes belong to that loop).
+    """Started workers per (GPU, command), waiting for their requests; with KERNELBLASTER_PREWARM
+    they import torch and make the CUDA context meanwhile. A dead spare is replaced, never used.
+    Used from one event loop.
 
-    `least` spares are kept while requests come slower than a spare warms up (WARM_UP_S); as
-    many as were taken in the last WARM_UP_S (at most `most`: each holds a CUDA context) while
-    they come faster, so that each has had about WARM_UP_S when it is taken (`wanted`: the
-    language server's saves every second or two, over several files); and when the spares left are
-    fewer than will be wanted before a request ends, `run_worker` starts the next with the
-    request (`short`). A request takes a warm spare told to expect a request like it (its
-    reference side made ahead) before any other warm one, and the oldest one otherwise.
-
-    A spare may be started while the worker it will follow still runs (`ready(after=...)`):
-    it imports torch beside that worker, but waits to touch the GPU (GPU_FREE_FD_ENV, the read
-    end of a pipe whose write end is kept here) until that worker has exited (`released`) or
-    until it is taken for a request, which the caller sends only once the GPU is the
-    request's.
-
-    A prewarming spare of the default worker command is forked by the worker zygote
-    (harness/protocol/zygote_client.py) once it has imported torch: its own start-up is then
-    its CUDA context and its reference side, instead of a Python start and a torch import
-    (~4-5 s on an H100 host, longer than saves a second or two apart leave it).
-
-    With `prewarm=False` a spare only starts Python and imports the worker's torch-free
-    modules: for builds, which must not wait for torch (the server's builds ahead of a save);
-    one is kept."""
+    How many: `least` while requests are rare, else as many as were taken in the last WARM_UP_S,
+    at most `most`. A request takes a warm spare that expects it, else the oldest. A spare
+    started beside a running worker touches the GPU only once that worker exits or it is taken."""
 
     def __init__(self, *, prewarm: bool = True, least: int = 1, most: int = 1) -> None:
         self._least = least if prewarm else 1
@@ -191,9 +153,8 @@ class SpareWorkers:
             )
             alive.remove(chosen)
             process = chosen.process
-            # Why a save was slow is often which spare it got: one still warming up, or one
-            # whose reference side was made for another file (the editing-rhythm bench reads
-            # these lines from the server's log)
+            # Which spare a save got often explains a slow save (the editing-rhythm bench reads
+            # this line from the server's log).
             _log.info(
                 "spare worker %d taken on GPU %d: %.1f s old, %s, %s; %d left; load average %.1f",
                 process.pid,
@@ -223,8 +184,8 @@ class SpareWorkers:
         return max(self._least, min(self._most, taken))
 
     def short(self, command: list[str], gpu_index: int = 0) -> bool:
-        """Whether fewer spares are left than will be wanted before the request just taken
-        ends (one more is started for it then): the next should start now."""
+        """Whether fewer spares are left than will be wanted before the request just taken ends: the
+        next should start now."""
         left = len(self._live((gpu_index, tuple(command))))
         return left < self.wanted(command, gpu_index) - 1
 
@@ -236,17 +197,14 @@ class SpareWorkers:
         *,
         after: WorkerProcess | None = None,
     ) -> None:
-        """Have as many live spares as `wanted` wait for `command` on `gpu_index` (e.g. on a
-        GPU that a run is about to use, before its first request). `hint`: environment telling
-        a prewarming spare what its request will likely be (harness/protocol/worker_protocol.py).
-        `after`: a worker still running, whose exit the spare waits for before it touches the
-        GPU."""
+        """Have `wanted` live spares wait for `command` on `gpu_index`. `hint`: environment telling
+        a prewarming spare its likely request; `after`: a running worker whose exit the spare waits
+        for before it touches the GPU."""
         key = (gpu_index, tuple(command))
         while not self._closed and len(self._live(key)) < self.wanted(command, gpu_index):
             started = await self._start(command, gpu_index, hint, after)
-            # Another request may have left them there while this one started (two rollouts on
-            # one GPU), or the spares were closed meanwhile (a request ending as its run ends):
-            # one that is nobody's would never be killed.
+            # Enough spares already (another request's, on the same GPU), or closed meanwhile:
+            # a spare that is nobody's would never be killed.
             if self._closed or len(self._live(key)) >= self.wanted(command, gpu_index):
                 self._let_go(started.pid)
                 kill_worker(started)
@@ -322,19 +280,17 @@ class SpareWorkers:
         return spare
 
     def begin_zygote(self, command: list[str]) -> None:
-        """Have the worker zygote import torch now, for spares of `command` to come (the
-        language server starts it with its session, so that the first spares are forked
-        rather than exec'd); nothing for another command or for spares that do not prewarm."""
+        """Have the worker zygote import torch now, so the first spares of `command` are forked
+        rather than exec'd; nothing for another command or for spares that do not prewarm."""
         if self._prewarm and command == default_harness_command():
             self._zygote.begin()
 
     async def _launch(
         self, command: list[str], env: dict[str, str], gpu_free: int | None = None
     ) -> WorkerProcess:
-        """A prewarming worker with `env` added to its environment (and `gpu_free`, the read
-        end of its GPU_FREE_FD_ENV pipe): forked by the zygote where `command` is the default
-        worker's and the zygote is ready (its torch import done, harness/worker/zygote.py),
-        else started by exec. The zygote is started with the first such spare."""
+        """A prewarming worker with `env` added (and `gpu_free`, its GPU_FREE_FD_ENV pipe's read
+        end): forked by the zygote for the default command once it is ready, else started by
+        exec."""
         fds = {} if gpu_free is None else {GPU_FREE_FD_ENV: gpu_free}
         if command == default_harness_command() and self.forking:
             if self._zygote.outdated:  # a new one for the new environment; the old one's
@@ -379,14 +335,10 @@ async def run_worker(
     env: dict[str, str] | None = None,
     pass_fds: tuple[int, ...] = (),
 ) -> Result:
-    """Run `request` in a worker: a spare one when `spares` is given (its working directory is
-    its caller's; workers take every path from the request), else a fresh one in `cwd`, with
-    `env` added to its environment and `pass_fds` inherited. The
-    spare that follows it gets `spare_hint` (SpareWorkers.ready). It is started once a
-    progress message satisfies `spare_from`, and touches the GPU only after this worker has
-    exited; or, with none, once the run has ended: not beside the worker while it verifies
-    and times its kernel, which would then share the CPU with a torch import. Unless requests
-    come faster than spares warm up (SpareWorkers.short): then it starts with the run."""
+    """Run `request` in a spare worker when `spares` is given, else in a fresh one in `cwd` with
+    `env` and `pass_fds`. The next spare starts once a progress message satisfies `spare_from`,
+    else when the run ends, so its torch import doesn't share the CPU with the kernel's timing;
+    where requests outpace spares (`SpareWorkers.short`), with the run."""
     process = await (
         spares.take(command, gpu_index, spare_hint)
         if spares is not None
@@ -427,7 +379,7 @@ async def _exchange(
 ) -> Result:
     """Send `request` to the started `process` and read its messages until its result."""
     budget = timeout_s if callable(timeout_s) else (lambda _message: timeout_s)
-    stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
+    stderr_tail = _StderrTail()
     stderr_reader = asyncio.create_task(_collect(process.stderr, stderr_tail))
     reaper = asyncio.create_task(_kill_leftovers_on_exit(process))
     result: Result | None = None
@@ -444,7 +396,7 @@ async def _exchange(
                 except msgspec.DecodeError as exc:
                     raise WorkerFailed(
                         f"the worker wrote a line that is not its protocol ({exc}): {line[:200]!r}",
-                        log="".join(stderr_tail),
+                        log=stderr_tail.text(),
                         phase=getattr(last, "phase", None),
                     ) from exc
                 if isinstance(message, result_type):
@@ -458,7 +410,7 @@ async def _exchange(
         seconds = budget(last)
         raise WorkerFailed(
             f"the worker ran longer than {seconds:.0f} s and was stopped",
-            log="".join(stderr_tail),
+            log=stderr_tail.text(),
             timed_out=True,
             phase=getattr(last, "phase", None),
         ) from exc
@@ -472,7 +424,7 @@ async def _exchange(
     if result is None:
         raise WorkerFailed(
             f"the worker exited ({describe_exit(returncode)}) without a result",
-            log="".join(stderr_tail),
+            log=stderr_tail.text(),
             phase=getattr(last, "phase", None),
             exit_status=describe_exit(returncode),
         )
@@ -492,17 +444,37 @@ async def _send(process: WorkerProcess, payload: bytes) -> None:
         process.stdin.close()
 
 
-async def _collect(stream: asyncio.StreamReader | None, tail: collections.deque[str]) -> None:
+class _StderrTail:
+    """The worker's last stderr lines, and the first that names a CUDA error: a process that
+    aborts on one (c10 checks a free after a device fault) prints its C++ stack after it."""
+
+    def __init__(self) -> None:
+        self.lines: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
+        self.cuda_error: str | None = None
+
+    def add(self, line: str) -> None:
+        if self.cuda_error is None and "CUDA error" in line:
+            self.cuda_error = line
+        self.lines.append(line)
+
+    def text(self) -> str:
+        tail = "".join(self.lines)
+        if self.cuda_error is not None and self.cuda_error not in self.lines:
+            return f"{self.cuda_error}[...]\n{tail}"
+        return tail
+
+
+async def _collect(stream: asyncio.StreamReader | None, tail: _StderrTail) -> None:
     if stream is None:
         return
     while line := await stream.readline():
-        tail.append(line.decode("utf-8", errors="replace"))
+        tail.add(line.decode("utf-8", errors="replace"))
 
 
 async def _kill_leftovers_on_exit(process: WorkerProcess) -> None:
-    """Once the worker itself has exited, end what it left in its group (a compile pool, a
-    program it ran): those would hold its stdout open, and a crash would be read as a hang.
-    Polls `returncode`, which the child watcher sets on exit whatever the pipes do."""
+    """Once the worker has exited, end what it left in its group: those would hold its stdout open,
+    and a crash would read as a hang. Polls `returncode`, which is set on exit whatever the pipes
+    do."""
     while process.returncode is None:
         await asyncio.sleep(0.1)
     kill_worker(process)
@@ -548,10 +520,9 @@ async def run_harness(
     env: dict[str, str] | None = None,
     pass_fds: tuple[int, ...] = (),
 ) -> WorkerResponse:
-    """The worker's response; a worker that dies or overruns a phase becomes a response with
-    an error. A worker waiting for its turn on the GPU (`WorkerProgress.wants_gpu`: the caller
-    gives it) has no budget until its next message. `env` and `pass_fds`: a fresh worker's
-    (run_worker)."""
+    """The worker's response; a worker that dies or overruns a phase becomes a response with an
+    error. A worker waiting for its GPU turn (`WorkerProgress.wants_gpu`) has no budget until its
+    next message."""
 
     def budget(last: WorkerProgress | None) -> float | None:
         if last is not None and last.wants_gpu:
@@ -585,9 +556,8 @@ def run_harness_sync(
     *,
     on_progress: Callable[[WorkerProgress], None] = lambda _: None,
 ) -> WorkerResponse:
-    """`run_harness` for callers without an event loop (the CLI, the optimize loop): in a spare
-    worker inside `keep_spare_workers()` (`on_progress` is then called from its thread), else
-    in a fresh one."""
+    """`run_harness` for callers without an event loop: in a spare worker inside
+    `keep_spare_workers()` (`on_progress` is then called from its thread), else in a fresh one."""
     kept = _kept_spares.get()
     if kept is not None:
         return kept.run_harness(request, settings, on_progress)
@@ -598,23 +568,17 @@ def run_harness_sync(
 
 
 class SpareWorkerThread:
-    """SpareWorkers for synchronous callers. asyncio subprocesses belong to the event loop that
-    started them, so `asyncio.run` per request (a new loop each time) could never keep a worker
-    waiting for the next request. This object owns one event loop, run by its own thread while
-    the object is open; callers in any thread (several rollout threads at once) submit to it
-    and block until their response. Each request still runs in a worker process of its own,
-    killed when it ends, with the same phase budgets.
-
-    `close` cancels the requests still running (their workers killed) and kills the spares;
-    after it, a request is refused rather than run in a worker nobody would kill."""
+    """SpareWorkers for synchronous callers: one event loop on its own thread (asyncio subprocesses
+    belong to their loop), to which any thread submits a request and blocks for its response.
+    After `close`, which kills running workers and spares, a request is refused."""
 
     def __init__(self, spares: SpareWorkers | None = None) -> None:
         self._loop = asyncio.new_event_loop()
         self._spares = spares if spares is not None else SpareWorkers()
         self._closed = False
         self._lock = threading.Lock()  # no request slips in while `close` runs
-        # A daemon: an owner that never closes it must not keep the interpreter from exiting
-        # (its workers watch this process and end with it, harness/protocol/processes.py).
+        # A daemon, so an owner that never closes it doesn't keep the interpreter alive (its
+        # workers end with this process anyway).
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="spare-workers", daemon=True
         )
@@ -674,10 +638,8 @@ class SpareWorkerThread:
         await self._spares.close()
 
 
-# A context variable, not a global: it follows the run into the threads started with a copy of
-# its context (the rollout threads, agents/loop/rollout_runners.py), and a thread still running
-# after its run ended finds that run's closed object instead of starting a worker that nobody
-# would end.
+# A context variable, not a global: rollout threads started with a copy of the context find the
+# run's object, and a thread outliving its run finds it closed instead of starting an orphan.
 _kept_spares: contextvars.ContextVar[SpareWorkerThread | None] = contextvars.ContextVar(
     "kernelblaster_spare_workers", default=None
 )
@@ -685,11 +647,9 @@ _kept_spares: contextvars.ContextVar[SpareWorkerThread | None] = contextvars.Con
 
 @contextlib.contextmanager
 def keep_spare_workers(spares: SpareWorkers | None = None) -> Iterator[None]:
-    """Within the block, `run_harness_sync` runs each request in a spare worker: one prewarmed
-    worker per (GPU, command), ready when a request comes and replaced as soon as it is taken,
-    so a worker's start-up overlaps with whatever the caller does between requests (an LLM
-    call, the previous evaluation); `spares`, another policy of keeping them. When the block
-    ends (normally, by an exception, Ctrl-C), every worker it started has been killed."""
+    """Within the block, `run_harness_sync` runs each request in a prewarmed spare worker, one per
+    (GPU, command) and replaced once taken, so start-up overlaps the caller's work between requests
+    (`spares`: another policy). Every worker it started is killed when the block ends."""
     kept = SpareWorkerThread(spares)
     token = _kept_spares.set(kept)
     try:
@@ -700,8 +660,8 @@ def keep_spare_workers(spares: SpareWorkers | None = None) -> Iterator[None]:
 
 
 def prewarm_harness_workers(settings: Settings, gpus: list[int]) -> None:
-    """Inside `keep_spare_workers()`, have a harness worker prewarm on each of `gpus` now (e.g.
-    the rollouts' GPUs while the original kernel is profiled); elsewhere nothing."""
+    """Inside `keep_spare_workers()`, have a harness worker prewarm on each of `gpus` now; elsewhere
+    nothing."""
     kept = _kept_spares.get()
     if kept is not None:
         kept.prewarm(settings, gpus)

@@ -1,9 +1,9 @@
-"""How a worker run fails (`WorkerFailed`: it could not start, broke the protocol, timed out or
-died), the harness worker's phase budgets, and what such a failure means for the user (a
-HarnessError with a fix), so every caller reports one shape."""
+"""How a worker run fails (`WorkerFailed`), the harness worker's phase budgets, and what a failure
+means for the user (a HarnessError with a fix), so every caller reports one shape."""
 
 from __future__ import annotations
 
+from kernelblaster.harness.protocol.cuda_errors import DEVICE_FAULT_FIX, device_fault
 from kernelblaster.harness.protocol.records import HarnessError
 from kernelblaster.settings import Settings
 
@@ -86,6 +86,17 @@ def worker_error(failure: WorkerFailed, settings: Settings) -> HarnessError:
             message=f"The {phase} phase did not finish within "
             f"{phase_timeout_s(phase, settings):.0f} s; the worker was killed.",
             fix=_timeout_advice(phase),
+            log=log,
+        )
+    cuda_errors = "\n".join(line for line in failure.log.splitlines() if "CUDA error" in line)
+    if failure.exit_status is not None and (fault := device_fault(cuda_errors)) is not None:
+        # The kernel's fault, though the worker died of it before answering (c10 aborts when
+        # a tensor is freed after one): a verdict on the kernel, as its answer would have been.
+        return HarnessError(
+            kind="illegal_memory_access",
+            message=f"The kernel faulted during {phase} ({fault[:300]}); the worker died of it "
+            f"({failure.exit_status}).",
+            fix=DEVICE_FAULT_FIX,
             log=log,
         )
     if failure.exit_status is not None:

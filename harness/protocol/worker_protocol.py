@@ -1,7 +1,5 @@
-"""The harness worker's protocol: the messages between a caller and the worker process, one
-JSON object per line (the optimize worker's are in optimize_protocol.py). Torch-free, so every
-process (the language server, the CLI, the optimize loop, the worker itself) imports it;
-`worker_client.py` is the one client that speaks both."""
+"""The harness worker's protocol: one JSON object per line between a caller and the worker.
+Torch-free, so every process imports it; `worker_client.py` is its one client."""
 
 from __future__ import annotations
 
@@ -19,23 +17,14 @@ from kernelblaster.harness.protocol.records import (
 )
 from kernelblaster.settings import Settings
 
-# The worker (`python -m kernelblaster.harness.worker`) reads one WorkerRequest as JSON on stdin
-# and writes JSON lines on stdout: any number of WorkerProgress, then exactly one WorkerResponse.
-# A profile run sends its verification and timing early, in the progress message that starts
-# the profile (`check` set), so the caller can show them while ncu runs; the WorkerResponse
-# repeats them, with the speedups over PyTorch when those were measured after the profile.
-# Where the counters are collected in the worker itself (harness/profile/counters.py), a second
-# progress message repeats the check with that profile and its states (`profile`, `states`
-# set) while ncu runs for the source lines; the WorkerResponse's profile then replaces it.
-# A progress message with `background` set then says that what follows is background work.
-# The caller may kill it at any time (cancellation, timeout); a missing WorkerResponse means
-# the worker died, which the caller reports as a crash.
+# The worker reads one WorkerRequest on stdin and writes JSON lines: any number of WorkerProgress,
+# then exactly one WorkerResponse; none means it crashed. A profile run sends its check early, so
+# the caller can show it while ncu runs. The caller may kill the worker at any time.
 
 
-# "baselines": only the reference's PyTorch baselines, eager and torch.compile, timed in the
-# worker's clean reference process (harness/check/check.py: baselines_apart); nothing of a
-# kernel is built or run. The caller starts it early and lets it wait for its turn on the GPU
-# (`WorkerProgress.wants_gpu`): torch.compile's compilation runs meanwhile, beside other work.
+# "baselines": only the reference's eager and torch.compile timings, in the clean reference process;
+# no kernel is built. It starts early and waits for its GPU turn (`WorkerProgress.wants_gpu`) so
+# torch.compile compiles meanwhile.
 WorkerTask = Literal["build", "check", "profile", "baselines"]
 
 
@@ -47,34 +36,26 @@ class WorkerRequest(msgspec.Struct, kw_only=True):
     kernels: list[str] = []  # profile only these kernel names (all of the file's when empty)
     reference: str | None = None  # overrides the reference found beside the source
     sanitize: bool = False  # also run compute-sanitizer (memcheck; racecheck with shared memory)
-    # Where the in-process counters give the quick state (harness/profile/counters.py), ncu's
-    # pass after them (its rules' estimates, the source lines) runs only for a kernel whose
-    # verified median is below this many milliseconds; None: always. The optimize loop asks
-    # for it only where the candidate's findings decide its next step (agents/loop/step.py).
+    # With in-process counters, ncu's pass (its rules' estimates, the source lines) runs only for a
+    # kernel whose verified median is below this many ms; None: always.
     ncu_below_ms: float | None = None
     source_text: str | None = None  # check this text instead of the file's (candidates)
-    # Measure the PyTorch baselines when none are cached for the reference (False: cached ones
-    # are applied, none measured: the caller measures them apart, task "baselines", and none of
-    # its checks holds up its GPU turn for torch.compile's compilation)
+    # Measure the PyTorch baselines when none are cached (False: the caller measures them apart,
+    # task "baselines", so no check holds up its GPU turn for torch.compile).
     baselines: bool = True
-    # task "build" only: build this text as if `source` held it (the editor's unsaved buffer,
-    # built ahead of its save so that the save's build is a cache hit; harness/build/nvcc.py)
+    # task "build" only: build this text as if `source` held it (the editor's unsaved buffer, built
+    # ahead so the save's build is a cache hit).
     unsaved_text: str | None = None
 
 
-# A spare worker (started before its request exists, harness/protocol/worker_client.py) is told, in
-# this environment variable, the request that ran before it, without its texts: it makes that
-# request's reference side ahead (harness/worker/reference_ahead.py), used if its own request checks
-# the same reference.
+# A spare worker is told here the request that ran before it, without its texts: it makes that
+# request's reference side ahead, used if its own request checks the same reference.
 EXPECTED_REQUEST_ENV = "KERNELBLASTER_EXPECT"
 
 
-# A spare started while the worker before it still runs (harness/protocol/worker_client.py) gets, in
-# this environment variable, the number of a pipe's read end that it inherited: it imports
-# torch meanwhile, but creates no CUDA context (nor anything after it) until that pipe's end
-# of file, which comes when the worker before it has exited or when the spare is given its
-# request. Nothing of it then runs on the GPU beside another worker's profile. A "baselines"
-# worker gets one too: its end of file is its turn on the GPU (`WorkerProgress.wants_gpu`).
+# A spare started while the worker before it runs inherits a pipe's read end, named here: it imports
+# torch meanwhile but touches the GPU only at that pipe's end of file (the worker before it exited,
+# or the spare got its request). A "baselines" worker's end of file is its GPU turn.
 GPU_FREE_FD_ENV = "KERNELBLASTER_GPU_FREE_FD"
 
 
@@ -98,20 +79,17 @@ class WorkerProgress(msgspec.Struct, kw_only=True, tag="progress"):
     # The in-process counters' profile and its states, ahead of ncu's (phase "profile").
     profile: ProfileReport | None = None
     states: list[PerfState] = []
-    # Set on the message after which the run's work is background (ncu's pass, the baselines):
-    # its interactive part (build, verification, timing, quick state) has been sent, and the
-    # caller may stop the worker for another file's save and run the request again later.
+    # Set on the message after which the work is background (ncu's pass, the baselines): the caller
+    # may stop the worker for another file's save and rerun the request later.
     background: bool = False
-    # Task "baselines": what needs no GPU to itself is done (torch.compile's compilation), and
-    # the worker now waits for the end of file of its GPU_FREE_FD_ENV pipe before it touches
-    # the GPU again: the caller closes the pipe's other end when the GPU is its turn.
+    # Task "baselines": torch.compile's compilation is done, and the worker waits for its
+    # GPU_FREE_FD_ENV pipe's end of file (the caller's go-ahead) before it touches the GPU.
     wants_gpu: bool = False
 
 
 class WorkerResponse(msgspec.Struct, kw_only=True, tag="result"):
-    """What the run produced, each part in one place. A run stops at its first failure;
-    `error` says which and why (a kernel that fails verification is a `check` result, not an
-    error)."""
+    """What the run produced, each part in one place. A run stops at its first failure, which
+    `error` names (a kernel that fails verification is a `check` result, not an error)."""
 
     build: BuildResult | None = None
     check: CheckResult | None = None  # verification and timing

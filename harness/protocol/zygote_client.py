@@ -1,13 +1,9 @@
-"""The client of the worker zygote (harness/worker/zygote.py; messages:
-harness/protocol/zygote_protocol.py): harness workers forked from a process that has imported
-torch already, handled like the processes asyncio starts (`ForkedProcess`).
+"""The client of the worker zygote (harness/worker/zygote.py): harness workers forked from a process
+that has imported torch, handled like asyncio's processes (`ForkedProcess`).
 
-Used by SpareWorkers (harness/protocol/worker_client.py) for the default worker command only:
-a configured `workerCommand` (a container, a remote shell) is started as given. Until the
-zygote has imported torch, where it refused (no torch; an import opened the GPU driver), where
-a fork failed or went unanswered, and where the environment changed since it started (what
-torch read at import could differ: SpareWorkers then starts a new one), workers are started as
-before, by exec."""
+Only for the default worker command; a configured `workerCommand` is started as given. Wherever the
+zygote is not ready, refused, failed to fork, or predates an environment change, workers are started
+by exec."""
 
 from __future__ import annotations
 
@@ -143,11 +139,10 @@ class Zygote:
         asyncio.get_running_loop().add_reader(ours.fileno(), self._read)
 
     async def fork(self, env: dict[str, str], fds: dict[str, int], limit: int) -> ForkedProcess:
-        """A worker forked with environment `env` plus, for each of `fds`, the variable naming
-        the descriptor the child gets for that one of ours (the caller keeps its copy);
-        `limit`: its pipes' line limit, as asyncio.create_subprocess_exec's. OSError where the
-        zygote could not fork it (the caller starts the worker by exec); a fork whose caller
-        is cancelled, or fails, is killed, and nothing of it is left open here."""
+        """A worker forked with environment `env` plus, for each of `fds`, a variable naming the
+        descriptor the child gets for it; `limit`: its pipes' line limit. OSError where the zygote
+        could not fork (the caller then execs); a fork whose caller is cancelled or fails is killed,
+        leaving nothing open here."""
         assert self._sock is not None and self.usable
         stdin_read, stdin_write = os.pipe()
         stdout_read, stdout_write = os.pipe()
@@ -260,9 +255,8 @@ _FORK_TIMEOUT_S = 10.0
 async def _wrapped(
     pid: int, fds: list[int], exited: asyncio.Future[int], limit: int
 ) -> ForkedProcess:
-    """The ForkedProcess over our ends of its pipes (stdin's write end, stdout's and stderr's
-    read ends); on any failure, what was not handed to a transport is closed, and every
-    transport made is closed."""
+    """The ForkedProcess over our ends of its pipes; on failure, whatever was not handed to a
+    transport is closed, and so is every transport made."""
     stdin_fd, stdout_fd, stderr_fd = fds
     left = list(fds)
     made: list[asyncio.BaseTransport] = []

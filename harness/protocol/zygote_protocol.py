@@ -1,17 +1,6 @@
-"""What the worker zygote and its client say to each other (harness/worker/zygote.py,
-harness/protocol/zygote_client.py).
-
-The zygote is a process that has imported torch and the worker's modules, created no CUDA
-context and run nothing else, and forks a harness worker on request: a spare is then ready in
-the time of its CUDA context instead of a Python start and a torch import (seconds; the
-editing-rhythm latency and the optimize loop's spares waited for them).
-
-One AF_UNIX SOCK_SEQPACKET pair (a message per packet) joins them; the client's end stays
-with it, the zygote's is named in ZYGOTE_FD_ENV. Client → zygote: `Fork`, with the worker's
-stdin, stdout and stderr (and any `fd_env` descriptors after them) passed as SCM_RIGHTS.
-Zygote → client: `Ready` once its imports are done (nothing is forked before), `Forked` (or
-`ForkFailed`) per `Fork`, `Exited` per child that ended (the zygote is their parent, and reaps
-them)."""
+"""What the worker zygote and its client say to each other, a message per packet of one AF_UNIX
+SOCK_SEQPACKET pair. Client → zygote: `Fork`, with the worker's descriptors as SCM_RIGHTS. Zygote
+→ client: `Ready` once imported, `Forked` or `ForkFailed` per `Fork`, `Exited` per child reaped."""
 
 from __future__ import annotations
 

@@ -47,12 +47,9 @@ class Candidate:
     # verification's run on an idle GPU, where a launcher that doesn't wait for the caller's
     # stream must not race the harness's own fill.
     settle: bool = False
-    # Whether the candidate can reach library code the source scan can't see (torch ops from an
-    # extension or a Python solution), so the kernels it launches must be watched (with the
-    # CUDA profiler, whose start-up costs seconds). A plain launcher is all in its own file,
-    # linked against nothing but the CUDA runtime unless its target says so: it is watched only
-    # where the source scan warns of a library call, and a launcher that launches nothing
-    # leaves its NaN-poisoned outputs.
+    # Whether the candidate can reach library code the source scan can't see (torch ops), so its
+    # launches must be watched, at seconds of start-up. A plain launcher links only the CUDA
+    # runtime: it is watched only where the scan warns of a library call.
     may_call_libraries: bool = True
 
     def __call__(self, inputs: list) -> list[torch.Tensor]:

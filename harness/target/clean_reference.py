@@ -1,31 +1,9 @@
-"""The clean reference process: a child of the worker, started before any candidate code runs
-in the worker, in which no candidate code ever runs. It computes the reference's expected
-outputs and compares the candidate's outputs with them (harness/target/reference_session.py).
-
-Why a process: a candidate runs in the worker, and can change what the reference computes
-there without rebinding any Python name that the integrity snapshot watches: registering its
-own CUDA kernel for an ATen operator the reference calls, pushing a global dispatch mode,
-running a C++ static initializer, patching the problem module's Model. A reference run in
-that process returns whatever the candidate wants. In this one, none of that ever happened.
-
-The child is started before the worker builds or imports a candidate
-(harness/worker/serve.py), so even the environment it inherits is the worker's own: by
-multiprocessing's `fork` where the worker already holds torch but no CUDA context and runs
-one thread (a worker forked by the zygote, harness/worker/zygote.py: the child then skips a
-torch import of seconds), else by `spawn` (a fresh interpreter, importing torch beside the
-worker). Tensors cross the pipe through
-torch.multiprocessing's reductions: CUDA tensors as IPC handles (the same device memory, no
-copy), CPU tensors as shared memory. The child ends when the worker's end of the pipe closes.
-
-The client imports nothing of torch: the worker starts the child before its own torch import,
-beside nvcc (torch registers the tensor reductions once it is imported, before any tensor is
-sent). Opening a session (`open`) returns at once; the child loads the reference and makes
-the trials' sets meanwhile, and the first question waits for it.
-
-Besides a session's questions, the child answers those its starter hands it as `answers`
-(functions of a layer above this one, named when the child starts, before any candidate code
-ran; e.g. the PyTorch baselines, harness/check/clean_baselines.py): a candidate that changes
-what torch computes in its own process can't slow down, or speed up, what is timed here."""
+"""The clean reference process: a child of the worker, started before any candidate code runs, in
+which none ever runs. It computes the reference's expected outputs, compares the candidate's with
+them and answers questions like the PyTorch baselines' timing, so a candidate that changes what
+the reference computes in the worker (an ATen kernel, a dispatch mode, a patched Model) can't
+reach them. Forked where the worker holds torch without CUDA, else spawned; tensors cross as CUDA
+IPC handles. The client is torch-free."""
 
 from __future__ import annotations
 
@@ -51,10 +29,8 @@ if TYPE_CHECKING:
     from kernelblaster.harness.target.targets import Target
     from kernelblaster.settings import Settings
 
-# A question about a reference beyond a session's: called in the child as
-# `answer(device, reference_path, *args)`, the reference's folder importable. Module-level
-# functions only (the spawned child imports them by name), torch-free modules (the worker
-# names them before its own torch import).
+# A question beyond a session's, called in the child as `answer(device, reference_path, *args)`:
+# module-level functions (a spawned child imports them by name) of torch-free modules.
 Answer = Callable[..., Any]
 
 # What the candidate's process may ask a session (harness/target/reference_session.py)
@@ -137,13 +113,10 @@ class CleanReference:
         return self._facts
 
     def hand_over_ahead(self, abandon: Callable[[], bool] = lambda: False) -> None:
-        """Once the session is made: where its sets were made ahead (a small problem), have
-        them all handed over now, in one exchange, instead of one trial's at a time while
-        the check runs (each a round trip, and CUDA IPC handles opened: milliseconds). A
-        spare does it before its request comes. Nothing where the session failed (the check
-        meets the failure, `facts`) or makes its sets trial by trial (a large problem: one
-        trial's at a time in memory), nor once `abandon()` is true while the session is
-        still being made (a spare's request needs another one)."""
+        """Where the session's sets were made ahead (a small problem), have them all handed over now
+        in one exchange, not a round trip per trial; a spare does it before its request comes.
+        Nothing where the session failed or makes its sets trial by trial, nor once `abandon()`
+        is true."""
         while self._opens_unanswered and not self._conn.poll(0.02):
             if abandon():
                 return
@@ -247,9 +220,10 @@ def _start_context() -> ForkContext | SpawnContext:
     """`fork` where forking is sound and saves the child's torch import: torch imported, no
     CUDA context (CUDA can't be forked), one thread (a fork keeps only the caller's, and
     another's locks could be held). A worker forked by the zygote is that; one started by exec
-    has imported no torch yet, or holds OpenBLAS's thread beside its own."""
+    has imported no torch yet, or holds OpenBLAS's thread beside its own. Threads are counted
+    first: torch may be half-imported by another (the prewarm thread), without `torch.cuda`."""
     torch = sys.modules.get("torch")
-    if torch is None or torch.cuda.is_initialized() or _threads() > 1:
+    if torch is None or _threads() > 1 or torch.cuda.is_initialized():
         return multiprocessing.get_context("spawn")
     return multiprocessing.get_context("fork")
 
@@ -272,11 +246,9 @@ def _sendable(exc: BaseException) -> BaseException:
 
 
 class _QuestionReader(pickle.Unpickler):
-    """Reads a question from the worker, where candidate code runs: plain values, torch's
-    dtypes and sizes, and tensors shared through torch.multiprocessing's reductions; any other
-    global is refused. A plain pickle.loads would call whatever the candidate's process named
-    (an object whose __reduce__ is os.system, or one that patches torch here): candidate code
-    run in the one process where none may run."""
+    """Reads a question from the worker, where candidate code runs: plain values, torch's dtypes and
+    sizes, and shared tensors; any other global is refused, since a plain pickle.loads would run
+    whatever the candidate named in the one process where no candidate code may run."""
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in _SHARED_TENSOR_GLOBALS or (module == "torch" and _is_dtype(name)):

@@ -1,15 +1,8 @@
-"""Comparing a candidate's outputs with the reference's: shape, dtype, device, NaN/Inf, and
-tolerances scaled to each output's own magnitude. Worker side: imports torch.
-
-The rule, per output tensor: |actual - expected| <= atol * RMS(expected) + rtol * |expected|.
-The atol term is relative to the output's root-mean-square, not to 1, so an output whose values
-are all far below 1 (a softmax over 393,216 columns: ~2.5e-6 each) is held to its own scale and
-an all-zeros answer fails it. Only an output that is entirely zero has no scale of its own; it
-is compared with atol as an absolute bound (and reported as a weak reference, see
-`degenerate_fractions`). A non-finite value passes only where the reference has the same one.
-
-Outputs are compared in chunks, in float64, so comparing a multi-gigabyte output needs a few
-hundred megabytes on top of it rather than several times its size."""
+"""Comparing a candidate's outputs with the reference's: shape, dtype, device, NaN/Inf, and |actual
+- expected| <= atol * RMS(expected) + rtol * |expected|, so atol follows each output's own scale
+and an all-zeros answer fails a tiny softmax. An all-zero output is compared with an absolute
+atol. Compared in float64 chunks, so a huge output needs little extra memory. Worker side:
+imports torch."""
 
 from __future__ import annotations
 
@@ -150,12 +143,9 @@ def _first_bad(
 def degenerate_fractions(
     expected: torch.Tensor, *, atol: float, rtol: float
 ) -> tuple[float, float]:
-    """How weak a reference output is as a test: the share of its elements that an output of
-    all zeros would match, and the share that an output filled with one constant (its median)
-    would match, under the same rule `compare` applies. A ReLU after subtracting 2 from
-    standard-normal inputs scores ~0.98 on both: nearly any kernel writing zeros passes.
-    A single value (a loss) always "matches a constant", itself, so for it only zero counts:
-    its constant fraction is its zero fraction."""
+    """How weak a reference output is as a test: the shares of its elements that all zeros, and one
+    constant (its median), would match under `compare`'s rule. A ReLU after subtracting 2 from
+    standard-normal inputs scores ~0.98 on both. A single value counts only zero."""
     if expected.numel() == 0:
         return 0.0, 0.0
     flat = expected.detach().reshape(-1)

@@ -1,15 +1,7 @@
-"""How much GPU memory a problem needs, and an out-of-memory failure reported as one.
-Worker side: imports torch.
-
-Verification holds one input set at a time, twice (the candidate's copy and the pristine one
-in the clean reference process, harness/target/clean_reference.py), and three sets of outputs
-at a time (the reference's expected ones; what the candidate returned; and either the
-previous call's, kept during the call so that a reused buffer can't pass as a new one, or the
-copy of what the caller's stream saw, made once the previous ones are let go), besides the
-reference's parameters (in both processes), the candidate's own copy and the comparison's
-working set (it runs in chunks). Only small problems have every trial's sets made ahead
-(harness/target/trial_sets.py). A check that cannot fit is refused before it starts
-(`verification_room`)."""
+"""How much GPU memory a problem needs, and an out-of-memory failure reported as one. Verification
+holds one input set twice (here and in the clean reference process) and three output sets at a
+time, besides the parameters and the comparison's chunks; a check that cannot fit is refused
+before it starts (`verification_room`). Worker side: imports torch."""
 
 from __future__ import annotations
 
@@ -88,11 +80,9 @@ def model_bytes(model: torch.nn.Module) -> int:
 
 
 def known_problem_bytes(path: Path, cache: Path) -> tuple[int, int, int] | None:
-    """problem_bytes, read back where it is kept under `cache` (a check of the same reference
-    measured it, `remember_problem_bytes`, or an earlier call did), else measured and kept.
-    Measuring costs seconds the first time in a process: the meta device's first operator
-    imports torch's meta kernels and decompositions (4-5 s in a spare worker on an H100's
-    host, where a request waited for it), which every spare would pay again."""
+    """problem_bytes, read back from `cache` where a check or an earlier call kept it, else measured
+    and kept: measuring costs 4-5 s the first time in a process (the meta device's first
+    operator), which every spare would pay again."""
     try:
         kept = _sizes_file(path, cache)
         return msgspec.json.decode(kept.read_bytes(), type=tuple[int, int, int])
@@ -130,12 +120,10 @@ def _sizes_file(path: Path, cache: Path) -> Path:
 
 
 def return_cached(device: torch.device, *, sets_per_trial: bool) -> None:
-    """Between the trials of a problem whose sets are made one trial's at a time (a large one),
-    the blocks torch's caching allocator keeps for tensors already freed go back to the device:
-    a process then holds what its trial uses, not also the blocks of every size its earlier
-    steps needed (a block cached for one size that a smaller tensor splits can't take the next
-    multi-gigabyte set: a new one is allocated beside it, issue 32). Never between the NaN
-    blocks verification poisons and the candidate's call that should get them."""
+    """Between the trials of a large problem, give the caching allocator's freed blocks back to the
+    device, so a process holds what its trial uses: a cached block split by a smaller tensor
+    can't take the next multi-gigabyte set (issue 32). Never between poisoning and the
+    candidate's call."""
     if sets_per_trial and device.type == "cuda":
         torch.cuda.empty_cache()
 

@@ -1,19 +1,7 @@
 """The plain form's calling convention: what each parameter of a plain target's `extern "C"`
-launcher receives from its reference. Worker side: imports torch.
-
-Two callers share it, so they pass the launcher the same arguments: the candidate verification
-and run_once call through ctypes (harness/target/candidate.py), and the native driver that ncu
-profiles (harness/native/driver_inputs.py writes its buffers and scalars to files).
-
-- pointer parameters receive, in order: the tensors of `get_inputs()`, then the reference
-  model's parameters and buffers in `state_dict()` order, then the outputs, which the caller
-  allocates with the reference's output shapes and dtypes;
-- scalar parameters are filled by name: a numeric attribute of the reference model, else a
-  module-level constant of the reference file (`M`, `N`, `batch_size`, ...), else `n`/`numel`/
-  `size` mean the number of elements of the first input;
-- a `cudaStream_t` parameter receives the caller's stream;
-- a `cudaError_t`/`int` return value other than 0 is reported as a launch failure.
-"""
+launcher receives from its reference (docs/targets.md, "Plain CUDA"). One owner, so the ctypes
+call (candidate.py) and the native driver ncu profiles pass the same arguments. Worker side:
+imports torch."""
 
 from __future__ import annotations
 

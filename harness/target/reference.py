@@ -70,12 +70,10 @@ class Reference:
     def inputs(self, seed: int, device: torch.device) -> list:
         """A fresh input set: `get_inputs()` under `seed`, tensors on `device`.
 
-        `get_inputs()` runs with `device` as torch's default device, so its factory calls
-        (`torch.randn(...)`) make their tensors there: on an H100's host, a 16M-element randn
-        takes ~0.1 s on the CPU and well under a millisecond on the GPU, and a check makes
-        several sets per save. Every caller (verification, timing, the profiles, the native
-        driver's data) makes its sets here, so they stay one another's. A `get_inputs()` that
-        needs CPU tensors (e.g. it calls `.numpy()`) fails there and runs again on the CPU."""
+        `get_inputs()` runs with `device` as torch's default device, so `torch.randn(...)` never
+        goes through the host (a 16M-element randn: ~0.1 s on the CPU, under a millisecond on the
+        GPU). Every caller makes its sets here, so they agree. One that needs CPU tensors runs
+        again on the CPU."""
         raw = None
         if device.type != "cpu":
             torch.manual_seed(seed)

@@ -1,16 +1,7 @@
-"""The reference's half of verification, run in the process that holds the expected outputs:
-the clean reference process (harness/target/clean_reference.py), where no candidate code ever
-runs. Worker side: imports torch.
-
-The candidate's process never holds an expected output. It receives each trial's inputs (and
-the decoy it hands the candidate), what it needs to know of the expected outputs
-(`ExpectedFacts`: their layout, signatures and how degenerate they are), and sends its outputs
-back to be compared here (`compare`). Whatever the candidate changes in its own process (an
-ATen kernel registered over the one the reference calls, a dispatch mode, the problem
-module's Model), the answers it is compared with were computed where it never ran.
-
-Only one trial's sets are alive at a time unless every set fits in a small share of the
-memory (harness/target/trial_sets.py): an expected output is released once its trial is over."""
+"""The reference's half of verification, run in the clean reference process: the candidate's process
+never holds an expected output, only each trial's inputs and `ExpectedFacts`, and sends its
+outputs here to be compared (`compare`). One trial's sets are alive at a time unless all are
+small (trial_sets.py). Worker side: imports torch."""
 
 from __future__ import annotations
 

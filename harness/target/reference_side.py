@@ -1,23 +1,8 @@
-"""Everything a check needs from its reference and nothing from the candidate, made in one go,
-so that it can be made while nvcc builds the candidate (harness/worker/serve.py); the check
-makes it itself when it was not (a KernelBench solution, whose build runs the solution's own
-code). Made twice: in the clean reference process with the trials' sets
-(harness/target/clean_reference.py), and in the worker without them (`sets=False`: the
-reference the candidate is loaded against, its probe), where `clean` is the handle on that
-process's session. Worker side: imports torch.
-
-- the reference loaded: its module imported, its model built on the device;
-- the probe, one input set under seed 0: the outputs' shapes and dtypes (a plain launcher's
-  outputs are allocated with them) and the reference's habits: whether it returns an input's
-  memory or changes its inputs (then a candidate doing the same only does what it's asked);
-- the trial plan (harness/target/trial_sets.py), its sets made ahead where they are small;
-- on a GPU, verification's checks run once on outputs of the reference's shapes: their first
-  launches load torch's kernels (lazy module loading: ~0.3 s of the first trial's gate on an
-  H100), here rather than in the check.
-
-What making it raises is kept and raised by `ready()`, where the check would have met it had
-nothing been made ahead: after the build, so a build that fails is reported as such, and a
-broken reference as it always was."""
+"""Everything a check needs from its reference and nothing from the candidate (the loaded reference,
+the probe's shapes and habits, the trial plan, verification's kernels warmed), made in one go so
+it can be made while nvcc builds. Made in the clean reference process with the trials' sets and
+in the worker without them. What making it raises is raised by `ready()`, after the build, so a
+failed build is still reported as such. Worker side: imports torch."""
 
 from __future__ import annotations
 
@@ -172,17 +157,10 @@ def prepare_reference_side(
 
 
 def spare_side_fits(path: Path, device: torch.device, *, trials: int, cache: Path) -> bool:
-    """Whether a spare worker may hold the reference side of `path` (made before its request
-    comes, harness/worker/reference_ahead.py): what that side holds (the reference's parameters
-    in the worker and in its clean reference process, the probe's input set in the worker, the
-    sets a plan of `trials` makes ahead in the clean process, at most AHEAD_MAX_BYTES) and,
-    beside it, one whole verification of the problem (the request's, or the worker's running
-    now) fit in what is free on `device` now. Each spare holding a side leaves less free for
-    the next one, so the number of spares holding sides is bounded by the GPU's memory:
-    several spares of a small problem, none of a problem of several gigabytes per input set on
-    a card that a check of it fills. A problem whose size can't be measured is held as before
-    (its check refuses it where it can't fit). Sizes are kept under `cache`
-    (memory.known_problem_bytes)."""
+    """Whether a spare worker may hold the reference side of `path`: what that side holds, beside
+    one whole verification of the problem, fits in what is free on `device` now. Each side leaves
+    less for the next, so the GPU's memory bounds how many spares hold sides. A problem whose
+    size can't be measured is held as before. Sizes are kept under `cache`."""
     sized = known_problem_bytes(path, cache)
     if sized is None:
         return True

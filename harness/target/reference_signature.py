@@ -1,15 +1,9 @@
-"""What a plain launcher for a reference receives, measured from the reference itself: its
-input, parameter/buffer and output tensors (shape, dtype) in the order the harness passes
-them, and the scalars it can fill by name (harness/target/candidate.py's calling convention).
-
-`init` puts this in the prompt, so the LLM doesn't have to guess the state_dict order (a
-BatchNorm's `num_batches_tracked` is an int64 buffer) or the output shapes. Shapes come from
-the meta device: nothing is allocated, so a problem with gigabytes of inputs is described in
-a second. Importing the reference runs the user's code and needs torch, so this runs in a
-child process, `python -m kernelblaster.harness.target.reference_signature`, that reads one
-SignatureRequest as JSON on stdin and writes one SignatureResponse line (the worker protocol
-of harness/protocol/worker_client.py). Importing this module does not import torch.
-"""
+"""What a plain launcher for a reference receives, measured from the reference: its input,
+parameter/buffer and output tensors in the harness's order and the scalars it fills by name.
+`init` puts it in the prompt so the LLM needn't guess (a BatchNorm's int64
+`num_batches_tracked`). Shapes come from the meta device, in a child process (`python -m
+kernelblaster.harness.target.reference_signature`), since importing the reference runs the user's
+code. Importing this module does not import torch."""
 
 from __future__ import annotations
 

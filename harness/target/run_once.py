@@ -1,9 +1,7 @@
-"""`python -m kernelblaster.harness.target.run_once SPEC.json`: run a target's candidate a few
-times on
-seeded inputs and exit. This is the program that compute-sanitizer watches, and ncu for every
-target but the plain form and standalone programs (a plain target is profiled through the
-native driver, harness/native/native_driver.py, on the same inputs, unless that driver cannot run;
-a program runs itself), so it does nothing else: no verification, no timing."""
+"""`python -m kernelblaster.harness.target.run_once SPEC.json`: run a target's candidate a few times
+on seeded inputs and exit. It is the program compute-sanitizer watches and ncu profiles (except
+plain targets, which go through the native driver where it runs, and standalone programs), so it
+does nothing else: no verification, no timing."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ extension targets."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sysconfig
 import time
@@ -122,6 +123,8 @@ def build_kernelbench(target: Target, settings: Settings) -> BuildResult:
     if arch and is_arch_name(arch):
         major, minor = arch.removeprefix("sm_")[:-1], arch[-1]
         os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
+    if "TORCH_EXTENSIONS_DIR" not in os.environ:  # the user's own choice is kept
+        os.environ["TORCH_EXTENSIONS_DIR"] = str(load_inline_folder(solution, arch, settings))
     try:
         import_solution(target)
     except ReferenceError_ as exc:
@@ -136,6 +139,14 @@ def build_kernelbench(target: Target, settings: Settings) -> BuildResult:
             )
         )
     return BuildResult(ok=True, source=target.source, arch=arch, seconds=_since(started))
+
+
+def load_inline_folder(solution: Path, arch: str, settings: Settings) -> Path:
+    """Where load_inline builds this solution: a folder per source and arch. load_inline
+    builds in <folder>/<name>, and an original and its rewrite, which give one name, built side
+    by side in one folder, rebuild (and delete) each other's module there."""
+    digest = hashlib.sha256(solution.read_bytes() + arch.encode()).hexdigest()[:16]
+    return settings.cache_folder("torch_extensions", digest)
 
 
 def _since(started: float) -> float:

@@ -1,22 +1,7 @@
-"""Which kind of kernel target a file is, and what it is checked against.
-
-Four forms, tried in this order for a given path:
-
-1. an explicit `[[targets]]` entry in kernelblaster.toml whose `source` is the path;
-2. a zero-config pair `foo.cu` + `foo.py` (KernelBench-style reference: `class Model`,
-   `get_inputs()`, `get_init_inputs()`), where `foo.cu` is
-   - a PyTorch extension (`#include <torch/extension.h>`) exporting `forward`, or
-   - the kernels of a PyTorch extension whose bindings (`PYBIND11_MODULE`, exporting
-     `forward`) are in `foo.cpp` beside it: built apart, so an edit to the kernels doesn't
-     recompile torch's headers, or
-   - plain CUDA exporting one `extern "C"` launcher (the fast path: no torch headers);
-3. a KernelBench solution `.py` (defining `ModelNew`) with its problem file as reference
-   (explicit target or `--reference`);
-4. a standalone program (`int main`), compared with a golden output file `foo.golden`
-   (or `foo.golden.txt`) beside it.
-
-Resolution reads files only; nothing is built or imported here.
-"""
+"""Which kind of kernel target a file is, and what it is checked against (docs/targets.md): an
+explicit `[[targets]]` entry, a `foo.cu` + `foo.py` pair (extension, split extension or plain
+CUDA), a KernelBench solution with its problem, or a standalone program with a golden output,
+tried in that order. Resolution reads files only; nothing is built or imported."""
 
 from __future__ import annotations
 

@@ -1,24 +1,10 @@
-"""The input sets verification's trials use, and the reference's answers on them: made ahead of
-the trials when they are all small (the clean reference process makes them while nvcc builds the
-candidate, harness/target/clean_reference.py), else each when its trial starts, so that a large
-problem holds one trial's sets at a time. Worker side: imports torch.
+"""The input sets verification's trials use and the reference's answers on them: made ahead when all
+are small (while nvcc builds), else each when its trial starts, so a large problem holds one
+trial's sets at a time. Worker side: imports torch.
 
-A plan draws its seeds when it is made: `trials` for verification, then one for the trial
-after timing (`Verifier.recheck`). Trial `i` uses:
-
-- `inputs`: `get_inputs()` under its seed, on the device. The candidate never receives these
-  tensors during verification (its own are filled from them behind the stream gate), so they
-  stay pristine.
-- `expected`: the reference's outputs on a copy of `inputs` (a reference that changes its
-  inputs leaves them pristine), made before the trial calls the candidate.
-- `decoy`: new tensors holding `get_inputs()` under a second seed derived from the first: what
-  the candidate is handed, holding those stale values until the gated copy. Every other
-  verification trial has none: it hands the candidate the previous trial's tensors, changed
-  in place (`reuses_previous_inputs`).
-
-The first trial is preceded by the stream gate's sizing call on a set of its own (`warm_up`).
-Sets made ahead are each handed out once; what wasn't made ahead (or was taken already) is made
-when asked for, so a trial sees the same values either way."""
+Trial `i` has pristine `inputs`, `expected` outputs, and a `decoy` under a second seed that the
+candidate is handed until the gated copy; every other trial reuses the previous tensors changed
+in place instead (`reuses_previous_inputs`)."""
 
 from __future__ import annotations
 
@@ -31,11 +17,8 @@ import torch
 from kernelblaster.harness.target.memory import AHEAD_MAX_BYTES, fits
 from kernelblaster.harness.target.reference import Reference, as_outputs
 
-# Sets are made ahead only while all of them take at most this share of the free memory (the
-# candidate keeps the rest) and at most AHEAD_MAX_BYTES (memory.py): making them costs
-# milliseconds per set for a small problem, where being ready matters, while a large
-# problem's sets would multiply its footprint (issue 32: at most one trial's sets and the
-# comparison's working set).
+# Sets are made ahead only while they take at most this share of the free memory and
+# AHEAD_MAX_BYTES: a small problem gains readiness, a large one would multiply its footprint.
 AHEAD_MEMORY_SHARE = 0.25
 
 

@@ -1,21 +1,8 @@
-"""The reference side a spare worker makes before its request exists.
-
-A spare is started when the request before it ends (harness/protocol/worker_client.py), and is told
-that request (KERNELBLASTER_EXPECT, harness/protocol/worker_protocol.py). The next request is most
-often for the same reference: the next save of the same file, the next candidate of an
-optimization. So, once prewarmed, the spare makes that reference's side of the check
-(harness/target/reference_side.py: the reference loaded and probed here; every trial's inputs and
-expected outputs in its clean reference process, harness/target/clean_reference.py) while it
-waits. A save whose build is already cached (built ahead of the save, or
-unchanged) then starts verifying at once instead of after ~1 s of reference work.
-
-The side is used only when the request's reference is the one it was made for, unchanged:
-the same path, GPU and trial count, and every `.py` file in the reference's folder (which
-it may import) with the same size and modification time as when making it began. Otherwise
-it is dropped (a side still being made stops at its next step) and the request makes its
-own. A side whose making failed is never used: the request makes it again and meets the
-failure itself. Its seeds are drawn in the spare as they would be in the request, and no
-candidate code has run in the process yet. Torch is imported by `make` only."""
+"""The reference side a spare worker makes before its request exists: the next request is most often
+for the same reference (the next save, the next candidate), so a save whose build is cached
+starts verifying at once instead of after ~1 s of reference work. The side is used only for the
+same path, GPU and trial count with every `.py` of the reference's folder unchanged; else it is
+dropped. A side whose making failed is never used. Torch is imported by `make` only."""
 
 from __future__ import annotations
 
@@ -101,11 +88,9 @@ class ReferenceAhead:
         *,
         device_name: str | None = None,
     ) -> None:
-        """Make `target`'s reference side (its session opened in `clean`, the clean reference
-        process), unless the request came for another one first, or the side and a check of
-        the problem besides would not fit in the memory free on the GPU
-        (harness/target/reference_side.py: spare_side_fits; the request then makes its own).
-        `device_name`: where memory is measured, the settings' GPU unless given."""
+        """Make `target`'s reference side (its session in `clean`), unless the request came for
+        another first or the side and a check beside it would not fit in the GPU's free memory
+        (`spare_side_fits`). `device_name`: where memory is measured, default the settings' GPU."""
         try:
             key = reference_key(target, settings)
             with self._keys:

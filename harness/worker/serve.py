@@ -80,10 +80,9 @@ _request_came = threading.Event()
 _clean: CleanReference | None = None
 _CLEAN_STARTING = threading.Lock()
 _log = logging.getLogger(__name__)
-# The phase of the last progress message sent, and whether the candidate's own code may have
-# run in this process (a KernelBench solution's build imports it; a check loads and calls it):
-# a Python exception escaping the request is the harness's own failure (`_answer`) unless the
-# candidate's code may be running in the phase it escaped from.
+# The phase of the last progress message, and whether the candidate's code may have run here: an
+# exception escaping the request is the harness's own failure unless candidate code may be running
+# in that phase.
 _phase = "build"
 _candidate_loaded = False
 # Phases that run no candidate code in this process even once it is loaded: compute-sanitizer
@@ -195,11 +194,9 @@ def _build_and_prepare(
 
 
 def gpu_present() -> bool:
-    """Whether an NVIDIA GPU is likely usable here, asked without torch: the clean reference
-    process is started before this process imports torch (its own torch import then runs
-    beside this one's instead of after it) only where it will be used. The driver's device
-    node exists and CUDA_VISIBLE_DEVICES does not hide every device; a wrong guess costs a
-    process started in vain (there is no GPU) or later (the request then starts it)."""
+    """Whether an NVIDIA GPU is likely usable, asked without torch, so the clean reference process
+    is started before this process's torch import only where it will be used. A wrong guess costs
+    a process started in vain, or later."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() in ("", "-1"):
         return False
@@ -221,11 +218,9 @@ def clean_reference(gpu: int) -> CleanReference:
 def _reference_side(
     target: Target, settings: Settings, abandon: Callable[[], bool]
 ) -> ReferenceSide | None:
-    """The reference side, made here if torch is installed and there is a GPU to run on; else
-    None, and the check reports what is missing once the build is done. Torch is imported
-    here, beside nvcc, not before it: a spare worker still importing it when its request came
-    (harness/worker/serve.py: main) then builds meanwhile. A spare's side made ahead is taken when
-    it is this target's (harness/worker/reference_ahead.py)."""
+    """The reference side, made here if torch and a GPU are present; else None, and the check
+    reports what is missing after the build. Torch is imported here, beside nvcc; a spare's side
+    made ahead is taken when it is this target's."""
     if _ahead is not None and (made := _ahead.take(target, settings)) is not None:
         return made
     # The clean process's session opened now, before this process's torch import (a fresh
@@ -732,10 +727,8 @@ def main() -> int:
     _stream = ProtocolStream()
     prewarm = os.environ.get("KERNELBLASTER_PREWARM", "")
     if prewarm.isdigit() and gpu_present():
-        # First of all: its interpreter and torch import run beside this process's, and it is
-        # ready for a session (a spare's made ahead, or the request's) when this one is. And
-        # before any thread starts here (exit_with_parent's): a worker forked by the zygote
-        # then forks it too, its torch import done (harness/target/clean_reference.py).
+        # First, so its start-up runs beside this process's; and before any thread starts here, so a
+        # worker forked by the zygote can fork it too, torch already imported.
         clean_reference(int(prewarm))
     exit_with_parent()
     if prewarm.isdigit():
@@ -771,10 +764,10 @@ def _loads_the_candidate() -> None:
 
 
 def _answer(request: WorkerRequest) -> WorkerResponse:
-    """`handle`'s response. A folder that can't be made, or a Python exception of the harness's
-    own code (one that escapes where no candidate code runs here), is the run's error with its
-    fix, never a verdict on the kernel; one that escapes where the candidate's code may run
-    ends the worker, which its caller reports as a crash, as any other death of it there."""
+    """`handle`'s response. A folder that can't be made, or an exception of the harness's own code
+    where no candidate code runs, is the run's error with its fix, never a verdict on the kernel.
+    One escaping where candidate code may run ends the worker, which its caller reports as a
+    crash."""
     try:
         return handle(request)
     except FolderError as exc:

@@ -1,18 +1,10 @@
-"""`python -m kernelblaster.harness.worker.zygote`: the worker zygote (its messages:
-harness/protocol/zygote_protocol.py). It imports torch and what a worker imports past its
-build, then forks a harness worker per request; each child runs serve.main() as
-`python -m kernelblaster.harness.worker` would, on the descriptors and environment it was
-sent, and finds its imports done.
+"""`python -m kernelblaster.harness.worker.zygote`: the worker zygote. It imports torch and what a
+worker imports past its build, then forks a harness worker per request, which runs serve.main()
+on the descriptors and environment it was sent.
 
-Why forking is sound here: nothing but imports ever ran in this process. It has no CUDA
-context (CUDA can't be forked; each child creates its own; an import that opened the driver
-makes it refuse, `_preload`), no thread of its own (a torch import leaves OpenBLAS's server
-thread, which handles fork itself), and no candidate code (the children run candidates; their
-parent never does, so no child inherits another's). A child leads its own session and process
-group, as a worker started with start_new_session does, and ends with this process (its
-PARENT_ENV is this pid, serve.main: exit_with_parent), which ends with its client
-(`_Server.serve`). A fork that fails is answered ForkFailed: the client starts that worker by
-exec."""
+Forking is sound because nothing but imports ran here: no CUDA context, no thread of its own, no
+candidate code. A child leads its own session and ends with this process, which ends with its
+client. A failed fork is answered ForkFailed, and the client execs that worker."""
 
 from __future__ import annotations
 

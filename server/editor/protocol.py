@@ -1,28 +1,8 @@
-"""JSON-RPC as the spec has it, where pygls falls short: every request gets exactly one
-response, and nothing internal reaches the user as a popup.
-
-pygls drops a request whose params don't fit the method's type (it reports the error out of
-band, and the client waits forever), drops requests that arrive after `shutdown`, and answers
-unparseable JSON with a popup instead of a -32700 response. Here:
-
-- a request before `initialize` gets -32002 (ServerNotInitialized), and a notification before it
-  is dropped, as the LSP spec requires (pygls ran the handler, which failed: -32603 and a
-  traceback);
-- a request whose params are invalid gets -32602 (Invalid Params) naming the method;
-- a request after `shutdown` gets -32600 (Invalid Request), as the LSP spec requires;
-- a request for a method the server doesn't have gets pygls' -32601 (Method Not Found) and is
-  logged as such, not as an internal error;
-- a message that is not JSON gets -32700 (Parse Error) with a null id;
-- errors outside any request (a notification handler's bug, a stopped job) go to the
-  client's log (`window/logMessage`), never to a `window/showMessage` popup;
-- `$/cancelRequest` of a `workspace/executeCommand` cancels the command's own task (pygls
-  runs a command as a task apart from the request it answers and cancelled only the answer:
-  an "Optimize kernel" went on, its worker too, and could still apply its edit);
-- `shutdown` first cancels every request still running (their workers are killed) and waits
-  for them to end, and only then runs the server's own shutdown; pygls cancelled them while
-  iterating the very dict their cancel callbacks remove them from (pygls issue #606), so
-  `shutdown` during a command failed with -32603 and left the command's worker running.
-"""
+"""JSON-RPC as the spec has it where pygls falls short: every request gets exactly one response
+(-32002 before `initialize`, -32602 for invalid params, -32600 after `shutdown`, -32700 for
+unparseable JSON), internal errors go to the client's log and never to a popup,
+`$/cancelRequest` of a command cancels the command's own task (pygls cancelled only the
+answer), and `shutdown` cancels and awaits running requests first (pygls issue #606)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Changes made outside the editor (git checkout, code generation, another tool) to kernel
-sources, their `.py` references, their `.cpp` bindings and the configuration files, seen
-through watchdog.
-
-watchdog calls back on its own thread; events are handed to the server's event loop with
-`call_soon_threadsafe`. Directories are watched non-recursively, only where the server has an
-open kernel source or its configuration, and the server's own `.kernelblaster/` output is
-ignored so writing a candidate or a cache file never triggers a job."""
+"""Changes made outside the editor (git checkout, generated code) to kernel sources, their
+references, bindings and configuration, seen through watchdog and handed to the server's event
+loop (`call_soon_threadsafe`). Only folders holding an open kernel or its configuration are
+watched, and the server's own `.kernelblaster/` output is ignored."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
-"""`kernelblaster.init`: "Write a CUDA kernel for this module" on a KernelBench-style reference
-`.py`. The agents worker has the LLM write a plain-CUDA kernel and verifies it, retrying with
-the harness's feedback, exactly as `kernelblaster init` does (agents/loop/init_kernel.py); the
-server then writes `<stem>.cu` beside the reference, atomically, and opens it, so the save pipeline
-builds, verifies and profiles it like any kernel.
-
-An existing `.cu` is never replaced by "Write a CUDA kernel": that action is offered only while
-there is none, and the new file is linked into place, so one that appeared meanwhile stays.
-Replacing takes the separate action "Replace <stem>.cu with a new CUDA kernel for this module"
-(`replace: true`): the file is replaced only once the new kernel is verified, and only if it
-still holds what it held when the user asked; otherwise the verified kernel is kept under
-`.kernelblaster/init/` and the user is told where."""
+"""`kernelblaster.init`, "Write a CUDA kernel for this module": the agents worker has the LLM
+write and verify a plain-CUDA kernel for a reference `.py` (as `kernelblaster init` does), and
+the server writes `<stem>.cu` beside it atomically and opens it. An existing `.cu` is replaced
+only by the separate "Replace" action, once the new kernel is verified and only if the file
+still holds what it held when asked; otherwise the kernel is kept under `.kernelblaster/init/`."""
 
 from __future__ import annotations
 

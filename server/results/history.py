@@ -1,13 +1,8 @@
-"""Each file's timing history: one point per verified save (its median time and spread, and per
-kernel the ncu time, the performance state, the headroom and the roofline point), kept with the
-results cache, and the deltas the editor shows: "1.32× faster than the previous save, 2.1×
-since opened".
-
-A history holds the points of one GPU and one reference: a save timed on another GPU, or
-against a changed reference (its `<stem>.py`, or the configured target's, hashed), starts a
-new one, since its times are not comparable. "Since opened" is against the file's last point
-when it was opened in this session (or its first save in the session when it had none).
-The last profiles' `.ncu-rep` files are kept beside it (kept_reports.py) for Nsight Compute."""
+"""Each file's timing history, one point per verified save (median time, spread, and per kernel
+ncu's time, state, headroom and roofline point), and the deltas the editor shows ("1.32× faster
+than the previous save"). A history holds one GPU and one reference: times on another GPU or
+against a changed reference are not comparable and start a new one. The last profiles'
+`.ncu-rep` files are kept beside it (kept_reports.py)."""
 
 from __future__ import annotations
 
@@ -45,6 +40,8 @@ class KernelPoint(msgspec.Struct, kw_only=True):
     headroom_fraction: float | None = None
     flops_per_s: float | None = None  # the roofline point
     dram_bytes_per_s: float | None = None
+    l1_bytes_per_s: float | None = None  # ... on the hierarchical roofline
+    l2_bytes_per_s: float | None = None
 
 
 class HistoryPoint(msgspec.Struct, kw_only=True):
@@ -276,5 +273,7 @@ def _point(result: FileResult, timing: Timing) -> HistoryPoint:
             headroom_fraction=headroom.achieved_fraction if headroom else None,
             flops_per_s=where.flops_per_s if where else None,
             dram_bytes_per_s=where.dram_bytes_per_s if where else None,
+            l1_bytes_per_s=where.l1_bytes_per_s if where else None,
+            l2_bytes_per_s=where.l2_bytes_per_s if where else None,
         )
     return point

@@ -1,21 +1,8 @@
-"""Build ahead on edit: when an open kernel source's text changes and typing pauses, its unsaved
-text is built in a worker (task "build" with `unsaved_text`: harness/build/nvcc.py builds it as the
-file would be built, and caches it under the file's key), so that saving that text finds its
-build done and the save's run goes straight to verification.
-
-One build per file. A newer change cancels the older build (its worker is killed). A save of
-the text being built lets it run: the save's own build waits for it on the build cache's lock
-(harness/build/cache.py) and then hits the entry, while the save's worker prepares the
-reference meanwhile; a save of other text cancels it; and a save that comes while the build of
-its text still waits out the pause (the edit and the save came together) starts it at once,
-beside the save's wait for the GPU (another file's interactive work may hold it) and its
-worker's start.
-
-The builds run in workers of their own, not the prewarmed spares of the save pipeline (a spare
-imports torch and holds a CUDA context, and the save must find its spare waiting): one is
-started when a file is opened for editing (`expect_edits`) and beside each build for the next,
-with Python and the build's modules loaded (~0.3-0.5 s that would otherwise come on top of the
-pause, or, for the first edit after opening a file, take all of it)."""
+"""Build ahead on edit: when typing pauses, an open kernel's unsaved text is built in a worker of
+its own and cached under the file's key, so that saving that text finds its build done. One
+build per file: a newer change cancels it, a save of the same text waits for it on the build
+cache's lock, a save of other text cancels it. Its workers are not the save's prewarmed spares
+(those hold torch and a CUDA context); one is started ahead, when a file opens for editing."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
-"""Per-file background jobs: debounce (for events the user did not ask for: file watcher,
-settings), newest-wins cancellation, and the GPU's slots in two classes of work.
-
-A file has at most one job. Submitting a newer one for the same file cancels the older, whether
-it is still waiting out its debounce, waiting for the GPU, or running (cancelling the task kills
-its worker, see worker_client): a save supersedes its own file's work, never another file's.
-
-The GPU (`GpuSlots`) serves interactive work first: a save's build, verification, timing and
-quick state, for any open file. A holder whose interactive part is done says so
-(`Slot.yield_to_interactive`) and goes on as background work (the full profile, the
-baselines); interactive work that finds no free slot stops it (its worker is killed) and its
-job asks for a background slot again, which it gets once no interactive work waits: it is
-resumed later, never lost. Two profiles never share a GPU unless the user configured
-`parallelGpuJobs`."""
+"""Per-file background jobs: debounce (for events the user did not ask for), newest-wins
+cancellation (a save supersedes its own file's work, never another file's), and the GPU's slots
+(`GpuSlots`): interactive work (a save's build, verification, timing, quick state) first;
+background work (full profile, baselines) yields to it, is stopped if it must, and resumes
+later, never lost. Two profiles share a GPU only with `parallelGpuJobs`."""
 
 from __future__ import annotations
 

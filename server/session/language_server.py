@@ -1,28 +1,9 @@
-"""The language server object: the resources its features share (settings, trust, the job
-queue, the worker pool) and the features that own their own state. Handlers are wired to
-it in app.py; the feature modules take it as their `ls` argument and import it from here, never
-from app.py.
-
-Feature map (state owner → who reads it):
-- `documents` (OpenDocuments): the open kernel sources and the text each file's last job read
-  → the save pipeline, the watcher's re-runs, diagnostics.
-- `knowledge` (KnowledgeFeature): the open KB and its ranked techniques per file and kernel
-  → hover, code actions, the knowledge-base view; refreshed by the save pipeline and optimize.
-- `candidates` (KeptCandidates): the best verified rewrite per kernel → code actions,
-  `showDiff`, the knowledge-base view; written by optimize.
-- `cache` (ResultCache): each file's last worker result → hover, diagnostics, ranking.
-- `history` (SaveHistory): each file's timing history per GPU and reference, and its kept
-  Nsight Compute reports → the deltas in diagnostics, hover and status, the code lens, the
-  profile view; written by the save pipeline.
-- `jobs` (JobManager): one debounced, cancellable job per file and the GPU's slots (interactive
-  work first, background work yields) → the save pipeline, optimize, writing a kernel.
-- `ahead` (AheadBuilds): each open file's build of its unsaved text, started when typing pauses
-  → the save pipeline lets the one of the saved text finish (starts it, if it still waits
-  out the pause) and cancels any other.
-- `writing_kernels`: the references whose first kernel the LLM is writing → write_kernel.py
-  refuses a second run for the same file.
-The save pipeline (pipeline.py), optimize (optimize.py) and writing a kernel (write_kernel.py)
-keep no state of their own: they read and change these objects through their methods."""
+"""The language server object: the resources its features share (settings, trust, the job queue,
+the worker pool) and the state each feature owns: `documents` (open sources), `knowledge` (the
+KB and its rankings), `candidates` (the best verified rewrites), `cache` (last worker results),
+`history` (timings and kept reports), `jobs` (per-file jobs, GPU slots), `ahead` (builds of
+unsaved text), `writing_kernels`. The pipelines keep no state: they change these objects.
+Feature modules import it from here, never from app.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Code actions on a kernel: one "Optimize kernel: <technique> (predicted N×)" per top-k
-technique, "Optimize kernel" (the agents pick), and "Show diff" once a verified candidate
+"""Code actions on a kernel: one "Optimize kernel: <technique> (predicted N×; its record)" per
+top-k technique, "Optimize kernel" (the agents pick), and "Show diff" once a verified candidate
 exists; on a reference `.py`: "Write a CUDA kernel for this module", or, when its `.cu` exists,
 "Replace <stem>.cu with a new CUDA kernel for this module". Each is a command; nothing runs
 until the user picks one."""
@@ -23,10 +23,33 @@ KIND = types.CodeActionKind.RefactorRewrite
 
 
 def optimize_title(technique: RankedTechnique) -> str:
+    """ "Optimize kernel: <technique> (predicted N×; <what it rests on>)": a technique with
+    attempts says how many were faster; an untried one, ranked on its prior alone (possibly
+    above one with a measured record), says it is untried, an exploration."""
     title = technique.title
     if title[:1].isupper() and title[1:2].islower():  # "Shared-memory tiling" → "shared-memory…"
         title = title[0].lower() + title[1:]
-    return f"Optimize kernel: {title} (predicted {formatting.factor(technique.predicted_speedup)})"
+    if technique.attempts:
+        attempts = "attempt" if technique.attempts == 1 else "attempts"
+        record = f"{technique.successes} of {technique.attempts} {attempts} faster"
+    else:
+        # untried, its basis is the prior: the catalog's, raised or not by ncu's estimate
+        basis = "ncu's estimate" if technique.basis == "ncu_estimate" else "the catalog's prior"
+        record = f"untried — exploring, from {basis}"
+    predicted = formatting.factor(technique.predicted_speedup)
+    return f"Optimize kernel: {title} (predicted {predicted}; {record})"
+
+
+def offered(ranked: list[RankedTechnique], top_k: int) -> list[RankedTechnique]:
+    """The `top_k` best of `ranked`, in its order; when those are all untried or weakly
+    measured and a technique further down has a strong record (most of at least two attempts
+    faster), it takes the last place: exploring the untried is labelled, and must not hide
+    what has been measured to work."""
+    top = ranked[:top_k]
+    strong = next((t for t in ranked if t.attempts >= 2 and 2 * t.successes > t.attempts), None)
+    if top_k < 2 or strong is None or strong in top:
+        return top
+    return [*top[:-1], strong]
 
 
 def kernel_actions(
@@ -44,7 +67,7 @@ def kernel_actions(
     answers with the same reason)."""
     disabled = types.CodeActionDisabled(reason=disabled_reason) if disabled_reason else None
     actions = []
-    for technique in ranked[:top_k]:
+    for technique in offered(ranked, top_k):
         actions.append(
             _optimize(
                 optimize_title(technique), uri, kernel, version, technique.technique, disabled

@@ -132,6 +132,14 @@ def proposal_mark(technique: RankedTechnique) -> str:
     return ""
 
 
+def resting_on(technique: RankedTechnique) -> str:
+    """How many outcomes `technique`'s prediction rests on: "from 4 outcomes", or "from the
+    prior alone" before any (the ranked record carries the count, no query needed)."""
+    if technique.attempts == 0:
+        return "from the prior alone"
+    return f"from {technique.attempts} outcome{'s' if technique.attempts != 1 else ''}"
+
+
 def track_record(technique: RankedTechnique) -> str:
     """What the KB's prediction for `technique` rests on: the outcomes of the attempts it learned
     from and which kernels they were on ("3 faster, 1 slower, 0 failed, mean 1.90x in 4 attempts

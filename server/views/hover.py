@@ -163,6 +163,7 @@ def _ranking(ranked: list[RankedTechnique], state: PerfState | None) -> list[str
         lines.append(
             f"{position}. **{technique.title}**{formatting.proposal_mark(technique)} — predicted "
             f"{formatting.factor(technique.predicted_speedup)} "
-            f"(confidence {technique.confidence:.0%}); " + formatting.track_record(technique)
+            f"{formatting.resting_on(technique)} (confidence {technique.confidence:.0%}); "
+            + formatting.track_record(technique)
         )
     return lines

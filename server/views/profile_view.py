@@ -46,6 +46,8 @@ class VersionPoint(msgspec.Struct, kw_only=True):
     state: str | None = None
     flops_per_s: float | None = None
     dram_bytes_per_s: float | None = None
+    l1_bytes_per_s: float | None = None
+    l2_bytes_per_s: float | None = None
     current: bool = False  # the save the view's profile is of
 
 
@@ -166,16 +168,29 @@ def profile_text(view: KernelProfileView) -> str:
         tensor_roofs = "".join(
             f"{roof.flops_per_s / 1e12:.3g} TFLOP/s {roof.path} tensor, " for roof in roofs.tensor
         )
+        traffic = _levels(point.l1_bytes_per_s, point.l2_bytes_per_s, point.dram_bytes_per_s)
+        bandwidths = _levels(roofs.l1_bytes_per_s, roofs.l2_bytes_per_s, roofs.dram_bytes_per_s)
         parts.append(
-            f"{point.flops_per_s / 1e12:.3g} TFLOP/s{tensor} at "
-            f"{point.dram_bytes_per_s / 1e9:.4g} GB/s of DRAM "
+            f"{point.flops_per_s / 1e12:.3g} TFLOP/s{tensor} moving {traffic} "
             f"(roofs {tensor_roofs}{roofs.fp32_flops_per_s / 1e12:.3g} TFLOP/s FP32, "
-            f"{roofs.dram_bytes_per_s / 1e12:.3g} TB/s, {roofs.source})"
+            f"{bandwidths}, {roofs.source})"
         )
     if view.change:
         parts.append(view.change)
     parts += [f"line {b.line}: {b.message}" for b in view.blamed]
     return "; ".join(parts)
+
+
+def _levels(l1: float | None, l2: float | None, dram: float) -> str:
+    """Bytes per second through each memory level known: "2.45 TB/s L1, 542 GB/s DRAM"."""
+    levels = [("L1", l1), ("L2", l2), ("DRAM", dram)]
+    return ", ".join(f"{_bandwidth(value)} {name}" for name, value in levels if value is not None)
+
+
+def _bandwidth(bytes_per_s: float) -> str:
+    if bytes_per_s >= 1e12:
+        return f"{bytes_per_s / 1e12:.3g} TB/s"
+    return f"{bytes_per_s / 1e9:.3g} GB/s"
 
 
 def _longest(kernels: list[KernelProfile], name: str) -> KernelProfile | None:
@@ -198,6 +213,8 @@ def _versions(
                 state=at.state if at else None,
                 flops_per_s=at.flops_per_s if at else None,
                 dram_bytes_per_s=at.dram_bytes_per_s if at else None,
+                l1_bytes_per_s=at.l1_bytes_per_s if at else None,
+                l2_bytes_per_s=at.l2_bytes_per_s if at else None,
                 current=result is not None and point.text_hash == result.profiled_text_hash,
             )
         )

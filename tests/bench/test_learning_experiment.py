@@ -4,7 +4,9 @@ curves never fall with more budget, wasted steps never exceed the budget)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 
@@ -15,10 +17,12 @@ from kernelblaster.agents.replay.table import load_library
 from tests.agents.replay.fixture_table import LIBRARY
 from tests.tests_paths import REPO
 
-# the bench scripts these tests run draw their plots with matplotlib (the [dev] extra)
-pytest.importorskip("matplotlib", reason="the bench scripts draw plots: pip install -e '.[dev]'")
+ARMS = ("persistent", "persistent_exploring", "fresh", "uniform")
+PNG = b"\x89PNG\r\n\x1a\n"
 
-ARMS = ("persistent", "greedy", "fresh", "uniform")
+
+def _has_matplotlib() -> bool:
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def test_tiny_experiment(tmp_path, table_path):
@@ -34,7 +38,8 @@ def test_tiny_experiment(tmp_path, table_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
-    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if _has_matplotlib():  # the plot is drawn only where matplotlib is (the [dev] extra)
+        assert plot.read_bytes()[:8] == PNG
     assert result["budgets"] == [1, 2, 3, 4, 5, 6]
     assert sorted(result["tasks"]) == ["gelu", "layernorm", "matmul", "row_sum", "softmax"]
     library = {t.task for t in load_library(LIBRARY)}
@@ -49,6 +54,13 @@ def test_tiny_experiment(tmp_path, table_path):
         assert set(result[key]) == {"1", "2", "4"}
         for entry in result[key].values():
             assert entry["lo"] <= entry["mean"] <= entry["hi"]
+    by_step = result["ratio_persistent_fresh_by_step"]  # the task-level ratio at every budget
+    assert (
+        len(by_step["mean"]) == 6
+        and by_step["mean"][1] == result["ratio_persistent_fresh"]["2"]["mean"]
+    )
+    bounds = zip(by_step["lo"], by_step["mean"], by_step["hi"], strict=True)
+    assert all(lo <= m <= hi for lo, m, hi in bounds)
     for key in ("ceiling_leave_one_out", "ceiling_same_kernel"):
         assert set(result[key]) == {"1", "2", "4"} and all(v > 0 for v in result[key].values())
     assert set(result["prediction_error"]) == {"persistent", "fresh"}
@@ -63,6 +75,10 @@ def test_tiny_experiment(tmp_path, table_path):
     arms = result["arms"]
     assert set(arms) == {*ARMS, "oracle", "transfer"}
     assert "only one GPU's table" in arms["transfer"]["skipped"]
+    # a new user's search against blind choice, paired ordering by ordering
+    versus = result["comparisons"]["fresh / uniform"]
+    fresh, uniform = (np.array(arms[a]["per_ordering"]) for a in ("fresh", "uniform"))
+    assert versus["mean"] == pytest.approx(np.exp(np.log(fresh / uniform).mean(axis=0)), abs=1e-4)
 
     oracle = np.array(arms["oracle"]["per_ordering"])
     assert oracle.shape == (4, 6) and (oracle >= 1).all()
@@ -87,6 +103,30 @@ def test_tiny_experiment(tmp_path, table_path):
     # the oracle's best within a rollout on this table: softmax's and layernorm's
     # block_row -> online -> online_vec4 chain, matmul's 3xTF32, ...
     assert arms["oracle"]["best_speedup"]["mean"][-1] > 5
+
+
+def test_without_matplotlib_the_result_is_written_and_the_plot_is_said_missing(
+    tmp_path, table_path
+):
+    """matplotlib is optional (the [dev] extra): a run where it can't be imported writes its
+    JSON, says the plot was not drawn and why, and succeeds."""
+    blocker = tmp_path / "no-matplotlib"
+    (blocker / "matplotlib").mkdir(parents=True)
+    (blocker / "matplotlib" / "__init__.py").write_text("raise ImportError('blocked by the test')")
+    out, plot = tmp_path / "learning.json", tmp_path / "learning.png"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "bench.learning", "--table", str(table_path),
+            "--orderings", "1", "--rollouts", "1", "--depth", "2", "--bootstrap", "20",
+            "--no-drop-families", "--ceiling-seeds", "1", "--out", str(out), "--plot", str(plot),
+        ],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(blocker)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["budgets"] == [1, 2]
+    assert not plot.exists()
+    assert "no plot: matplotlib can't be imported (blocked by the test" in done.stdout
 
 
 def test_without_a_table_it_says_what_to_do(tmp_path):
@@ -123,9 +163,13 @@ def test_with_a_second_gpus_table_the_transfer_arm_runs(tmp_path, table_path, ta
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    arms = json.loads(out.read_text())["arms"]
+    result = json.loads(out.read_text())
+    arms = result["arms"]
     transfer = arms["transfer from NVIDIA H200 (test fixture)"]
     assert "transfer" not in arms
+    # paired with the fresh arm ordering by ordering, as the persistent arms are
+    comparison = result["comparisons"]["transfer from NVIDIA H200 (test fixture) / fresh"]
+    assert len(comparison["mean"]) == 3 and len(comparison["orderings_ahead"]) == 3
     oracle = np.array(arms["oracle"]["per_ordering"])
     assert (np.array(transfer["per_ordering"]) <= oracle + 1e-9).all()
 
@@ -158,3 +202,34 @@ def test_a_task_measured_in_part_is_left_out(tmp_path, table):
     result = json.loads(out.read_text())
     assert "softmax" not in result["tasks"] and "softmax" in result["not_fully_measured"]
     assert sorted(result["tasks"]) == ["gelu", "layernorm", "matmul", "row_sum"]
+
+
+def test_the_persistent_arm_is_trained_by_the_product_as_a_user_runs_it(tmp_path, library, table):
+    """The headline arm's KB is what a user's own runs write: a training task replayed by the
+    persistent arm leaves exactly the attempts that `run_optimization` with OptimizeRequest's
+    defaults leaves (its rollouts, depth and selection), whatever the bench's own protocol
+    (2 x 3 here) and the research arm's exploring selection (bonus 2) are."""
+    import random
+
+    from bench import learning
+    from kernelblaster.agents.replay.mode import ReplayTask
+    from kernelblaster.kb.store import KnowledgeBase
+    from kernelblaster.settings import Settings
+
+    config = learning.Config(tables=[], rollouts=2, depth=3, temperature=0.0, exploration=2.0)
+    softmax = next(t for t in library if t.task == "softmax")
+
+    def attempts(kb):
+        return [(a.source_hash, a.technique, a.outcome) for a in kb.attempts()]
+
+    by_arm = {}
+    for arm in ("persistent", "persistent_exploring"):
+        learning.run_arm(arm, [softmax], [], table, config, tmp_path, 0)
+        with KnowledgeBase.open(tmp_path / f"{arm}-0-0.sqlite3") as kb:
+            by_arm[arm] = attempts(kb)
+    seed = config.seed * 1_000_003  # ordering 0, position 0
+    replay = ReplayTask(softmax, table, rng=random.Random(seed))
+    with KnowledgeBase.open(tmp_path / "user.sqlite3") as kb:
+        replay.optimize(kb, replay.request(seed=seed, settings=Settings()))
+        assert by_arm["persistent"] == attempts(kb)
+    assert by_arm["persistent_exploring"] != by_arm["persistent"]

@@ -156,7 +156,7 @@ def test_a_ci_sized_tuning_run_on_the_fixture_table(tmp_path, table_path):
     result = _tune(
         tmp_path, table_path,
         "--orderings", "2", "--rollouts", "1", "--depth", "3", "--folds", "2",
-        "--prior-strengths", "3", "--temperatures", "0,1", "--explorations", "0,0.5",
+        "--prior-strengths", "0.1", "--temperatures", "0,1", "--explorations", "0,1",
         "--avoid-failed-values", "0,1", "--bootstrap", "50",
     )  # fmt: skip
     _check_protocol(result)

@@ -6,9 +6,17 @@ import math
 from collections import Counter
 
 import msgspec
+import numpy as np
 import pytest
 
-from kernelblaster.kb.ranking import exploration_bonus, ncu_gain, select
+from kernelblaster.harness.protocol.optimize_protocol import OptimizeRequest
+from kernelblaster.kb.ranking import (
+    OUTCOME_SPREAD,
+    PRIOR_STRENGTH,
+    expected_improvement,
+    ncu_gain,
+    select,
+)
 from tests.kb.kb_helpers import make_attempt
 
 
@@ -159,60 +167,98 @@ def test_without_exploration_selection_is_the_top_k_by_prediction(kb):
     assert select(ranked, 2, top_k=3, temperature=0) == ranked[:2]
 
 
-def test_the_exploration_bonus_is_ucb1_in_log_speedup(kb):
-    ranked = kb.rank("sm_90", "memory.dram")
-    untried = msgspec.structs.replace(ranked[0], attempts=0)
-    tried = msgspec.structs.replace(ranked[0], attempts=8)
-    assert exploration_bonus(untried, 20, 0.5) == pytest.approx(0.5 * math.sqrt(math.log(21)))
-    assert exploration_bonus(tried, 20, 0.5) == pytest.approx(0.5 * math.sqrt(math.log(21) / 9))
-    assert exploration_bonus(untried, 0, 0.5) == 0.0  # nothing tried yet: nothing to favour
-    assert exploration_bonus(untried, 20, 0.0) == 0.0
+def _log_excess(margin: float, sd: float) -> float:
+    """log E[max(0, X)] for X ~ N(margin, sd^2), by quadrature: the integrand's Gaussian factor
+    exp(-margin^2 / 2 sd^2) is taken out, so the far tail is as exact as the rest."""
+    x = np.linspace(0.0, max(margin, 0.0) + 12 * sd, 400_001)
+    scaled = x * np.exp(-(x * x - 2 * x * margin) / (2 * sd * sd))
+    integral = float(np.sum((scaled[1:] + scaled[:-1]) / 2) * (x[1] - x[0]))
+    return -(margin**2) / (2 * sd * sd) - math.log(sd * math.sqrt(2 * math.pi)) + math.log(integral)
 
 
-def test_exploration_brings_an_untried_technique_into_the_shortlist(kb):
-    """The three best-predicted techniques tried many times, a fourth never: without the bonus
-    greedy selection never reaches it; with it, the untried one is chosen, and once it has been
-    tried as often as the others the best prediction wins again."""
+def test_expected_improvement_is_the_expected_excess_over_the_best_found(kb):
+    """The score of a technique on a kernel the search comes back to: P(verified) x E[max(0,
+    L - behind)], L its log gain (normal, the prediction's standard deviation times
+    `exploration`), `behind` how far the kernel is behind the fastest one found. Checked
+    against quadrature from a candidate expected far past the best to one ten deviations
+    short of it (where the closed form's terms cancel and the density underflows)."""
+    item = _by_id(kb.rank("sm_90", "memory.dram"))["vectorized_loads"]
+    prior_sd = OUTCOME_SPREAD / math.sqrt(PRIOR_STRENGTH)
+    assert item.log_gain_sd == pytest.approx(prior_sd)
+    log_gain = math.log(item.gain_if_verified)
+    for exploration in (1.0, 0.5):
+        sd = exploration * prior_sd
+        for d in (2.0, 0.0, -1.0, -6.0, -10.0, -29.0, -31.0, -40.0):
+            behind = log_gain - d * sd
+            expected = math.log(item.success_probability) + _log_excess(log_gain - behind, sd)
+            got = expected_improvement(item, behind, exploration)
+            assert got == pytest.approx(expected, abs=2e-3), (exploration, d)
+    # the further behind the best a kernel is, the less any of its candidates is worth
+    scores = [expected_improvement(item, behind, 1.0) for behind in (0.0, 0.5, 1.0, 3.0)]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_a_confident_prediction_the_run_has_beaten_yields_to_an_uncertain_one(kb):
+    """Three techniques measured many times (a narrow deviation), a fourth never (the prior's).
+    On a kernel's first visit, or without exploration, the best prediction goes first. Back at
+    a kernel where the run already holds a kernel faster than the three's predictions, they
+    have little to add and the untried one, which may still beat it, is chosen; where none is
+    ahead of the kernel, the best prediction comes first again."""
     ranked = kb.rank("sm_90", "memory.dram")[:4]
-    tried = [msgspec.structs.replace(r, attempts=10) for r in ranked[:3]]
-    fourth = msgspec.structs.replace(ranked[3], attempts=0)
+    tried = [msgspec.structs.replace(r, log_gain_sd=0.05) for r in ranked[:3]]
+    fourth = ranked[3]
     assert fourth.predicted_speedup < tried[2].predicted_speedup
     candidates = [*tried, fourth]
-    assert select(candidates, 1, top_k=3, temperature=0) == [tried[0]]
-    assert select(candidates, 1, top_k=3, temperature=0, exploration=0.5) == [fourth]
-    sampled = Counter(
-        select(candidates, 1, top_k=3, exploration=0.5, seed=s)[0].technique for s in range(300)
-    )
-    assert sampled[fourth.technique] > 0 and tried[0].technique in sampled
-    caught_up = [*tried, msgspec.structs.replace(fourth, attempts=10)]
-    assert select(caught_up, 1, top_k=3, temperature=0, exploration=0.5) == [tried[0]]
+    beaten = math.log(tried[0].gain_if_verified) + 0.3  # the run holds a kernel 1.35x faster
+    greedy = dict(top_k=3, temperature=0)
+    assert select(candidates, 1, **greedy, behind=beaten) == [tried[0]]  # first visit
+    assert select(candidates, 1, **greedy, visits=3, behind=beaten) == [tried[0]]
+    back = dict(temperature=0, exploration=1.0, visits=3)
+    assert select(candidates, 1, **back, behind=beaten) == [fourth]
+    assert select(candidates, 1, **back, behind=0.0) == [tried[0]]
 
 
-def test_the_loop_explores_by_the_requests_coefficient(kb, tmp_path):
-    """agents.loop's choice of technique follows the request's exploration: a state whose best
-    techniques were tried many times gets an untried one at exploration > 0, greedily."""
+def test_a_rollout_back_at_a_kernel_tries_an_untried_branch(kb):
+    """The loop's default selection (OptimizeRequest's): on a kernel's first visit the best
+    prediction; once a rollout measured a technique there (1.8x, which still leads the
+    prediction, and the fastest kernel found), a rollout coming back to the kernel tries one
+    never tried there instead of walking the known branch again: not the runner-up measured
+    at 1.5x on six other kernels either, which can hardly beat 1.8x. Exploration 0 walks the
+    known branch again."""
     from kernelblaster.agents.loop.choice import choose
     from kernelblaster.harness.protocol.records import PerfState
 
     state = PerfState(
         kernel="k", arch="sm_90", bottleneck="memory", state="memory.dram", summary=""
     )
-    top = kb.rank("sm_90", "memory.dram")[:3]
-    for ranked in top:
-        for _ in range(6):
-            kb.record(make_attempt(technique=ranked.technique, measured_speedup=1.1))
-    ranked = kb.rank("sm_90", "memory.dram")
-    greedy = dict(source_hash=None, k=3, forced=None, seed=1, temperature=0)
-    chosen = choose(kb, state, **greedy, exploration=0.0)
-    explored = choose(kb, state, **greedy, exploration=1.0)
-    assert chosen is not None and chosen.technique == ranked[0].technique
-    assert explored is not None and explored.attempts == 0
+    defaults = OptimizeRequest(source="", source_text="", kernel="")
+    here = dict(
+        source_hash="here", kernel_hash="here", k=defaults.top_k, forced=None, seed=1,
+        temperature=defaults.temperature,
+    )  # fmt: skip
+    first = choose(kb, state, **here, exploration=defaults.exploration)
+    assert first is not None
+    assert first.technique == kb.rank("sm_90", "memory.dram")[0].technique
+    kb.record(make_attempt(technique=first.technique, source_hash="here", measured_speedup=1.8))
+    again = kb.rank("sm_90", "memory.dram", source_hash="here")
+    assert again[0].technique == first.technique  # still the best prediction
+    runner_up = again[1].technique
+    for number in range(6):
+        kb.record(
+            make_attempt(technique=runner_up, source_hash=f"other{number}", measured_speedup=1.5)
+        )
+    assert kb.rank("sm_90", "memory.dram", source_hash="here")[1].technique == runner_up
+    behind = math.log(1.8)  # the original, behind the kernel `first` made
+    back = choose(kb, state, **here, exploration=defaults.exploration, behind=behind)
+    assert back is not None and back.attempts == 0
+    assert back.technique not in (first.technique, runner_up)
+    assert choose(kb, state, **here, exploration=0.0).technique == first.technique
 
 
 def test_a_technique_that_failed_on_this_very_kernel_is_not_chosen_again(kb):
     """avoid_failed: the loop's choice skips techniques already tried without success on the
     kernel the step starts from (its source hash), not those that failed on other kernels of
-    the same state; a success stays choosable; when everything failed here, all come back."""
+    the same state; a success stays choosable; when everything failed here, none is left."""
     from kernelblaster.agents.loop.choice import choose
     from kernelblaster.harness.protocol.records import PerfState
 
@@ -234,14 +280,17 @@ def test_a_technique_that_failed_on_this_very_kernel_is_not_chosen_again(kb):
     )  # fmt: skip
     third = choose(kb, state, source_hash="here", **greedy).technique
     assert third not in (best, second)
-    kb.record(make_attempt(technique=best, source_hash="here", measured_speedup=1.5))
+    kb.record(make_attempt(technique=best, source_hash="here", measured_speedup=2.5))
     assert choose(kb, state, source_hash="here", **greedy).technique == best  # a success here
     for ranked_technique in ranked:
         kb.record(
             make_attempt(technique=ranked_technique.technique, source_hash="hopeless",
                          outcome="wrong_result")
         )  # fmt: skip
-    assert choose(kb, state, source_hash="hopeless", **greedy) is not None
+    # everything failed here: nothing is left to try, a dead end (the loop used to try one of
+    # the failures again)
+    assert choose(kb, state, source_hash="hopeless", **greedy) is None
+    assert choose(kb, state, source_hash=None, **greedy) is not None  # the rule is off
 
 
 def test_the_classifiers_compute_states_are_catalog_states(kb):

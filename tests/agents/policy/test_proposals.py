@@ -261,16 +261,13 @@ def test_more_items_than_asked_are_cut_and_an_unusable_reply_is_reported(openai_
     openai_server.push(
         reply("I can't think of anything."),
         reply("Still nothing, sorry."),  # the JSON retry
-        # no proposal: the step falls back to the ranking (every technique failed here)
-        reply(cuda("wrong")),
-        reply(cuda("wrong")),
-        reply(cuda("wrong")),
-        *policy_replies(),
     )
     outcome = run_loop(client, kb, harness, depth=1)
     (verdict,) = outcome.proposals
     assert not verdict.accepted and "proposals unusable" in verdict.reason
-    assert outcome.steps[0].technique != NEW_ID
+    # no proposal, and every technique failed on the original: a dead end with nowhere to go
+    # back to, so the rollout ends rather than spend its step on one of those failures again
+    assert outcome.steps == [] and not outcome.improved and outcome.error is None
 
     kb2_outcome_items = [
         item(id=f"idea_{n}", description=f"Idea number {n}: " + "a" * 40 * n) for n in range(1, 4)

@@ -109,3 +109,50 @@ def test_no_point_without_the_counts():
     )
     assert roofline.point(stripped) is None
     assert roofline.point(kernel) is not None
+
+
+def test_the_hierarchical_roofs_are_measured_per_memory_level(five):
+    """ncu's hierarchical charts: each level's peak bytes per cycle at that unit's own clock.
+    H100 SXM: L1 16896 B/cycle (132 SMs × 128) at 1.979 GHz, L2 5120 B/cycle at 1.708 GHz."""
+    report, kernels = five
+    roofs = roofline.roofs(kernels["transpose_naive"], report.device)
+    assert roofs is not None and roofs.source == "measured"
+    assert roofs.l1_bytes_per_s == pytest.approx(33.44e12, rel=1e-3)
+    assert roofs.l2_bytes_per_s == pytest.approx(8.743e12, rel=1e-3)
+    assert roofs.dram_bytes_per_s == pytest.approx(3.352e12, rel=1e-3)
+    assert roofs.l1_bytes_per_s > roofs.l2_bytes_per_s > roofs.dram_bytes_per_s
+    assert "(SM 1.98 GHz, L2 1.71 GHz, DRAM 2.62 GHz)" in roofs.note
+
+
+def test_an_uncoalesced_kernel_moves_its_traffic_through_l1_and_l2():
+    """The H200's softmax_rowthread (a row per thread: 4 of 32 bytes per sector used) moves
+    2.45 TB/s through L1, 4.5× its DRAM traffic; matmul_naive's reuse stays in L1 (16.9 TB/s,
+    two thirds of the L1 roof) while DRAM sees 11 GB/s: where ncu says "memory 98% from L1"."""
+    report = read_report(NCU_FIXTURES / "h200-naive3" / "probe.ncu-rep", depth="full")
+    kernels = {k.name: k for k in report.kernels}
+    softmax = roofline.point(kernels["softmax_rowthread"])
+    assert softmax is not None
+    assert softmax.l1_bytes_per_s == pytest.approx(2.4527e12, rel=1e-3)
+    assert softmax.l2_bytes_per_s == pytest.approx(423.3e9, rel=1e-3)
+    assert softmax.dram_bytes_per_s == pytest.approx(541.7e9, rel=1e-3)
+    matmul = roofline.point(kernels["matmul_naive"])
+    roofs = roofline.roofs(kernels["matmul_naive"], report.device)
+    assert matmul is not None and roofs is not None
+    assert roofs.l1_bytes_per_s is not None and matmul.l1_bytes_per_s is not None
+    assert matmul.l1_bytes_per_s / roofs.l1_bytes_per_s == pytest.approx(0.665, abs=1e-3)
+    assert matmul.dram_bytes_per_s == pytest.approx(11.21e9, rel=1e-3)
+
+
+def test_published_roofs_and_in_process_points_have_no_cache_levels(five):
+    _, kernels = five
+    without = {m.DRAM_BYTES_PEAK_PER_CYCLE, m.FP32_PEAK_FLOPS_PER_CYCLE, *m.CACHE_ROOFLINE}
+    quick = msgspec.structs.replace(
+        kernels["divergent"],
+        metrics={k: v for k, v in kernels["divergent"].metrics.items() if k not in without},
+    )
+    roofs = roofline.roofs(quick, "NVIDIA H100 80GB HBM3")
+    assert roofs is not None and roofs.source == "published"
+    assert roofs.l1_bytes_per_s is None and roofs.l2_bytes_per_s is None
+    assert "nor the L1 and L2 roofs" in roofs.note
+    where = roofline.point(quick)
+    assert where is not None and where.l1_bytes_per_s is None and where.l2_bytes_per_s is None

@@ -49,7 +49,9 @@ def _ncu_quick_elsewhere(source: Path, settings: Settings) -> ProfileReport:
     """ncu's quick profile through run_once, read in a worker process: reading a report loads
     Nsight Compute's own libnvperf_host.so, and CUPTI in this process would then run on it
     (cupti.load_library refuses that)."""
-    no_counters = msgspec.structs.replace(settings, in_process_counters=False)
+    no_counters = msgspec.structs.replace(
+        settings, in_process_counters=False, native_profile_driver=False
+    )
     request = WorkerRequest(task="profile", source=str(source), settings=no_counters)
     response = run_harness_sync(request, no_counters)
     assert response.error is None, f"{response.error.kind}: {response.error.message}"

@@ -128,6 +128,29 @@ def test_a_worker_that_dies_without_answering_is_a_crash(tmp_path):
     assert "boom: segfault" in response.error.log
 
 
+# How torch's process ends when a tensor is freed after a device fault: c10's message, then a
+# C++ stack longer than the stderr tail the client keeps, then SIGABRT.
+_ABORT_ON_A_FAULT = """
+sys.stderr.write("terminate called after throwing an instance of 'c10::AcceleratorError'\\n")
+sys.stderr.write("  what():  CUDA error: an illegal memory access was encountered\\n")
+for frame in range(40):
+    sys.stderr.write(f"frame #{frame}: c10::TensorImpl::~TensorImpl() + 0x9\\n")
+sys.stderr.flush()
+os.abort()
+"""
+
+
+def test_a_worker_aborted_by_its_kernels_device_fault_reports_the_fault(tmp_path):
+    """Not a crash of ours: the kernel faulted, and the first line saying so is kept though
+    the stack after it is longer than the log's tail."""
+    command, _ = _fake_worker(tmp_path, _ABORT_ON_A_FAULT)
+    error = run_harness_sync(_request(), _settings(command)).error
+    assert error is not None and error.kind == "illegal_memory_access", error
+    assert "an illegal memory access was encountered" in error.message
+    assert "died of it (killed by SIGABRT)" in error.message
+    assert "compute-sanitizer" in error.fix
+
+
 def test_requests_are_sent_as_json(tmp_path):
     script = tmp_path / "echo.py"
     script.write_text(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import pickle
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import torch
 
 from kernelblaster.harness.check import verify as verify_module
 from kernelblaster.harness.check.integrity import RuntimeSnapshot
+from kernelblaster.harness.target import clean_reference
 from kernelblaster.harness.target.candidate import Candidate
 from kernelblaster.harness.target.clean_reference import CleanReference
 from kernelblaster.harness.target.reference import ReferenceError_, load_reference
@@ -237,3 +239,12 @@ def test_the_globals_of_a_shared_cuda_tensor_are_accepted():
     with pytest.raises(Exception) as failed:
         _QuestionReader(io.BytesIO(bytes(sent))).load()
     assert not isinstance(failed.value, pickle.UnpicklingError), failed.value
+
+
+def test_a_torch_half_imported_by_another_thread_starts_the_child_by_spawn(monkeypatch):
+    """The prewarm thread may be inside torch's import when the request's build asks for the
+    clean process: the module is in sys.modules without `torch.cuda` yet, and the context
+    must be chosen without touching it (this was an AttributeError on the GPU machine)."""
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
+    monkeypatch.setattr(clean_reference, "_threads", lambda: 2)
+    assert clean_reference._start_context().get_start_method() == "spawn"

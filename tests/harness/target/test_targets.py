@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from kernelblaster.harness.protocol.records import HarnessError
+from kernelblaster.harness.target.target_build import load_inline_folder
 from kernelblaster.harness.target.targets import Target, kept_functions, resolve_target
 from kernelblaster.settings import Settings, load_settings
 
@@ -168,3 +169,18 @@ def test_bad_bindings_configuration_says_what_to_fix(tmp_path, entry, kind, mess
     error = resolve_target(source, load_settings(tmp_path, environ={}))
     assert isinstance(error, HarnessError)
     assert error.kind == kind and message in error.message and error.fix
+
+
+def test_each_solution_source_gets_its_own_load_inline_folder(tmp_path):
+    """An original and its rewrite both call load_inline(name="relu"): built side by side in
+    one folder, one deleted the other's relu.so (ImportError on the H200). A folder per
+    source and arch keeps them apart; the same source finds its earlier build."""
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    original, rewrite = tmp_path / "a_solution.py", tmp_path / "b_solution.py"
+    original.write_text("relu = load_inline(name='relu', cuda_sources=A)\n")
+    rewrite.write_text("relu = load_inline(name='relu', cuda_sources=B)\n")
+    first = load_inline_folder(original, "", settings)
+    assert first.is_dir() and first.parent == tmp_path / "cache" / "torch_extensions"
+    assert load_inline_folder(rewrite, "", settings) != first
+    assert load_inline_folder(original, "sm_90", settings) != first
+    assert load_inline_folder(original, "", settings) == first

@@ -100,6 +100,10 @@ async def test_hover_shows_state_times_and_ranked_techniques(client, workspace):
     assert tiling.endswith(
         f"3 faster, 1 slower, 0 failed, mean 2.80× in 4 attempts on sm_90 on kernels with {target}"
     )
+    # how many outcomes each prediction rests on, beside the prediction
+    assert " from 4 outcomes (confidence " in tiling
+    untried = next(line for line in text.splitlines() if "no attempts yet" in line)
+    assert " from the prior alone (confidence " in untried
     assert "no attempts yet (basis: ncu estimate)" in text
     # inside the body there is no hover (the editor's C++ server owns that)
     body = await client.text_document_hover_async(
@@ -121,7 +125,10 @@ async def test_code_actions_offer_top_k_techniques_with_predicted_gains(client, 
     )
     with KnowledgeBase.open(workspace.kb_path) as kb:
         kb_ranking = kb.rank(state.arch, state.state, state.findings)
-    expected = kb_ranking[:2]
+    # the best two, but shared-memory tiling's measured record (3 of 4 faster) is not left out
+    # for the second untried one
+    expected = [kb_ranking[0], next(t for t in kb_ranking if t.technique == "shared_memory_tiling")]
+    assert kb_ranking[1].attempts == 0 and kb_ranking[1].technique != "shared_memory_tiling"
     assert [a.title for a in actions] == [optimize_title(t) for t in expected] + ["Optimize kernel"]
     assert actions[0].title.startswith(
         "Optimize kernel: coalesce global memory accesses (predicted "
@@ -154,3 +161,33 @@ async def test_code_actions_offer_top_k_techniques_with_predicted_gains(client, 
         )
     )
     assert list(outside) == []
+
+
+async def test_untried_techniques_above_a_measured_record_are_labelled_as_exploring(
+    client, workspace
+):
+    """The ranking may put a technique with no attempts (its prior raised by ncu's estimate)
+    above one with a measured record; its action then says it is untried, an exploration, and
+    the measured one says how many of its attempts were faster."""
+    uri, state = await open_softmax(client, workspace, topK=8)
+    actions = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(types.Position(8, 4), types.Position(8, 4)),
+            context=types.CodeActionContext(diagnostics=[]),
+        )
+    )
+    titles = [a.title for a in actions if a.title != "Optimize kernel"]
+    with KnowledgeBase.open(workspace.kb_path) as kb:
+        ranked = kb.rank(state.arch, state.state, state.findings)[:8]
+    tiling = next(i for i, t in enumerate(ranked) if t.technique == "shared_memory_tiling")
+    assert any(t.attempts == 0 for t in ranked[:tiling]), "an untried technique ranks above it"
+    assert titles[tiling].endswith(
+        " tiling for data reuse (predicted 2.64×; 3 of 4 attempts faster)"
+    )
+    assert titles[0] == (
+        "Optimize kernel: coalesce global memory accesses "
+        "(predicted 2.75×; untried — exploring, from ncu's estimate)"
+    )
+    for technique, title in zip(ranked, titles, strict=True):
+        assert ("untried — exploring, from " in title) == (technique.attempts == 0), title

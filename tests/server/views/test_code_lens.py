@@ -138,6 +138,39 @@ async def test_a_tensor_core_kernel_is_placed_with_its_mma_flops_under_its_tenso
     assert "974 TFLOP/s FP16 tensor, 60.9 TFLOP/s FP32" in message[0].message  # at 1.80 GHz
 
 
+async def test_the_profile_view_has_the_hierarchical_roofline_of_an_uncoalesced_kernel(
+    client, workspace
+):
+    """five.cu's transpose_naive (uncoalesced stores) on the H100: L1, L2 and DRAM roofs and
+    traffic from the report's hierarchical roofline counts, in the view, its history and its
+    one-line message."""
+    uri, _ = await _profiled_five(client, workspace)
+    view = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="kernelblaster.kernelProfile",
+            arguments=[{"uri": uri, "kernel": "transpose_naive", "show": True}],
+        )
+    )
+    roofs, point = view["roofs"], view["point"]
+    # 16896 B/cycle × 1.979 GHz L1, 5120 B/cycle × 1.708 GHz L2, 1280 B/cycle × 2.618 GHz DRAM
+    assert [round(roofs[f"{level}_bytes_per_s"] / 1e12, 2) for level in ("l1", "l2", "dram")] == [
+        33.44,
+        8.74,
+        3.35,
+    ]
+    assert [round(point[f"{level}_bytes_per_s"] / 1e9) for level in ("l1", "l2", "dram")] == [
+        699,
+        236,
+        427,
+    ]
+    assert view["history"][-1]["l1_bytes_per_s"] == point["l1_bytes_per_s"]
+    message = await wait_until(
+        lambda: [m for m in client.messages if "transpose_naive on" in m.message]
+    )
+    assert "moving 699 GB/s L1, 236 GB/s L2, 427 GB/s DRAM" in message[0].message
+    assert "33.4 TB/s L1, 8.74 TB/s L2, 3.35 TB/s DRAM, measured" in message[0].message
+
+
 async def test_lenses_are_off_by_the_setting(client, workspace):
     uri, _ = await _profiled_five(client, workspace, codeLens=False)
     assert not await _lenses(client, uri)
