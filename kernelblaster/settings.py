@@ -143,8 +143,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     rollouts: Rollouts = 4
     depth: Steps = 3
     top_k: Steps = 3
-    # editor: a code lens above each kernel (time, state, headroom; Optimize, Show profile,
-    # Open in Nsight Compute)
+    # editor: a code lens above each kernel (time per call, state, headroom to the roof that
+    # limits it, opening the profile; Optimize)
     code_lens: bool = True
     # storage
     kb_path: str | None = None

@@ -24,6 +24,7 @@ from kernelblaster.server.notifications import (
     did_open,
     did_save,
     initialized,
+    trust_granted,
     work_done_progress_cancel,
 )
 from kernelblaster.server.requests import (
@@ -48,6 +49,7 @@ server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(
     did_change_configuration.did_change_configuration
 )
 server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)(work_done_progress_cancel.cancel_progress)
+server.feature(trust_granted.TRUST_GRANTED)(trust_granted.trust_granted)
 # documents
 server.feature(types.TEXT_DOCUMENT_DID_OPEN)(did_open.did_open)
 server.feature(types.TEXT_DOCUMENT_DID_CHANGE)(did_change.did_change)

@@ -177,18 +177,21 @@ export class Workbench {
     await this.quickInput('Control+KeyG', `${String(line)}:${String(column)}`, `line ${String(line)}`, '.quick-input-widget');
   }
 
+  /** Gives the active editor the keyboard, as a user clicking into it does. (VS Code fetches a
+   * text editor's code lenses while it has focus: a fetch due as it loses focus waits for the
+   * next time it has it.) */
+  async focusEditor(): Promise<void> {
+    const focused = () => this.page.evaluate(() => document.activeElement?.closest('.editor-instance .monaco-editor') != null);
+    if (!(await focused())) {
+      await this.command('View: Focus Active Editor Group');
+    }
+    await this.wait('the editor to have the keyboard', focused);
+  }
+
   /** Types `text` as a new last line of the active editor, once the editor has the keyboard
    * (keys typed before that go elsewhere), and saves. */
   async appendLineAndSave(text: string): Promise<void> {
-    await this.wait('the editor to have the keyboard', () =>
-      this.page.evaluate(() => {
-        if (document.activeElement?.closest('.editor-instance .monaco-editor')) {
-          return true;
-        }
-        document.querySelector<HTMLElement>('.editor-instance .monaco-editor .view-lines')?.click();
-        return false;
-      }),
-    );
+    await this.focusEditor();
     await this.pressKey('Control+End');
     await this.page.keyboard.type(`${text}\n`);
     await this.wait(`"${text}" in the editor`, () =>
@@ -210,15 +213,40 @@ export class Workbench {
     }, name);
   }
 
-  /** Texts of the status bar entries whose id contains `idPart`. */
-  async statusBar(idPart: string): Promise<string[]> {
+  /** What the status bar entries whose id contains `idPart` show: their visible text (the
+   * label's, not the aria-label or tooltip) and the names of their icons ("zap", "shield"). */
+  async statusBar(idPart: string): Promise<{ text: string; icons: string[] }[]> {
     return this.page.evaluate(
       (part) =>
-        [...document.querySelectorAll('.statusbar-item')]
-          .filter((item) => item.id.includes(part))
-          .map((item) => (item.getAttribute('aria-label') ?? item.textContent).trim()),
+        [...document.querySelectorAll<HTMLElement>('.statusbar-item')]
+          .filter((item) => item.id.includes(part) && item.offsetParent !== null)
+          .map((item) => ({
+            text: (item.querySelector('.statusbar-item-label')?.textContent ?? item.textContent).replace(/\s+/g, ' ').trim(),
+            icons: [...item.querySelectorAll('.codicon')].flatMap((icon) =>
+              [...icon.classList].filter((name) => name.startsWith('codicon-') && name !== 'codicon-modifier-spin').map((name) => name.slice('codicon-'.length)),
+            ),
+          })),
       idPart,
     );
+  }
+
+  /** Waits until KernelBlaster's status bar item says its server runs (the zap icon; a spinner
+   * while it starts), and returns what it shows. */
+  async serverRunning(): Promise<{ text: string; icons: string[] }> {
+    return this.wait('the KernelBlaster server to run (its status bar item)', async () =>
+      (await this.statusBar('kernelblaster')).find((item) => item.icons.includes('zap')),
+    );
+  }
+
+  /** Screenshot of the part of the window around the element `selector` (its full width),
+   * `above` pixels of what is above it included. */
+  async shotOf(selector: string, name: string, above = 0): Promise<string> {
+    const box = await this.wait(`${selector} to have a box`, async () => (await this.page.$(selector))?.boundingBox());
+    fs.mkdirSync(ARTIFACTS, { recursive: true });
+    const file = path.join(ARTIFACTS, `${name}.png`);
+    const y = Math.max(0, box.y - above);
+    await this.page.screenshot({ path: file, clip: { x: 0, y, width: this.page.viewport()?.width ?? 1400, height: box.y + box.height - y } });
+    return file;
   }
 
   /** Messages of the notification toasts on screen. */
@@ -248,6 +276,14 @@ export class Workbench {
     );
   }
 
+  /** The bold titles of the visible hover's numbered list: the ranked optimizations, in order. */
+  async hoverRanking(): Promise<string[]> {
+    return this.page.evaluate(() => {
+      const hover = [...document.querySelectorAll<HTMLElement>('.monaco-hover')].find((h) => !h.classList.contains('hidden') && h.offsetParent !== null);
+      return [...(hover?.querySelectorAll('ol > li') ?? [])].map((item) => item.querySelector('strong')?.textContent.trim() ?? '');
+    });
+  }
+
   /** Text of the visible editor hover. */
   async hover(): Promise<string | undefined> {
     return this.page.evaluate(() => {
@@ -265,7 +301,35 @@ export class Workbench {
     );
   }
 
-  /** Clicks the first code lens titled `title` (a lens with a command is a link). */
+  /** The titles of the active editor's code lenses that are links: lenses a running server
+   * answered. (VS Code shows the last lenses of a file whose server is gone, for up to 30 s,
+   * from its cache: their titles, as labels.) */
+  async codeLensLinks(): Promise<string[]> {
+    return this.page.evaluate(() =>
+      [...document.querySelectorAll('.editor-instance .codelens-decoration a')].map((a) => a.textContent.replace(/\u00a0/g, ' ').trim()),
+    );
+  }
+
+  /** For each line of code lenses in the active editor, how many pixels of it are cut off: by
+   * its own box (scrolled text) or by the end of the text area (where the minimap begins). */
+  async codeLensOverflow(): Promise<number[]> {
+    return this.page.evaluate(() => {
+      const editor = document.querySelector('.editor-group-container.active .editor-instance .monaco-editor');
+      if (editor === null) {
+        return [];
+      }
+      const guard = editor.querySelector('.overflow-guard')?.getBoundingClientRect();
+      const minimap = editor.querySelector<HTMLElement>('.minimap');
+      const textEnd = minimap !== null && minimap.offsetWidth > 0 ? minimap.getBoundingClientRect().left : (guard?.right ?? Infinity);
+      return [...editor.querySelectorAll<HTMLElement>('.codelens-decoration')].map((line) => {
+        const items = [...line.children].map((item) => item.getBoundingClientRect().right);
+        return Math.max(0, line.scrollWidth - line.clientWidth, Math.max(...items) - textEnd);
+      });
+    });
+  }
+
+  /** Clicks the first code lens titled `title`, or starting with it (a lens with a command is a
+   * link). */
   async clickCodeLens(title: string): Promise<void> {
     // Lenses are re-rendered whenever the server refreshes them (a new state, a finished
     // profile): a lens found a moment ago can be detached or have no box by the time it is
@@ -273,7 +337,9 @@ export class Workbench {
     // retried together until a click lands.
     await this.wait(`the "${title}" code lens to take a click`, async () => {
       const handle = await this.page.evaluateHandle(
-        (wanted) => [...document.querySelectorAll('.editor-instance .codelens-decoration a')].find((a) => a.textContent.trim() === wanted) ?? null,
+        (wanted) =>
+          [...document.querySelectorAll('.editor-instance .codelens-decoration a')].find((a) => a.textContent.replace(/\u00a0/g, ' ').trim().startsWith(wanted)) ??
+          null,
         title,
       );
       const lens = handle.asElement() as ElementHandle | null;
@@ -317,10 +383,12 @@ export class Workbench {
     });
   }
 
-  /** Trusts the open folder from the Workspace Trust editor, then closes that (modal) editor. */
-  async trustWorkspace(): Promise<void> {
+  /** Trusts the open folder from the Workspace Trust editor, then closes that (modal) editor;
+   * returns when (Date.now()) the Trust button was clicked. */
+  async trustWorkspace(): Promise<number> {
     await this.command('Workspaces: Manage Workspace Trust');
     await this.clickButton('.workspace-trust-editor', 'Trust');
+    const trustedAt = Date.now();
     await this.wait('Restricted Mode to end', async () => (await this.statusBar('status.workspaceTrust')).length === 0);
     let pressedAt = 0;
     await this.wait('the Workspace Trust editor to close', async () => {
@@ -333,6 +401,7 @@ export class Workbench {
       }
       return false;
     });
+    return trustedAt;
   }
 
   /** Clicks the first button (or link-button) whose text starts with `text`. */

@@ -44,6 +44,9 @@ export function activateWith(context: vscode.ExtensionContext, deps: ActivationD
     output,
     status,
   });
+  // A launch setting's event also fires when its value did not change (e.g. when trust is
+  // granted, for every setting Restricted Mode holds back): only a new value restarts.
+  let launchedWith = launchSettings();
   const knowledgeBase = new KnowledgeBaseView();
   const profiles = new ProfileViews();
   context.subscriptions.push(
@@ -53,14 +56,20 @@ export function activateWith(context: vscode.ExtensionContext, deps: ActivationD
     knowledgeBase,
     profiles,
     ...registerCommands(session, { knowledgeBase, profiles, nsightCompute: deps.nsightCompute ?? NSIGHT_COMPUTE }, output),
-    // The server reads `trusted` only at initialization, so it has to start again to learn it.
     vscode.workspace.onDidGrantWorkspaceTrust(() => {
       status.apply({ kind: 'trust', trusted: true });
-      void session.restart();
+      void session.grantTrust();
+    }),
+    // What the language status says agrees with the Problems view's setup messages.
+    vscode.languages.onDidChangeDiagnostics(() => {
+      status.apply({ kind: 'setup', problems: setupProblems() });
     }),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (LAUNCH_SETTINGS.some((key) => event.affectsConfiguration(key))) {
-        void session.restart();
+        if (launchSettings() !== launchedWith) {
+          launchedWith = launchSettings();
+          void session.restart();
+        }
       } else if (event.affectsConfiguration(SECTION)) {
         // vscode-languageclient forwards the change; this only reports unusable values.
         session.readSettings();
@@ -68,6 +77,26 @@ export function activateWith(context: vscode.ExtensionContext, deps: ActivationD
     }),
   );
   return { session, status, output, started: session.start() };
+}
+
+/** The values of the launch settings, to compare. */
+function launchSettings(): string {
+  const config = vscode.workspace.getConfiguration(SECTION);
+  return JSON.stringify(LAUNCH_SETTINGS.map((key) => config.get(key.slice(SECTION.length + 1)) ?? null));
+}
+
+/** The messages of the server's setup diagnostics (no PyTorch, no GPU, …) in any file. */
+function setupProblems(): string[] {
+  const problems = new Set<string>();
+  for (const [, diagnostics] of vscode.languages.getDiagnostics()) {
+    for (const diagnostic of diagnostics) {
+      const code = typeof diagnostic.code === 'object' ? diagnostic.code.value : diagnostic.code;
+      if (diagnostic.source === 'kernelblaster' && code === 'setup' && diagnostic.severity <= vscode.DiagnosticSeverity.Warning) {
+        problems.add(diagnostic.message);
+      }
+    }
+  }
+  return [...problems];
 }
 
 function discoverFromSettings(deps: ActivationDeps): Promise<Discovery> {

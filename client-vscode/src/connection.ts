@@ -24,6 +24,8 @@ export interface ServerConnection {
   dispose(): Promise<void>;
   /** `workspace/executeCommand`; rejects with the server's error. */
   executeCommand(command: string, args: readonly unknown[]): Promise<unknown>;
+  /** `kernelblaster/trustGranted`: the running server trusts the workspace from now on. */
+  grantTrust(): Promise<void>;
 }
 
 export type ConnectionFactory = (

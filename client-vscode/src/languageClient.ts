@@ -89,6 +89,7 @@ export function languageClientConnection(output: vscode.OutputChannel): Connecti
       dispose: () => client.dispose(),
       executeCommand: (command, args) =>
         client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [...args] }),
+      grantTrust: () => client.sendNotification('kernelblaster/trustGranted', {}),
     };
   };
 }

@@ -74,6 +74,8 @@ export interface KernelProfileData {
   readonly profiled: boolean;
   readonly current: boolean;
   readonly state: PerfState | null;
+  /** The headroom to the roof that limits the state, said as the hover says it. */
+  readonly limit: string | null;
   readonly duration_ms: number | null;
   readonly median_ms: number | null;
   readonly speedup_vs_eager: number | null;
@@ -144,6 +146,7 @@ const PROFILE = record({
   profiled: isBoolean,
   current: isBoolean,
   state: orNull(STATE),
+  limit: orNull(isString),
   duration_ms: orNull(isNumber),
   median_ms: orNull(isNumber),
   speedup_vs_eager: orNull(isNumber),
@@ -164,7 +167,7 @@ export function parseKernelProfile(answer: unknown): KernelProfileData {
   }
   // Absent optional fields (msgspec leaves none out, but a null check admits undefined) read as null.
   const data = answer as Record<string, unknown>;
-  const nullable = ['device', 'arch', 'state', 'duration_ms', 'median_ms', 'speedup_vs_eager', 'speedup_vs_compile', 'change', 'roofs', 'point', 'report'];
+  const nullable = ['device', 'arch', 'state', 'limit', 'duration_ms', 'median_ms', 'speedup_vs_eager', 'speedup_vs_compile', 'change', 'roofs', 'point', 'report'];
   return Object.fromEntries(Object.entries(data).concat(nullable.filter((k) => data[k] === undefined).map((k) => [k, null]))) as unknown as KernelProfileData;
 }
 

@@ -12,9 +12,9 @@ import { parseProfileMessage, renderProfile } from './profileViewHtml';
 export const SHOW_PROFILE_COMMAND = 'kernelblaster.showProfile';
 export const OPEN_IN_NSIGHT_COMPUTE_COMMAND = 'kernelblaster.openInNsightCompute';
 export const PROFILE_VIEW_TYPE = 'kernelblaster.profile';
-/** The extension's commands the server's code lenses may use instead of its own
+/** The extension's command the server's code lens summary may use instead of its own
  * (`clientCommands` in the initialization options, docs/protocol.md). */
-export const LENS_CLIENT_COMMANDS: readonly string[] = [SHOW_PROFILE_COMMAND, OPEN_IN_NSIGHT_COMPUTE_COMMAND];
+export const LENS_CLIENT_COMMANDS: readonly string[] = [SHOW_PROFILE_COMMAND];
 
 /** What a lens or the command palette names: a kernel of an open file. */
 export interface KernelTarget {

@@ -98,11 +98,9 @@ function roofline(data: KernelProfileData): string {
         ],
   );
   const current: PlotPoint[] = data.point === null ? [] : [{ ...data.point, current: true, label: 'this version' }];
-  const headroom = data.state?.headroom;
-  const nearest =
-    headroom && headroom.roof !== 'none'
-      ? `<p id="nearest-roof">Nearest roof: <strong>${escapeHtml(ROOF_NAMES[headroom.roof] ?? headroom.roof)}</strong> at ${String(Math.round(headroom.achieved_fraction * 100))}% (headroom ${factor(1 / Math.max(headroom.achieved_fraction, 1e-3))}).</p>`
-      : '';
+  // The roof that limits the kernel's state, not the chart's nearest (a launch-bound kernel's
+  // fix is parallelism however far below the DRAM roof it sits).
+  const nearest = data.limit === null ? '' : `<p class="limit">${escapeHtml(data.limit)}</p>`;
   const levels = measuredLevels(data.roofs)
     .map(({ level, name }) => `<span class="swatch level ${level}"></span> ${name}`)
     .join(' ');
@@ -112,15 +110,6 @@ function roofline(data: KernelProfileData): string {
 <p class="detail roofs-source">Roofs: ${escapeHtml(data.roofs.note)}.</p>
 ${nearest}`;
 }
-
-// The headroom roofs by their names on screen (PerfState's Roof, harness/protocol/records.py).
-const ROOF_NAMES: Record<string, string> = {
-  dram_bandwidth: 'DRAM bandwidth',
-  fp32: 'FP32',
-  fp16_tensor: 'FP16 tensor',
-  fp64: 'FP64',
-  sm_throughput: 'SM throughput',
-};
 
 function state(value: PerfState | null): string {
   if (value === null) {

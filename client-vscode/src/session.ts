@@ -40,6 +40,25 @@ export class ServerSession implements vscode.Disposable {
     return this.enqueue(() => this.stopNow());
   }
 
+  /** Workspace Trust was granted: the running server is told, so that the open files' lenses
+   * and diagnostics stay on screen (a restart would take them away until the new server has
+   * loaded them); a server that isn't running starts trusted. */
+  grantTrust(): Promise<void> {
+    return this.enqueue(async () => {
+      const connection = this.connection;
+      if (connection !== undefined && this.deps.status.state.server === 'running') {
+        try {
+          await connection.grantTrust();
+          return;
+        } catch (error) {
+          this.deps.output.appendLine(`Telling the server about trust failed (${describe(error)}): restarting it`);
+        }
+      }
+      await this.stopNow();
+      await this.startNow();
+    });
+  }
+
   dispose(): void {
     void this.stop();
   }

@@ -5,7 +5,11 @@ export interface JobStatus {
   readonly uri: string;
   readonly running: boolean;
   readonly phase: string;
+  /** Without the file's name, which the status bar shows beside it. */
   readonly message: string;
+  /** A save's end: the status bar's text, led by the file's name and the save's delta
+   * ("softmax.cu 1.33× faster · memory-bound"). */
+  readonly headline?: string;
 }
 
 export type ServerPhase = 'starting' | 'running' | 'stopped' | 'notInstalled';
@@ -15,13 +19,16 @@ export interface StatusState {
   readonly trusted: boolean;
   /** Jobs in progress, least recently updated first. */
   readonly jobs: readonly JobStatus[];
-  readonly lastResult: { readonly uri: string; readonly message: string } | undefined;
+  readonly lastResult: { readonly uri: string; readonly message: string; readonly headline?: string } | undefined;
+  /** The server's setup diagnostics (e.g. PyTorch missing), as the Problems view shows them. */
+  readonly setupProblems: readonly string[];
 }
 
 export type StatusEvent =
   | { readonly kind: 'server'; readonly phase: ServerPhase }
   | { readonly kind: 'trust'; readonly trusted: boolean }
-  | { readonly kind: 'job'; readonly status: JobStatus };
+  | { readonly kind: 'job'; readonly status: JobStatus }
+  | { readonly kind: 'setup'; readonly problems: readonly string[] };
 
 export interface StatusView {
   readonly text: string;
@@ -29,7 +36,7 @@ export interface StatusView {
 }
 
 export function initialStatus(trusted: boolean): StatusState {
-  return { server: 'starting', trusted, jobs: [], lastResult: undefined };
+  return { server: 'starting', trusted, jobs: [], lastResult: undefined, setupProblems: [] };
 }
 
 export function reduceStatus(state: StatusState, event: StatusEvent): StatusState {
@@ -41,6 +48,8 @@ export function reduceStatus(state: StatusState, event: StatusEvent): StatusStat
         : { ...state, server: event.phase, jobs: [] };
     case 'trust':
       return { ...state, trusted: event.trusted };
+    case 'setup':
+      return { ...state, setupProblems: event.problems };
     case 'job': {
       const status = event.status;
       const others = state.jobs.filter((job) => job.uri !== status.uri);
@@ -48,7 +57,7 @@ export function reduceStatus(state: StatusState, event: StatusEvent): StatusStat
         return { ...state, jobs: [...others, status] };
       }
       const lastResult =
-        status.message.trim() === '' ? state.lastResult : { uri: status.uri, message: status.message };
+        status.message.trim() === '' ? state.lastResult : { uri: status.uri, message: status.message, headline: status.headline };
       return { ...state, jobs: others, lastResult };
     }
   }
@@ -91,9 +100,10 @@ export function renderStatus(state: StatusState): StatusView {
       break;
   }
   if (state.lastResult !== undefined) {
+    const { uri, message, headline } = state.lastResult;
     return {
-      text: `${shield}$(zap) ${truncate(state.lastResult.message)}`,
-      tooltip: [`${fileName(state.lastResult.uri)}: ${state.lastResult.message}`, ...restricted, CLICK].join('\n'),
+      text: `${shield}$(zap) ${truncate(headline ?? `${fileName(uri)}: ${message}`)}`,
+      tooltip: [`${fileName(uri)}: ${message}`, ...restricted, CLICK].join('\n'),
     };
   }
   return {
@@ -120,9 +130,15 @@ export function renderLanguageStatus(state: StatusState): LanguageStatusView {
     case 'stopped':
       return { text: 'KernelBlaster: stopped', detail: 'restart the server', severity: 'error', busy: false };
     case 'running':
-      return state.trusted
-        ? { text: 'KernelBlaster: ready', detail: busy ? 'working' : 'builds, verifies and profiles on save', severity: 'information', busy }
-        : { text: 'KernelBlaster: Restricted Mode', detail: 'nothing is built or run', severity: 'warning', busy };
+      if (!state.trusted) {
+        return { text: 'KernelBlaster: Restricted Mode', detail: 'nothing is built or run', severity: 'warning', busy };
+      }
+      if (state.setupProblems.length > 0) {
+        // What Problems says, not "ready": a save builds but can't verify or profile.
+        const more = state.setupProblems.length > 1 ? ` (+${String(state.setupProblems.length - 1)} more in Problems)` : ' (see Problems)';
+        return { text: 'KernelBlaster: setup problem', detail: `${truncate(state.setupProblems[0])}${more}`, severity: 'warning', busy };
+      }
+      return { text: 'KernelBlaster: ready', detail: busy ? 'working' : 'builds, verifies and profiles on save', severity: 'information', busy };
   }
 }
 
@@ -131,7 +147,7 @@ export function parseJobStatus(params: unknown): JobStatus | undefined {
   if (typeof params !== 'object' || params === null) {
     return undefined;
   }
-  const { uri, running, phase, message } = params as Record<string, unknown>;
+  const { uri, running, phase, message, headline } = params as Record<string, unknown>;
   if (typeof uri !== 'string' || typeof running !== 'boolean') {
     return undefined;
   }
@@ -140,6 +156,7 @@ export function parseJobStatus(params: unknown): JobStatus | undefined {
     running,
     phase: typeof phase === 'string' ? phase : '',
     message: typeof message === 'string' ? message : '',
+    ...(typeof headline === 'string' && headline.trim() !== '' ? { headline } : {}),
   };
 }
 

@@ -13,10 +13,12 @@ import type { PythonCheck, ServerLaunch } from '../src/discovery';
 import { KB_ANSWER } from './kbFixture';
 import {
   changeConfiguration,
+  DiagnosticSeverity,
   grantTrust,
   makeDocument,
   mock,
   resetMock,
+  setDiagnostics,
   setSetting,
   Uri,
 } from './mock/vscode';
@@ -24,6 +26,8 @@ import {
 class FakeConnection implements ServerConnection {
   started = false;
   disposed = false;
+  trustGrants = 0;
+  trustFails = false;
   readonly requests: { command: string; args: readonly unknown[] }[] = [];
   constructor(
     readonly launch: ServerLaunch,
@@ -38,6 +42,10 @@ class FakeConnection implements ServerConnection {
   dispose(): Promise<void> {
     this.disposed = true;
     return Promise.resolve();
+  }
+  grantTrust(): Promise<void> {
+    this.trustGrants++;
+    return this.trustFails ? Promise.reject(new Error('the connection is closed')) : Promise.resolve();
   }
   executeCommand(command: string, args: readonly unknown[]): Promise<unknown> {
     this.requests.push({ command, args });
@@ -138,7 +146,7 @@ describe('activation and server discovery', () => {
       trusted: true,
       settings: { llmBaseUrl: 'http://localhost:8000/v1', rollouts: 8 },
       // the lenses may use the extension's profile view and its Nsight Compute launcher
-      clientCommands: ['kernelblaster.showProfile', 'kernelblaster.openInNsightCompute'],
+      clientCommands: ['kernelblaster.showProfile'],
     });
     assert.ok(connection.started);
     assert.equal(statusText(), '$(zap) KernelBlaster');
@@ -209,6 +217,10 @@ describe('activation and server discovery', () => {
       args: ['-m', 'kernelblaster', 'serve'],
       origin: 'python',
     });
+    // the same value again (VS Code fires the event when trust is granted): no restart
+    changeConfiguration('kernelblaster.python');
+    await activated.session.settled();
+    assert.equal(connections.length, 2);
   });
 
   it('warns once about an unusable setting and does not send it', async () => {
@@ -226,7 +238,7 @@ describe('activation and server discovery', () => {
 });
 
 describe('workspace trust', () => {
-  it('starts untrusted with trusted: false, and restarts with trusted: true once trust is granted', async () => {
+  it('starts untrusted with trusted: false, and tells the running server once trust is granted', async () => {
     mock.trusted = false;
     const { connections, activated } = activate();
     await activated.started;
@@ -235,11 +247,43 @@ describe('workspace trust', () => {
 
     grantTrust();
     await activated.session.settled();
+    // no restart: its lenses and diagnostics stay on screen
+    assert.equal(connections.length, 1);
+    assert.equal(connections[0].trustGrants, 1);
+    assert.ok(!connections[0].disposed);
+    assert.equal(statusText(), '$(zap) KernelBlaster');
+    // a later start (e.g. a restart) starts trusted
+    await activated.session.restart();
+    assert.equal(connections[1].init.trusted, true);
+  });
+
+  it('restarts trusted when the server cannot be told', async () => {
+    mock.trusted = false;
+    const { connections, activated } = activate();
+    await activated.started;
+    connections[0].trustFails = true;
+    grantTrust();
+    await activated.session.settled();
     assert.equal(connections.length, 2);
     assert.ok(connections[0].disposed, 'the untrusted server is stopped');
     assert.equal(connections[1].init.trusted, true);
     assert.ok(connections[1].started);
-    assert.equal(statusText(), '$(zap) KernelBlaster');
+  });
+
+  it("reflects the server's setup diagnostics in the language status", async () => {
+    const { activated } = activate();
+    await activated.started;
+    const language = () => mock.languageStatusItems[0];
+    assert.equal(language().text, 'KernelBlaster: ready');
+    setDiagnostics('/ws/softmax.cu', [
+      { message: 'a hint', severity: DiagnosticSeverity.Hint, source: 'kernelblaster', code: 'setup' },
+      { message: 'PyTorch is not installed in /venv', severity: DiagnosticSeverity.Warning, source: 'kernelblaster', code: 'setup' },
+      { message: 'unrelated', severity: DiagnosticSeverity.Error, source: 'nvcc', code: 'setup' },
+    ]);
+    assert.equal(language().text, 'KernelBlaster: setup problem');
+    assert.ok(language().detail?.startsWith('PyTorch is not installed in /venv'), language().detail);
+    setDiagnostics('/ws/softmax.cu', []);
+    assert.equal(language().text, 'KernelBlaster: ready');
   });
 
   it('refuses to optimize or profile in Restricted Mode and points to trust management', async () => {
@@ -502,13 +546,13 @@ describe('status bar', () => {
     events.onJobStatus({ uri: 'file:///ws/softmax.cu', running: true, phase: 'profiling', message: '' });
     assert.equal(statusText(), '$(sync~spin) softmax.cu: profiling');
     events.onJobStatus({ uri: 'file:///ws/softmax.cu', running: false, phase: 'done', message: 'softmax: memory-bound, 0.41 ms' });
-    assert.equal(statusText(), '$(zap) softmax: memory-bound, 0.41 ms');
+    assert.equal(statusText(), '$(zap) softmax.cu: softmax: memory-bound, 0.41 ms');
     events.onServerPhase('stopped');
     assert.equal(statusText(), '$(debug-disconnect) KernelBlaster: stopped');
     events.onServerPhase('running');
 
     await command('kernelblaster.restartServer');
     events.onJobStatus({ uri: 'file:///ws/old.cu', running: true, phase: 'stale', message: '' });
-    assert.equal(statusText(), '$(zap) softmax: memory-bound, 0.41 ms', 'the old server is ignored');
+    assert.equal(statusText(), '$(zap) softmax.cu: softmax: memory-bound, 0.41 ms', 'the old server is ignored');
   });
 });

@@ -44,6 +44,7 @@ export const PROFILE_ANSWER = {
     },
     "version": 4
   },
+  "limit": "Headroom: the kernel reaches 68% of the FP32 peak (achieved FLOP/s or the pipe's utilization, whichever is higher); compute-bound, so that is its roof.",
   "duration_ms": 0.099552,
   "median_ms": null,
   "speedup_vs_eager": null,

@@ -33,10 +33,25 @@ describe('status bar state machine', () => {
     state = run(state, job('file:///w/softmax.cu', true, 'profiling'));
     assert.equal(renderStatus(state).text, '$(sync~spin) softmax.cu: profiling');
     assert.equal(state.jobs.length, 1);
-    state = run(state, job('file:///w/softmax.cu', false, 'done', 'softmax: memory-bound (DRAM 86%), 0.41 ms, 1.8× vs eager'));
+    state = run(state, job('file:///w/softmax.cu', false, 'done', 'softmax: memory-bound (DRAM 86%), 1.8× vs eager'));
     const view = renderStatus(state);
-    assert.equal(view.text, '$(zap) softmax: memory-bound (DRAM 86%), 0.41 ms, 1.8× vs eager');
+    // without a headline (another server's job): the file's name, once, and the message
+    assert.equal(view.text, '$(zap) softmax.cu: softmax: memory-bound (DRAM 86%), 1.8× vs eager');
     assert.match(view.tooltip, /^softmax\.cu: softmax: memory-bound/);
+  });
+
+  it("leads with a save's headline, its delta, in the text; the whole result in the tooltip, the file named once", () => {
+    const status: JobStatus = {
+      uri: 'file:///w/softmax.cu',
+      running: false,
+      phase: 'done',
+      message: '1.50 ms per call — 1.33× faster than the previous save; softmax_rowthread: launch-bound (32 blocks), ncu kernel duration 1.44 ms',
+      headline: 'softmax.cu 1.33× faster · launch-bound',
+    };
+    const view = renderStatus(run(ready(), { kind: 'job', status }));
+    assert.equal(view.text, '$(zap) softmax.cu 1.33× faster · launch-bound');
+    assert.ok(view.tooltip.startsWith(`softmax.cu: ${status.message}\n`), view.tooltip);
+    assert.equal(view.tooltip.split('softmax.cu:').length, 2, 'the file is named once');
   });
 
   it('counts concurrent jobs and shows the latest', () => {
@@ -55,7 +70,7 @@ describe('status bar state machine', () => {
       job('file:///w/a.cu', true, 'building'),
       job('file:///w/a.cu', false, 'cancelled'),
     );
-    assert.equal(renderStatus(state).text, '$(zap) a: latency-bound');
+    assert.equal(renderStatus(state).text, '$(zap) a.cu: a: latency-bound');
   });
 
   it('truncates long results in the text but not the tooltip', () => {
@@ -63,6 +78,7 @@ describe('status bar state machine', () => {
     const view = renderStatus(run(ready(), job('file:///a.cu', false, 'done', message)));
     assert.ok(view.text.endsWith('…'));
     assert.equal(view.text.length, '$(zap) '.length + 60);
+    assert.ok(view.text.startsWith('$(zap) a.cu: k: x'));
     assert.ok(view.tooltip.includes(message));
   });
 
@@ -86,6 +102,13 @@ describe('status bar state machine', () => {
   it('accepts only well-formed jobStatus notifications', () => {
     const expected: JobStatus = { uri: 'file:///a.cu', running: true, phase: 'building', message: '' };
     assert.deepEqual(parseJobStatus({ uri: 'file:///a.cu', running: true, phase: 'building' }), expected);
+    assert.deepEqual(parseJobStatus({ uri: 'file:///a.cu', running: false, phase: 'done', message: 'm', headline: 'a.cu 2.00× faster' }), {
+      uri: 'file:///a.cu',
+      running: false,
+      phase: 'done',
+      message: 'm',
+      headline: 'a.cu 2.00× faster',
+    });
     assert.equal(parseJobStatus({ uri: 'file:///a.cu' }), undefined);
     assert.equal(parseJobStatus({ running: false }), undefined);
     assert.equal(parseJobStatus(null), undefined);
@@ -108,5 +131,14 @@ describe('language status item', () => {
     const missing = renderLanguageStatus(run(initialStatus(true), { kind: 'server', phase: 'notInstalled' }));
     assert.deepEqual([missing.text, missing.severity], ['KernelBlaster: server not found', 'error']);
     assert.equal(renderLanguageStatus(run(ready(), { kind: 'server', phase: 'stopped' })).severity, 'error');
+  });
+
+  it('says there is a setup problem, not "ready", while Problems shows one', () => {
+    const torch = 'PyTorch is not installed in /venv — /venv/bin/python -m pip install torch';
+    const view = renderLanguageStatus(run(ready(), { kind: 'setup', problems: [torch] }));
+    assert.equal(view.text, 'KernelBlaster: setup problem');
+    assert.equal(view.severity, 'warning');
+    assert.ok(view.detail.includes('PyTorch is not installed') && view.detail.endsWith('(see Problems)'), view.detail);
+    assert.equal(renderLanguageStatus(run(ready(), { kind: 'setup', problems: [torch] }, { kind: 'setup', problems: [] })).text, 'KernelBlaster: ready');
   });
 });

@@ -54,6 +54,14 @@ WEAK_FRACTION = 0.9
 INPUT_SCALES = (8.0, 0.125)
 
 
+def trial_step(index: int, trials: int) -> str:
+    """The progress step of trial `index`: one of verification's `trials`, or the recheck after
+    timing, which is one more and not "trial 4 of 3"."""
+    if index >= trials:
+        return "recheck on fresh inputs after timing"
+    return f"trial {index + 1} of {trials}"
+
+
 def _poison_allocator(templates: list[torch.Tensor], device: torch.device) -> None:
     """Hand the caching allocator NaN-filled blocks (0xFF bytes are NaN in fp32/fp16/bf16) of the
     outputs' sizes, so outputs the candidate allocates itself start as NaN too."""
@@ -285,8 +293,7 @@ class Verifier:
         if not self.reuses_previous_inputs(index):
             self._staged = None  # the last trial's tensors, freed before this one's are made
         return_cached(self.device, sets_per_trial=self.facts.ahead_bytes == 0)
-        after = " (after timing)" if index >= self.facts.trials else ""
-        self.on_step(f"trial {index + 1} of {self.facts.trials}{after}")
+        self.on_step(trial_step(index, self.facts.trials))
         with self._timed("sets"):
             sets = self.oracle.take(index)
         expected = sets.expected

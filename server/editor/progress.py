@@ -76,12 +76,15 @@ class JobReporter:
                 self._token, types.WorkDoneProgressReport(message=message, percentage=percent)
             )
 
-    def end(self, phase: str, message: str, *, superseded: bool = False) -> None:
+    def end(
+        self, phase: str, message: str, *, superseded: bool = False, headline: str | None = None
+    ) -> None:
         """End the job's progress and status; a job `superseded` by a newer one for the same
         file ends its progress only: the file's status is the newer job's (a "not running" sent
-        after the newer job's start would show the file idle while it waits for the GPU)."""
+        after the newer job's start would show the file idle while it waits for the GPU).
+        `headline`: the status bar's short text for the result, led by the file's name."""
         if not superseded:
-            self._status(False, phase, message)
+            self._status(False, phase, message, headline)
         if self._token is not None:
             self._server.work_done_progress.end(
                 self._token, types.WorkDoneProgressEnd(message=message)
@@ -90,11 +93,11 @@ class JobReporter:
             self._server.work_done_progress.tokens.pop(self._token, None)
             self._token = None
 
-    def _status(self, running: bool, phase: str, message: str) -> None:
-        self._server.protocol.notify(
-            JOB_STATUS,
-            {"uri": self._uri, "running": running, "phase": phase, "message": message},
-        )
+    def _status(self, running: bool, phase: str, message: str, headline: str | None = None) -> None:
+        status = {"uri": self._uri, "running": running, "phase": phase, "message": message}
+        if headline is not None:
+            status["headline"] = headline
+        self._server.protocol.notify(JOB_STATUS, status)
 
 
 def _supports_progress(server: LanguageServer) -> bool:

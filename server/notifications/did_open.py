@@ -7,7 +7,7 @@ import asyncio
 
 from lsprotocol import types
 
-from kernelblaster.server.editor.documents import is_header, text_hash
+from kernelblaster.server.editor.documents import is_header
 from kernelblaster.server.pipeline import optimize
 from kernelblaster.server.pipeline import save as pipeline
 from kernelblaster.server.session.language_server import KernelBlasterServer
@@ -25,9 +25,8 @@ async def did_open(ls: KernelBlasterServer, params: types.DidOpenTextDocumentPar
     if not is_header(path) and ls.trust.trusted and ls.settings.build_on_change:
         ls.ahead.expect_edits(ls.settings)
     ls.candidates.replace(path, await asyncio.to_thread(optimize.find_candidates, path))
-    result = await pipeline.show_cached(ls, path)
+    await pipeline.show_cached(ls, path)
     # Closed while this open was under way (its close cancelled no job yet): nothing to run.
     if ls.workspace.text_documents.get(document.uri) is not document:
         return
-    if not is_header(path) and (result is None or result.text_hash != text_hash(document.source)):
-        pipeline.schedule(ls, path, debounce=False)
+    pipeline.run_if_stale(ls, path, document.source)

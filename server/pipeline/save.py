@@ -22,13 +22,14 @@ from kernelblaster.harness.protocol.worker_protocol import (
     WorkerRequest,
     WorkerResponse,
 )
-from kernelblaster.server.editor.documents import text_hash, to_client_range
+from kernelblaster.server.editor.documents import is_header, text_hash, to_client_range
 from kernelblaster.server.editor.kernel_locator import locate
 from kernelblaster.server.editor.progress import JobReporter
 from kernelblaster.server.editor.trust import UNTRUSTED_DIAGNOSTIC, UNTRUSTED_MESSAGE
 from kernelblaster.server.results.cache import FileResult, new_result
 from kernelblaster.server.session.jobs import Slot
 from kernelblaster.server.views import diagnostics, formatting
+from kernelblaster.server.views.job_summary import job_summary
 
 if TYPE_CHECKING:
     from kernelblaster.server.session.language_server import KernelBlasterServer
@@ -77,6 +78,13 @@ def schedule(
     ls.jobs.submit(str(path), lambda: run(ls, path, depth), debounce=debounce)
 
 
+def run_if_stale(ls: KernelBlasterServer, path: Path, text: str) -> None:
+    """Run `path` unless it is a header or its cached result is of `text` (opened, or trusted)."""
+    result = ls.cache.get(path)
+    if not is_header(path) and (result is None or result.text_hash != text_hash(text)):
+        schedule(ls, path, debounce=False)
+
+
 def explain_untrusted(ls: KernelBlasterServer) -> None:
     if ls.trust.explanation_due():
         ls.window_show_message(
@@ -89,11 +97,11 @@ async def run(ls: KernelBlasterServer, path: Path, depth: ProfileDepth | None) -
     uri = ls.documents.uri_for(path)
     reporter = JobReporter(ls, ls.cancels, uri, f"KernelBlaster: {path.name}")
     try:
-        await reporter.begin("queued", f"{path.name}: waiting for the GPU")
+        await reporter.begin("queued", "waiting for the GPU")
         try:
             text = await asyncio.to_thread(read_source, path)
         except OSError as exc:
-            reporter.end("failed", f"{path.name}: cannot read it: {exc}")
+            reporter.end("failed", f"cannot read it: {exc}")
             return
         ls.documents.record_read(path, text)
         await asyncio.to_thread(ls.history.note_reference, path, ls.settings)
@@ -106,13 +114,11 @@ async def run(ls: KernelBlasterServer, path: Path, depth: ProfileDepth | None) -
         await install(ls, result)
     except asyncio.CancelledError:
         # What was verified and timed before the cancel stays shown (`show_checked`).
-        reporter.end(
-            "cancelled", f"{path.name}: cancelled", superseded=ls.jobs.superseded(str(path))
-        )
+        reporter.end("cancelled", "cancelled", superseded=ls.jobs.superseded(str(path)))
         raise
     delta = ls.history.delta(path, result.response.check, result.text_hash)
-    change = formatting.delta_line(delta) if delta is not None else None
-    reporter.end("done", summary(result) + (f" — {change}" if change else ""))
+    ended = job_summary(result, delta)
+    reporter.end("done", ended.message, headline=ended.headline)
 
 
 async def _profile(
@@ -152,22 +158,20 @@ async def _profile(
                     )
                 )
             show_checked(ls, path, hashed, message)
-            timed = f"{formatting.timing_line(message.check)}; "
             delta = ls.history.delta(path, message.check, hashed)
-            if delta is not None and (change := formatting.delta_line(delta)):
-                timed = f"{formatting.milliseconds(delta.median_ms)} — {change}; {timed}"
+            timed = f"{formatting.timing_line(message.check, delta)}; "
         if message.states:
             rankings.append(asyncio.get_running_loop().create_task(refresh_ranking(ls, path)))
         if message.background and slot is not None and running is not None:
             slot.yield_to_interactive(running.cancel)
-        reporter.report(message.phase, f"{path.name}: {timed}{message.message}", message.percent)
+        reporter.report(message.phase, f"{timed}{message.message}", message.percent)
 
     resumed = False
     try:
         while True:
             async with ls.jobs.gpu(background=resumed) as slot:
                 starting = "resuming its profile" if resumed else "starting the worker"
-                reporter.report("build", f"{path.name}: {timed}{starting}")
+                reporter.report("build", f"{timed}{starting}")
                 running = asyncio.create_task(
                     run_harness(
                         request,
@@ -187,9 +191,7 @@ async def _profile(
                         raise
             resumed = True
             log.info("%s: background work stopped for another file's interactive work", path.name)
-            reporter.report(
-                "queued", f"{path.name}: {timed}profile paused: another file's save goes first"
-            )
+            reporter.report("queued", f"{timed}profile paused: another file's save goes first")
     finally:
         # The final result is ranked after the early ones, never overwritten by them.
         if rankings:
@@ -241,15 +243,16 @@ def publish(ls: KernelBlasterServer, path: Path) -> None:
     text = document.source
     lines = document.lines
     result = ls.cache.get(path)
+    kernels = locate(text)
     found: list[types.Diagnostic] = []
     if result is not None:
-        context = diagnostics.FileContext(uri=uri, path=path, lines=lines, kernels=locate(text))
+        context = diagnostics.FileContext(uri=uri, path=path, lines=lines, kernels=kernels)
         delta = ls.history.delta(path, result.response.check, result.text_hash)
         found = diagnostics.file_diagnostics(
             result, context, text_hash=text_hash(text), delta=delta
         )
     if not ls.trust.trusted:
-        found.append(diagnostics.untrusted_diagnostic(UNTRUSTED_DIAGNOSTIC))
+        found.append(diagnostics.untrusted_diagnostic(UNTRUSTED_DIAGNOSTIC, kernels))
     codec = ls.workspace.position_codec
     for item in found:
         item.range = to_client_range(codec, lines, item.range)
@@ -267,37 +270,3 @@ def refresh_lenses(ls: KernelBlasterServer) -> None:
     workspace = ls.client_capabilities.workspace
     if workspace and workspace.code_lens and workspace.code_lens.refresh_support:
         ls.workspace_code_lens_refresh(None)
-
-
-def summary(result: FileResult) -> str:
-    """One line for the end of a job (status bar)."""
-    name = Path(result.source).name
-    response = result.response
-    profile = response.profile
-    if response.error is not None:
-        return f"{name}: {response.error.message}"
-    build = response.build
-    if build is not None and not build.ok:
-        errors = sum(d.severity == "error" for d in build.diagnostics)
-        return f"{name}: build failed ({errors} error{'s' if errors != 1 else ''})"
-    if response.check and response.check.verify and not response.check.verify.ok:
-        return f"{name}: wrong result — {response.check.verify.message}"
-    parts = []
-    for kernel, state in result.states.items():
-        kernel_profile = formatting.profile_for(profile.kernels, kernel) if profile else None
-        measured = [
-            m
-            for m in (
-                formatting.kernel_time(kernel_profile),
-                formatting.versus_references(response.check),
-            )
-            if m
-        ]
-        parts.append(
-            f"{kernel}: {state.summary}" + (f", {', '.join(measured)}" if measured else "")
-        )
-    if not parts and response.check is not None and response.check.timing is not None:
-        return f"{name}: {formatting.timing_line(response.check)}"
-    if not parts:
-        return f"{name}: built"
-    return parts[0] + (f" (+{len(parts) - 1} more kernels)" if len(parts) > 1 else "")

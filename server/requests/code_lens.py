@@ -13,7 +13,9 @@ from kernelblaster.server.views import code_lens
 async def code_lens_request(
     ls: KernelBlasterServer, params: types.CodeLensParams
 ) -> list[types.CodeLens]:
-    await ls.ready.wait()  # the setting decides
+    # Answered at once, from the initialization options' settings: a request held until the
+    # server is ready makes VS Code space out its next lens requests as long (its debounce
+    # follows a provider's average time), so lenses refreshed later took that long to show.
     document, path = ls.kernel_source(params.text_document.uri)
     if document is None or not ls.settings.code_lens or is_header(path):
         return []

@@ -23,7 +23,6 @@ def code_lens_resolve(ls: KernelBlasterServer, lens: types.CodeLens) -> types.Co
         current=document is not None
         and result is not None
         and result.profiled_text_hash == text_hash(document.source),
-        has_report=path is not None and ls.history.latest_report(path) is not None,
         client_commands=frozenset(ls.init_options.client_commands),
     )
     return lens

@@ -115,13 +115,17 @@ def _resources_text(compiled: list[KernelResources]) -> str:
     )
 
 
-def untrusted_diagnostic(message: str) -> types.Diagnostic:
-    return _diagnostic(
-        types.Range(types.Position(0, 0), types.Position(0, 0)),
-        message,
-        types.DiagnosticSeverity.Information,
-        "setup",
-    )
+def untrusted_diagnostic(message: str, kernels: tuple[KernelSpan, ...]) -> types.Diagnostic:
+    """On the first kernel's name (the top of a file without kernels), not on a comment."""
+    top = types.Range(types.Position(0, 0), types.Position(0, 0))
+    rng = kernels[0].name_range if kernels else top
+    return _diagnostic(rng, message, types.DiagnosticSeverity.Information, "setup")
+
+
+def _file_anchor(context: FileContext) -> types.Range:
+    """Where a message about the whole file goes: the first kernel's name, which is what it is
+    about, rather than the file's first line (often a comment); line 1 without kernels."""
+    return context.kernels[0].name_range if context.kernels else line_range(context.lines, 0)
 
 
 def _diagnostic(
@@ -192,7 +196,7 @@ def _error_diagnostics(result: FileResult, context: FileContext) -> list[types.D
     found = []
     for error in _errors(result):
         span = by_name(context.kernels, error.kernel) if error.kernel else None
-        rng = span.name_range if span else line_range(context.lines, 0)
+        rng = span.name_range if span else _file_anchor(context)
         message = f"{error.message} — {error.fix}" if error.fix else error.message
         if error.kind in EXPECTED_ERROR_KINDS:
             severity = types.DiagnosticSeverity.Information
@@ -212,7 +216,7 @@ def _verify_diagnostics(check: CheckResult | None, context: FileContext) -> list
         return []
     verify = check.verify
     # Verification judges the target's outputs, not one kernel: pin it to the first kernel.
-    anchor = context.kernels[0].name_range if context.kernels else line_range(context.lines, 0)
+    anchor = _file_anchor(context)
     found = []
     if not verify.ok:
         message = verify.message or "the output does not match the reference"
@@ -235,13 +239,12 @@ def _timing_diagnostics(
     timed, before its profile. A regression is a warning."""
     if check is None or check.timing is None or (check.verify is not None and not check.verify.ok):
         return []
-    anchor = context.kernels[0].name_range if context.kernels else line_range(context.lines, 0)
-    message = formatting.timing_line(check)
-    severity = types.DiagnosticSeverity.Information
-    if delta is not None and (change := formatting.delta_line(delta)):
-        message = f"{formatting.milliseconds(delta.median_ms)} — {change}; {message}"
-        if delta.regression:
-            severity = types.DiagnosticSeverity.Warning
+    anchor = _file_anchor(context)
+    message = formatting.timing_line(check, delta)
+    regression = delta is not None and delta.regression
+    severity = (
+        types.DiagnosticSeverity.Warning if regression else types.DiagnosticSeverity.Information
+    )
     return [_diagnostic(anchor, message, severity, "timing")]
 
 
@@ -253,7 +256,7 @@ def _state_diagnostic(
     suffix: str,
 ) -> types.Diagnostic:
     measured = [
-        m for m in (formatting.kernel_time(profile), formatting.versus_references(check)) if m
+        m for m in (formatting.ncu_duration(profile), formatting.versus_references(check)) if m
     ]
     message = f"{span.name}: {state.summary}"
     if measured:
@@ -279,17 +282,27 @@ def _line_diagnostics(
     found = []
     blamed: set[int] = set()
     for finding in state.findings:
-        for line in finding.lines:
-            blamed.add(line)
-            found.append(
-                _diagnostic(
-                    line_range(context.lines, line - 1),
-                    _finding_message(finding),
-                    severity_for_gain(finding.estimated_speedup),
-                    finding.id,
-                    related,
-                )
+        if not finding.lines:
+            continue
+        # One entry per finding, at its first line; its other lines are related to it.
+        first, *others = finding.lines
+        blamed.update(finding.lines)
+        also = [
+            types.DiagnosticRelatedInformation(
+                location=types.Location(uri=context.uri, range=line_range(context.lines, line - 1)),
+                message=f"also line {line}",
             )
+            for line in others
+        ]
+        found.append(
+            _diagnostic(
+                line_range(context.lines, first - 1),
+                _finding_message(finding),
+                severity_for_gain(finding.estimated_speedup),
+                finding.id,
+                related + also,
+            )
+        )
     # ncu markers the classifier did not turn into findings still point at a line.
     for marker in profile.markers if profile else []:
         if marker.line in blamed or not same_source(marker.file, context.path):
@@ -315,5 +328,5 @@ def _line_diagnostics(
 def _finding_message(finding: Finding) -> str:
     message = finding.message or finding.id.replace("_", " ")
     if finding.estimated_speedup is not None:
-        message += f" (ncu estimates up to {finding.estimated_speedup:.0f}% gain)"
+        message += f" ({formatting.ncu_estimate(finding.estimated_speedup)})"
     return message

@@ -9,6 +9,7 @@ from kernelblaster.kb.records import RankedTechnique
 from kernelblaster.server.results.cache import FileResult
 from kernelblaster.server.results.history import HistoryPoint, SaveDelta
 from kernelblaster.server.views import formatting
+from kernelblaster.server.views.headroom import limiting_roof
 
 _NOT_PROFILED = "Not profiled yet: save the file to build, check and profile it."
 
@@ -35,12 +36,13 @@ def kernel_hover(
     )
     if state is not None:
         lines += ["", f"**{state.summary}**", "", f"state `{state.state}` on {state.arch}"]
+        lines += ["", limiting_roof(state, profile).line]
         if not current:
             lines += ["", "*From the profile of an earlier version of this file; save to refresh.*"]
     elif result is None:
         lines += ["", _NOT_PROFILED]
     lines += _measurements(profile, response.check if response else None)
-    lines += _progress(delta, history or [])
+    lines += _progress(delta, history or [], result.text_hash if result else None)
     build = response.build if response else None
     compiled = formatting.resources_for(build.resources, kernel) if build is not None else []
     if len(compiled) == 1:
@@ -58,43 +60,54 @@ def kernel_hover(
 
 
 def _measurements(profile: KernelProfile | None, check: CheckResult | None) -> list[str]:
+    """The times, each saying what it measures: the timing's median per call (the figure the
+    save deltas compare), PyTorch's, and ncu's duration of its one profiled launch."""
     rows = []
-    if kernel_time := formatting.kernel_time(profile):
-        rows.append(("kernel (ncu)", kernel_time))
     if check is not None and check.timing is not None:
-        rows.append(("whole target, median", formatting.milliseconds(check.timing.median_ms)))
+        runs = f"median of {check.timing.repetitions} runs"
+        median = formatting.milliseconds(check.timing.median_ms)
+        rows.append((f"per call, whole target ({runs})", median))
         for label, reference, speedup in (
             ("PyTorch eager", check.eager, check.speedup_vs_eager),
             ("torch.compile", check.compiled, check.speedup_vs_compile),
         ):
             if reference is not None:
                 versus = f" (speedup {formatting.factor(speedup)})" if speedup else ""
-                rows.append((label, formatting.milliseconds(reference.median_ms) + versus))
+                time = formatting.milliseconds(reference.median_ms)
+                rows.append((f"{label}, per call", time + versus))
+    if kernel_time := formatting.kernel_time(profile):
+        rows.append(("kernel duration (ncu, one profiled launch)", kernel_time))
+    lines = []
+    if rows:
+        table = [f"| {name} | {value} |" for name, value in rows]
+        lines = ["", "| time | value |", "|:---|---:|", *table]
     if profile is not None:
         launch = profile.launch
-        rows.append(
-            (
-                "launch",
-                f"grid {_dims(launch.grid)}, block {_dims(launch.block)}, "
-                f"{launch.registers_per_thread} registers/thread",
-            )
-        )
-    if not rows:
-        return []
-    return ["", "| time | |", "|---|---|", *(f"| {name} | {value} |" for name, value in rows)]
+        lines += [
+            "",
+            f"Launch: grid {_dims(launch.grid)}, block {_dims(launch.block)}, "
+            f"{launch.registers_per_thread} registers/thread",
+        ]
+    return lines
 
 
 _BARS = "▁▂▃▄▅▆▇█"
 
 
-def _progress(delta: SaveDelta | None, history: list[HistoryPoint]) -> list[str]:
+def _progress(
+    delta: SaveDelta | None, history: list[HistoryPoint], text_hash: str | None
+) -> list[str]:
     """The change since the previous save and since opened, and the saves' times as a
-    sparkline (taller is slower)."""
+    sparkline (taller is slower). A save verified and timed whose profile still runs is not in
+    the history yet: its time is the sparkline's last, as the delta beside it is."""
     lines = []
     if delta is not None and (change := formatting.delta_line(delta)):
-        lines += ["", f"**{formatting.milliseconds(delta.median_ms)} — {change}**"]
-    if len(history) >= 2:
-        times = [p.median_ms for p in history[-20:]]
+        lines += ["", f"**{formatting.milliseconds(delta.median_ms)} per call — {change}**"]
+    times = [p.median_ms for p in history]
+    if delta is not None and (not history or history[-1].text_hash != text_hash):
+        times.append(delta.median_ms)
+    if len(times) >= 2:
+        times = times[-20:]
         low, high = min(times), max(times)
         bars = "".join(
             _BARS[round((t - low) / (high - low) * (len(_BARS) - 1)) if high > low else 0]
@@ -131,7 +144,7 @@ def _findings(state: PerfState) -> list[str]:
     for finding in state.findings:
         where = f" (line {', '.join(map(str, finding.lines))})" if finding.lines else ""
         gain = (
-            f", ncu estimates up to {finding.estimated_speedup:.0f}%"
+            f" ({formatting.ncu_estimate(finding.estimated_speedup)})"
             if finding.estimated_speedup is not None
             else ""
         )

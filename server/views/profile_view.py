@@ -17,6 +17,7 @@ from kernelblaster.server.editor.documents import same_source
 from kernelblaster.server.results.cache import FileResult
 from kernelblaster.server.results.history import HistoryPoint, SaveDelta
 from kernelblaster.server.views import formatting
+from kernelblaster.server.views.headroom import limiting_roof
 
 NCU_UI = "ncu-ui"
 NCU_DOWNLOAD = "https://developer.nvidia.com/nsight-compute"
@@ -58,6 +59,7 @@ class KernelProfileView(msgspec.Struct, kw_only=True):
     profiled: bool  # a profile of this kernel exists
     current: bool  # ... and it is of the document's text
     state: PerfState | None = None
+    limit: str | None = None  # the headroom to the roof that limits the state (headroom.py)
     duration_ms: float | None = None
     median_ms: float | None = None
     speedup_vs_eager: float | None = None
@@ -112,6 +114,7 @@ def kernel_profile(
     view.current = result.profiled_text_hash == text_hash
     view.device, view.arch = profile.device, profile.arch
     view.state = result.states.get(kernel)
+    view.limit = limiting_roof(view.state, kernel_profile).line if view.state else None
     if kernel_profile.duration_ns is not None:
         view.duration_ms = kernel_profile.duration_ns / 1e6
     view.point = roofline.point(kernel_profile)

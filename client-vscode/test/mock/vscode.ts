@@ -93,6 +93,21 @@ export interface MockWebviewPanel {
   dispose(): void;
 }
 
+export enum DiagnosticSeverity {
+  Error = 0,
+  Warning = 1,
+  Information = 2,
+  Hint = 3,
+}
+
+/** A diagnostic as a language client leaves it in VS Code's collection. */
+export interface MockDiagnostic {
+  readonly message: string;
+  readonly severity: DiagnosticSeverity;
+  readonly source?: string;
+  readonly code?: string | { value: string };
+}
+
 export enum StatusBarAlignment {
   Left = 1,
   Right = 2,
@@ -151,6 +166,9 @@ export const mock = {
   files: new Set<string>(),
   trustGranted: new EventEmitter<undefined>(),
   configurationChanged: new EventEmitter<{ affectsConfiguration(section: string): boolean }>(),
+  /** Every file's diagnostics, as `languages.getDiagnostics()` returns them. */
+  diagnostics: new Map<string, MockDiagnostic[]>(),
+  diagnosticsChanged: new EventEmitter<undefined>(),
 };
 
 export function resetMock(): void {
@@ -174,6 +192,14 @@ export function resetMock(): void {
   mock.files.clear();
   mock.trustGranted = new EventEmitter<undefined>();
   mock.configurationChanged = new EventEmitter();
+  mock.diagnostics.clear();
+  mock.diagnosticsChanged = new EventEmitter<undefined>();
+}
+
+/** Publishes a file's diagnostics, as a language client does. */
+export function setDiagnostics(fsPath: string, diagnostics: MockDiagnostic[]): void {
+  mock.diagnostics.set(fsPath, diagnostics);
+  mock.diagnosticsChanged.fire(undefined);
 }
 
 /** Sets a user (global) or workspace value of `kernelblaster.<key>`-style full keys. */
@@ -349,6 +375,8 @@ export const commands = {
 };
 
 export const languages = {
+  getDiagnostics: () => [...mock.diagnostics].map(([fsPath, diagnostics]) => [Uri.file(fsPath), diagnostics] as const),
+  onDidChangeDiagnostics: (listener: Listener<undefined>) => mock.diagnosticsChanged.event(listener),
   createLanguageStatusItem: (id: string, selector: unknown) => {
     const item = { id, selector, text: '', severity: LanguageStatusSeverity.Information, busy: false, command: undefined, name: '', dispose: () => undefined };
     mock.languageStatusItems.push(item);

@@ -77,11 +77,13 @@ def verify(monkeypatch, request):
                 oracle=session,
                 facts=session.facts,
             )
+            verifier.on_step = run.steps.append
             result = verifier.verify()
             return verifier.recheck() if recheck and result.ok else result
         finally:
             snapshot.restore()
 
+    run.steps = []  # the progress steps the verifier reported
     return run
 
 
@@ -94,6 +96,13 @@ def test_an_honest_candidate_passes_on_new_and_in_place_changed_inputs(verify):
     result = verify(lambda inputs: [torch.relu(inputs[0])], recheck=True)
     assert result.ok and result.hacks == [] and result.warnings == []
     assert result.trials == 4 and len(set(result.seeds)) == 4  # 3 trials and one after timing
+    trials = [step for step in verify.steps if step.startswith(("trial ", "recheck"))]
+    assert trials[-4:] == [
+        "trial 1 of 3",
+        "trial 2 of 3",
+        "trial 3 of 3",
+        "recheck on fresh inputs after timing",
+    ]  # never "trial 4 of 3"
     assert "tensors changed in place" in result.message
     assert InOrderGate.closed - closed == 4  # every trial behind the gate
 

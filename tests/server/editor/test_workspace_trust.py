@@ -111,3 +111,22 @@ async def test_a_trusted_folders_configuration_edited_after_trust_is_not_used(
     [warning] = [m.message for m in client.messages if "configuration file ignored" in m.message]
     assert "nvcc = " in warning and "kernelblaster trust" in warning
     assert marker.exists()
+
+
+async def test_trust_granted_to_a_running_session_runs_its_open_files(client, workspace, tmp_path):
+    """VS Code grants Workspace Trust: `kernelblaster/trustGranted` trusts the running session,
+    without a restart (the open files' lenses and diagnostics stay), and runs what it holds."""
+    marker = tmp_path / "worker-ran"
+    source = copy_five(workspace)
+    await _session(client, workspace, marker, trusted=False)
+    uri = open_document(client, source)
+    (untrusted,) = await wait_until(lambda: by_code(client.diagnostics.get(uri, []), "setup"))
+    # about the file: on its first kernel's name (transpose_naive), not on line 1's comment
+    assert untrusted.range.start == types.Position(9, 16)
+    await asyncio.sleep(1.5)  # as above: no event marks a worker not started
+    assert not marker.exists()
+
+    client.protocol.notify("kernelblaster/trustGranted", {})
+    diagnostics = await wait_until(lambda: by_code(client.diagnostics.get(uri, []), "state"))
+    assert diagnostics and marker.exists()
+    assert not by_code(client.diagnostics[uri], "setup")

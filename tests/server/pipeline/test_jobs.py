@@ -69,7 +69,7 @@ async def test_save_during_a_running_job_cancels_it(client, workspace):
     # each job had its own progress token; the cancelled one was ended too
     assert len(client.progress_reports) == 2
     assert all(reports[-1].kind == "end" for reports in client.progress_reports.values())
-    assert "five.cu: cancelled" in [r[-1].message for r in client.progress_reports.values()]
+    assert "cancelled" in [r[-1].message for r in client.progress_reports.values()]
 
 
 async def test_crashed_worker_yields_a_diagnostic_and_the_next_save_works(client, workspace):
@@ -84,7 +84,8 @@ async def test_crashed_worker_yields_a_diagnostic_and_the_next_save_works(client
         "The worker died during build (killed by SIGSEGV) without a result"
     )
     assert crash.data == {"kind": "crash"}
-    assert crash.range.start == types.Position(0, 0)
+    # about the whole file: on its first kernel's name (transpose_naive), not on line 1's comment
+    assert crash.range.start == types.Position(9, 16)
 
     save(client, uri)
     diagnostics = await wait_for_states(client, uri, count=5)
@@ -166,7 +167,7 @@ async def test_a_save_superseding_a_queued_job_leaves_the_file_shown_as_running(
     ended = await wait_until(
         lambda: [r for r in client.progress_reports.values() if r[-1].kind == "end"]
     )
-    assert len(ended) == 1 and ended[0][-1].message == "five.cu: cancelled"
+    assert len(ended) == 1 and ended[0][-1].message == "cancelled"
     mine = [s for s in client.job_status if s.uri == uri]
     assert (mine[-1].running, mine[-1].phase) == (True, "queued")
     assert not [s for s in mine if not s.running]

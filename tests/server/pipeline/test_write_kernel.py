@@ -224,7 +224,7 @@ async def test_the_verified_kernel_is_written_beside_the_module_and_opened(clien
         "written": True,
         "path": str(target),
         "message": "Wrote softmax.cu: verified on 3 fresh input sets; 0.481 ms per call "
-        "(median of 50), 0.10× vs eager (2 replies, 2400 prompt + 700 completion tokens).",
+        "(median of 50 runs), 0.10× vs eager (2 replies, 2400 prompt + 700 completion tokens).",
     }
     assert target.read_text() == SOFTMAX_KERNEL
     assert [p.name for p in workspace.root.iterdir() if p.name.startswith(".softmax")] == []

@@ -4,16 +4,24 @@ report, whose path the response names, so the server keeps a copy)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 from lsprotocol import types
 from pytest_lsp import client_capabilities
 
 from bench.lsp_session import FIVE, copy_five, wait_until
-from kernelblaster.server.editor.documents import path_to_uri
+from kernelblaster.server.editor.documents import path_to_uri, text_hash
 from kernelblaster.server.results import kept_reports
-from kernelblaster.server.results.cache import ResultCache
+from kernelblaster.server.results.cache import ResultCache, new_result
 from kernelblaster.server.results.history import SaveHistory
-from tests.server.conftest import initialize, open_document, softmax_source, start
+from tests.server.conftest import (
+    initialize,
+    open_document,
+    softmax_response,
+    softmax_source,
+    start,
+)
 from tests.server.results.test_history import timed_softmax
 
 
@@ -49,22 +57,29 @@ async def test_each_kernel_gets_a_summary_and_its_actions_resolved_lazily(client
     by_kernel: dict[int, list[types.Command]] = {}
     for lens in resolved:
         by_kernel.setdefault(lens.range.start.line, []).append(lens.command)
-    assert len(by_kernel) == 7 and all(len(c) == 4 for c in by_kernel.values())  # 7 kernels
-    summary, optimize, profile, ncu = by_kernel[9]  # transpose_naive
-    # ncu's time of transpose_naive (288 µs), its state, headroom to its nearest roof
-    # (the check is the softmax fixture's: 0.10× PyTorch eager, no torch.compile measured)
-    assert summary.title == (
-        "0.288 ms · memory-bound · 0.10× vs best of eager/torch.compile · "
-        "13% of the DRAM bandwidth roof"
-    ), summary
-    assert "4 of 32 bytes per sector" in summary.tooltip  # the whole state line
-    assert summary.command == ""  # a label
+    assert len(by_kernel) == 7 and all(len(c) == 2 for c in by_kernel.values())  # 7 kernels
+    summary, optimize = by_kernel[9]  # transpose_naive
+    # ncu's time of transpose_naive (288 µs; the time per call is the whole program's, of 7
+    # kernels), its state, headroom to the roof that limits it: L2, not DRAM (13%). Short: the
+    # line fits an editor split beside the profile view.
+    assert summary.title == "ncu 0.288 ms · memory-bound · L2 87% of peak", summary
+    # the tooltip says what each figure is (the check is the softmax fixture's: 0.10× eager)
+    tooltip = summary.tooltip.splitlines()
+    assert tooltip[0] == (
+        "verified on 3 fresh input sets; 0.5 ms per call (median of 50 runs), 0.10× vs eager"
+    )
+    assert tooltip[1] == "ncu kernel duration 0.288 ms (one profiled launch)"
+    assert "4 of 32 bytes per sector" in tooltip[2]  # the whole state line
+    assert tooltip[3].startswith("Headroom: L2 runs at 87% of its peak throughput")
+    # pytest-lsp's client declares no client commands: the summary opens the server's profile,
+    # which answers in a message
+    assert summary.command == "kernelblaster.kernelProfile" and summary.arguments[0]["show"]
     assert optimize.title == "Optimize" and optimize.command == "kernelblaster.optimize"
     assert optimize.arguments[0]["kernel"] == "transpose_naive"
-    # pytest-lsp's client declares no client commands: the server's own, which answer in a message
-    assert profile.command == "kernelblaster.kernelProfile" and profile.arguments[0]["show"]
-    assert ncu.title == "Open in Nsight Compute" and ncu.command == "kernelblaster.ncuReport"
 
+    ncu = types.Command(
+        title="", command="kernelblaster.ncuReport", arguments=[{**summary.arguments[0]}]
+    )
     answer = await client.workspace_execute_command_async(
         types.ExecuteCommandParams(command=ncu.command, arguments=ncu.arguments)
     )
@@ -87,6 +102,8 @@ async def test_the_profile_view_places_the_kernel_under_the_measured_roofs(clien
         )
     )
     assert view["profiled"] and view["current"] and view["device"] == "NVIDIA H100 80GB HBM3"
+    # compute-bound: its headroom is to the FP32 peak, as the lens and hover say
+    assert view["limit"].startswith("Headroom: the kernel reaches 68% of the FP32 peak")
     roofs, point = view["roofs"], view["point"]
     assert roofs["source"] == "measured"
     # H100 SXM: 1280 B/cycle × 2.618 GHz DRAM, 33792 FLOP/cycle × 1.976 GHz SM
@@ -177,15 +194,27 @@ async def test_a_client_with_its_own_commands_gets_them_in_the_lenses(client, wo
         ),
     )
     uri = open_document(client, source)
-    summary, optimize, profile, ncu = [lens.command for lens in await _resolved(client, uri)]
+    summary, optimize = [lens.command for lens in await _resolved(client, uri)]
     assert optimize.command == "kernelblaster.optimize"  # the server's, as in every client
-    assert summary.title.startswith("not profiled yet")
-    assert profile.command == "kernelblaster.showProfile"
-    assert list(profile.arguments) == [{"uri": uri, "kernel": "softmax_rowthread"}]
-    assert (ncu.title, ncu.command) == (
-        "Nsight Compute: no report yet",
-        "kernelblaster.openInNsightCompute",
+    # not profiled yet: a label, not a link
+    assert summary.title.startswith("not profiled yet") and summary.command == ""
+
+    # profiled (its result saved beside it, shown untrusted too): the summary opens the
+    # client's own profile view
+    ResultCache().save(new_result(source, text_hash(source.read_text()), softmax_response(source)))
+    client.text_document_did_close(
+        types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
     )
+    uri = open_document(client, source)
+    for _ in range(100):  # the result loads after the open (a lens refresh follows it)
+        summary, _ = [lens.command for lens in await _resolved(client, uri)]
+        if summary.command:
+            break
+        await asyncio.sleep(0.05)
+    assert summary.title.startswith("0.481 ms/call · memory-bound · L1 "), summary.title
+    assert summary.command == "kernelblaster.showProfile"
+    assert list(summary.arguments) == [{"uri": uri, "kernel": "softmax_rowthread"}]
+    assert summary.tooltip.endswith("Click for the profile view.")
 
 
 def test_kept_reports_stay_within_their_count_and_size(tmp_path, monkeypatch):

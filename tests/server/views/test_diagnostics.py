@@ -32,7 +32,7 @@ async def test_open_publishes_state_and_line_diagnostics(client, workspace):
     assert transpose.source == "kernelblaster"
     assert transpose.message.startswith("transpose_naive: memory-bound (L2 87% of peak, DRAM 13%)")
     assert "global stores use 4 of 32 bytes per sector" in transpose.message
-    assert transpose.message.endswith("— 0.288 ms")
+    assert transpose.message.endswith("— ncu kernel duration 0.288 ms")
 
     # ncu blames line 13 for uncoalesced stores (est. 77% → Warning), pointing back at the kernel
     (uncoalesced,) = [
@@ -42,6 +42,13 @@ async def test_open_publishes_state_and_line_diagnostics(client, workspace):
     assert "4 of 32 bytes per sector" in uncoalesced.message
     (related,) = uncoalesced.related_information
     assert related.location.uri == uri and related.location.range == transpose.range
+    # one entry per finding: smem_column_sum's barrier stalls (lines 21 and 24) are one
+    # diagnostic at line 21, its other line related to it, not the same finding twice
+    (barrier,) = by_code(diagnostics, "stall_barrier")
+    assert barrier.range.start.line == 20
+    kernel, also = barrier.related_information
+    assert kernel.message == "in kernel smem_column_sum"
+    assert (also.message, also.location.range.start.line) == ("also line 24", 23)
     # a finding under 20% is Information; one under 5% would be a Hint
     (register_loads,) = [
         d for d in by_code(diagnostics, "uncoalesced_global_access") if d.range.start.line == 45

@@ -109,3 +109,36 @@ def test_hover_marks_a_proposed_technique_ranked_below_the_catalog(tmp_path):
     assert "*(proposed by an agent, on trial)*" in line
     assert line.startswith(f"{len(ranked)}. ")  # on trial: below every catalog technique
     assert sum("proposed by an agent" in line for line in text.splitlines()) == 1
+
+
+def test_the_hover_sparkline_includes_a_save_timed_while_its_profile_runs():
+    """A save verified and timed is shown with its delta at once; the history records it only
+    when its profile ends. The sparkline beside the delta has it too, not only the older saves."""
+    from kernelblaster.server.results.history import Change, HistoryPoint, SaveDelta
+    from kernelblaster.server.views.hover import kernel_hover
+
+    timed = FileResult(
+        source="/w/k.cu",
+        text_hash="new",
+        time=0.0,
+        response=WorkerResponse(check=CheckResult(source="/w/k.cu", target_kind="plain")),
+    )
+    opened = HistoryPoint(time=0.0, text_hash="old", median_ms=2.0, p20_ms=1.9, p80_ms=2.1)
+    faster = Change(factor=2.0 / 1.5, within_noise=False)
+    delta = SaveDelta(median_ms=1.5, previous=faster, since_opened=faster)
+    text = kernel_hover("k", timed, [], current=True, delta=delta, history=[opened])
+    assert "**1.50 ms per call — 1.33× faster than the previous save" in text
+    assert "Last 2 saves (median per call, oldest first): `█▁` 2.00 ms → 1.50 ms" in text
+    # once recorded, the point is not counted twice
+    recorded = HistoryPoint(time=1.0, text_hash="new", median_ms=1.5, p20_ms=1.4, p80_ms=1.6)
+    text = kernel_hover("k", timed, [], current=True, delta=delta, history=[opened, recorded])
+    assert "Last 2 saves" in text
+
+
+def test_ncu_estimates_are_a_share_of_the_runtime_bounding_the_speedup():
+    from kernelblaster.server.views.formatting import ncu_estimate
+
+    # Nsight Compute's "Est. Speedup 87%" is the runtime a fix could save: at most 1/(1-0.87)
+    assert ncu_estimate(87.0) == "ncu: up to 87% of runtime could be saved (≤ 7.7×)"
+    assert ncu_estimate(50.0) == "ncu: up to 50% of runtime could be saved (≤ 2.0×)"
+    assert ncu_estimate(100.0) == "ncu: up to 100% of runtime could be saved"  # no finite bound
