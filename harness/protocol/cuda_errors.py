@@ -22,10 +22,17 @@ OUT_OF_MEMORY_FIX = (
 )
 
 
-def device_fault(text: str) -> str | None:
-    """The first line of `text` naming a device fault of the kernel's, if one does."""
+def device_fault(text: str, *, cuda_errors_only: bool = False) -> str | None:
+    """The first line of `text` naming a device fault of the kernel's, if one does;
+    `cuda_errors_only`: among CUDA's own error lines ("CUDA error: ..."), as in a process's
+    stderr, where "out of bounds" may be a Python IndexError's."""
     return next(
-        (line.strip() for line in text.splitlines() if any(f in line for f in _DEVICE_FAULTS)),
+        (
+            line.strip()
+            for line in text.splitlines()
+            if any(f in line for f in _DEVICE_FAULTS)
+            and (not cuda_errors_only or "CUDA error" in line)
+        ),
         None,
     )
 

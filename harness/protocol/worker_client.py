@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from kernelblaster.harness.protocol.cuda_errors import device_fault
 from kernelblaster.harness.protocol.processes import (
     WorkerProcess,
     kill_worker,
@@ -445,15 +446,15 @@ async def _send(process: WorkerProcess, payload: bytes) -> None:
 
 
 class _StderrTail:
-    """The worker's last stderr lines, and the first that names a CUDA error: a process that
-    aborts on one (c10 checks a free after a device fault) prints its C++ stack after it."""
+    """The worker's last stderr lines, and the first CUDA error naming a device fault: a
+    process that aborts on one (c10 checks a free after it) prints its C++ stack after it."""
 
     def __init__(self) -> None:
         self.lines: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
         self.cuda_error: str | None = None
 
     def add(self, line: str) -> None:
-        if self.cuda_error is None and "CUDA error" in line:
+        if self.cuda_error is None and device_fault(line, cuda_errors_only=True) is not None:
             self.cuda_error = line
         self.lines.append(line)
 

@@ -88,8 +88,8 @@ def worker_error(failure: WorkerFailed, settings: Settings) -> HarnessError:
             fix=_timeout_advice(phase),
             log=log,
         )
-    cuda_errors = "\n".join(line for line in failure.log.splitlines() if "CUDA error" in line)
-    if failure.exit_status is not None and (fault := device_fault(cuda_errors)) is not None:
+    fault = device_fault(failure.log, cuda_errors_only=True)
+    if failure.exit_status is not None and fault is not None:
         # The kernel's fault, though the worker died of it before answering (c10 aborts when
         # a tensor is freed after one): a verdict on the kernel, as its answer would have been.
         return HarnessError(
